@@ -1,0 +1,109 @@
+// megaflow.h — megaflows, their verdicts, and the per-PMD pool that owns them.
+//
+// Contract
+// --------
+// A megaflow is (value, mask, verdict): every key K with (K & mask) == value
+// gets `verdict`.  Megaflows are produced by RuleTable upcalls, whose masks
+// always include in_port exactly, so two live megaflows never overlap (see
+// ARCHITECTURE.md "Two tiers").  That is why every cache above the megaflow
+// classifier may point at a megaflow and only needs to verify it on hit:
+//   EMC  stores (full key, index, version): a hit is valid while the pool
+//        slot still has that version (the slot is alive and was not reused).
+//   SMC  stores (16-bit signature, index): on hit the pipeline checks the slot
+//        is live and (K & mask) == value.
+//   CD   stores (signature, subtable id): on hit only that subtable is probed.
+//
+// Memory: the pool is a fixed array allocated once; Alloc/Free never touch the
+// heap.  Indices are stable for a megaflow's life.  `version` is bumped on
+// Free, so an old (index, version) pair can never name a new megaflow.
+//
+// Threads: a pool belongs to one PMD thread (single writer, single reader).
+#ifndef FLOWCLASS_DATAPLANE_MEGAFLOW_H_
+#define FLOWCLASS_DATAPLANE_MEGAFLOW_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dataplane/flow.h"
+#include "dataplane/rule.h"
+
+namespace flowclass {
+
+inline constexpr int kMaxBurst = 32;
+inline constexpr uint32_t kInvalidIndex = 0xffffffffu;
+
+// What the pipeline decided for one packet.  rule_id 0: no rule matched
+// (the packet is dropped and counted as such).
+struct Verdict {
+  uint64_t rule_id = 0;
+  Action action;
+  friend bool operator==(const Verdict&, const Verdict&) = default;
+};
+
+struct Megaflow {
+  Flow value;  // key & mask at install time
+  Flow mask;
+  Verdict verdict;
+  uint64_t hits = 0;
+  uint32_t index = kInvalidIndex;  // slot in the pool (stable)
+  uint32_t version = 0;            // bumped when the slot is freed
+  uint16_t subtable = 0;           // owner subtable id in its classifier
+  bool live = false;
+
+  // Full check that `key` is covered by this megaflow.
+  bool Covers(const FlowKey& key) const {
+    for (int i = 0; i < kFlowWords; ++i)
+      if ((key.Word(i) & mask.w[i]) != value.w[i]) return false;
+    return true;
+  }
+};
+
+class MegaflowPool {
+ public:
+  explicit MegaflowPool(uint32_t capacity)
+      : slots_(capacity), free_(capacity) {
+    for (uint32_t i = 0; i < capacity; ++i) {
+      slots_[i].index = i;
+      free_[i] = capacity - 1 - i;  // hand out low indices first
+    }
+  }
+  MegaflowPool(const MegaflowPool&) = delete;
+  MegaflowPool& operator=(const MegaflowPool&) = delete;
+
+  // A fresh live slot, or nullptr when full (a "failed upcall").
+  Megaflow* Alloc() {
+    if (free_.empty()) return nullptr;
+    Megaflow* m = &slots_[free_.back()];
+    free_.pop_back();  // never reallocates: capacity reserved in the ctor
+    m->live = true;
+    m->hits = 0;
+    ++live_;
+    return m;
+  }
+  void Free(Megaflow* m) {
+    if (!m->live) return;
+    m->live = false;
+    ++m->version;
+    free_.push_back(m->index);
+    --live_;
+  }
+  Megaflow& Get(uint32_t index) { return slots_[index]; }
+  const Megaflow& Get(uint32_t index) const { return slots_[index]; }
+  bool IsLive(uint32_t index, uint32_t version) const {
+    return index < slots_.size() && slots_[index].live &&
+           slots_[index].version == version;
+  }
+  uint32_t capacity() const { return static_cast<uint32_t>(slots_.size()); }
+  uint32_t live() const { return live_; }
+
+ private:
+  std::vector<Megaflow> slots_;
+  std::vector<uint32_t> free_;
+  uint32_t live_ = 0;
+};
+
+}  // namespace flowclass
+
+#endif  // FLOWCLASS_DATAPLANE_MEGAFLOW_H_

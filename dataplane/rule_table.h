@@ -1,0 +1,119 @@
+// rule_table.h — the slow-path classifier: a priority-aware tuple space.
+//
+// Contract
+// --------
+// * One subtable per distinct (expanded) mask.  A rule whose match has port
+//   ranges is expanded into one or more masked entries (each range split into
+//   aligned prefixes, the two ranges crossed); each entry lands in the
+//   subtable of its mask.  Expansion counts are reported in Stats().
+// * Lookup visits subtables in descending order of the highest priority they
+//   hold and stops as soon as no remaining subtable can beat (or tie with)
+//   the best match so far.  It returns the winning rule and ORs into `wc` the
+//   mask of every subtable it consulted: the megaflow mask.  Every key that
+//   agrees with the looked-up key on the bits of `wc` gets the same answer.
+// * ApplyBatch validates every operation first (ValidateRule, ids, limits)
+//   and changes nothing unless all of them are valid; errors name the
+//   operation index, the rule id and the field.
+// * Threads: not thread-safe.  One writer; readers only when no writer runs
+//   (the dataplane publishes immutable tables under RCU, see ARCHITECTURE.md).
+//   Lookup is const and allocates nothing.
+#ifndef FLOWCLASS_DATAPLANE_RULE_TABLE_H_
+#define FLOWCLASS_DATAPLANE_RULE_TABLE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "dataplane/flow.h"
+#include "dataplane/rule.h"
+
+namespace flowclass {
+
+struct RuleOp {
+  enum class Kind : uint8_t {
+    kInsert,          // rule.id must not exist
+    kDelete,          // delete rule `id`; it must exist
+    kReplace,         // rule.id must exist; match, priority, action, cookie replaced
+    kDeleteByCookie,  // delete every rule whose cookie == cookie (0 or more)
+  };
+  Kind kind = Kind::kInsert;
+  Rule rule;           // kInsert, kReplace
+  uint64_t id = 0;     // kDelete
+  uint64_t cookie = 0; // kDeleteByCookie
+
+  static RuleOp Insert(Rule r) { return {Kind::kInsert, std::move(r), 0, 0}; }
+  static RuleOp Replace(Rule r) { return {Kind::kReplace, std::move(r), 0, 0}; }
+  static RuleOp Delete(uint64_t id) { return {Kind::kDelete, {}, id, 0}; }
+  static RuleOp DeleteByCookie(uint64_t c) {
+    return {Kind::kDeleteByCookie, {}, 0, c};
+  }
+};
+
+struct RuleTableLimits {
+  size_t max_rules = 4u << 20;
+  size_t max_entries = 16u << 20;  // after port-range expansion
+};
+
+struct RuleTableStats {
+  size_t rules = 0;
+  size_t entries = 0;          // masked entries after range expansion
+  size_t expanded_rules = 0;   // rules that needed more than one entry
+  size_t subtables = 0;
+  uint64_t generation = 0;     // +1 per applied non-empty batch
+};
+
+// Summary of an applied batch.
+struct BatchResult {
+  size_t inserted = 0;
+  size_t deleted = 0;
+  size_t replaced = 0;
+  uint64_t generation = 0;
+};
+
+class RuleTable {
+ public:
+  explicit RuleTable(RuleTableLimits limits = {});
+  ~RuleTable();
+  RuleTable(const RuleTable&);             // deep copy (shadow tables)
+  RuleTable& operator=(const RuleTable&) = delete;
+
+  // All or nothing.  INVALID_ARGUMENT for a bad rule / unknown or duplicate
+  // id, RESOURCE_EXHAUSTED for a limit; the message starts with
+  // "operation <i> (rule id <id>): ".
+  absl::StatusOr<BatchResult> ApplyBatch(absl::Span<const RuleOp> ops);
+
+  // Winning rule or nullptr; ORs the consulted subtables' masks into *wc
+  // (which the caller zeroes).  `subtables_visited`, if not null, receives the
+  // number of subtables probed.
+  const Rule* Lookup(const Flow& key, Flow* wc,
+                     int* subtables_visited = nullptr) const;
+  const Rule* Lookup(const FlowKey& key, Flow* wc,
+                     int* subtables_visited = nullptr) const;
+
+  const Rule* Find(uint64_t id) const;
+  size_t size() const;
+  RuleTableStats Stats() const;
+  uint64_t generation() const;
+  // Every rule, in (priority desc, id asc) order.
+  std::vector<const Rule*> Rules() const;
+  std::string DebugString() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Splits [lo, hi] into the minimal list of (value, mask) prefixes over a
+// 16-bit field.  Exposed for tests and for the ACL backend.
+std::vector<std::pair<uint16_t, uint16_t>> RangeToPrefixes(uint16_t lo,
+                                                           uint16_t hi);
+
+}  // namespace flowclass
+
+#endif  // FLOWCLASS_DATAPLANE_RULE_TABLE_H_
