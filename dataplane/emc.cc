@@ -1,0 +1,276 @@
+#include "dataplane/emc.h"
+
+#include <algorithm>
+#include <bit>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace flowclass {
+namespace {
+
+constexpr uint32_t kMaxEmcEntries = uint32_t{1} << 24;
+constexpr uint32_t kMaxEmcMoves = 64;
+
+// Insert threshold for "insert with probability 1/N": a uniform 32-bit
+// number is <= threshold with probability (threshold+1)/2^32 ~= 1/N.
+uint32_t ThresholdFor(uint32_t inv_prob) {
+  return inv_prob == 0 ? 0 : UINT32_MAX / inv_prob;
+}
+
+}  // namespace
+
+const char* EmcPolicyName(EmcPolicy p) {
+  switch (p) {
+    case EmcPolicy::kRandomVictim:
+      return "random";
+    case EmcPolicy::kOlderVictim:
+      return "older";
+    case EmcPolicy::kCuckoo:
+      return "cuckoo";
+  }
+  return "unknown";
+}
+
+absl::Status ValidateEmcConfig(const EmcConfig& config) {
+  if (config.entries < 2 || config.entries > kMaxEmcEntries ||
+      !std::has_single_bit(config.entries)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "emc entries: must be a power of two in [2, %u], got %u",
+        kMaxEmcEntries, config.entries));
+  }
+  if (config.max_moves > kMaxEmcMoves) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("emc max_moves: must be <= %u, got %u", kMaxEmcMoves,
+                        config.max_moves));
+  }
+  switch (config.policy) {
+    case EmcPolicy::kRandomVictim:
+    case EmcPolicy::kOlderVictim:
+    case EmcPolicy::kCuckoo:
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "emc policy: unknown value %d", static_cast<int>(config.policy)));
+  }
+  return absl::OkStatus();
+}
+
+Emc::Emc(const MegaflowPool* pool, EmcConfig cfg)
+    : pool_(pool),
+      policy_(cfg.policy),
+      max_moves_(std::min(cfg.max_moves, kMaxEmcMoves)),
+      rng_state_(cfg.seed) {
+  const uint32_t n =
+      std::bit_ceil(std::clamp(cfg.entries, uint32_t{2}, kMaxEmcEntries));
+  mask_ = n - 1;
+  shift_ = std::countr_zero(n);
+  table_ = std::make_unique<EmcEntry[]>(n);
+  set_insert_inv_prob(cfg.insert_inv_prob);
+}
+
+uint64_t Emc::NextRandom() {
+  // splitmix64: one add and two multiplies; plenty for victim choice and
+  // insertion sampling, and deterministic given the seed.
+  uint64_t z = (rng_state_ += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+bool Emc::Matches(const EmcEntry& e, const FlowKey& key) const {
+  if (e.hash != key.hash || e.map != key.map) return false;
+  for (int i = 0; i < key.n_words; ++i)
+    if (e.words[i] != key.words[i]) return false;
+  return true;
+}
+
+uint32_t Emc::LookupBurst(const FlowKey* keys, uint32_t todo_map,
+                          uint32_t* mf_index) const {
+  // Stage 1: prefetch both lines of both candidate slots of every key, so
+  // the misses of the whole burst overlap instead of being paid one by one.
+  for (uint32_t m = todo_map; m; m &= m - 1) {
+    const Slots s = SlotsOf(keys[std::countr_zero(m)].hash);
+    const char* p0 = reinterpret_cast<const char*>(&table_[s.s0]);
+    const char* p1 = reinterpret_cast<const char*>(&table_[s.s1]);
+    __builtin_prefetch(p0);
+    __builtin_prefetch(p0 + 64);
+    __builtin_prefetch(p1);
+    __builtin_prefetch(p1 + 64);
+  }
+  // Stage 2: compare (hash first, then the key words) and check liveness.
+  uint32_t hits = 0;
+  for (uint32_t m = todo_map; m; m &= m - 1) {
+    const int i = std::countr_zero(m);
+    const FlowKey& key = keys[i];
+    const Slots s = SlotsOf(key.hash);
+    for (uint32_t slot : {s.s0, s.s1}) {
+      const EmcEntry& e = table_[slot];
+      if (Matches(e, key) && !IsDead(e)) {
+        mf_index[i] = e.mf_index;
+        hits |= uint32_t{1} << i;
+        break;
+      }
+    }
+  }
+  return hits;
+}
+
+uint32_t Emc::Lookup(const FlowKey& key) const {
+  uint32_t idx = kInvalidIndex;
+  LookupBurst(&key, 1, &idx);
+  return idx;
+}
+
+void Emc::Store(EmcEntry& e, const FlowKey& key, uint32_t mf_index) {
+  e.hash = key.hash;
+  e.map = key.map;
+  e.n_words = key.n_words;
+  e.stamp = ++stamp_;
+  e.mf_index = mf_index;
+  e.mf_version = pool_->Get(mf_index).version;
+  for (int i = 0; i < kFlowWords; ++i)
+    e.words[i] = i < key.n_words ? key.words[i] : 0;
+}
+
+void Emc::Insert(const FlowKey& key, uint32_t mf_index) {
+  ++stats_.inserts;
+  const Slots s = SlotsOf(key.hash);
+  EmcEntry& e0 = table_[s.s0];
+  EmcEntry& e1 = table_[s.s1];
+  // Same key already cached (live or not): refresh it in place, so a key
+  // never occupies both of its slots.
+  if (Matches(e0, key)) {
+    ++stats_.updates;
+    Store(e0, key, mf_index);
+    return;
+  }
+  if (Matches(e1, key)) {
+    ++stats_.updates;
+    Store(e1, key, mf_index);
+    return;
+  }
+  // A free or dead candidate is always preferred over evicting a live entry.
+  if (IsDead(e0)) {
+    Store(e0, key, mf_index);
+    return;
+  }
+  if (IsDead(e1)) {
+    Store(e1, key, mf_index);
+    return;
+  }
+  switch (policy_) {
+    case EmcPolicy::kRandomVictim: {
+      ++stats_.evictions;
+      Store((NextRandom() >> 63) ? e1 : e0, key, mf_index);
+      return;
+    }
+    case EmcPolicy::kOlderVictim: {
+      ++stats_.evictions;
+      // Wrap-safe "e0 inserted before e1".
+      const bool e0_older = static_cast<int32_t>(e0.stamp - e1.stamp) < 0;
+      Store(e0_older ? e0 : e1, key, mf_index);
+      return;
+    }
+    case EmcPolicy::kCuckoo: {
+      // Try both chains (random order), then fall back to a random victim:
+      // the new key always gets in, older entries move only if they land.
+      const bool first = NextRandom() >> 63;
+      const uint32_t a = first ? s.s1 : s.s0;
+      const uint32_t b = first ? s.s0 : s.s1;
+      if (CuckooPlace(key, mf_index, a) || CuckooPlace(key, mf_index, b))
+        return;
+      ++stats_.evictions;
+      Store(table_[a], key, mf_index);
+      return;
+    }
+  }
+}
+
+bool Emc::CuckooPlace(const FlowKey& key, uint32_t mf_index, uint32_t start) {
+  // Every entry has exactly one other home, so from `start` there is a
+  // single chain: start -> other slot of the entry in start -> ...  Follow
+  // it (read only) until a free/dead slot, a repeat, or max_moves_ steps.
+  uint32_t path[kMaxEmcMoves + 1];
+  int len = 0;
+  path[len++] = start;
+  for (uint32_t step = 0; step < max_moves_; ++step) {
+    const uint32_t cur = path[len - 1];
+    const Slots s = SlotsOf(table_[cur].hash);
+    const uint32_t alt = cur == s.s0 ? s.s1 : s.s0;
+    for (int j = 0; j < len; ++j)
+      if (path[j] == alt) return false;  // a cycle: no room down this chain
+    path[len++] = alt;
+    if (IsDead(table_[alt])) {
+      // Shift every entry one step along the chain (each lands in its other
+      // slot), last first, then put the new key at the start.
+      for (int j = len - 1; j > 0; --j) table_[path[j]] = table_[path[j - 1]];
+      stats_.moves += static_cast<uint64_t>(len - 1);
+      Store(table_[start], key, mf_index);
+      return true;
+    }
+  }
+  return false;
+}
+
+void Emc::MaybeInsert(const FlowKey& key, uint32_t mf_index) {
+  if (insert_inv_prob_ == 0 ||
+      static_cast<uint32_t>(NextRandom() >> 32) > insert_threshold_) {
+    ++stats_.skipped;
+    return;
+  }
+  Insert(key, mf_index);
+}
+
+void Emc::SweepSome(int n) {
+  for (int i = 0; i < n; ++i) {
+    EmcEntry& e = table_[sweep_pos_];
+    if (e.mf_index != kInvalidIndex && IsDead(e)) {
+      Clear(e);
+      ++stats_.swept;
+    }
+    sweep_pos_ = (sweep_pos_ + 1) & mask_;
+  }
+}
+
+void Emc::set_insert_inv_prob(uint32_t inv_prob) {
+  insert_inv_prob_ = inv_prob;
+  insert_threshold_ = ThresholdFor(inv_prob);
+}
+
+void Emc::Flush() {
+  for (uint32_t i = 0; i <= mask_; ++i) Clear(table_[i]);
+}
+
+uint32_t Emc::Occupancy() const {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i <= mask_; ++i) n += !IsDead(table_[i]);
+  return n;
+}
+
+std::string Emc::DebugString(int max_entries) const {
+  std::string out = absl::StrFormat(
+      "emc: entries=%u occupancy=%u insert_inv_prob=%u policy=%s "
+      "inserts=%u updates=%u evictions=%u moves=%u skipped=%u swept=%u\n",
+      entries(), Occupancy(), insert_inv_prob_, EmcPolicyName(policy_),
+      stats_.inserts, stats_.updates, stats_.evictions, stats_.moves,
+      stats_.skipped, stats_.swept);
+  int shown = 0;
+  for (uint32_t i = 0; i <= mask_ && shown < max_entries; ++i) {
+    const EmcEntry& e = table_[i];
+    if (e.mf_index == kInvalidIndex) continue;
+    // Raw words, not Flow::ToString(): this dump must work on any key and
+    // depends on nothing but the layout in flow.h.
+    absl::StrAppendFormat(&out, "  [%u] mf=%u v%u %s hash=%016x map=%03x", i,
+                          e.mf_index, e.mf_version,
+                          IsDead(e) ? "dead" : "live", e.hash, e.map);
+    for (int w = 0; w < e.n_words; ++w)
+      absl::StrAppendFormat(&out, " %016x", e.words[w]);
+    out += "\n";
+    ++shown;
+  }
+  return out;
+}
+
+}  // namespace flowclass

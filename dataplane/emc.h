@@ -1,0 +1,193 @@
+// emc.h — the exact-match cache (EMC): full FlowKey -> megaflow, 2 probes.
+//
+// Contract
+// --------
+// The first cache a packet meets.  An entry remembers one exact key and the
+// (index, version) of the megaflow that key was classified by.  A hit is
+// valid only while `pool.IsLive(index, version)`: freeing a megaflow (which
+// bumps its slot's version) invalidates every EMC entry naming it at once,
+// with no walk over the EMC.  Dead entries are then reused by Insert and
+// cleared slowly by SweepSome().
+//
+// Threads: an Emc belongs to one PMD thread, like the MegaflowPool it points
+// into.  Every method is for that thread only; nothing is atomic or locked.
+// The pool must outlive the Emc.
+//
+// Hot path: LookupBurst, Insert, MaybeInsert and SweepSome allocate nothing,
+// lock nothing, log nothing and throw nothing.  Memory is allocated once, in
+// the constructor.  Flush, Occupancy and DebugString are O(entries) and meant
+// for the control plane / tests.
+//
+// Placement
+// ---------
+// A key may live in exactly two slots, both derived from `key.hash`:
+//   slot0 = hash & (entries-1)
+//   slot1 = (hash >> log2(entries)) & (entries-1), or slot0^1 if that equals
+//           slot0 (so every key always has two distinct candidates).
+// Insert: if the key is already in one of its slots the entry is updated in
+// place; else an empty or dead slot is used (a live entry is never evicted
+// while a dead candidate exists); else the EmcPolicy decides:
+//   kRandomVictim  evict one of the two at random (the classic OVS scheme);
+//   kOlderVictim   evict the entry that was inserted less recently;
+//   kCuckoo        make room by moving the occupant of a candidate to *its*
+//                  other slot, whose occupant moves to its other slot, ...
+//                  (a cuckoo chain).  Each entry has one alternative, so from
+//                  each candidate there is one chain; it is followed read-only
+//                  for up to `max_moves` steps and applied only if it ends in
+//                  a free or dead slot.  If neither chain does, a random
+//                  candidate is evicted.  Lookups stay 2 probes; only the
+//                  (rare, miss-path) insert does more work.  This
+//                  is the default because it keeps >= 99% of 4096 streams
+//                  resident in 8192 slots, which the others do not (see
+//                  docs/caches-emc-smc.md and emc_benchmark.cc).
+//
+// Memory layout: `entries` EmcEntry of 96 bytes each, 32-byte aligned, so
+// every entry spans exactly 2 cache lines (never 3, which 16-byte alignment
+// would allow) and its 24-byte header (hash, map, index, version) never
+// straddles a line: a hash mismatch, the common case for the second probe,
+// reads one line.  LookupBurst prefetches both lines of both candidates of
+// every key before comparing any.
+//
+//   struct EmcEntry {            // 96 bytes
+//     uint64_t hash;             //  0  FlowKey::hash; compared first
+//     uint16_t map;              //  8  FlowKey::map (0 for an empty slot)
+//     uint8_t  n_words;          // 10
+//     uint8_t  pad;              // 11
+//     uint32_t stamp;            // 12  insert sequence (kOlderVictim)
+//     uint32_t mf_index;         // 16  kInvalidIndex when empty
+//     uint32_t mf_version;       // 20
+//     uint64_t words[9];         // 24  packed key words, as in FlowKey
+//   };
+#ifndef FLOWCLASS_DATAPLANE_EMC_H_
+#define FLOWCLASS_DATAPLANE_EMC_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "dataplane/flow.h"
+#include "dataplane/megaflow.h"
+
+namespace flowclass {
+
+enum class EmcPolicy : uint8_t {
+  kRandomVictim,
+  kOlderVictim,
+  kCuckoo,
+};
+const char* EmcPolicyName(EmcPolicy p);
+
+struct EmcConfig {
+  uint32_t entries = 8192;          // power of two >= 2
+  uint32_t insert_inv_prob = 100;   // MaybeInsert inserts with prob 1/N; 0=off
+  uint64_t seed = 1;                // per-instance PRNG seed (deterministic)
+  EmcPolicy policy = EmcPolicy::kCuckoo;
+  uint32_t max_moves = 8;           // kCuckoo: longest displacement walk
+};
+
+// Checks a config for the control plane; the message names the field.
+// The Emc constructor itself never fails: it rounds `entries` up to a power
+// of two (minimum 2) and caps `max_moves` at 64.
+absl::Status ValidateEmcConfig(const EmcConfig& config);
+
+// Insert-side counters (lookup hits are counted by the pipeline).  Plain
+// integers written by the owning thread only.
+struct EmcStats {
+  uint64_t inserts = 0;         // Insert calls (incl. those from MaybeInsert)
+  uint64_t updates = 0;         // key already present: updated in place
+  uint64_t evictions = 0;       // a live entry was dropped to make room
+  uint64_t moves = 0;           // kCuckoo: entries moved to their other slot
+  uint64_t skipped = 0;         // MaybeInsert calls that chose not to insert
+  uint64_t swept = 0;           // dead entries cleared by SweepSome
+};
+
+struct alignas(32) EmcEntry {
+  uint64_t hash = 0;
+  uint16_t map = 0;
+  uint8_t n_words = 0;
+  uint8_t pad = 0;
+  uint32_t stamp = 0;
+  uint32_t mf_index = kInvalidIndex;
+  uint32_t mf_version = 0;
+  uint64_t words[kFlowWords] = {};
+};
+static_assert(sizeof(EmcEntry) == 96, "EmcEntry layout documented in emc.h");
+
+class Emc {
+ public:
+  explicit Emc(const MegaflowPool* pool, EmcConfig cfg = {});
+  Emc(const Emc&) = delete;
+  Emc& operator=(const Emc&) = delete;
+
+  // For each set bit i of todo_map (bits >= kMaxBurst must be clear), looks
+  // keys[i] up.  A hit sets bit i of the result and writes mf_index[i]; for a
+  // miss mf_index[i] is left untouched.  Staged: all candidate slots of the
+  // burst are prefetched before any is compared.
+  uint32_t LookupBurst(const FlowKey* keys, uint32_t todo_map,
+                       uint32_t* mf_index) const;
+
+  // Single-key convenience: the megaflow index, or kInvalidIndex on a miss.
+  uint32_t Lookup(const FlowKey& key) const;
+
+  // Unconditional insert of key -> pool megaflow `mf_index` (which must be
+  // live; its current version is recorded).  See "Placement" above.
+  void Insert(const FlowKey& key, uint32_t mf_index);
+  // Insert with probability 1/insert_inv_prob (never when it is 0).
+  void MaybeInsert(const FlowKey& key, uint32_t mf_index);
+
+  // Checks the next n slots (round robin) and clears the dead ones.
+  void SweepSome(int n);
+
+  void set_insert_inv_prob(uint32_t inv_prob);
+  uint32_t insert_inv_prob() const { return insert_inv_prob_; }
+
+  // Empties every slot.  O(entries).
+  void Flush();
+  // Number of slots holding a live entry.  O(entries).
+  uint32_t Occupancy() const;
+  uint32_t entries() const { return mask_ + 1; }
+  EmcPolicy policy() const { return policy_; }
+  const EmcStats& stats() const { return stats_; }
+  // Size, occupancy, insert probability, policy, counters, first few entries.
+  std::string DebugString(int max_entries = 8) const;
+
+ private:
+  struct Slots {
+    uint32_t s0, s1;
+  };
+  Slots SlotsOf(uint64_t hash) const {
+    const uint32_t s0 = static_cast<uint32_t>(hash) & mask_;
+    uint32_t s1 = static_cast<uint32_t>(hash >> shift_) & mask_;
+    if (s1 == s0) s1 = s0 ^ 1u;
+    return {s0, s1};
+  }
+  bool Matches(const EmcEntry& e, const FlowKey& key) const;
+  bool IsDead(const EmcEntry& e) const {
+    return !pool_->IsLive(e.mf_index, e.mf_version);
+  }
+  void Store(EmcEntry& e, const FlowKey& key, uint32_t mf_index);
+  void Clear(EmcEntry& e) { e = EmcEntry(); }
+  uint64_t NextRandom();
+  // kCuckoo: looks for a chain of at most max_moves_ moves starting at
+  // `start` that ends in a free or dead slot; if found, shifts the chain and
+  // stores key in `start`.  Reads only, and returns false, otherwise.
+  bool CuckooPlace(const FlowKey& key, uint32_t mf_index, uint32_t start);
+
+  const MegaflowPool* pool_;
+  std::unique_ptr<EmcEntry[]> table_;
+  uint32_t mask_;
+  int shift_;
+  EmcPolicy policy_;
+  uint32_t max_moves_;
+  uint32_t insert_inv_prob_ = 0;
+  uint32_t insert_threshold_ = 0;  // insert when random32 <= threshold
+  uint64_t rng_state_;
+  uint32_t stamp_ = 0;
+  uint32_t sweep_pos_ = 0;
+  EmcStats stats_;
+};
+
+}  // namespace flowclass
+
+#endif  // FLOWCLASS_DATAPLANE_EMC_H_
