@@ -8,9 +8,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "dataplane/megaflow.h"
 
 namespace flowclass {
 namespace {
+
+// LookupBurst keeps per-key state in 32-entry stack arrays indexed by the
+// bit position in the 32-bit todo_map.
+static_assert(kMaxBurst <= 32, "todo_map must hold one bit per burst key");
 
 // Odd 64-bit multipliers (golden ratio and a murmur-style constant).  The
 // signature multiplier makes the high 16 bits depend on every bit of the hash.

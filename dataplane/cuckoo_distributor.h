@@ -298,6 +298,7 @@ absl::Status ValidateCdControllerConfig(const CdControllerConfig& config);
 // Counters for one interval, filled by the pipeline (deltas, not totals).
 struct CdIntervalStats {
   uint64_t dpcls_packets = 0;     // packets that reached the dpcls stage
+                                  // (informational: not used by the rule)
   uint64_t megaflow_hits = 0;     // of those, found a megaflow
   uint64_t subtable_lookups = 0;  // subtable probes made for those hits,
                                   // CD-suggested and wasted probes included
