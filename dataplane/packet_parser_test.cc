@@ -1,6 +1,7 @@
 #include "dataplane/packet_parser.h"
 
 #include <cstring>
+#include <ostream>
 #include <memory>
 #include <random>
 #include <string>
@@ -81,6 +82,8 @@ struct Case {
   Flow want;
   uint8_t flags = 0;
 };
+// Name only: gtest's default dump of the frame bytes is unreadable.
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 PacketBuilder EthAB() { return PacketBuilder().Eth(kMacA, kMacB); }
 
