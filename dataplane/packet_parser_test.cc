@@ -327,6 +327,28 @@ TEST_P(ParserCaseTest, ParsesExpectedFields) {
   EXPECT_EQ(flags, c.flags);
 }
 
+// Every prefix of every case: no read past the end (ASan), and a prefix
+// either is flagged truncated or already parses like the whole frame (it was
+// cut in the payload).
+TEST_P(ParserCaseTest, EveryPrefixIsTruncatedOrComplete) {
+  const Case& c = GetParam();
+  uint8_t full_flags = 0;
+  const Flow full = ParseExact(c.frame, c.frame.size(), &full_flags);
+  int truncated = 0;
+  for (size_t len = 0; len < c.frame.size(); ++len) {
+    uint8_t flags = 0;
+    const Flow got = ParseExact(c.frame, len, &flags);
+    ASSERT_EQ(got.Get(Field::kInPort), kPort);
+    if (flags & kKeyTruncated) {
+      ++truncated;
+    } else {
+      ASSERT_TRUE(SameFlow(got, full)) << "prefix " << len;
+      ASSERT_EQ(flags, full_flags) << "prefix " << len;
+    }
+  }
+  EXPECT_GE(truncated, 12);  // at least the Ethernet addresses can be cut
+}
+
 INSTANTIATE_TEST_SUITE_P(AllProtocols, ParserCaseTest, ::testing::ValuesIn(AllCases()),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            return info.param.name;
