@@ -34,19 +34,22 @@ constexpr uint8_t kIpv6DestOpts = 60;
 inline uint16_t Load16(const uint8_t* p) {
   uint16_t v;
   std::memcpy(&v, p, sizeof v);
-  if constexpr (std::endian::native == std::endian::little) v = __builtin_bswap16(v);
+  if constexpr (std::endian::native == std::endian::little)
+    v = __builtin_bswap16(v);
   return v;
 }
 inline uint32_t Load32(const uint8_t* p) {
   uint32_t v;
   std::memcpy(&v, p, sizeof v);
-  if constexpr (std::endian::native == std::endian::little) v = __builtin_bswap32(v);
+  if constexpr (std::endian::native == std::endian::little)
+    v = __builtin_bswap32(v);
   return v;
 }
 inline uint64_t Load64(const uint8_t* p) {
   uint64_t v;
   std::memcpy(&v, p, sizeof v);
-  if constexpr (std::endian::native == std::endian::little) v = __builtin_bswap64(v);
+  if constexpr (std::endian::native == std::endian::little)
+    v = __builtin_bswap64(v);
   return v;
 }
 inline uint64_t Load48(const uint8_t* p) {
@@ -54,12 +57,13 @@ inline uint64_t Load48(const uint8_t* p) {
 }
 
 inline void SetEthType(uint64_t* w, uint16_t type) {
-  w[kWordMeta] = (w[kWordMeta] & ~(uint64_t{0xffff} << 32)) | (uint64_t{type} << 32);
+  w[kWordMeta] =
+      (w[kWordMeta] & ~(uint64_t{0xffff} << 32)) | (uint64_t{type} << 32);
 }
 
 inline uint64_t L4Word(uint8_t proto, uint8_t tos, uint8_t ttl, uint8_t frag) {
-  return (uint64_t{proto} << 56) | (uint64_t{tos} << 48) | (uint64_t{ttl} << 40) |
-         (uint64_t{frag} << 32);
+  return (uint64_t{proto} << 56) | (uint64_t{tos} << 48) |
+         (uint64_t{ttl} << 40) | (uint64_t{frag} << 32);
 }
 
 inline void SetPorts(uint64_t* w, uint16_t src, uint16_t dst) {
@@ -104,12 +108,13 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint8_t ParseL4(uint8_t proto, bool ipv6,
 }
 
 // q[0, n) starts at the IPv4 header and runs to the end of the frame.
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint8_t ParseIpv4(const uint8_t* q, size_t n,
-                                                      uint64_t* w) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint8_t ParseIpv4(const uint8_t* q,
+                                                      size_t n, uint64_t* w) {
   if (ABSL_PREDICT_FALSE(n < kIpv4MinLen)) return kKeyTruncated;
   const uint8_t ver_ihl = q[0];
   const size_t hlen = static_cast<size_t>(ver_ihl & 0x0fu) * 4;
-  if (ABSL_PREDICT_FALSE((ver_ihl >> 4) != 4 || hlen < kIpv4MinLen)) return kKeyMalformed;
+  if (ABSL_PREDICT_FALSE((ver_ihl >> 4) != 4 || hlen < kIpv4MinLen))
+    return kKeyMalformed;
   const size_t total = Load16(q + 2);
   if (ABSL_PREDICT_FALSE(total < hlen)) return kKeyMalformed;
 
@@ -129,8 +134,8 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint8_t ParseIpv4(const uint8_t* q, size_t n
 }
 
 // q[0, n) starts at the IPv6 header and runs to the end of the frame.
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint8_t ParseIpv6(const uint8_t* q, size_t n,
-                                                      uint64_t* w) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint8_t ParseIpv6(const uint8_t* q,
+                                                      size_t n, uint64_t* w) {
   if (ABSL_PREDICT_FALSE(n < kIpv6Len)) return kKeyTruncated;
   if (ABSL_PREDICT_FALSE((q[0] >> 4) != 6)) return kKeyMalformed;
   const uint8_t tclass = static_cast<uint8_t>((q[0] << 4) | (q[1] >> 4));
@@ -150,21 +155,34 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint8_t ParseIpv6(const uint8_t* q, size_t n
   // most (end - 40) / 8 steps.
   for (;;) {
     size_t hlen;
-    if (next == kIpv6HopByHop || next == kIpv6Routing || next == kIpv6DestOpts) {
-      if (end - off < 2) { flags = kKeyTruncated; break; }
+    if (next == kIpv6HopByHop || next == kIpv6Routing ||
+        next == kIpv6DestOpts) {
+      if (end - off < 2) {
+        flags = kKeyTruncated;
+        break;
+      }
       hlen = (size_t{q[off + 1]} + 1) * 8;
     } else if (next == kIpv6Ah) {
-      if (end - off < 2) { flags = kKeyTruncated; break; }
+      if (end - off < 2) {
+        flags = kKeyTruncated;
+        break;
+      }
       hlen = (size_t{q[off + 1]} + 2) * 4;
     } else if (next == kIpv6Fragment) {
-      if (end - off < kIpv6FragLen) { flags = kKeyTruncated; break; }
+      if (end - off < kIpv6FragLen) {
+        flags = kKeyTruncated;
+        break;
+      }
       hlen = kIpv6FragLen;
       frag = kFragAny;
       if (Load16(q + off + 2) & 0xfff8) frag |= kFragLater;
     } else {
       break;  // upper-layer protocol (or ESP / no-next-header)
     }
-    if (end - off < hlen) { flags = kKeyTruncated; break; }
+    if (end - off < hlen) {
+      flags = kKeyTruncated;
+      break;
+    }
     next = q[off];
     off += hlen;
     if (frag & kFragLater) break;
@@ -175,8 +193,10 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint8_t ParseIpv6(const uint8_t* q, size_t n
 }
 
 // Fills w[0, kFlowWords) (must be zeroed by the caller) and returns flags.
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint8_t ParseToWords(const uint8_t* p, size_t len,
-                                                         uint32_t in_port, uint64_t* w) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint8_t ParseToWords(const uint8_t* p,
+                                                         size_t len,
+                                                         uint32_t in_port,
+                                                         uint64_t* w) {
   w[kWordMeta] = in_port;
   if (ABSL_PREDICT_FALSE(len < kEthAddrsLen)) return kKeyTruncated;
   w[kWordEthDst] = Load48(p);
@@ -205,8 +225,8 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint8_t ParseToWords(const uint8_t* p, size_
 // Packs w into *key.  Branch-free: every word is written to the next free
 // slot and the slot only advances when the word is non-zero, so slots past
 // n_words end up zero exactly as in FlowKey::FromFlow.
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline void PackKey(const uint64_t* w, uint8_t flags,
-                                                 FlowKey* key) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void PackKey(const uint64_t* w,
+                                                 uint8_t flags, FlowKey* key) {
   FlowKey k;
   unsigned n = 0;
   FlowMap map = 0;

@@ -1,8 +1,8 @@
 #include "dataplane/packet_parser.h"
 
 #include <cstring>
-#include <ostream>
 #include <memory>
+#include <ostream>
 #include <random>
 #include <string>
 #include <utility>
@@ -27,7 +27,8 @@ constexpr uint64_t kMacB = 0x0a1b2c3d4e5f;
 constexpr uint32_t kIpA = 0x0a000001;  // 10.0.0.1
 constexpr uint32_t kIpB = 0xc0a80102;  // 192.168.1.2
 const absl::uint128 kIp6A = absl::MakeUint128(0x20010db800000000, 0x1);
-const absl::uint128 kIp6B = absl::MakeUint128(0x20010db8ffff0000, 0x00000000cafe0002);
+const absl::uint128 kIp6B =
+    absl::MakeUint128(0x20010db8ffff0000, 0x00000000cafe0002);
 
 // Flow::ToString lives elsewhere (flow.cc owner); tests format flows here so
 // that this binary does not depend on it.
@@ -42,8 +43,8 @@ std::string Describe(const Flow& f) {
 
 ::testing::AssertionResult SameFlow(const Flow& got, const Flow& want) {
   if (got == want) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "\n  got:  " << Describe(got)
-                                       << "\n  want: " << Describe(want);
+  return ::testing::AssertionFailure()
+         << "\n  got:  " << Describe(got) << "\n  want: " << Describe(want);
 }
 
 Flow MakeFlow(std::initializer_list<std::pair<Field, uint64_t>> fields) {
@@ -95,7 +96,8 @@ Flow EthFlow(uint16_t eth_type) {
                    {Field::kEthType, eth_type}});
 }
 
-Flow Ipv4Flow(uint8_t proto, uint8_t tos = 0, uint8_t ttl = 64, uint8_t frag = 0) {
+Flow Ipv4Flow(uint8_t proto, uint8_t tos = 0, uint8_t ttl = 64,
+              uint8_t frag = 0) {
   Flow f = EthFlow(kEthTypeIpv4);
   f.Set(Field::kIpv4Src, kIpA);
   f.Set(Field::kIpv4Dst, kIpB);
@@ -106,7 +108,8 @@ Flow Ipv4Flow(uint8_t proto, uint8_t tos = 0, uint8_t ttl = 64, uint8_t frag = 0
   return f;
 }
 
-Flow Ipv6Flow(uint8_t proto, uint8_t tclass = 0, uint8_t hlim = 64, uint8_t frag = 0) {
+Flow Ipv6Flow(uint8_t proto, uint8_t tclass = 0, uint8_t hlim = 64,
+              uint8_t frag = 0) {
   Flow f = EthFlow(kEthTypeIpv6);
   f.SetIpv6Src(kIp6A);
   f.SetIpv6Dst(kIp6B);
@@ -122,7 +125,8 @@ Flow With(Flow f, std::initializer_list<std::pair<Field, uint64_t>> fields) {
   return f;
 }
 
-std::vector<uint8_t> Poke(std::vector<uint8_t> frame, size_t offset, uint8_t value) {
+std::vector<uint8_t> Poke(std::vector<uint8_t> frame, size_t offset,
+                          uint8_t value) {
   frame.at(offset) = value;
   return frame;
 }
@@ -130,24 +134,32 @@ std::vector<uint8_t> Poke(std::vector<uint8_t> frame, size_t offset, uint8_t val
 std::vector<Case> AllCases() {
   std::vector<Case> c;
   // --- Ethernet, ARP, VLAN, QinQ
-  c.push_back({"EthUnknownType", EthAB().EthType(0x1234).Payload(46).Build(), EthFlow(0x1234)});
-  c.push_back({"Eth8023Length", EthAB().EthType(0x002e).Payload(46).Build(), EthFlow(0x002e)});
-  c.push_back({"Arp",
-               EthAB().Arp(1, kMacA, kIpA, 0, kIpB).PadTo(60).Build(),
+  c.push_back({"EthUnknownType", EthAB().EthType(0x1234).Payload(46).Build(),
+               EthFlow(0x1234)});
+  c.push_back({"Eth8023Length", EthAB().EthType(0x002e).Payload(46).Build(),
+               EthFlow(0x002e)});
+  c.push_back({"Arp", EthAB().Arp(1, kMacA, kIpA, 0, kIpB).PadTo(60).Build(),
                EthFlow(kEthTypeArp)});
-  c.push_back({"VlanArp", EthAB().Vlan(5, 0).Arp(2, kMacA, kIpA, kMacB, kIpB).Build(),
+  c.push_back({"VlanArp",
+               EthAB().Vlan(5, 0).Arp(2, kMacA, kIpA, kMacB, kIpB).Build(),
                With(EthFlow(kEthTypeArp), {{Field::kVlan0Tci, Tci(5, 0)}})});
-  c.push_back({"VlanIpv4Udp",
-               EthAB().Vlan(100, 3).Ipv4(kIpA, kIpB).Udp(53, 1053).Payload(10).Build(),
-               With(Ipv4Flow(kIpProtoUdp), {{Field::kVlan0Tci, Tci(100, 3)},
-                                            {Field::kTpSrc, 53},
-                                            {Field::kTpDst, 1053}})});
-  c.push_back({"PriorityTagVid0", EthAB().Vlan(0, 5).Ipv4(kIpA, kIpB).Udp(1, 2).Build(),
+  c.push_back(
+      {"VlanIpv4Udp",
+       EthAB().Vlan(100, 3).Ipv4(kIpA, kIpB).Udp(53, 1053).Payload(10).Build(),
+       With(Ipv4Flow(kIpProtoUdp), {{Field::kVlan0Tci, Tci(100, 3)},
+                                    {Field::kTpSrc, 53},
+                                    {Field::kTpDst, 1053}})});
+  c.push_back({"PriorityTagVid0",
+               EthAB().Vlan(0, 5).Ipv4(kIpA, kIpB).Udp(1, 2).Build(),
                With(Ipv4Flow(kIpProtoUdp), {{Field::kVlan0Tci, Tci(0, 5)},
                                             {Field::kTpSrc, 1},
                                             {Field::kTpDst, 2}})});
   c.push_back({"QinQIpv4Tcp",
-               EthAB().QinQ(10, 4095, 1, 7).Ipv4(kIpA, kIpB).Tcp(1234, 80, kTcpSyn).Build(),
+               EthAB()
+                   .QinQ(10, 4095, 1, 7)
+                   .Ipv4(kIpA, kIpB)
+                   .Tcp(1234, 80, kTcpSyn)
+                   .Build(),
                With(Ipv4Flow(kIpProtoTcp), {{Field::kVlan0Tci, Tci(10, 1)},
                                             {Field::kVlan1Tci, Tci(4095, 7)},
                                             {Field::kTpSrc, 1234},
@@ -164,155 +176,240 @@ std::vector<Case> AllCases() {
                With(EthFlow(kEthTypeVlan), {{Field::kVlan0Tci, Tci(1, 0)},
                                             {Field::kVlan1Tci, Tci(2, 0)}})});
   c.push_back({"ThirdTag88a8LeftUnparsed",
-               EthAB().Vlan(1).Vlan(2).Vlan(3, 0, kEthTypeQinQ).Ipv4(kIpA, kIpB).Build(),
+               EthAB()
+                   .Vlan(1)
+                   .Vlan(2)
+                   .Vlan(3, 0, kEthTypeQinQ)
+                   .Ipv4(kIpA, kIpB)
+                   .Build(),
                With(EthFlow(kEthTypeQinQ), {{Field::kVlan0Tci, Tci(1, 0)},
                                             {Field::kVlan1Tci, Tci(2, 0)}})});
 
   // --- IPv4
-  c.push_back({"Ipv4TcpFlagsTosTtl",
-               EthAB().Ipv4(kIpA, kIpB, /*ttl=*/17, /*tos=*/0xb9)
-                   .Tcp(40000, 443, kTcpSyn | kTcpAck | kTcpNs | kTcpCwr)
-                   .Payload(100).Build(),
-               With(Ipv4Flow(kIpProtoTcp, 0xb9, 17),
-                    {{Field::kTpSrc, 40000},
-                     {Field::kTpDst, 443},
-                     {Field::kTcpFlags, kTcpSyn | kTcpAck | kTcpNs | kTcpCwr}})});
-  c.push_back({"Ipv4OptionsTcp",
-               EthAB().Ipv4(kIpA, kIpB).Ipv4Options(12).Tcp(1, 2, kTcpFin, 8).Build(),
-               With(Ipv4Flow(kIpProtoTcp),
-                    {{Field::kTpSrc, 1}, {Field::kTpDst, 2}, {Field::kTcpFlags, kTcpFin}})});
-  c.push_back({"Ipv4MaxOptionsUdp",
-               EthAB().Ipv4(kIpA, kIpB).Ipv4Options(40).Udp(0xffff, 0xfffe).Build(),
-               With(Ipv4Flow(kIpProtoUdp), {{Field::kTpSrc, 0xffff}, {Field::kTpDst, 0xfffe}})});
+  c.push_back(
+      {"Ipv4TcpFlagsTosTtl",
+       EthAB()
+           .Ipv4(kIpA, kIpB, /*ttl=*/17, /*tos=*/0xb9)
+           .Tcp(40000, 443, kTcpSyn | kTcpAck | kTcpNs | kTcpCwr)
+           .Payload(100)
+           .Build(),
+       With(Ipv4Flow(kIpProtoTcp, 0xb9, 17),
+            {{Field::kTpSrc, 40000},
+             {Field::kTpDst, 443},
+             {Field::kTcpFlags, kTcpSyn | kTcpAck | kTcpNs | kTcpCwr}})});
+  c.push_back(
+      {"Ipv4OptionsTcp",
+       EthAB().Ipv4(kIpA, kIpB).Ipv4Options(12).Tcp(1, 2, kTcpFin, 8).Build(),
+       With(Ipv4Flow(kIpProtoTcp), {{Field::kTpSrc, 1},
+                                    {Field::kTpDst, 2},
+                                    {Field::kTcpFlags, kTcpFin}})});
+  c.push_back(
+      {"Ipv4MaxOptionsUdp",
+       EthAB().Ipv4(kIpA, kIpB).Ipv4Options(40).Udp(0xffff, 0xfffe).Build(),
+       With(Ipv4Flow(kIpProtoUdp),
+            {{Field::kTpSrc, 0xffff}, {Field::kTpDst, 0xfffe}})});
   c.push_back({"Ipv4Sctp", EthAB().Ipv4(kIpA, kIpB).Sctp(3868, 2905).Build(),
-               With(Ipv4Flow(kIpProtoSctp), {{Field::kTpSrc, 3868}, {Field::kTpDst, 2905}})});
-  c.push_back({"Ipv4IcmpEcho", EthAB().Ipv4(kIpA, kIpB).Icmp(8, 0).Payload(56).Build(),
-               With(Ipv4Flow(kIpProtoIcmp), {{Field::kTpSrc, 8}, {Field::kTpDst, 0}})});
-  c.push_back({"Ipv4IcmpUnreachable", EthAB().Ipv4(kIpA, kIpB).Icmp(3, 13).Build(),
-               With(Ipv4Flow(kIpProtoIcmp), {{Field::kTpSrc, 3}, {Field::kTpDst, 13}})});
+               With(Ipv4Flow(kIpProtoSctp),
+                    {{Field::kTpSrc, 3868}, {Field::kTpDst, 2905}})});
+  c.push_back(
+      {"Ipv4IcmpEcho", EthAB().Ipv4(kIpA, kIpB).Icmp(8, 0).Payload(56).Build(),
+       With(Ipv4Flow(kIpProtoIcmp), {{Field::kTpSrc, 8}, {Field::kTpDst, 0}})});
+  c.push_back({"Ipv4IcmpUnreachable",
+               EthAB().Ipv4(kIpA, kIpB).Icmp(3, 13).Build(),
+               With(Ipv4Flow(kIpProtoIcmp),
+                    {{Field::kTpSrc, 3}, {Field::kTpDst, 13}})});
   c.push_back({"Ipv4Icmpv6ProtoNotParsed",
-               EthAB().Ipv4(kIpA, kIpB).Icmpv6(128, 0).Build(), Ipv4Flow(kIpProtoIcmpv6)});
-  c.push_back({"Ipv4Gre", EthAB().Ipv4(kIpA, kIpB).IpProto(47).Payload(30).Build(),
+               EthAB().Ipv4(kIpA, kIpB).Icmpv6(128, 0).Build(),
+               Ipv4Flow(kIpProtoIcmpv6)});
+  c.push_back({"Ipv4Gre",
+               EthAB().Ipv4(kIpA, kIpB).IpProto(47).Payload(30).Build(),
                Ipv4Flow(47)});
-  c.push_back({"Ipv4DontFragmentIsNotFragment",
-               Poke(EthAB().Ipv4(kIpA, kIpB).Udp(5, 6).Build(), 14 + 6, 0x40),
-               With(Ipv4Flow(kIpProtoUdp), {{Field::kTpSrc, 5}, {Field::kTpDst, 6}})});
+  c.push_back(
+      {"Ipv4DontFragmentIsNotFragment",
+       Poke(EthAB().Ipv4(kIpA, kIpB).Udp(5, 6).Build(), 14 + 6, 0x40),
+       With(Ipv4Flow(kIpProtoUdp), {{Field::kTpSrc, 5}, {Field::kTpDst, 6}})});
   c.push_back({"Ipv4FirstFragment",
-               EthAB().Ipv4(kIpA, kIpB).Ipv4Fragment(true, 0).Tcp(5, 6, kTcpAck).Payload(64)
+               EthAB()
+                   .Ipv4(kIpA, kIpB)
+                   .Ipv4Fragment(true, 0)
+                   .Tcp(5, 6, kTcpAck)
+                   .Payload(64)
                    .Build(),
                With(Ipv4Flow(kIpProtoTcp, 0, 64, kFragAny),
-                    {{Field::kTpSrc, 5}, {Field::kTpDst, 6}, {Field::kTcpFlags, kTcpAck}})});
+                    {{Field::kTpSrc, 5},
+                     {Field::kTpDst, 6},
+                     {Field::kTcpFlags, kTcpAck}})});
   c.push_back({"Ipv4MiddleFragmentSkipsL4",
-               EthAB().Ipv4(kIpA, kIpB).Ipv4Fragment(true, 100).Tcp(5, 6).Payload(64).Build(),
+               EthAB()
+                   .Ipv4(kIpA, kIpB)
+                   .Ipv4Fragment(true, 100)
+                   .Tcp(5, 6)
+                   .Payload(64)
+                   .Build(),
                Ipv4Flow(kIpProtoTcp, 0, 64, kFragAny | kFragLater)});
-  c.push_back({"Ipv4LastFragmentSkipsL4",
-               EthAB().Ipv4(kIpA, kIpB).Ipv4Fragment(false, 1).Udp(5, 6).Build(),
-               Ipv4Flow(kIpProtoUdp, 0, 64, kFragAny | kFragLater)});
+  c.push_back(
+      {"Ipv4LastFragmentSkipsL4",
+       EthAB().Ipv4(kIpA, kIpB).Ipv4Fragment(false, 1).Udp(5, 6).Build(),
+       Ipv4Flow(kIpProtoUdp, 0, 64, kFragAny | kFragLater)});
   // Ethernet padding after a datagram that is too short for its L4 header
   // is not parsed as that header.
-  c.push_back({"Ipv4PaddingIsNotL4",
-               Poke(EthAB().Ipv4(kIpA, kIpB).IpProto(kIpProtoUdp).PadTo(64).Build(), 40, 0x77),
-               Ipv4Flow(kIpProtoUdp), kKeyTruncated});
+  c.push_back(
+      {"Ipv4PaddingIsNotL4",
+       Poke(EthAB().Ipv4(kIpA, kIpB).IpProto(kIpProtoUdp).PadTo(64).Build(), 40,
+            0x77),
+       Ipv4Flow(kIpProtoUdp), kKeyTruncated});
 
   // --- IPv6
-  c.push_back({"Ipv6Tcp",
-               EthAB().Ipv6(kIp6A, kIp6B, /*hop_limit=*/255, /*tclass=*/0xe3, 0xabcde)
-                   .Tcp(22, 50000, kTcpPsh | kTcpAck).Payload(20).Build(),
-               With(Ipv6Flow(kIpProtoTcp, 0xe3, 255),
-                    {{Field::kTpSrc, 22}, {Field::kTpDst, 50000},
-                     {Field::kTcpFlags, kTcpPsh | kTcpAck}})});
+  c.push_back(
+      {"Ipv6Tcp",
+       EthAB()
+           .Ipv6(kIp6A, kIp6B, /*hop_limit=*/255, /*tclass=*/0xe3, 0xabcde)
+           .Tcp(22, 50000, kTcpPsh | kTcpAck)
+           .Payload(20)
+           .Build(),
+       With(Ipv6Flow(kIpProtoTcp, 0xe3, 255),
+            {{Field::kTpSrc, 22},
+             {Field::kTpDst, 50000},
+             {Field::kTcpFlags, kTcpPsh | kTcpAck}})});
   c.push_back({"Ipv6Udp", EthAB().Ipv6(kIp6A, kIp6B).Udp(546, 547).Build(),
-               With(Ipv6Flow(kIpProtoUdp), {{Field::kTpSrc, 546}, {Field::kTpDst, 547}})});
-  c.push_back({"Ipv6Sctp", EthAB().Ipv6(kIp6A, kIp6B).Sctp(7, 8).Build(),
-               With(Ipv6Flow(kIpProtoSctp), {{Field::kTpSrc, 7}, {Field::kTpDst, 8}})});
-  c.push_back({"Ipv6Icmpv6NeighborSolicit", EthAB().Ipv6(kIp6A, kIp6B).Icmpv6(135, 0).Build(),
-               With(Ipv6Flow(kIpProtoIcmpv6), {{Field::kTpSrc, 135}, {Field::kTpDst, 0}})});
-  c.push_back({"Ipv6IcmpProtoNotParsed", EthAB().Ipv6(kIp6A, kIp6B).Icmp(8, 0).Build(),
+               With(Ipv6Flow(kIpProtoUdp),
+                    {{Field::kTpSrc, 546}, {Field::kTpDst, 547}})});
+  c.push_back(
+      {"Ipv6Sctp", EthAB().Ipv6(kIp6A, kIp6B).Sctp(7, 8).Build(),
+       With(Ipv6Flow(kIpProtoSctp), {{Field::kTpSrc, 7}, {Field::kTpDst, 8}})});
+  c.push_back({"Ipv6Icmpv6NeighborSolicit",
+               EthAB().Ipv6(kIp6A, kIp6B).Icmpv6(135, 0).Build(),
+               With(Ipv6Flow(kIpProtoIcmpv6),
+                    {{Field::kTpSrc, 135}, {Field::kTpDst, 0}})});
+  c.push_back({"Ipv6IcmpProtoNotParsed",
+               EthAB().Ipv6(kIp6A, kIp6B).Icmp(8, 0).Build(),
                Ipv6Flow(kIpProtoIcmp)});
   c.push_back({"Ipv6HopRoutingDestOpts",
-               EthAB().Ipv6(kIp6A, kIp6B).Ipv6HopByHop().Ipv6Routing(24).Ipv6DestOpts(16)
-                   .Tcp(1000, 2000, kTcpRst).Build(),
-               With(Ipv6Flow(kIpProtoTcp), {{Field::kTpSrc, 1000}, {Field::kTpDst, 2000},
+               EthAB()
+                   .Ipv6(kIp6A, kIp6B)
+                   .Ipv6HopByHop()
+                   .Ipv6Routing(24)
+                   .Ipv6DestOpts(16)
+                   .Tcp(1000, 2000, kTcpRst)
+                   .Build(),
+               With(Ipv6Flow(kIpProtoTcp), {{Field::kTpSrc, 1000},
+                                            {Field::kTpDst, 2000},
                                             {Field::kTcpFlags, kTcpRst}})});
-  c.push_back({"Ipv6LongHopByHop",
-               EthAB().Ipv6(kIp6A, kIp6B).Ipv6HopByHop(64).Udp(1, 2).Build(),
-               With(Ipv6Flow(kIpProtoUdp), {{Field::kTpSrc, 1}, {Field::kTpDst, 2}})});
-  c.push_back({"Ipv6AhUdp", EthAB().Ipv6(kIp6A, kIp6B).Ipv6Ah(20).Udp(500, 4500).Build(),
-               With(Ipv6Flow(kIpProtoUdp), {{Field::kTpSrc, 500}, {Field::kTpDst, 4500}})});
+  c.push_back(
+      {"Ipv6LongHopByHop",
+       EthAB().Ipv6(kIp6A, kIp6B).Ipv6HopByHop(64).Udp(1, 2).Build(),
+       With(Ipv6Flow(kIpProtoUdp), {{Field::kTpSrc, 1}, {Field::kTpDst, 2}})});
+  c.push_back({"Ipv6AhUdp",
+               EthAB().Ipv6(kIp6A, kIp6B).Ipv6Ah(20).Udp(500, 4500).Build(),
+               With(Ipv6Flow(kIpProtoUdp),
+                    {{Field::kTpSrc, 500}, {Field::kTpDst, 4500}})});
   c.push_back({"Ipv6FirstFragment",
-               EthAB().Ipv6(kIp6A, kIp6B).Ipv6Fragment(true, 0).Udp(11, 12).Payload(100).Build(),
+               EthAB()
+                   .Ipv6(kIp6A, kIp6B)
+                   .Ipv6Fragment(true, 0)
+                   .Udp(11, 12)
+                   .Payload(100)
+                   .Build(),
                With(Ipv6Flow(kIpProtoUdp, 0, 64, kFragAny),
                     {{Field::kTpSrc, 11}, {Field::kTpDst, 12}})});
-  c.push_back({"Ipv6AtomicFragment",
-               EthAB().Ipv6(kIp6A, kIp6B).Ipv6Fragment(false, 0).Tcp(11, 12).Build(),
-               With(Ipv6Flow(kIpProtoTcp, 0, 64, kFragAny),
-                    {{Field::kTpSrc, 11}, {Field::kTpDst, 12}, {Field::kTcpFlags, kTcpAck}})});
+  c.push_back(
+      {"Ipv6AtomicFragment",
+       EthAB().Ipv6(kIp6A, kIp6B).Ipv6Fragment(false, 0).Tcp(11, 12).Build(),
+       With(Ipv6Flow(kIpProtoTcp, 0, 64, kFragAny),
+            {{Field::kTpSrc, 11},
+             {Field::kTpDst, 12},
+             {Field::kTcpFlags, kTcpAck}})});
   c.push_back({"Ipv6LaterFragmentSkipsL4",
-               EthAB().Ipv6(kIp6A, kIp6B).Ipv6HopByHop().Ipv6Fragment(false, 185).Udp(11, 12)
+               EthAB()
+                   .Ipv6(kIp6A, kIp6B)
+                   .Ipv6HopByHop()
+                   .Ipv6Fragment(false, 185)
+                   .Udp(11, 12)
                    .Build(),
                Ipv6Flow(kIpProtoUdp, 0, 64, kFragAny | kFragLater)});
   // A later fragment's next header is reported even when it names another
   // extension header: the rest of the chain is not in this fragment.
   c.push_back({"Ipv6LaterFragmentOfDestOpts",
-               EthAB().Ipv6(kIp6A, kIp6B).Ipv6Fragment(true, 3).IpProto(60).Payload(16).Build(),
+               EthAB()
+                   .Ipv6(kIp6A, kIp6B)
+                   .Ipv6Fragment(true, 3)
+                   .IpProto(60)
+                   .Payload(16)
+                   .Build(),
                Ipv6Flow(60, 0, 64, kFragAny | kFragLater)});
-  c.push_back({"Ipv6NoNextHeader", EthAB().Ipv6(kIp6A, kIp6B).Ipv6DestOpts().Build(),
+  c.push_back({"Ipv6NoNextHeader",
+               EthAB().Ipv6(kIp6A, kIp6B).Ipv6DestOpts().Build(),
                Ipv6Flow(kIpProtoNoNext)});
-  c.push_back({"Ipv6Esp", EthAB().Ipv6(kIp6A, kIp6B).IpProto(50).Payload(40).Build(),
+  c.push_back({"Ipv6Esp",
+               EthAB().Ipv6(kIp6A, kIp6B).IpProto(50).Payload(40).Build(),
                Ipv6Flow(50)});
   c.push_back({"Ipv6VlanIcmpv6",
                EthAB().Vlan(42, 6).Ipv6(kIp6A, kIp6B).Icmpv6(1, 4).Build(),
                With(Ipv6Flow(kIpProtoIcmpv6), {{Field::kVlan0Tci, Tci(42, 6)},
-                                               {Field::kTpSrc, 1}, {Field::kTpDst, 4}})});
+                                               {Field::kTpSrc, 1},
+                                               {Field::kTpDst, 4}})});
   {
     // Payload length 0 (jumbogram style): no room for the hop-by-hop header.
-    std::vector<uint8_t> f = EthAB().Ipv6(kIp6A, kIp6B).Ipv6HopByHop().Udp(1, 2).Build();
+    std::vector<uint8_t> f =
+        EthAB().Ipv6(kIp6A, kIp6B).Ipv6HopByHop().Udp(1, 2).Build();
     f[14 + 4] = 0;
     f[14 + 5] = 0;
     c.push_back({"Ipv6ZeroPayloadLength", f, Ipv6Flow(0), kKeyTruncated});
   }
 
   // --- Malformed headers keep what came before them.
-  const std::vector<uint8_t> v4tcp = EthAB().Ipv4(kIpA, kIpB).Tcp(1, 2, kTcpSyn).Build();
-  c.push_back({"Ipv4Version6", Poke(v4tcp, 14, 0x65), EthFlow(kEthTypeIpv4), kKeyMalformed});
-  c.push_back({"Ipv4IhlFour", Poke(v4tcp, 14, 0x44), EthFlow(kEthTypeIpv4), kKeyMalformed});
-  c.push_back({"Ipv4IhlZero", Poke(v4tcp, 14, 0x40), EthFlow(kEthTypeIpv4), kKeyMalformed});
+  const std::vector<uint8_t> v4tcp =
+      EthAB().Ipv4(kIpA, kIpB).Tcp(1, 2, kTcpSyn).Build();
+  c.push_back({"Ipv4Version6", Poke(v4tcp, 14, 0x65), EthFlow(kEthTypeIpv4),
+               kKeyMalformed});
+  c.push_back({"Ipv4IhlFour", Poke(v4tcp, 14, 0x44), EthFlow(kEthTypeIpv4),
+               kKeyMalformed});
+  c.push_back({"Ipv4IhlZero", Poke(v4tcp, 14, 0x40), EthFlow(kEthTypeIpv4),
+               kKeyMalformed});
   {
     std::vector<uint8_t> f = v4tcp;
     f[14 + 2] = 0;
     f[14 + 3] = 19;  // total length < 20
-    c.push_back({"Ipv4TotalLengthBelowHeader", f, EthFlow(kEthTypeIpv4), kKeyMalformed});
+    c.push_back({"Ipv4TotalLengthBelowHeader", f, EthFlow(kEthTypeIpv4),
+                 kKeyMalformed});
     f = EthAB().Ipv4(kIpA, kIpB).Ipv4Options(8).Udp(1, 2).Build();
     f[14 + 2] = 0;
     f[14 + 3] = 24;  // IHL says 28
-    c.push_back({"Ipv4TotalLengthBelowIhl", f, EthFlow(kEthTypeIpv4), kKeyMalformed});
+    c.push_back(
+        {"Ipv4TotalLengthBelowIhl", f, EthFlow(kEthTypeIpv4), kKeyMalformed});
   }
   c.push_back({"Ipv6Version4",
                Poke(EthAB().Ipv6(kIp6A, kIp6B).Udp(1, 2).Build(), 14, 0x40),
                EthFlow(kEthTypeIpv6), kKeyMalformed});
-  c.push_back({"VlanIpv6Version0",
-               Poke(EthAB().Vlan(9).Ipv6(kIp6A, kIp6B).Udp(1, 2).Build(), 18, 0x00),
-               With(EthFlow(kEthTypeIpv6), {{Field::kVlan0Tci, Tci(9, 0)}}), kKeyMalformed});
+  c.push_back(
+      {"VlanIpv6Version0",
+       Poke(EthAB().Vlan(9).Ipv6(kIp6A, kIp6B).Udp(1, 2).Build(), 18, 0x00),
+       With(EthFlow(kEthTypeIpv6), {{Field::kVlan0Tci, Tci(9, 0)}}),
+       kKeyMalformed});
   c.push_back({"TcpDataOffsetFour", Poke(v4tcp, 14 + 20 + 12, 0x40),
                Ipv4Flow(kIpProtoTcp), kKeyMalformed});
-  c.push_back({"Ipv6TcpDataOffsetZero",
-               Poke(EthAB().Ipv6(kIp6A, kIp6B).Tcp(1, 2).Build(), 14 + 40 + 12, 0x00),
-               Ipv6Flow(kIpProtoTcp), kKeyMalformed});
+  c.push_back(
+      {"Ipv6TcpDataOffsetZero",
+       Poke(EthAB().Ipv6(kIp6A, kIp6B).Tcp(1, 2).Build(), 14 + 40 + 12, 0x00),
+       Ipv6Flow(kIpProtoTcp), kKeyMalformed});
 
   // --- Truncation inside a header that the datagram length cuts.
   {
     // TCP options beyond the frame: ports and flags kept.
-    std::vector<uint8_t> f = EthAB().Ipv4(kIpA, kIpB).Tcp(1, 2, kTcpSyn, 12).Build();
+    std::vector<uint8_t> f =
+        EthAB().Ipv4(kIpA, kIpB).Tcp(1, 2, kTcpSyn, 12).Build();
     f.resize(14 + 20 + 24);
     c.push_back({"TcpOptionsCut", f,
-                 With(Ipv4Flow(kIpProtoTcp),
-                      {{Field::kTpSrc, 1}, {Field::kTpDst, 2}, {Field::kTcpFlags, kTcpSyn}}),
+                 With(Ipv4Flow(kIpProtoTcp), {{Field::kTpSrc, 1},
+                                              {Field::kTpDst, 2},
+                                              {Field::kTcpFlags, kTcpSyn}}),
                  kKeyTruncated});
     // IPv6 payload length ends inside the routing header.
     f = EthAB().Ipv6(kIp6A, kIp6B).Ipv6Routing(24).Udp(1, 2).PadTo(200).Build();
     f[14 + 4] = 0;
     f[14 + 5] = 16;
-    c.push_back({"Ipv6PayloadLengthCutsRouting", f, Ipv6Flow(43), kKeyTruncated});
+    c.push_back(
+        {"Ipv6PayloadLengthCutsRouting", f, Ipv6Flow(43), kKeyTruncated});
   }
   return c;
 }
@@ -349,7 +446,8 @@ TEST_P(ParserCaseTest, EveryPrefixIsTruncatedOrComplete) {
   EXPECT_GE(truncated, 12);  // at least the Ethernet addresses can be cut
 }
 
-INSTANTIATE_TEST_SUITE_P(AllProtocols, ParserCaseTest, ::testing::ValuesIn(AllCases()),
+INSTANTIATE_TEST_SUITE_P(AllProtocols, ParserCaseTest,
+                         ::testing::ValuesIn(AllCases()),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            return info.param.name;
                          });
@@ -361,7 +459,10 @@ INSTANTIATE_TEST_SUITE_P(AllProtocols, ParserCaseTest, ::testing::ValuesIn(AllCa
 // (independently of the parser).
 class Progress {
  public:
-  Progress() { cur_.Set(Field::kInPort, kPort); At(0); }
+  Progress() {
+    cur_.Set(Field::kInPort, kPort);
+    At(0);
+  }
   Progress& Set(Field f, uint64_t v) {
     cur_.Set(f, v);
     return *this;
@@ -407,108 +508,179 @@ void CheckAllPrefixes(const std::vector<uint8_t>& frame, const Progress& p) {
 
 TEST(ParserPrefixTest, QinQIpv4OptionsTcpOptions) {
   PacketBuilder b = EthAB();
-  b.QinQ(300, 400, 2, 5).Ipv4(kIpA, kIpB, 9, 0x10).Ipv4Options(8)
-      .Tcp(4321, 8080, kTcpSyn | kTcpEce, 12).Payload(7);
+  b.QinQ(300, 400, 2, 5)
+      .Ipv4(kIpA, kIpB, 9, 0x10)
+      .Ipv4Options(8)
+      .Tcp(4321, 8080, kTcpSyn | kTcpEce, 12)
+      .Payload(7);
   const std::vector<uint8_t> frame = b.Build();
   ASSERT_EQ(b.L3Offset(), 22u);
   ASSERT_EQ(b.L4Offset(), 22u + 28);
   Progress p;
   EthUnits(p)
-      .Set(Field::kEthType, kEthTypeQinQ).At(14)
-      .Set(Field::kVlan0Tci, Tci(300, 2)).At(16)
-      .Set(Field::kEthType, kEthTypeVlan).At(18)
-      .Set(Field::kVlan1Tci, Tci(400, 5)).At(20)
-      .Set(Field::kEthType, kEthTypeIpv4).At(22)
-      .Set(Field::kIpv4Src, kIpA).Set(Field::kIpv4Dst, kIpB).Set(Field::kNwProto, kIpProtoTcp)
-      .Set(Field::kNwTos, 0x10).Set(Field::kNwTtl, 9).At(42)
+      .Set(Field::kEthType, kEthTypeQinQ)
+      .At(14)
+      .Set(Field::kVlan0Tci, Tci(300, 2))
+      .At(16)
+      .Set(Field::kEthType, kEthTypeVlan)
+      .At(18)
+      .Set(Field::kVlan1Tci, Tci(400, 5))
+      .At(20)
+      .Set(Field::kEthType, kEthTypeIpv4)
+      .At(22)
+      .Set(Field::kIpv4Src, kIpA)
+      .Set(Field::kIpv4Dst, kIpB)
+      .Set(Field::kNwProto, kIpProtoTcp)
+      .Set(Field::kNwTos, 0x10)
+      .Set(Field::kNwTtl, 9)
+      .At(42)
       .At(50)  // options
-      .Set(Field::kTpSrc, 4321).Set(Field::kTpDst, 8080)
-      .Set(Field::kTcpFlags, kTcpSyn | kTcpEce).At(70)
+      .Set(Field::kTpSrc, 4321)
+      .Set(Field::kTpDst, 8080)
+      .Set(Field::kTcpFlags, kTcpSyn | kTcpEce)
+      .At(70)
       .At(82);  // TCP options
   CheckAllPrefixes(frame, p);
 }
 
 TEST(ParserPrefixTest, Ipv6ExtensionChainUdp) {
   PacketBuilder b = EthAB();
-  b.Ipv6(kIp6A, kIp6B, 3, 0x2c).Ipv6HopByHop(16).Ipv6Ah(12).Ipv6DestOpts(8).Udp(67, 68)
+  b.Ipv6(kIp6A, kIp6B, 3, 0x2c)
+      .Ipv6HopByHop(16)
+      .Ipv6Ah(12)
+      .Ipv6DestOpts(8)
+      .Udp(67, 68)
       .Payload(5);
   const std::vector<uint8_t> frame = b.Build();
   Progress p;
   EthUnits(p)
-      .Set(Field::kEthType, kEthTypeIpv6).At(14)
-      .SetIpv6(kIp6A, kIp6B).Set(Field::kNwTos, 0x2c).Set(Field::kNwTtl, 3)
-      .Set(Field::kNwProto, kIpv6ExtHopByHop).At(54)
-      .Set(Field::kNwProto, kIpv6ExtAh).At(70)
-      .Set(Field::kNwProto, kIpv6ExtDestOpts).At(82)
-      .Set(Field::kNwProto, kIpProtoUdp).At(90)
-      .Set(Field::kTpSrc, 67).Set(Field::kTpDst, 68).At(98);
+      .Set(Field::kEthType, kEthTypeIpv6)
+      .At(14)
+      .SetIpv6(kIp6A, kIp6B)
+      .Set(Field::kNwTos, 0x2c)
+      .Set(Field::kNwTtl, 3)
+      .Set(Field::kNwProto, kIpv6ExtHopByHop)
+      .At(54)
+      .Set(Field::kNwProto, kIpv6ExtAh)
+      .At(70)
+      .Set(Field::kNwProto, kIpv6ExtDestOpts)
+      .At(82)
+      .Set(Field::kNwProto, kIpProtoUdp)
+      .At(90)
+      .Set(Field::kTpSrc, 67)
+      .Set(Field::kTpDst, 68)
+      .At(98);
   CheckAllPrefixes(frame, p);
 }
 
 TEST(ParserPrefixTest, VlanIpv6FirstFragmentTcp) {
-  const std::vector<uint8_t> frame = EthAB().Vlan(7).Ipv6(kIp6A, kIp6B)
-      .Ipv6Fragment(true, 0).Tcp(1, 2, kTcpFin, 4).PadTo(150).Build();
+  const std::vector<uint8_t> frame = EthAB()
+                                         .Vlan(7)
+                                         .Ipv6(kIp6A, kIp6B)
+                                         .Ipv6Fragment(true, 0)
+                                         .Tcp(1, 2, kTcpFin, 4)
+                                         .PadTo(150)
+                                         .Build();
   Progress p;
   EthUnits(p)
-      .Set(Field::kEthType, kEthTypeVlan).At(14)
-      .Set(Field::kVlan0Tci, Tci(7, 0)).At(16)
-      .Set(Field::kEthType, kEthTypeIpv6).At(18)
-      .SetIpv6(kIp6A, kIp6B).Set(Field::kNwTtl, 64).Set(Field::kNwProto, kIpv6ExtFragment).At(58)
-      .Set(Field::kNwProto, kIpProtoTcp).Set(Field::kNwFrag, kFragAny).At(66)
-      .Set(Field::kTpSrc, 1).Set(Field::kTpDst, 2).Set(Field::kTcpFlags, kTcpFin).At(86)
+      .Set(Field::kEthType, kEthTypeVlan)
+      .At(14)
+      .Set(Field::kVlan0Tci, Tci(7, 0))
+      .At(16)
+      .Set(Field::kEthType, kEthTypeIpv6)
+      .At(18)
+      .SetIpv6(kIp6A, kIp6B)
+      .Set(Field::kNwTtl, 64)
+      .Set(Field::kNwProto, kIpv6ExtFragment)
+      .At(58)
+      .Set(Field::kNwProto, kIpProtoTcp)
+      .Set(Field::kNwFrag, kFragAny)
+      .At(66)
+      .Set(Field::kTpSrc, 1)
+      .Set(Field::kTpDst, 2)
+      .Set(Field::kTcpFlags, kTcpFin)
+      .At(86)
       .At(90);
   CheckAllPrefixes(frame, p);
 }
 
 TEST(ParserPrefixTest, Ipv4LaterFragmentStopsAtIpHeader) {
-  const std::vector<uint8_t> frame =
-      EthAB().Ipv4(kIpA, kIpB).Ipv4Fragment(true, 64).Udp(1, 2).Payload(30).Build();
+  const std::vector<uint8_t> frame = EthAB()
+                                         .Ipv4(kIpA, kIpB)
+                                         .Ipv4Fragment(true, 64)
+                                         .Udp(1, 2)
+                                         .Payload(30)
+                                         .Build();
   Progress p;
   EthUnits(p)
-      .Set(Field::kEthType, kEthTypeIpv4).At(14)
-      .Set(Field::kIpv4Src, kIpA).Set(Field::kIpv4Dst, kIpB).Set(Field::kNwProto, kIpProtoUdp)
-      .Set(Field::kNwTtl, 64).Set(Field::kNwFrag, kFragAny | kFragLater).At(34);
+      .Set(Field::kEthType, kEthTypeIpv4)
+      .At(14)
+      .Set(Field::kIpv4Src, kIpA)
+      .Set(Field::kIpv4Dst, kIpB)
+      .Set(Field::kNwProto, kIpProtoUdp)
+      .Set(Field::kNwTtl, 64)
+      .Set(Field::kNwFrag, kFragAny | kFragLater)
+      .At(34);
   CheckAllPrefixes(frame, p);
 }
 
 TEST(ParserPrefixTest, Ipv4IcmpSctpAndArp) {
   {
     SCOPED_TRACE("icmp");
-    const std::vector<uint8_t> frame = EthAB().Ipv4(kIpA, kIpB).Icmp(0, 0).Payload(3).Build();
+    const std::vector<uint8_t> frame =
+        EthAB().Ipv4(kIpA, kIpB).Icmp(0, 0).Payload(3).Build();
     Progress p;
     EthUnits(p)
-        .Set(Field::kEthType, kEthTypeIpv4).At(14)
-        .Set(Field::kIpv4Src, kIpA).Set(Field::kIpv4Dst, kIpB)
-        .Set(Field::kNwProto, kIpProtoIcmp).Set(Field::kNwTtl, 64).At(34)
+        .Set(Field::kEthType, kEthTypeIpv4)
+        .At(14)
+        .Set(Field::kIpv4Src, kIpA)
+        .Set(Field::kIpv4Dst, kIpB)
+        .Set(Field::kNwProto, kIpProtoIcmp)
+        .Set(Field::kNwTtl, 64)
+        .At(34)
         .At(42);  // echo reply: type 0, code 0 — nothing new but no flag
     CheckAllPrefixes(frame, p);
   }
   {
     SCOPED_TRACE("sctp");
-    const std::vector<uint8_t> frame = EthAB().Ipv4(kIpA, kIpB).Sctp(9, 10).Build();
+    const std::vector<uint8_t> frame =
+        EthAB().Ipv4(kIpA, kIpB).Sctp(9, 10).Build();
     Progress p;
     EthUnits(p)
-        .Set(Field::kEthType, kEthTypeIpv4).At(14)
-        .Set(Field::kIpv4Src, kIpA).Set(Field::kIpv4Dst, kIpB)
-        .Set(Field::kNwProto, kIpProtoSctp).Set(Field::kNwTtl, 64).At(34)
-        .Set(Field::kTpSrc, 9).Set(Field::kTpDst, 10).At(46);
+        .Set(Field::kEthType, kEthTypeIpv4)
+        .At(14)
+        .Set(Field::kIpv4Src, kIpA)
+        .Set(Field::kIpv4Dst, kIpB)
+        .Set(Field::kNwProto, kIpProtoSctp)
+        .Set(Field::kNwTtl, 64)
+        .At(34)
+        .Set(Field::kTpSrc, 9)
+        .Set(Field::kTpDst, 10)
+        .At(46);
     CheckAllPrefixes(frame, p);
   }
   {
     SCOPED_TRACE("arp");
-    const std::vector<uint8_t> frame = EthAB().Arp(1, kMacA, kIpA, 0, kIpB).Build();
+    const std::vector<uint8_t> frame =
+        EthAB().Arp(1, kMacA, kIpA, 0, kIpB).Build();
     Progress p;
     EthUnits(p).Set(Field::kEthType, kEthTypeArp).At(14);
     CheckAllPrefixes(frame, p);
   }
   {
     SCOPED_TRACE("icmpv6");
-    const std::vector<uint8_t> frame = EthAB().Ipv6(kIp6A, kIp6B).Icmpv6(2, 0).Build();
+    const std::vector<uint8_t> frame =
+        EthAB().Ipv6(kIp6A, kIp6B).Icmpv6(2, 0).Build();
     Progress p;
     EthUnits(p)
-        .Set(Field::kEthType, kEthTypeIpv6).At(14)
-        .SetIpv6(kIp6A, kIp6B).Set(Field::kNwProto, kIpProtoIcmpv6).Set(Field::kNwTtl, 64).At(54)
-        .Set(Field::kTpSrc, 2).At(58);
+        .Set(Field::kEthType, kEthTypeIpv6)
+        .At(14)
+        .SetIpv6(kIp6A, kIp6B)
+        .Set(Field::kNwProto, kIpProtoIcmpv6)
+        .Set(Field::kNwTtl, 64)
+        .At(54)
+        .Set(Field::kTpSrc, 2)
+        .At(58);
     CheckAllPrefixes(frame, p);
   }
 }
@@ -552,21 +724,26 @@ Flow RandomBuildableFlow(std::mt19937_64& rng) {
     f.Set(Field::kIpv4Src, RandomValue(rng, 32));
     f.Set(Field::kIpv4Dst, RandomValue(rng, 32));
   }
-  static constexpr uint8_t kProtos[] = {kIpProtoTcp,  kIpProtoTcp,    kIpProtoUdp, kIpProtoUdp,
-                                        kIpProtoSctp, kIpProtoIcmp,   kIpProtoIcmpv6,
-                                        47,           kIpProtoNoNext, 50};
+  static constexpr uint8_t kProtos[] = {
+      kIpProtoTcp,  kIpProtoTcp,    kIpProtoUdp, kIpProtoUdp,    kIpProtoSctp,
+      kIpProtoIcmp, kIpProtoIcmpv6, 47,          kIpProtoNoNext, 50};
   uint8_t proto = kProtos[rng() % std::size(kProtos)];
   if (rng() % 8 == 0) proto = static_cast<uint8_t>(rng());
-  if (v6 && (proto == 0 || proto == 43 || proto == 44 || proto == 51 || proto == 60)) proto = 6;
+  if (v6 &&
+      (proto == 0 || proto == 43 || proto == 44 || proto == 51 || proto == 60))
+    proto = 6;
   f.Set(Field::kNwProto, proto);
   f.Set(Field::kNwTos, RandomValue(rng, 8));
   f.Set(Field::kNwTtl, RandomValue(rng, 8));
-  static constexpr uint8_t kFrags[] = {0, 0, 0, kFragAny, kFragAny | kFragLater};
+  static constexpr uint8_t kFrags[] = {0, 0, 0, kFragAny,
+                                       kFragAny | kFragLater};
   const uint8_t frag = kFrags[rng() % std::size(kFrags)];
   f.Set(Field::kNwFrag, frag);
   if (frag & kFragLater) return f;
-  const bool icmp = (!v6 && proto == kIpProtoIcmp) || (v6 && proto == kIpProtoIcmpv6);
-  if (proto == kIpProtoTcp || proto == kIpProtoUdp || proto == kIpProtoSctp || icmp) {
+  const bool icmp =
+      (!v6 && proto == kIpProtoIcmp) || (v6 && proto == kIpProtoIcmpv6);
+  if (proto == kIpProtoTcp || proto == kIpProtoUdp || proto == kIpProtoSctp ||
+      icmp) {
     f.Set(Field::kTpSrc, RandomValue(rng, icmp ? 8 : 16));
     f.Set(Field::kTpDst, RandomValue(rng, icmp ? 8 : 16));
   }
@@ -596,14 +773,21 @@ TEST(ParserRoundTripTest, RandomFlowsSurviveBuildAndParse) {
 TEST(ParserRoundTripTest, CanBuildRejectsInexpressibleFlows) {
   const Flow tcp = With(Ipv4Flow(kIpProtoTcp), {{Field::kTpSrc, 1}});
   EXPECT_TRUE(CanBuildFrameFromFlow(tcp));
-  EXPECT_FALSE(CanBuildFrameFromFlow(With(tcp, {{Field::kVlan0Tci, 5}})));  // no present bit
-  EXPECT_FALSE(CanBuildFrameFromFlow(With(tcp, {{Field::kVlan1Tci, Tci(1, 0)}})));
-  EXPECT_FALSE(CanBuildFrameFromFlow(With(tcp, {{Field::kNwFrag, kFragLater}})));
-  EXPECT_FALSE(CanBuildFrameFromFlow(With(tcp, {{Field::kNwFrag, kFragAny | kFragLater}})));
-  EXPECT_FALSE(CanBuildFrameFromFlow(With(tcp, {{Field::kEthType, kEthTypeArp}})));
+  EXPECT_FALSE(CanBuildFrameFromFlow(
+      With(tcp, {{Field::kVlan0Tci, 5}})));  // no present bit
+  EXPECT_FALSE(
+      CanBuildFrameFromFlow(With(tcp, {{Field::kVlan1Tci, Tci(1, 0)}})));
+  EXPECT_FALSE(
+      CanBuildFrameFromFlow(With(tcp, {{Field::kNwFrag, kFragLater}})));
+  EXPECT_FALSE(CanBuildFrameFromFlow(
+      With(tcp, {{Field::kNwFrag, kFragAny | kFragLater}})));
+  EXPECT_FALSE(
+      CanBuildFrameFromFlow(With(tcp, {{Field::kEthType, kEthTypeArp}})));
   EXPECT_FALSE(CanBuildFrameFromFlow(With(Ipv4Flow(47), {{Field::kTpDst, 1}})));
-  EXPECT_FALSE(CanBuildFrameFromFlow(With(Ipv4Flow(kIpProtoUdp), {{Field::kTcpFlags, 1}})));
-  EXPECT_FALSE(CanBuildFrameFromFlow(With(Ipv4Flow(kIpProtoIcmp), {{Field::kTpSrc, 256}})));
+  EXPECT_FALSE(CanBuildFrameFromFlow(
+      With(Ipv4Flow(kIpProtoUdp), {{Field::kTcpFlags, 1}})));
+  EXPECT_FALSE(CanBuildFrameFromFlow(
+      With(Ipv4Flow(kIpProtoIcmp), {{Field::kTpSrc, 256}})));
   EXPECT_FALSE(CanBuildFrameFromFlow(Ipv6Flow(kIpv6ExtRouting)));
   EXPECT_FALSE(CanBuildFrameFromFlow(EthFlow(kEthTypeVlan)));
   Flow v6 = Ipv6Flow(kIpProtoUdp);
@@ -618,8 +802,18 @@ TEST(ParserRoundTripTest, CanBuildRejectsInexpressibleFlows) {
 TEST(ParserMutationTest, RandomBytesKeepKeysConsistent) {
   std::mt19937_64 rng(7);
   const std::vector<std::vector<uint8_t>> seeds = {
-      EthAB().QinQ(1, 2).Ipv4(kIpA, kIpB).Ipv4Options(8).Tcp(1, 2, kTcpSyn, 8).Build(),
-      EthAB().Ipv6(kIp6A, kIp6B).Ipv6HopByHop().Ipv6Fragment(true, 0).Ipv6Ah(16).Udp(3, 4)
+      EthAB()
+          .QinQ(1, 2)
+          .Ipv4(kIpA, kIpB)
+          .Ipv4Options(8)
+          .Tcp(1, 2, kTcpSyn, 8)
+          .Build(),
+      EthAB()
+          .Ipv6(kIp6A, kIp6B)
+          .Ipv6HopByHop()
+          .Ipv6Fragment(true, 0)
+          .Ipv6Ah(16)
+          .Udp(3, 4)
           .Build(),
       EthAB().Vlan(3).Ipv6(kIp6A, kIp6B).Ipv6Routing(16).Icmpv6(1, 1).Build(),
       EthAB().Ipv4(kIpA, kIpB).Icmp(8, 0).Build(),
@@ -628,10 +822,12 @@ TEST(ParserMutationTest, RandomBytesKeepKeysConsistent) {
   for (int i = 0; i < kRandomIterations; ++i) {
     std::vector<uint8_t> frame = seeds[i % seeds.size()];
     const int mutations = 1 + static_cast<int>(rng() % 4);
-    for (int m = 0; m < mutations; ++m) frame[rng() % frame.size()] = static_cast<uint8_t>(rng());
+    for (int m = 0; m < mutations; ++m)
+      frame[rng() % frame.size()] = static_cast<uint8_t>(rng());
     const size_t len = rng() % (frame.size() + 1);
     uint8_t flags = 0;
-    const Flow f = ParseExact(frame, len, &flags);  // checks key == FromFlow(flow)
+    const Flow f =
+        ParseExact(frame, len, &flags);  // checks key == FromFlow(flow)
     ASSERT_EQ(f.Get(Field::kInPort), kPort);
     ASSERT_EQ(flags & ~(kKeyTruncated | kKeyMalformed), 0);
     flagged += flags != 0;
@@ -647,10 +843,20 @@ TEST(ParseBurstTest, EverySizeMatchesSingleParseAndWritesNoFurther) {
   for (int i = 0; i < kMaxBurst; ++i) {
     PacketBuilder b = EthAB();
     switch (i % 4) {
-      case 0: b.Ipv4(kIpA + i, kIpB).Tcp(static_cast<uint16_t>(i), 80, kTcpAck); break;
-      case 1: b.Vlan(static_cast<uint16_t>(i)).Ipv4(kIpA, kIpB).Udp(53, static_cast<uint16_t>(i)); break;
-      case 2: b.Ipv6(kIp6A + i, kIp6B).Ipv6HopByHop().Tcp(1, 2); break;
-      default: b.Ipv4(kIpA, kIpB); break;
+      case 0:
+        b.Ipv4(kIpA + i, kIpB).Tcp(static_cast<uint16_t>(i), 80, kTcpAck);
+        break;
+      case 1:
+        b.Vlan(static_cast<uint16_t>(i))
+            .Ipv4(kIpA, kIpB)
+            .Udp(53, static_cast<uint16_t>(i));
+        break;
+      case 2:
+        b.Ipv6(kIp6A + i, kIp6B).Ipv6HopByHop().Tcp(1, 2);
+        break;
+      default:
+        b.Ipv4(kIpA, kIpB);
+        break;
     }
     frames.push_back(b.Build());
     if (i % 4 == 3) frames.back().resize(20);  // truncated
@@ -675,7 +881,8 @@ TEST(ParseBurstTest, EverySizeMatchesSingleParseAndWritesNoFurther) {
       ASSERT_EQ(keys[i].words, want.words);
     }
     for (int i = n; i <= kMaxBurst; ++i) {
-      ASSERT_EQ(keys[i].hash, marker.hash) << "overrun at " << i << " for n=" << n;
+      ASSERT_EQ(keys[i].hash, marker.hash)
+          << "overrun at " << i << " for n=" << n;
       ASSERT_EQ(keys[i].flags, marker.flags);
     }
   }

@@ -75,14 +75,16 @@ class PacketBuilder {
   // Ethernet header (dst, src, type).
   PacketBuilder& Eth(uint64_t src, uint64_t dst);
   // One 802.1Q / 802.1ad tag: TPID `tpid` and TCI (pcp, dei=0, vid).
-  PacketBuilder& Vlan(uint16_t vid, uint8_t pcp = 0, uint16_t tpid = kEthTypeVlan);
+  PacketBuilder& Vlan(uint16_t vid, uint8_t pcp = 0,
+                      uint16_t tpid = kEthTypeVlan);
   // Two tags: outer 0x88a8, inner 0x8100.
-  PacketBuilder& QinQ(uint16_t outer_vid, uint16_t inner_vid, uint8_t outer_pcp = 0,
-                      uint8_t inner_pcp = 0);
+  PacketBuilder& QinQ(uint16_t outer_vid, uint16_t inner_vid,
+                      uint8_t outer_pcp = 0, uint8_t inner_pcp = 0);
   // Forces the type field of the last Ethernet/VLAN header.
   PacketBuilder& EthType(uint16_t type);
 
-  PacketBuilder& Ipv4(uint32_t src, uint32_t dst, uint8_t ttl = 64, uint8_t tos = 0);
+  PacketBuilder& Ipv4(uint32_t src, uint32_t dst, uint8_t ttl = 64,
+                      uint8_t tos = 0);
   // Adds n_bytes (multiple of 4, <= 40) of options (NOPs ending with EOL) to
   // the last IPv4 header and updates its IHL.
   PacketBuilder& Ipv4Options(size_t n_bytes);
@@ -90,8 +92,9 @@ class PacketBuilder {
   PacketBuilder& Ipv4Fragment(bool more_fragments, uint16_t offset_units,
                               uint16_t id = 0x1234);
 
-  PacketBuilder& Ipv6(absl::uint128 src, absl::uint128 dst, uint8_t hop_limit = 64,
-                      uint8_t tclass = 0, uint32_t flow_label = 0);
+  PacketBuilder& Ipv6(absl::uint128 src, absl::uint128 dst,
+                      uint8_t hop_limit = 64, uint8_t tclass = 0,
+                      uint32_t flow_label = 0);
   // Extension headers; len_bytes is the whole header: a multiple of 8 (>= 8)
   // for hop-by-hop / routing / destination options, a multiple of 4 (>= 8)
   // for AH.
@@ -115,7 +118,8 @@ class PacketBuilder {
   PacketBuilder& Icmp(uint8_t type, uint8_t code);    // 8-byte header
   PacketBuilder& Icmpv6(uint8_t type, uint8_t code);  // 8-byte header
   // ARP for Ethernet/IPv4 (28 bytes).
-  PacketBuilder& Arp(uint16_t op, uint64_t sha, uint32_t spa, uint64_t tha, uint32_t tpa);
+  PacketBuilder& Arp(uint16_t op, uint64_t sha, uint32_t spa, uint64_t tha,
+                     uint32_t tpa);
 
   // n bytes of a recognisable pattern (0x00, 0x01, ...).
   PacketBuilder& Payload(size_t n);
@@ -134,7 +138,17 @@ class PacketBuilder {
 
  private:
   enum class Kind : uint8_t {
-    kEth, kVlan, kIpv4, kIpv6, kIpv6Ext, kTcp, kUdp, kSctp, kIcmp, kIcmpv6, kArp,
+    kEth,
+    kVlan,
+    kIpv4,
+    kIpv6,
+    kIpv6Ext,
+    kTcp,
+    kUdp,
+    kSctp,
+    kIcmp,
+    kIcmpv6,
+    kArp,
     kPayload,
   };
   struct Layer {

@@ -4,7 +4,8 @@
 // Not built by CMake yet.  From the repository root:
 //   clang++-14 -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -I. \
 //     tests/fuzz/packet_parser_fuzz.cc dataplane/packet_parser.cc \
-//     dataplane/flow.cc tests/common/packet_builder.cc -o /tmp/packet_parser_fuzz
+//     dataplane/flow.cc tests/common/packet_builder.cc -o
+//     /tmp/packet_parser_fuzz
 //   /tmp/packet_parser_fuzz -max_len=256 -max_total_time=60
 // libFuzzer hands over a buffer of exactly `size` bytes, so ASan reports any
 // read past the end of the frame.
@@ -63,7 +64,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (flags == 0 && CanBuildFrameFromFlow(flow)) {
     const std::vector<uint8_t> frame = BuildFrameFromFlow(flow);
     uint8_t again_flags = 0xff;
-    const Flow again = ParsePacketToFlow(frame.data(), frame.size(), kInPort, &again_flags);
+    const Flow again =
+        ParsePacketToFlow(frame.data(), frame.size(), kInPort, &again_flags);
     Check(again_flags == 0 && again == flow, "BuildFrameFromFlow round trip");
   }
   return 0;
