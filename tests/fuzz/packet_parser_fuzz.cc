@@ -3,9 +3,9 @@
 //
 // Not built by CMake yet.  From the repository root:
 //   clang++-14 -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -I. \
-//     tests/fuzz/packet_parser_fuzz.cc dataplane/packet_parser.cc \
-//     dataplane/flow.cc tests/common/packet_builder.cc -o
-//     /tmp/packet_parser_fuzz
+//     -o /tmp/packet_parser_fuzz tests/fuzz/packet_parser_fuzz.cc \
+//     dataplane/packet_parser.cc dataplane/flow.cc \
+//     tests/common/packet_builder.cc
 //   /tmp/packet_parser_fuzz -max_len=256 -max_total_time=60
 // libFuzzer hands over a buffer of exactly `size` bytes, so ASan reports any
 // read past the end of the frame.
