@@ -1,0 +1,277 @@
+#include "dataplane/packet_parser.h"
+
+#include <bit>
+#include <cstring>
+
+#include "absl/base/attributes.h"
+#include "absl/base/optimization.h"
+
+namespace flowclass {
+namespace {
+
+// Wire header sizes (see the contract in the header).
+constexpr size_t kEthAddrsLen = 12;
+constexpr size_t kEthTypeLen = 2;
+constexpr size_t kVlanTagLen = 4;
+constexpr size_t kIpv4MinLen = 20;
+constexpr size_t kIpv6Len = 40;
+constexpr size_t kIpv6FragLen = 8;
+constexpr size_t kTcpMinLen = 20;
+constexpr size_t kUdpLen = 8;
+constexpr size_t kSctpLen = 12;
+constexpr size_t kIcmpLen = 8;
+constexpr size_t kIcmpv6Len = 4;
+
+constexpr uint8_t kIpv6HopByHop = 0;
+constexpr uint8_t kIpv6Routing = 43;
+constexpr uint8_t kIpv6Fragment = 44;
+constexpr uint8_t kIpv6Ah = 51;
+constexpr uint8_t kIpv6DestOpts = 60;
+
+// Big-endian loads through memcpy: no alignment assumptions (headers after an
+// odd-sized option block are unaligned), and compilers turn them into one
+// load plus bswap.
+inline uint16_t Load16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, sizeof v);
+  if constexpr (std::endian::native == std::endian::little)
+    v = __builtin_bswap16(v);
+  return v;
+}
+inline uint32_t Load32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, sizeof v);
+  if constexpr (std::endian::native == std::endian::little)
+    v = __builtin_bswap32(v);
+  return v;
+}
+inline uint64_t Load64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, sizeof v);
+  if constexpr (std::endian::native == std::endian::little)
+    v = __builtin_bswap64(v);
+  return v;
+}
+inline uint64_t Load48(const uint8_t* p) {
+  return (uint64_t{Load16(p)} << 32) | Load32(p + 2);
+}
+
+inline void SetEthType(uint64_t* w, uint16_t type) {
+  w[kWordMeta] =
+      (w[kWordMeta] & ~(uint64_t{0xffff} << 32)) | (uint64_t{type} << 32);
+}
+
+inline uint64_t L4Word(uint8_t proto, uint8_t tos, uint8_t ttl, uint8_t frag) {
+  return (uint64_t{proto} << 56) | (uint64_t{tos} << 48) |
+         (uint64_t{ttl} << 40) | (uint64_t{frag} << 32);
+}
+
+inline void SetPorts(uint64_t* w, uint16_t src, uint16_t dst) {
+  w[kWordL4] |= (uint64_t{src} << 16) | dst;
+}
+
+// q[0, n) is the L4 header and everything after it up to the datagram end.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint8_t ParseL4(uint8_t proto, bool ipv6,
+                                                    const uint8_t* q, size_t n,
+                                                    uint64_t* w) {
+  switch (proto) {
+    case kIpProtoTcp: {
+      if (n < kTcpMinLen) return kKeyTruncated;
+      const uint16_t off_flags = Load16(q + 12);
+      const size_t hlen = static_cast<size_t>(off_flags >> 12) * 4;
+      if (hlen < kTcpMinLen) return kKeyMalformed;
+      SetPorts(w, Load16(q), Load16(q + 2));
+      w[kWordMeta] |= uint64_t{off_flags & 0x0fffu} << 48;
+      return n < hlen ? kKeyTruncated : 0;
+    }
+    case kIpProtoUdp:
+      if (n < kUdpLen) return kKeyTruncated;
+      SetPorts(w, Load16(q), Load16(q + 2));
+      return 0;
+    case kIpProtoSctp:
+      if (n < kSctpLen) return kKeyTruncated;
+      SetPorts(w, Load16(q), Load16(q + 2));
+      return 0;
+    case kIpProtoIcmp:
+      if (ipv6) return 0;
+      if (n < kIcmpLen) return kKeyTruncated;
+      SetPorts(w, q[0], q[1]);
+      return 0;
+    case kIpProtoIcmpv6:
+      if (!ipv6) return 0;
+      if (n < kIcmpv6Len) return kKeyTruncated;
+      SetPorts(w, q[0], q[1]);
+      return 0;
+    default:
+      return 0;
+  }
+}
+
+// q[0, n) starts at the IPv4 header and runs to the end of the frame.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint8_t ParseIpv4(const uint8_t* q,
+                                                      size_t n, uint64_t* w) {
+  if (ABSL_PREDICT_FALSE(n < kIpv4MinLen)) return kKeyTruncated;
+  const uint8_t ver_ihl = q[0];
+  const size_t hlen = static_cast<size_t>(ver_ihl & 0x0fu) * 4;
+  if (ABSL_PREDICT_FALSE((ver_ihl >> 4) != 4 || hlen < kIpv4MinLen))
+    return kKeyMalformed;
+  const size_t total = Load16(q + 2);
+  if (ABSL_PREDICT_FALSE(total < hlen)) return kKeyMalformed;
+
+  const uint16_t frag_off = Load16(q + 6);
+  uint8_t frag = 0;
+  if (frag_off & 0x3fff) {  // MF set or offset non-zero
+    frag = kFragAny;
+    if (frag_off & 0x1fff) frag |= kFragLater;
+  }
+  const uint8_t proto = q[9];
+  w[kWordIpv4] = Load64(q + 12);  // src in [63:32], dst in [31:0]: wire order
+  w[kWordL4] = L4Word(proto, /*tos=*/q[1], /*ttl=*/q[8], frag);
+  if (ABSL_PREDICT_FALSE(n < hlen)) return kKeyTruncated;
+  if (frag & kFragLater) return 0;
+  const size_t end = n < total ? n : total;
+  return ParseL4(proto, /*ipv6=*/false, q + hlen, end - hlen, w);
+}
+
+// q[0, n) starts at the IPv6 header and runs to the end of the frame.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint8_t ParseIpv6(const uint8_t* q,
+                                                      size_t n, uint64_t* w) {
+  if (ABSL_PREDICT_FALSE(n < kIpv6Len)) return kKeyTruncated;
+  if (ABSL_PREDICT_FALSE((q[0] >> 4) != 6)) return kKeyMalformed;
+  const uint8_t tclass = static_cast<uint8_t>((q[0] << 4) | (q[1] >> 4));
+  const size_t total = kIpv6Len + Load16(q + 4);
+  const uint8_t hop_limit = q[7];
+  w[kWordIpv6SrcHi] = Load64(q + 8);
+  w[kWordIpv6SrcLo] = Load64(q + 16);
+  w[kWordIpv6DstHi] = Load64(q + 24);
+  w[kWordIpv6DstLo] = Load64(q + 32);
+
+  const size_t end = n < total ? n : total;
+  size_t off = kIpv6Len;
+  uint8_t next = q[6];
+  uint8_t frag = 0;
+  uint8_t flags = 0;
+  // Each extension header is at least 8 bytes long, so the walk ends after at
+  // most (end - 40) / 8 steps.
+  for (;;) {
+    size_t hlen;
+    if (next == kIpv6HopByHop || next == kIpv6Routing ||
+        next == kIpv6DestOpts) {
+      if (end - off < 2) {
+        flags = kKeyTruncated;
+        break;
+      }
+      hlen = (size_t{q[off + 1]} + 1) * 8;
+    } else if (next == kIpv6Ah) {
+      if (end - off < 2) {
+        flags = kKeyTruncated;
+        break;
+      }
+      hlen = (size_t{q[off + 1]} + 2) * 4;
+    } else if (next == kIpv6Fragment) {
+      if (end - off < kIpv6FragLen) {
+        flags = kKeyTruncated;
+        break;
+      }
+      hlen = kIpv6FragLen;
+      frag = kFragAny;
+      if (Load16(q + off + 2) & 0xfff8) frag |= kFragLater;
+    } else {
+      break;  // upper-layer protocol (or ESP / no-next-header)
+    }
+    if (end - off < hlen) {
+      flags = kKeyTruncated;
+      break;
+    }
+    next = q[off];
+    off += hlen;
+    if (frag & kFragLater) break;
+  }
+  w[kWordL4] = L4Word(next, tclass, hop_limit, frag);
+  if (flags || (frag & kFragLater)) return flags;
+  return ParseL4(next, /*ipv6=*/true, q + off, end - off, w);
+}
+
+// Fills w[0, kFlowWords) (must be zeroed by the caller) and returns flags.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint8_t ParseToWords(const uint8_t* p,
+                                                         size_t len,
+                                                         uint32_t in_port,
+                                                         uint64_t* w) {
+  w[kWordMeta] = in_port;
+  if (ABSL_PREDICT_FALSE(len < kEthAddrsLen)) return kKeyTruncated;
+  w[kWordEthDst] = Load48(p);
+  w[kWordEthSrc] = Load48(p + 6);
+  size_t off = kEthAddrsLen;
+  int tags = 0;
+  uint16_t type;
+  for (;;) {
+    if (ABSL_PREDICT_FALSE(len - off < kEthTypeLen)) return kKeyTruncated;
+    type = Load16(p + off);
+    SetEthType(w, type);
+    if (type != kEthTypeVlan && type != kEthTypeQinQ) break;
+    if (tags == 2) return 0;  // third tag: left unparsed by contract
+    if (ABSL_PREDICT_FALSE(len - off < kVlanTagLen)) return kKeyTruncated;
+    const uint64_t tci = Load16(p + off + 2) | kVlanPresent;
+    w[tags == 0 ? kWordEthDst : kWordEthSrc] |= tci << 48;
+    ++tags;
+    off += kVlanTagLen;
+  }
+  off += kEthTypeLen;
+  if (type == kEthTypeIpv4) return ParseIpv4(p + off, len - off, w);
+  if (type == kEthTypeIpv6) return ParseIpv6(p + off, len - off, w);
+  return 0;
+}
+
+// Packs w into *key.  Branch-free: every word is written to the next free
+// slot and the slot only advances when the word is non-zero, so slots past
+// n_words end up zero exactly as in FlowKey::FromFlow.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void PackKey(const uint64_t* w,
+                                                 uint8_t flags, FlowKey* key) {
+  FlowKey k;
+  unsigned n = 0;
+  FlowMap map = 0;
+  for (int i = 0; i < kFlowWords; ++i) {
+    k.words[n] = w[i];
+    const unsigned nz = w[i] != 0;
+    map |= static_cast<FlowMap>(nz << i);
+    n += nz;
+  }
+  k.map = map;
+  k.n_words = static_cast<uint8_t>(n);
+  k.flags = flags;
+  k.Finalize();
+  *key = k;
+}
+
+}  // namespace
+
+FlowKey ParsePacket(const uint8_t* frame, size_t len, uint32_t in_port) {
+  uint64_t w[kFlowWords] = {};
+  const uint8_t flags = ParseToWords(frame, len, in_port, w);
+  FlowKey key;
+  PackKey(w, flags, &key);
+  return key;
+}
+
+void ParseBurst(const uint8_t* const* frames, const uint16_t* lens, int n,
+                uint32_t in_port, FlowKey* keys) {
+  // Frames usually arrive cold (just DMA'd); fetch the headers of the next
+  // two while parsing this one.
+  for (int i = 0; i < n && i < 2; ++i) __builtin_prefetch(frames[i]);
+  for (int i = 0; i < n; ++i) {
+    if (i + 2 < n) __builtin_prefetch(frames[i + 2]);
+    uint64_t w[kFlowWords] = {};
+    const uint8_t flags = ParseToWords(frames[i], lens[i], in_port, w);
+    PackKey(w, flags, &keys[i]);
+  }
+}
+
+Flow ParsePacketToFlow(const uint8_t* frame, size_t len, uint32_t in_port,
+                       uint8_t* flags) {
+  Flow f;
+  const uint8_t fl = ParseToWords(frame, len, in_port, f.w.data());
+  if (flags != nullptr) *flags = fl;
+  return f;
+}
+
+}  // namespace flowclass

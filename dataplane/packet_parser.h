@@ -1,0 +1,91 @@
+// packet_parser.h — raw Ethernet frame bytes -> FlowKey (the first step of
+// every packet's path; see ARCHITECTURE.md "The path of a packet").
+//
+// Contract
+// --------
+// Threads: every function here is a pure function of its arguments.  Any
+// thread may call any of them at any time; there is no state, so nothing to
+// reclaim.
+//
+// Hot path: ParsePacket / ParseBurst run once per packet on the PMD thread.
+// They allocate nothing, take no lock, log nothing and throw nothing, and they
+// never read a byte at or past `len` (frames may end exactly at the end of a
+// mapping; the prefix test runs under ASan and tests/fuzz runs libFuzzer).
+//
+// What is parsed (field encodings: flow.h):
+//   Ethernet   eth_dst, eth_src, then up to two tags (TPID 0x8100 or 0x88a8,
+//              in either position): vlan0_tci = outer, vlan1_tci = inner, both
+//              stored with kVlanPresent set (the wire DEI bit is folded into
+//              it).  eth_type = the type after the tags.  A third tag is left
+//              unparsed: eth_type = its TPID and parsing stops.
+//   IPv4       (eth_type 0x0800) src, dst, proto, tos, ttl, nw_frag from the
+//              MF flag and offset (first fragment kFragAny, later ones
+//              kFragAny|kFragLater); options skipped using IHL; L4 is parsed
+//              only when the datagram is not a later fragment.
+//   IPv6       (eth_type 0x86dd) src, dst, traffic class -> nw_tos, hop limit
+//              -> nw_ttl.  Extension headers hop-by-hop (0), routing (43),
+//              destination options (60) [(len+1)*8 bytes], AH (51)
+//              [(len+2)*4 bytes] and fragment (44) [8 bytes; any fragment
+//              header sets kFragAny, a non-zero offset also kFragLater and
+//              stops the walk] are skipped; nw_proto = the next-header value
+//              where the walk stopped (the upper-layer protocol).
+//   L4         TCP (ports, tcp_flags = low 12 bits of the offset/flags word),
+//              UDP, SCTP (ports), ICMP under IPv4 and ICMPv6 under IPv6
+//              (type -> tp_src, code -> tp_dst).  Nothing else.
+//   ARP        eth fields and eth_type only.
+//
+// Header units and minimum sizes (what "parsed so far" means): Ethernet
+// addresses 12 bytes, each type field 2, each tag 4 (TPID+TCI), IPv4 20,
+// IPv6 40, each IPv6 extension header its full length (fragment 8), TCP 20,
+// UDP 8, SCTP 12, ICMP 8, ICMPv6 4.  A unit contributes its fields only when
+// all of its bytes are present and valid.  eth_type always holds the last
+// type/TPID value read, so a frame cut inside the tags has eth_type = TPID.
+//
+// The end of an IP datagram is min(frame end, IPv4 total length / IPv6 40 +
+// payload length): Ethernet padding after the datagram is never parsed as a
+// header, and a frame cut in the *payload* is not flagged (nothing matchable
+// is lost).  An IPv6 payload length of 0 (jumbogram) therefore leaves no room
+// for extension or L4 headers: the key is flagged truncated.
+//
+// Outcome flags (FlowKey::flags):
+//   kKeyTruncated  the frame or datagram ended inside a header; the key has
+//                  every unit completed before it.  A unit whose fixed part is
+//                  present but whose options are cut (IPv4 IHL, TCP data
+//                  offset) keeps its fields and sets the flag; for IPv4 the L4
+//                  header is then not parsed.
+//   kKeyMalformed  IPv4 version != 4, IHL < 5 or total length < header
+//                  length; IPv6 version != 6; TCP data offset < 5.  The bad
+//                  unit contributes nothing; everything before it is kept.
+//
+// Every key returned is finalized (hash valid, absent words are zero), so a
+// parsed key equals FlowKey::FromFlow(ParsePacketToFlow(...), flags) bit for
+// bit.
+#ifndef FLOWCLASS_DATAPLANE_PACKET_PARSER_H_
+#define FLOWCLASS_DATAPLANE_PACKET_PARSER_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "dataplane/flow.h"
+#include "dataplane/megaflow.h"  // kMaxBurst
+
+namespace flowclass {
+
+// Parses one frame of `len` bytes received on `in_port`.
+FlowKey ParsePacket(const uint8_t* frame, size_t len, uint32_t in_port);
+
+// Parses frames[i] (lens[i] bytes) into keys[i] for i in [0, n), 0 <= n <=
+// kMaxBurst; all frames arrived on `in_port`.  keys[n..] are not written.
+// Same result as n ParsePacket calls; prefetches the next frames while
+// parsing the current one.
+void ParseBurst(const uint8_t* const* frames, const uint16_t* lens, int n,
+                uint32_t in_port, FlowKey* keys);
+
+// The dense form of ParsePacket, for tests and control-plane tools.  Stores
+// the outcome flags in *flags when `flags` is non-null.
+Flow ParsePacketToFlow(const uint8_t* frame, size_t len, uint32_t in_port,
+                       uint8_t* flags = nullptr);
+
+}  // namespace flowclass
+
+#endif  // FLOWCLASS_DATAPLANE_PACKET_PARSER_H_
