@@ -610,6 +610,11 @@ absl::Status NativeParser::TcpFlags(std::string_view key, std::string_view val,
 absl::Status NativeParser::Actions(std::string_view val, size_t vcol) {
   if (val.empty()) return ColumnError(vcol, "actions", "missing action");
   if (size_t comma = val.find(','); comma != std::string_view::npos) {
+    if (val.find('=', comma) != std::string_view::npos) {
+      return ColumnError(vcol + comma + 1, "actions",
+                         "must be the last key (everything after actions= is "
+                         "the action list)");
+    }
     return ColumnError(vcol + comma, "actions",
                        "only one action is supported");
   }
