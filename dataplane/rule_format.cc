@@ -50,7 +50,6 @@ void CatTo(std::string* out, const Args&... args) {
   (AppendPiece(*out, args), ...);
 }
 
-
 // ------------------------------------------------------------------ helpers
 
 absl::Status ColumnError(size_t col, std::string_view field,
@@ -908,15 +907,14 @@ absl::Status WithPath(const std::string& path, const absl::Status& s) {
 
 // First line that is neither blank nor a comment starts with '@'.
 bool LooksLikeClassBench(std::string_view text) {
-  bool result = false;
-  absl::Status ignored =
-      ForEachLine(text, [&](size_t, std::string_view line) -> absl::Status {
-        if (IsBlankOrComment(line)) return absl::OkStatus();
-        result = StripLeading(line)[0] == '@';
-        return absl::CancelledError();  // stop
-      });
-  (void)ignored;
-  return result;
+  while (!text.empty()) {
+    const size_t nl = text.find('\n');
+    const std::string_view line = text.substr(0, nl);
+    if (!IsBlankOrComment(line)) return StripLeading(line).front() == '@';
+    if (nl == std::string_view::npos) break;
+    text.remove_prefix(nl + 1);
+  }
+  return false;
 }
 
 }  // namespace
