@@ -1,0 +1,1034 @@
+// rule_format.cc — parsers for ClassBench filters, native rules and traces.
+//
+// Every parser works one line at a time with byte offsets into that line, so
+// an error can point at the column of the offending key or value.  Errors are
+// built in two layers: the line parsers return "column C: field: problem",
+// and the multi-line drivers prefix "line L, ".
+#include "dataplane/rule_format.h"
+
+#include <arpa/inet.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
+
+namespace flowclass {
+namespace {
+
+// Debian's abseil has its own absl::string_view (not std::string_view), so
+// absl::StrCat does not take std::string_view.  This is the small subset we
+// need: strings of any kind and integers.
+inline void AppendPiece(std::string& out, std::string_view s) { out.append(s); }
+inline void AppendPiece(std::string& out, absl::string_view s) {
+  out.append(s.data(), s.size());
+}
+inline void AppendPiece(std::string& out, const std::string& s) { out += s; }
+inline void AppendPiece(std::string& out, const char* s) { out += s; }
+template <typename T>
+  requires std::is_integral_v<T>
+void AppendPiece(std::string& out, T v) {
+  out += std::to_string(v);
+}
+template <typename... Args>
+std::string Cat(const Args&... args) {
+  std::string out;
+  (AppendPiece(out, args), ...);
+  return out;
+}
+template <typename... Args>
+void CatTo(std::string* out, const Args&... args) {
+  (AppendPiece(*out, args), ...);
+}
+
+// ------------------------------------------------------------------ helpers
+
+absl::Status ColumnError(size_t col, std::string_view field,
+                         std::string_view problem) {
+  return absl::InvalidArgumentError(
+      Cat("column ", col, ": ", field, ": ", problem));
+}
+
+// Prefixes "line L, " to an error from a line parser.
+absl::Status AtLine(size_t line, const absl::Status& s) {
+  return absl::Status(s.code(), Cat("line ", line, ", ", s.message()));
+}
+
+// Quotes user text in messages, cut short so a garbage line cannot produce a
+// megabyte-long message.
+std::string Quote(std::string_view s) {
+  constexpr size_t kMax = 40;
+  if (s.size() > kMax) return Cat("'", s.substr(0, kMax), "...'");
+  return Cat("'", s, "'");
+}
+
+bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+
+std::string_view StripLeading(std::string_view s) {
+  while (!s.empty() && IsSpace(s.front())) s.remove_prefix(1);
+  return s;
+}
+
+std::string_view StripTrailing(std::string_view s) {
+  while (!s.empty() && IsSpace(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+bool IsBlankOrComment(std::string_view line) {
+  std::string_view t = StripLeading(line);
+  return t.empty() || t[0] == '#';
+}
+
+// Calls fn(line_number, line) for every line of `text` (1-based; a trailing
+// '\r' is dropped so CRLF files work).  Stops at the first error.
+template <typename Fn>
+absl::Status ForEachLine(std::string_view text, Fn fn) {
+  size_t line_no = 0;
+  while (!text.empty()) {
+    ++line_no;
+    size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    absl::Status s = fn(line_no, line);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+enum class Base { kAuto, kDecimal, kHex };
+
+// Unsigned integer: decimal, or hex with a "0x" prefix (kAuto), or hex with an
+// optional prefix (kHex).  No sign, no spaces, overflow is a failure.
+bool ParseU64(std::string_view s, Base base, uint64_t* out) {
+  int radix = 10;
+  if (base != Base::kDecimal && s.size() > 2 && s[0] == '0' &&
+      (s[1] == 'x' || s[1] == 'X')) {
+    radix = 16;
+    s.remove_prefix(2);
+  } else if (base == Base::kHex) {
+    radix = 16;
+  }
+  if (s.empty()) return false;
+  uint64_t v = 0;
+  for (char c : s) {
+    int d = radix == 16 ? HexDigit(c) : (c >= '0' && c <= '9' ? c - '0' : -1);
+    if (d < 0) return false;
+    if (v > (~uint64_t{0} - static_cast<uint64_t>(d)) / radix) return false;
+    v = v * radix + static_cast<uint64_t>(d);
+  }
+  *out = v;
+  return true;
+}
+
+uint64_t LowBits(int bits) {
+  return bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
+}
+
+// A number that must fit `bits` bits; `what` is "value" or "mask".
+absl::Status ParseFitting(std::string_view s, int bits, size_t col,
+                          std::string_view field, std::string_view what,
+                          uint64_t* out, Base base = Base::kAuto) {
+  if (!ParseU64(s, base, out)) {
+    return ColumnError(col, field, Cat("bad number ", Quote(s)));
+  }
+  if (*out > LowBits(bits)) {
+    return ColumnError(col, field,
+                       Cat(what, " ", s, " does not fit ", bits,
+                                    " bits (max ", LowBits(bits), ")"));
+  }
+  return absl::OkStatus();
+}
+
+uint32_t PrefixMask32(int len) {
+  return len == 0 ? 0 : ~uint32_t{0} << (32 - len);
+}
+
+absl::uint128 PrefixMask128(int len) {
+  if (len == 0) return 0;
+  return ~absl::uint128(0) << (128 - len);
+}
+
+// Strict dotted quad: four decimal octets 0..255.
+bool ParseIpv4(std::string_view s, uint32_t* out) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) {
+    size_t dot = i < 3 ? s.find('.') : s.size();
+    if (dot == std::string_view::npos) return false;
+    std::string_view octet = s.substr(0, dot);
+    uint64_t o;
+    if (octet.empty() || octet.size() > 3 ||
+        !ParseU64(octet, Base::kDecimal, &o) || o > 255) {
+      return false;
+    }
+    v = (v << 8) | static_cast<uint32_t>(o);
+    s = i < 3 ? s.substr(dot + 1) : std::string_view();
+  }
+  *out = v;
+  return true;
+}
+
+bool ParseIpv6(std::string_view s, absl::uint128* out) {
+  if (s.empty() || s.size() >= INET6_ADDRSTRLEN) return false;
+  char buf[INET6_ADDRSTRLEN];
+  memcpy(buf, s.data(), s.size());
+  buf[s.size()] = '\0';
+  unsigned char b[16];
+  if (inet_pton(AF_INET6, buf, b) != 1) return false;
+  uint64_t hi = 0, lo = 0;
+  for (int i = 0; i < 8; ++i) hi = (hi << 8) | b[i];
+  for (int i = 8; i < 16; ++i) lo = (lo << 8) | b[i];
+  *out = absl::MakeUint128(hi, lo);
+  return true;
+}
+
+// aa:bb:cc:dd:ee:ff (one or two hex digits per byte).
+bool ParseMac(std::string_view s, uint64_t* out) {
+  uint64_t v = 0;
+  for (int i = 0; i < 6; ++i) {
+    size_t colon = i < 5 ? s.find(':') : s.size();
+    if (colon == std::string_view::npos) return false;
+    std::string_view byte = s.substr(0, colon);
+    uint64_t b;
+    if (byte.empty() || byte.size() > 2 || !ParseU64(byte, Base::kHex, &b)) {
+      return false;
+    }
+    v = (v << 8) | b;
+    s = i < 5 ? s.substr(colon + 1) : std::string_view();
+  }
+  *out = v;
+  return true;
+}
+
+// "a.b.c.d", "a.b.c.d/len" or "a.b.c.d/m.m.m.m"; the value is masked.
+absl::Status ParseIpv4Masked(std::string_view s, size_t col,
+                             std::string_view field, uint32_t* value,
+                             uint32_t* mask) {
+  size_t slash = s.find('/');
+  std::string_view addr = s.substr(0, slash);
+  if (!ParseIpv4(addr, value)) {
+    return ColumnError(col, field, Cat("bad IPv4 address ", Quote(addr)));
+  }
+  *mask = ~uint32_t{0};
+  if (slash != std::string_view::npos) {
+    std::string_view m = s.substr(slash + 1);
+    size_t mcol = col + slash + 1;
+    if (m.find('.') != std::string_view::npos) {
+      if (!ParseIpv4(m, mask)) {
+        return ColumnError(mcol, field, Cat("bad IPv4 mask ", Quote(m)));
+      }
+    } else {
+      uint64_t len;
+      if (!ParseU64(m, Base::kDecimal, &len)) {
+        return ColumnError(mcol, field,
+                           Cat("bad prefix length ", Quote(m)));
+      }
+      if (len > 32) {
+        return ColumnError(mcol, field,
+                           Cat("prefix length ", m, " exceeds 32"));
+      }
+      *mask = PrefixMask32(static_cast<int>(len));
+    }
+  }
+  *value &= *mask;
+  return absl::OkStatus();
+}
+
+// "addr", "addr/len" or "addr/mask-addr"; the value is masked.
+absl::Status ParseIpv6Masked(std::string_view s, size_t col,
+                             std::string_view field, absl::uint128* value,
+                             absl::uint128* mask) {
+  size_t slash = s.find('/');
+  std::string_view addr = s.substr(0, slash);
+  if (!ParseIpv6(addr, value)) {
+    return ColumnError(col, field, Cat("bad IPv6 address ", Quote(addr)));
+  }
+  *mask = ~absl::uint128(0);
+  if (slash != std::string_view::npos) {
+    std::string_view m = s.substr(slash + 1);
+    size_t mcol = col + slash + 1;
+    if (m.find(':') != std::string_view::npos) {
+      if (!ParseIpv6(m, mask)) {
+        return ColumnError(mcol, field, Cat("bad IPv6 mask ", Quote(m)));
+      }
+    } else {
+      uint64_t len;
+      if (!ParseU64(m, Base::kDecimal, &len)) {
+        return ColumnError(mcol, field,
+                           Cat("bad prefix length ", Quote(m)));
+      }
+      if (len > 128) {
+        return ColumnError(mcol, field,
+                           Cat("prefix length ", m, " exceeds 128"));
+      }
+      *mask = PrefixMask128(static_cast<int>(len));
+    }
+  }
+  *value &= *mask;
+  return absl::OkStatus();
+}
+
+// "N" (exact) or "N/M" for a `bits`-wide field; the value is masked.
+absl::Status ParseNumMasked(std::string_view s, int bits, size_t col,
+                            std::string_view field, uint64_t* value,
+                            uint64_t* mask) {
+  size_t slash = s.find('/');
+  absl::Status st =
+      ParseFitting(s.substr(0, slash), bits, col, field, "value", value);
+  if (!st.ok()) return st;
+  *mask = LowBits(bits);
+  if (slash != std::string_view::npos) {
+    st = ParseFitting(s.substr(slash + 1), bits, col + slash + 1, field, "mask",
+                      mask);
+    if (!st.ok()) return st;
+  }
+  *value &= *mask;
+  return absl::OkStatus();
+}
+
+// --------------------------------------------------------------- ClassBench
+
+// A cursor over one ClassBench or trace line.  Fields are separated by runs
+// of spaces or tabs.
+struct Cursor {
+  std::string_view line;
+  size_t pos = 0;
+
+  void SkipSpace() {
+    while (pos < line.size() && (line[pos] == ' ' || line[pos] == '\t')) ++pos;
+  }
+  bool AtEnd() {
+    SkipSpace();
+    return pos >= line.size();
+  }
+  size_t Col() const { return pos + 1; }
+  // The next run of non-blank characters (empty at end of line).
+  std::string_view Token() {
+    SkipSpace();
+    size_t start = pos;
+    while (pos < line.size() && line[pos] != ' ' && line[pos] != '\t') ++pos;
+    return line.substr(start, pos - start);
+  }
+  // The next run of characters that are not blank and not ':'.
+  std::string_view Number() {
+    SkipSpace();
+    size_t start = pos;
+    while (pos < line.size() && line[pos] != ' ' && line[pos] != '\t' &&
+           line[pos] != ':') {
+      ++pos;
+    }
+    return line.substr(start, pos - start);
+  }
+};
+
+absl::Status ClassBenchPrefix(Cursor& c, Field f, Match* m) {
+  const char* name = InfoOf(f).name;
+  c.SkipSpace();
+  size_t col = c.Col();
+  std::string_view tok = c.Token();
+  if (tok.empty()) return ColumnError(col, name, "missing");
+  uint32_t v, mask;
+  absl::Status s = ParseIpv4Masked(tok, col, name, &v, &mask);
+  if (!s.ok()) return s;
+  m->SetMasked(f, v, mask);
+  return absl::OkStatus();
+}
+
+// "lo : hi" (spaces around ':' optional).
+absl::Status ClassBenchPorts(Cursor& c, Field f, PortRange* range) {
+  const char* name = InfoOf(f).name;
+  c.SkipSpace();
+  size_t lo_col = c.Col();
+  std::string_view lo_s = c.Number();
+  if (lo_s.empty()) return ColumnError(lo_col, name, "missing port range");
+  uint64_t lo, hi;
+  absl::Status s = ParseFitting(lo_s, 16, lo_col, name, "port", &lo, Base::kDecimal);
+  if (!s.ok()) return s;
+  c.SkipSpace();
+  if (c.pos >= c.line.size() || c.line[c.pos] != ':') {
+    return ColumnError(c.Col(), name, "expected ':' in port range 'lo : hi'");
+  }
+  ++c.pos;
+  c.SkipSpace();
+  size_t hi_col = c.Col();
+  std::string_view hi_s = c.Number();
+  if (hi_s.empty()) return ColumnError(hi_col, name, "missing upper port");
+  s = ParseFitting(hi_s, 16, hi_col, name, "port", &hi, Base::kDecimal);
+  if (!s.ok()) return s;
+  if (lo > hi) {
+    return ColumnError(lo_col, name,
+                       Cat("range ", lo, " : ", hi, " has lo > hi"));
+  }
+  *range = PortRange{static_cast<uint16_t>(lo), static_cast<uint16_t>(hi)};
+  return absl::OkStatus();
+}
+
+// "0xVV/0xMM" with hex numbers of at most `bits` bits.
+absl::Status ClassBenchHexPair(std::string_view tok, size_t col,
+                               std::string_view name, int bits,
+                               uint64_t* value, uint64_t* mask) {
+  size_t slash = tok.find('/');
+  if (slash == std::string_view::npos) {
+    return ColumnError(col, name,
+                       Cat("expected hex value/mask like 0x06/0xFF, got ",
+                                    Quote(tok)));
+  }
+  absl::Status s = ParseFitting(tok.substr(0, slash), bits, col, name, "value",
+                                value, Base::kHex);
+  if (!s.ok()) return s;
+  return ParseFitting(tok.substr(slash + 1), bits, col + slash + 1, name,
+                      "mask", mask, Base::kHex);
+}
+
+// The TCP-flags field of generator output is 16 bits wide; our tcp_flags is
+// the 12 bits a TCP header carries next to the data offset, so the upper four
+// bits of value and mask are dropped.
+constexpr uint64_t kClassBenchFlagBits = 0x0fff;
+
+// Parses one ClassBench rule into `r` (match only).  `has_flags` says whether
+// this file's rules carry a TCP-flags field (nullopt: decide from this line).
+absl::Status ParseClassBenchLine(std::string_view line,
+                                 std::optional<bool>* has_flags, Rule* r) {
+  Cursor c{line};
+  c.SkipSpace();
+  if (c.pos >= line.size() || line[c.pos] != '@') {
+    return ColumnError(c.Col(), "ipv4_src",
+                       "expected '@' at the start of a ClassBench rule");
+  }
+  ++c.pos;
+  Match& m = r->match;
+  m.SetExact(Field::kEthType, kEthTypeIpv4);
+  absl::Status s = ClassBenchPrefix(c, Field::kIpv4Src, &m);
+  if (s.ok()) s = ClassBenchPrefix(c, Field::kIpv4Dst, &m);
+  if (s.ok()) s = ClassBenchPorts(c, Field::kTpSrc, &m.tp_src);
+  if (s.ok()) s = ClassBenchPorts(c, Field::kTpDst, &m.tp_dst);
+  if (!s.ok()) return s;
+  // A full range is "no range" in a Match.
+  if (m.tp_src.IsFull()) m.tp_src = PortRange{};
+  if (m.tp_dst.IsFull()) m.tp_dst = PortRange{};
+
+  c.SkipSpace();
+  size_t col = c.Col();
+  std::string_view tok = c.Token();
+  if (tok.empty()) return ColumnError(col, "nw_proto", "missing");
+  uint64_t v, mask;
+  s = ClassBenchHexPair(tok, col, "nw_proto", 8, &v, &mask);
+  if (!s.ok()) return s;
+  if (mask != 0) m.SetMasked(Field::kNwProto, v, mask);
+
+  c.SkipSpace();
+  col = c.Col();
+  tok = c.Token();
+  const bool line_has_flags = !tok.empty();
+  if (!has_flags->has_value()) *has_flags = line_has_flags;
+  if (line_has_flags != **has_flags) {
+    if (line_has_flags) {
+      return ColumnError(col, "tcp_flags",
+                         Cat("unexpected field ", Quote(tok),
+                                      "; the first rule of this file has no "
+                                      "TCP-flags field"));
+    }
+    return ColumnError(col, "tcp_flags",
+                       "missing; the first rule of this file has a TCP-flags "
+                       "field");
+  }
+  if (line_has_flags) {
+    s = ClassBenchHexPair(tok, col, "tcp_flags", 16, &v, &mask);
+    if (!s.ok()) return s;
+    mask &= kClassBenchFlagBits;
+    if (mask != 0) m.SetMasked(Field::kTcpFlags, v, mask);
+  }
+  c.SkipSpace();
+  if (c.pos < line.size()) {
+    return ColumnError(c.Col(), line_has_flags ? "tcp_flags" : "nw_proto",
+                       Cat("unexpected text ",
+                                    Quote(line.substr(c.pos)),
+                                    " after the last field"));
+  }
+  return absl::OkStatus();
+}
+
+// ------------------------------------------------------------------- Native
+
+// What a key claims, to report duplicates: dl_src and eth_src are the same
+// field, dl_vlan and dl_vlan_pcp are different bits of one field, "tcp" sets
+// eth_type and nw_proto.
+enum Slot : uint32_t {
+  kSlotId = 1u << 0,
+  kSlotPriority = 1u << 1,
+  kSlotCookie = 1u << 2,
+  kSlotInPort = 1u << 3,
+  kSlotEthSrc = 1u << 4,
+  kSlotEthDst = 1u << 5,
+  kSlotEthType = 1u << 6,
+  kSlotVlanVid = 1u << 7,
+  kSlotVlanPcp = 1u << 8,
+  kSlotVlan1 = 1u << 9,
+  kSlotNwProto = 1u << 10,
+  kSlotIpv4Src = 1u << 11,
+  kSlotIpv4Dst = 1u << 12,
+  kSlotIpv6Src = 1u << 13,
+  kSlotIpv6Dst = 1u << 14,
+  kSlotDscp = 1u << 15,
+  kSlotEcn = 1u << 16,
+  kSlotTtl = 1u << 17,
+  kSlotFrag = 1u << 18,
+  kSlotTpSrc = 1u << 19,
+  kSlotTpDst = 1u << 20,
+  kSlotTcpFlags = 1u << 21,
+};
+
+struct Shorthand {
+  const char* name;
+  uint16_t eth_type;
+  int nw_proto;  // -1: not set
+};
+constexpr Shorthand kShorthands[] = {
+    {"ip", kEthTypeIpv4, -1},
+    {"ipv6", kEthTypeIpv6, -1},
+    {"arp", kEthTypeArp, -1},
+    {"tcp", kEthTypeIpv4, kIpProtoTcp},
+    {"udp", kEthTypeIpv4, kIpProtoUdp},
+    {"sctp", kEthTypeIpv4, kIpProtoSctp},
+    {"icmp", kEthTypeIpv4, kIpProtoIcmp},
+    {"tcp6", kEthTypeIpv6, kIpProtoTcp},
+    {"udp6", kEthTypeIpv6, kIpProtoUdp},
+    {"sctp6", kEthTypeIpv6, kIpProtoSctp},
+    {"icmp6", kEthTypeIpv6, kIpProtoIcmpv6},
+};
+
+struct NativeParser {
+  Rule rule;
+  uint32_t used = 0;
+
+  absl::Status Claim(uint32_t slots, size_t col, std::string_view key) {
+    if (used & slots) {
+      return ColumnError(col, key,
+                         "duplicate key (this field is already set on the line)");
+    }
+    used |= slots;
+    return absl::OkStatus();
+  }
+
+  // OR a value/mask pair into a field that several keys may share bits of.
+  void Merge(Field f, uint64_t v, uint64_t m) {
+    Match& mt = rule.match;
+    mt.SetMasked(f, mt.value.Get(f) | (v & m), mt.mask.Get(f) | m);
+  }
+
+  absl::Status Key(std::string_view key, std::optional<std::string_view> val,
+                   size_t kcol, size_t vcol);
+  absl::Status Ports(std::string_view key, std::string_view val, size_t vcol,
+                     Field f, PortRange* range);
+  absl::Status TcpFlags(std::string_view key, std::string_view val, size_t vcol);
+  absl::Status Actions(std::string_view val, size_t vcol);
+};
+
+absl::Status NativeParser::Ports(std::string_view key, std::string_view val,
+                                 size_t vcol, Field f, PortRange* range) {
+  size_t dash = val.find('-');
+  if (dash == std::string_view::npos) {
+    uint64_t v, m;
+    absl::Status s = ParseNumMasked(val, 16, vcol, key, &v, &m);
+    if (!s.ok()) return s;
+    rule.match.SetMasked(f, v, m);
+    return absl::OkStatus();
+  }
+  uint64_t lo, hi;
+  absl::Status s = ParseFitting(val.substr(0, dash), 16, vcol, key, "value", &lo);
+  if (s.ok()) {
+    s = ParseFitting(val.substr(dash + 1), 16, vcol + dash + 1, key, "value", &hi);
+  }
+  if (!s.ok()) return s;
+  if (lo > hi) {
+    return ColumnError(vcol, key,
+                       Cat("range ", lo, "-", hi, " has lo > hi"));
+  }
+  *range = PortRange{static_cast<uint16_t>(lo), static_cast<uint16_t>(hi)};
+  return absl::OkStatus();
+}
+
+// "value[/mask]" numeric, or flag names: "+syn-ack", "+syn+ack", "-rst".
+absl::Status NativeParser::TcpFlags(std::string_view key, std::string_view val,
+                                    size_t vcol) {
+  const int bits = InfoOf(Field::kTcpFlags).bits;
+  if (val.empty() || (val[0] != '+' && val[0] != '-')) {
+    uint64_t v, m;
+    absl::Status s = ParseNumMasked(val, bits, vcol, key, &v, &m);
+    if (!s.ok()) return s;
+    rule.match.SetMasked(Field::kTcpFlags, v, m);
+    return absl::OkStatus();
+  }
+  uint64_t v = 0, m = 0;
+  size_t i = 0;
+  while (i < val.size()) {
+    const bool on = val[i] == '+';
+    if (val[i] != '+' && val[i] != '-') {
+      return ColumnError(vcol + i, key,
+                         Cat("expected '+' or '-' before a TCP flag, got ",
+                                      Quote(val.substr(i))));
+    }
+    size_t start = ++i;
+    while (i < val.size() && val[i] != '+' && val[i] != '-') ++i;
+    std::string_view name = val.substr(start, i - start);
+    int bit = -1;
+    for (int b = 0; b < kNumTcpFlagNames; ++b) {
+      if (name == kTcpFlagNames[b]) bit = b;
+    }
+    if (bit < 0) {
+      return ColumnError(vcol + start, key,
+                         Cat("unknown TCP flag ", Quote(name)));
+    }
+    if (m & (uint64_t{1} << bit)) {
+      return ColumnError(vcol + start, key,
+                         Cat("TCP flag ", name, " given twice"));
+    }
+    m |= uint64_t{1} << bit;
+    if (on) v |= uint64_t{1} << bit;
+  }
+  rule.match.SetMasked(Field::kTcpFlags, v, m);
+  return absl::OkStatus();
+}
+
+absl::Status NativeParser::Actions(std::string_view val, size_t vcol) {
+  if (val.empty()) return ColumnError(vcol, "actions", "missing action");
+  if (size_t comma = val.find(','); comma != std::string_view::npos) {
+    if (val.find('=', comma) != std::string_view::npos) {
+      return ColumnError(vcol + comma + 1, "actions",
+                         "must be the last key (everything after actions= is "
+                         "the action list)");
+    }
+    return ColumnError(vcol + comma, "actions",
+                       "only one action is supported");
+  }
+  if (val == "drop") {
+    rule.action = Action::Drop();
+    return absl::OkStatus();
+  }
+  std::string_view port_s = val;
+  size_t port_col = vcol;
+  if (val.starts_with("output:")) {
+    port_s.remove_prefix(7);
+    port_col += 7;
+  }
+  uint64_t port;
+  if (!ParseU64(port_s, Base::kAuto, &port)) {
+    return ColumnError(vcol, "actions",
+                       Cat("unknown action ", Quote(val)));
+  }
+  if (port > kMaxPortNumber) {
+    return ColumnError(port_col, "actions",
+                       Cat("output port ", port_s, " exceeds ",
+                                    kMaxPortNumber));
+  }
+  rule.action = Action::Output(static_cast<uint32_t>(port));
+  return absl::OkStatus();
+}
+
+absl::Status NativeParser::Key(std::string_view key,
+                               std::optional<std::string_view> val, size_t kcol,
+                               size_t vcol) {
+  Match& m = rule.match;
+  for (const Shorthand& sh : kShorthands) {
+    if (key != sh.name) continue;
+    if (val.has_value()) {
+      return ColumnError(kcol, key, "protocol keyword takes no value");
+    }
+    absl::Status s =
+        Claim(kSlotEthType | (sh.nw_proto >= 0 ? uint32_t{kSlotNwProto} : uint32_t{0}), kcol, key);
+    if (!s.ok()) return s;
+    m.SetExact(Field::kEthType, sh.eth_type);
+    if (sh.nw_proto >= 0) {
+      m.SetExact(Field::kNwProto, static_cast<uint64_t>(sh.nw_proto));
+    }
+    return absl::OkStatus();
+  }
+
+  // Keys that take a value.  Each entry: the slots it claims and a parser.
+  struct Spec {
+    uint32_t slots;
+    int kind;
+    Field field;
+  };
+  enum Kind {
+    kId, kPriority, kCookie, kNum, kMac, kIpv4, kIpv6Src, kIpv6Dst, kVlanVid,
+    kVlanPcp, kTci, kTos, kDscp, kEcn, kFrag, kPort, kIcmp, kFlags,
+  };
+  static constexpr struct {
+    const char* name;
+    Spec spec;
+  } kKeys[] = {
+      {"id", {kSlotId, kId, Field::kInPort}},
+      {"priority", {kSlotPriority, kPriority, Field::kInPort}},
+      {"cookie", {kSlotCookie, kCookie, Field::kInPort}},
+      {"in_port", {kSlotInPort, kNum, Field::kInPort}},
+      {"dl_src", {kSlotEthSrc, kMac, Field::kEthSrc}},
+      {"eth_src", {kSlotEthSrc, kMac, Field::kEthSrc}},
+      {"dl_dst", {kSlotEthDst, kMac, Field::kEthDst}},
+      {"eth_dst", {kSlotEthDst, kMac, Field::kEthDst}},
+      {"dl_type", {kSlotEthType, kNum, Field::kEthType}},
+      {"eth_type", {kSlotEthType, kNum, Field::kEthType}},
+      {"dl_vlan", {kSlotVlanVid, kVlanVid, Field::kVlan0Tci}},
+      {"dl_vlan_pcp", {kSlotVlanPcp, kVlanPcp, Field::kVlan0Tci}},
+      {"vlan_tci", {kSlotVlanVid | kSlotVlanPcp, kTci, Field::kVlan0Tci}},
+      {"vlan0_tci", {kSlotVlanVid | kSlotVlanPcp, kTci, Field::kVlan0Tci}},
+      {"vlan1_tci", {kSlotVlan1, kTci, Field::kVlan1Tci}},
+      {"nw_src", {kSlotIpv4Src, kIpv4, Field::kIpv4Src}},
+      {"ipv4_src", {kSlotIpv4Src, kIpv4, Field::kIpv4Src}},
+      {"nw_dst", {kSlotIpv4Dst, kIpv4, Field::kIpv4Dst}},
+      {"ipv4_dst", {kSlotIpv4Dst, kIpv4, Field::kIpv4Dst}},
+      {"ipv6_src", {kSlotIpv6Src, kIpv6Src, Field::kIpv6SrcHi}},
+      {"ipv6_dst", {kSlotIpv6Dst, kIpv6Dst, Field::kIpv6DstHi}},
+      {"nw_proto", {kSlotNwProto, kNum, Field::kNwProto}},
+      {"nw_tos", {kSlotDscp | kSlotEcn, kTos, Field::kNwTos}},
+      {"ip_dscp", {kSlotDscp, kDscp, Field::kNwTos}},
+      {"ip_ecn", {kSlotEcn, kEcn, Field::kNwTos}},
+      {"nw_ttl", {kSlotTtl, kNum, Field::kNwTtl}},
+      {"ip_frag", {kSlotFrag, kFrag, Field::kNwFrag}},
+      {"nw_frag", {kSlotFrag, kNum, Field::kNwFrag}},
+      {"tp_src", {kSlotTpSrc, kPort, Field::kTpSrc}},
+      {"tp_dst", {kSlotTpDst, kPort, Field::kTpDst}},
+      {"icmp_type", {kSlotTpSrc, kIcmp, Field::kTpSrc}},
+      {"icmp_code", {kSlotTpDst, kIcmp, Field::kTpDst}},
+      {"tcp_flags", {kSlotTcpFlags, kFlags, Field::kTcpFlags}},
+  };
+  const Spec* spec = nullptr;
+  for (const auto& k : kKeys) {
+    if (key == k.name) spec = &k.spec;
+  }
+  if (spec == nullptr) return ColumnError(kcol, key, "unknown key");
+  if (!val.has_value()) {
+    return ColumnError(kcol, key, Cat("missing value (", key, "=...)"));
+  }
+  if (val->empty()) return ColumnError(vcol, key, "empty value");
+  absl::Status s = Claim(spec->slots, kcol, key);
+  if (!s.ok()) return s;
+
+  const std::string_view v = *val;
+  const Field f = spec->field;
+  const int bits = InfoOf(f).bits;
+  uint64_t x, mask;
+  // Fields without masks: "/..." is reported as a bad number.
+  switch (spec->kind) {
+    case kId:
+      s = ParseFitting(v, 64, vcol, key, "value", &rule.id);
+      return s;
+    case kPriority:
+      s = ParseFitting(v, 32, vcol, key, "value", &x);
+      if (s.ok()) rule.priority = static_cast<uint32_t>(x);
+      return s;
+    case kCookie:
+      return ParseFitting(v, 64, vcol, key, "value", &rule.cookie);
+    case kNum:
+      s = ParseNumMasked(v, bits, vcol, key, &x, &mask);
+      if (s.ok()) m.SetMasked(f, x, mask);
+      return s;
+    case kMac: {
+      size_t slash = v.find('/');
+      if (!ParseMac(v.substr(0, slash), &x)) {
+        return ColumnError(vcol, key,
+                           Cat("bad Ethernet address ",
+                                        Quote(v.substr(0, slash))));
+      }
+      mask = LowBits(48);
+      if (slash != std::string_view::npos &&
+          !ParseMac(v.substr(slash + 1), &mask)) {
+        return ColumnError(vcol + slash + 1, key,
+                           Cat("bad Ethernet mask ",
+                                        Quote(v.substr(slash + 1))));
+      }
+      m.SetMasked(f, x, mask);
+      return absl::OkStatus();
+    }
+    case kIpv4: {
+      uint32_t a, am;
+      s = ParseIpv4Masked(v, vcol, key, &a, &am);
+      if (s.ok()) m.SetMasked(f, a, am);
+      return s;
+    }
+    case kIpv6Src:
+    case kIpv6Dst: {
+      absl::uint128 a, am;
+      s = ParseIpv6Masked(v, vcol, key, &a, &am);
+      if (!s.ok()) return s;
+      if (spec->kind == kIpv6Src) {
+        m.value.SetIpv6Src(a);
+        m.mask.SetIpv6Src(am);
+      } else {
+        m.value.SetIpv6Dst(a);
+        m.mask.SetIpv6Dst(am);
+      }
+      return absl::OkStatus();
+    }
+    case kVlanVid:
+      s = ParseFitting(v, 12, vcol, key, "value", &x);
+      if (s.ok()) Merge(f, x | kVlanPresent, kVlanVidMask | kVlanPresent);
+      return s;
+    case kVlanPcp:
+      s = ParseFitting(v, 3, vcol, key, "value", &x);
+      if (s.ok()) {
+        Merge(f, (x << kVlanPcpShift) | kVlanPresent,
+              (uint64_t{7} << kVlanPcpShift) | kVlanPresent);
+      }
+      return s;
+    case kTci:
+      s = ParseNumMasked(v, 16, vcol, key, &x, &mask);
+      if (s.ok()) m.SetMasked(f, x, mask);
+      return s;
+    case kTos:
+      // OVS: a bare nw_tos is the DSCP part of the byte; an explicit mask
+      // gives the whole byte.
+      if (v.find('/') == std::string_view::npos) {
+        s = ParseFitting(v, 8, vcol, key, "value", &x);
+        if (s.ok() && (x & 3) != 0) {
+          return ColumnError(vcol, key,
+                             Cat("value ", v,
+                                          " has ECN bits set (use ip_ecn, or "
+                                          "nw_tos=value/mask)"));
+        }
+        if (s.ok()) m.SetMasked(f, x, 0xfc);
+        return s;
+      }
+      s = ParseNumMasked(v, 8, vcol, key, &x, &mask);
+      if (s.ok()) m.SetMasked(f, x, mask);
+      return s;
+    case kDscp:
+      s = ParseFitting(v, 6, vcol, key, "value", &x);
+      if (s.ok()) Merge(f, x << 2, 0xfc);
+      return s;
+    case kEcn:
+      s = ParseFitting(v, 2, vcol, key, "value", &x);
+      if (s.ok()) Merge(f, x, 0x03);
+      return s;
+    case kFrag:
+      for (const FragName& fn : kFragNames) {
+        if (v == fn.name) {
+          m.SetMasked(f, fn.value, fn.mask);
+          return absl::OkStatus();
+        }
+      }
+      return ColumnError(vcol, key,
+                         Cat("unknown value ", Quote(v),
+                                      " (no, yes, first, later, not_later)"));
+    case kPort:
+      return Ports(key, v, vcol, f, f == Field::kTpSrc ? &m.tp_src : &m.tp_dst);
+    case kIcmp:
+      s = ParseFitting(v, 8, vcol, key, "value", &x);
+      if (s.ok()) m.SetExact(f, x);
+      return s;
+    case kFlags:
+      return TcpFlags(key, v, vcol);
+  }
+  return ColumnError(kcol, key, "internal error: unhandled key");
+}
+
+bool IsSeparator(char c) { return c == ',' || c == ' ' || c == '\t'; }
+
+// Parses one native line; errors are "column C: ...".
+absl::StatusOr<Rule> ParseNativeLine(std::string_view line,
+                                     uint64_t default_id) {
+  NativeParser p;
+  p.rule.id = default_id;
+  p.rule.priority = kDefaultNativePriority;
+  size_t i = 0;
+  bool have_actions = false;
+  while (true) {
+    while (i < line.size() && IsSeparator(line[i])) ++i;
+    if (i >= line.size()) break;
+    const size_t kstart = i;
+    while (i < line.size() && !IsSeparator(line[i]) && line[i] != '=') ++i;
+    std::string_view key = line.substr(kstart, i - kstart);
+    std::optional<std::string_view> val;
+    size_t vstart = i;
+    if (i < line.size() && line[i] == '=') {
+      vstart = ++i;
+      if (key == "actions") {
+        // Everything after "actions=" is the action list.
+        std::string_view rest =
+            StripTrailing(line.substr(vstart));
+        absl::Status s = p.Actions(rest, vstart + 1);
+        if (!s.ok()) return s;
+        have_actions = true;
+        break;
+      }
+      while (i < line.size() && !IsSeparator(line[i])) ++i;
+      val = line.substr(vstart, i - vstart);
+    }
+    if (key.empty()) {
+      return ColumnError(kstart + 1, "(empty)", "missing key before '='");
+    }
+    if (key == "actions") {
+      return ColumnError(kstart + 1, key, "missing value (actions=...)");
+    }
+    absl::Status s = p.Key(key, val, kstart + 1, vstart + 1);
+    if (!s.ok()) return s;
+  }
+  if (!have_actions) {
+    return ColumnError(line.size() + 1, "actions",
+                       "missing (every rule needs actions=output:N or "
+                       "actions=drop as its last key)");
+  }
+  return std::move(p.rule);
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(
+        Cat(path, ": cannot open: ", std::strerror(errno)));
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) {
+    return absl::DataLossError(Cat(path, ": read error"));
+  }
+  return std::move(ss).str();
+}
+
+absl::Status WithPath(const std::string& path, const absl::Status& s) {
+  return absl::Status(s.code(), Cat(path, ": ", s.message()));
+}
+
+// First line that is neither blank nor a comment starts with '@'.
+bool LooksLikeClassBench(std::string_view text) {
+  while (!text.empty()) {
+    const size_t nl = text.find('\n');
+    const std::string_view line = text.substr(0, nl);
+    if (!IsBlankOrComment(line)) return StripLeading(line).front() == '@';
+    if (nl == std::string_view::npos) break;
+    text.remove_prefix(nl + 1);
+  }
+  return false;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<Rule>> ParseClassBench(
+    std::string_view text, const ClassBenchOptions& opts) {
+  std::vector<Rule> rules;
+  std::optional<bool> has_flags;
+  absl::Status s =
+      ForEachLine(text, [&](size_t line_no, std::string_view line) {
+        if (IsBlankOrComment(line)) return absl::OkStatus();
+        Rule r;
+        absl::Status ls = ParseClassBenchLine(line, &has_flags, &r);
+        if (!ls.ok()) return AtLine(line_no, ls);
+        const uint64_t l = rules.size() + 1;
+        r.id = l;
+        r.action = opts.num_ports > 0
+                       ? Action::Output(static_cast<uint32_t>(
+                             (l - 1) % opts.num_ports + 1))
+                       : opts.action;
+        rules.push_back(r);
+        return absl::OkStatus();
+      });
+  if (!s.ok()) return s;
+  const size_t n = rules.size();
+  for (size_t i = 0; i < n; ++i) {
+    rules[i].priority = static_cast<uint32_t>(n - i);  // N - L + 1
+  }
+  return rules;
+}
+
+absl::StatusOr<Rule> ParseNativeRule(std::string_view line,
+                                     uint64_t default_id) {
+  return ParseNativeLine(line, default_id);
+}
+
+absl::StatusOr<std::vector<Rule>> ParseNativeRules(std::string_view text) {
+  std::vector<Rule> rules;
+  absl::Status s =
+      ForEachLine(text, [&](size_t line_no, std::string_view line) {
+        if (IsBlankOrComment(line)) return absl::OkStatus();
+        absl::StatusOr<Rule> r = ParseNativeLine(line, line_no);
+        if (!r.ok()) return AtLine(line_no, r.status());
+        rules.push_back(*std::move(r));
+        return absl::OkStatus();
+      });
+  if (!s.ok()) return s;
+  return rules;
+}
+
+std::string FormatNativeRules(absl::Span<const Rule> rules) {
+  std::string out;
+  for (const Rule& r : rules) CatTo(&out, r.ToString(), "\n");
+  return out;
+}
+
+absl::StatusOr<std::vector<Rule>> LoadRuleFile(const std::string& path,
+                                               RuleFormat fmt,
+                                               const ClassBenchOptions& opts) {
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  if (fmt == RuleFormat::kAuto) {
+    fmt = LooksLikeClassBench(*text) ? RuleFormat::kClassBench
+                                     : RuleFormat::kNative;
+  }
+  absl::StatusOr<std::vector<Rule>> rules =
+      fmt == RuleFormat::kClassBench ? ParseClassBench(*text, opts)
+                                     : ParseNativeRules(*text);
+  if (!rules.ok()) return WithPath(path, rules.status());
+  return rules;
+}
+
+absl::StatusOr<std::vector<TraceEntry>> ParseTrace(std::string_view text) {
+  std::vector<TraceEntry> entries;
+  absl::Status s =
+      ForEachLine(text, [&](size_t line_no, std::string_view line) {
+        if (IsBlankOrComment(line)) return absl::OkStatus();
+        static constexpr struct {
+          const char* name;
+          int bits;
+        } kColumns[] = {{"ipv4_src", 32}, {"ipv4_dst", 32}, {"tp_src", 16},
+                        {"tp_dst", 16},   {"nw_proto", 8},  {"expected", 32}};
+        uint64_t v[6];
+        Cursor c{line};
+        for (int i = 0; i < 6; ++i) {
+          c.SkipSpace();
+          const size_t col = c.Col();
+          std::string_view tok = c.Token();
+          absl::Status ts =
+              tok.empty() ? ColumnError(col, kColumns[i].name, "missing")
+                          : ParseFitting(tok, kColumns[i].bits, col,
+                                         kColumns[i].name, "value", &v[i],
+                                         Base::kDecimal);
+          if (!ts.ok()) return AtLine(line_no, ts);
+        }
+        entries.push_back(TraceEntry{
+            MakeFiveTupleKey(static_cast<uint32_t>(v[0]),
+                             static_cast<uint32_t>(v[1]),
+                             static_cast<uint16_t>(v[2]),
+                             static_cast<uint16_t>(v[3]),
+                             static_cast<uint8_t>(v[4])),
+            static_cast<uint32_t>(v[5])});
+        return absl::OkStatus();
+      });
+  if (!s.ok()) return s;
+  return entries;
+}
+
+absl::StatusOr<std::vector<TraceEntry>> LoadTraceFile(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<std::vector<TraceEntry>> entries = ParseTrace(*text);
+  if (!entries.ok()) return WithPath(path, entries.status());
+  return entries;
+}
+
+}  // namespace flowclass
