@@ -395,12 +395,17 @@ TEST(RuleTableTest, BatchSemantics) {
   r5.cookie = 7;
   Rule r2b = r2;
   r2b.cookie = 9;  // r2 no longer carries cookie 7
+  Rule r5b = r5;
+  r5b.cookie = 8;
   res = t.ApplyBatch({RuleOp::Insert(r5), RuleOp::Replace(r2b),
-                      RuleOp::DeleteByCookie(7)});
+                      RuleOp::DeleteByCookie(7), RuleOp::Replace(r2b),
+                      RuleOp::Insert(r5b)});  // r5 is gone: insert is fine
   ASSERT_TRUE(res.ok()) << res.status();
   EXPECT_EQ(res->deleted, 2u);  // r1 and r5
+  EXPECT_EQ(res->inserted, 2u);
   EXPECT_EQ(t.Find(1), nullptr);
-  EXPECT_EQ(t.Find(5), nullptr);
+  ASSERT_NE(t.Find(5), nullptr);
+  EXPECT_EQ(t.Find(5)->cookie, 8u);
   ASSERT_NE(t.Find(2), nullptr);
   // A cookie nobody has: a no-op, but a non-empty batch bumps the generation.
   res = t.ApplyBatch({RuleOp::DeleteByCookie(12345)});
@@ -410,12 +415,12 @@ TEST(RuleTableTest, BatchSemantics) {
 
   std::vector<uint64_t> ids;
   for (const Rule* r : t.Rules()) ids.push_back(r->id);
-  EXPECT_THAT(ids, ElementsAre(3, 4, 2));  // priorities 30, 4, 2
-  EXPECT_EQ(t.size(), 3u);
+  EXPECT_THAT(ids, ElementsAre(3, 5, 4, 2));  // priorities 30, 5, 4, 2
+  EXPECT_EQ(t.size(), 4u);
   res = t.ApplyBatch({RuleOp::DeleteByCookie(9)});  // r3b and r2b
   ASSERT_TRUE(res.ok());
   EXPECT_EQ(res->deleted, 2u);
-  EXPECT_EQ(t.size(), 1u);
+  EXPECT_EQ(t.size(), 2u);
 }
 
 TEST(RuleTableTest, RulesOrderIsPriorityThenId) {
