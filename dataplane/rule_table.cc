@@ -76,19 +76,24 @@ bool EntryBefore(const Entry& a, const Entry& b) {
   return a.priority != b.priority ? a.priority > b.priority : a.id < b.id;
 }
 
-struct Subtable {
+// Hot fields first: the hash map header (ctrl/slots pointers) and the packed
+// mask words share the first cache line, so probing a subtable touches that
+// line plus the map's control bytes.  The rest is control-plane only.
+struct alignas(64) Subtable {
   explicit Subtable(const Flow& m) : mask(m) {
-    for (int i = 0; i < kFlowWords; ++i)
-      if (mask.w[i] != 0) word_index[n_words++] = static_cast<uint8_t>(i);
+    for (int i = 0; i < kFlowWords; ++i) {
+      if (mask.w[i] != 0) {
+        word_index[n_words] = static_cast<uint8_t>(i);
+        packed_mask[n_words++] = mask.w[i];
+      }
+    }
   }
 
   // `key` need not be masked.  Hot path: no allocation.
   PackedKey Pack(const Flow& key) const {
     PackedKey k;
-    for (int j = 0; j < n_words; ++j) {
-      const int i = word_index[j];
-      k.w[j] = key.w[i] & mask.w[i];
-    }
+    for (int j = 0; j < n_words; ++j)
+      k.w[j] = key.w[word_index[j]] & packed_mask[j];
     k.hash = HashWords(k.w.data(), n_words, /*basis=*/n_words);
     return k;
   }
@@ -97,22 +102,21 @@ struct Subtable {
     return priority_counts.empty() ? 0 : priority_counts.rbegin()->first;
   }
 
-  Flow mask;
-  int n_words = 0;
-  std::array<uint8_t, kFlowWords> word_index{};
   absl::flat_hash_map<PackedKey, std::vector<Entry>, PackedKeyHash> buckets;
+  std::array<uint64_t, kFlowWords> packed_mask{};  // first n_words valid
+  std::array<uint8_t, kFlowWords> word_index{};
+  uint8_t n_words = 0;
+  Flow mask;
   std::map<uint32_t, uint32_t> priority_counts;
   size_t entries = 0;
 };
 
+// What Lookup walks: contiguous, so the next subtables can be prefetched.
 struct OrderSlot {
   uint32_t max_priority;
   const Subtable* subtable;
 };
 
-// The (value, mask) prefixes that stand for one side of a rule's ports: the
-// range split into prefixes, or nothing (the rule's own mask applies) when the
-// range is full.
 std::vector<std::pair<uint16_t, uint16_t>> SidePrefixes(const PortRange& r) {
   if (r.IsFull()) return {};
   return RangeToPrefixes(r.lo, r.hi);
@@ -462,15 +466,15 @@ const Rule* RuleTable::Lookup(const Flow& key, Flow* wc,
                               int* subtables_visited) const {
   const Entry* best = nullptr;
   int visited = 0;
-  for (const OrderSlot& slot : impl_->order) {
+  const OrderSlot* const begin = impl_->order.data();
+  const OrderSlot* const end = begin + impl_->order.size();
+  for (const OrderSlot* slot = begin; slot != end; ++slot) {
     // Sorted by max priority: nothing from here on can beat or tie `best`.
-    if (best != nullptr && slot.max_priority < best->priority) break;
-    const Subtable& st = *slot.subtable;
+    if (best != nullptr && slot->max_priority < best->priority) break;
+    if (slot + 2 < end) __builtin_prefetch(slot[2].subtable);
+    const Subtable& st = *slot->subtable;
     ++visited;
-    for (int j = 0; j < st.n_words; ++j) {
-      const int i = st.word_index[j];
-      wc->w[i] |= st.mask.w[i];
-    }
+    for (int j = 0; j < st.n_words; ++j) wc->w[st.word_index[j]] |= st.packed_mask[j];
     const auto it = st.buckets.find(st.Pack(key));
     if (it == st.buckets.end()) continue;
     const Entry& e = it->second.front();
