@@ -623,6 +623,37 @@ TEST_F(BadBatchTest, EachErrorLeavesTheTableUnchanged) {
           return r;
         }())},
        kInvalid, "operation 3 (rule id 501): nw_proto: requires an IP eth_type"},
+      {"stray_bits",
+       {RuleOp::Insert(with([](Rule* r) { r->match.mask.w[kWordMeta] |= uint64_t{1} << 62; }))},
+       kInvalid, "operation 3 (rule id 501): match: word 0 has bits outside"},
+      {"ipv6_without_eth_type",
+       {RuleOp::Insert([] {
+          Rule r;
+          r.id = 501;
+          r.match.SetMasked(Field::kIpv6DstHi, 0x2001000000000000, 0xffff000000000000);
+          return r;
+        }())},
+       kInvalid, "operation 3 (rule id 501): ipv6_dst_hi: requires eth_type=0x86dd"},
+      {"tp_range_without_ip",
+       {RuleOp::Insert([] {
+          Rule r;
+          r.id = 501;
+          r.match.SetExact(Field::kEthType, kEthTypeArp);
+          r.match.tp_src = {0, 1023};
+          return r;
+        }())},
+       kInvalid, "operation 3 (rule id 501): tp_src: requires an IP eth_type"},
+      {"tcp_flags_without_ip",
+       {RuleOp::Insert([] {
+          Rule r;
+          r.id = 501;
+          r.match.SetMasked(Field::kTcpFlags, 2, 2);
+          return r;
+        }())},
+       kInvalid, "operation 3 (rule id 501): tcp_flags: requires an IP eth_type"},
+      {"vlan1_pcp_without_present",
+       {RuleOp::Insert(with([](Rule* r) { r->match.SetMasked(Field::kVlan1Tci, 0x2000, 0xe000); }))},
+       kInvalid, "operation 3 (rule id 501): vlan1_tci: matches vid/pcp"},
       {"vlan_without_present",
        {RuleOp::Insert(with([](Rule* r) { r->match.SetMasked(Field::kVlan0Tci, 5, 0x0fff); }))},
        kInvalid, "operation 3 (rule id 501): vlan0_tci: "},
