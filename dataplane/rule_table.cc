@@ -123,12 +123,14 @@ std::vector<std::pair<uint16_t, uint16_t>> SidePrefixes(const PortRange& r) {
 }
 
 size_t ExpansionCount(const Rule& r) {
-  const size_t s = r.match.tp_src.IsFull()
-                       ? 1
-                       : RangeToPrefixes(r.match.tp_src.lo, r.match.tp_src.hi).size();
-  const size_t d = r.match.tp_dst.IsFull()
-                       ? 1
-                       : RangeToPrefixes(r.match.tp_dst.lo, r.match.tp_dst.hi).size();
+  const size_t s =
+      r.match.tp_src.IsFull()
+          ? 1
+          : RangeToPrefixes(r.match.tp_src.lo, r.match.tp_src.hi).size();
+  const size_t d =
+      r.match.tp_dst.IsFull()
+          ? 1
+          : RangeToPrefixes(r.match.tp_dst.lo, r.match.tp_dst.hi).size();
   return s * d;
 }
 
@@ -192,13 +194,15 @@ std::string FormatMask(const Flow& mask) {
 }
 
 std::string FormatRule(const Rule& r) {
-  std::string out = absl::StrCat("id=", r.id, " priority=", r.priority,
-                                 " cookie=", Hex(r.cookie, 0), " match=",
-                                 FormatMatch(r.match.value, r.match.mask));
+  std::string out = absl::StrCat(
+      "id=", r.id, " priority=", r.priority, " cookie=", Hex(r.cookie, 0),
+      " match=", FormatMatch(r.match.value, r.match.mask));
   if (!r.match.tp_src.IsFull())
-    absl::StrAppend(&out, ",tp_src=", r.match.tp_src.lo, "-", r.match.tp_src.hi);
+    absl::StrAppend(&out, ",tp_src=", r.match.tp_src.lo, "-",
+                    r.match.tp_src.hi);
   if (!r.match.tp_dst.IsFull())
-    absl::StrAppend(&out, ",tp_dst=", r.match.tp_dst.lo, "-", r.match.tp_dst.hi);
+    absl::StrAppend(&out, ",tp_dst=", r.match.tp_dst.lo, "-",
+                    r.match.tp_dst.hi);
   if (r.action.kind == Action::Kind::kOutput) {
     absl::StrAppend(&out, " actions=output:", r.action.port);
   } else if (r.action.kind == Action::Kind::kDrop) {
@@ -212,8 +216,8 @@ std::string FormatRule(const Rule& r) {
 
 absl::Status OpError(absl::StatusCode code, size_t index, uint64_t id,
                      absl::string_view what) {
-  return absl::Status(code, absl::StrCat("operation ", index, " (rule id ", id,
-                                         "): ", what));
+  return absl::Status(
+      code, absl::StrCat("operation ", index, " (rule id ", id, "): ", what));
 }
 
 }  // namespace
@@ -252,8 +256,8 @@ void RuleTable::Impl::AddRule(const Rule& r) {
     if (st == nullptr) st = std::make_unique<Subtable>(mask);
     std::vector<Entry>& bucket = st->buckets[st->Pack(value)];
     const Entry e{rule->priority, rule->id, rule};
-    bucket.insert(std::lower_bound(bucket.begin(), bucket.end(), e, EntryBefore),
-                  e);
+    bucket.insert(
+        std::lower_bound(bucket.begin(), bucket.end(), e, EntryBefore), e);
     ++st->priority_counts[rule->priority];
     ++st->entries;
     ++n;
@@ -349,17 +353,17 @@ absl::StatusOr<BatchResult> RuleTable::ApplyBatch(
   auto check_limits = [&](size_t i, uint64_t id, size_t rules_after,
                           size_t entries_after) -> absl::Status {
     if (rules_after > t.limits.max_rules) {
-      return OpError(absl::StatusCode::kResourceExhausted, i, id,
-                     absl::StrCat("max_rules: the table would hold ",
-                                  rules_after, " rules, limit ",
-                                  t.limits.max_rules));
+      return OpError(
+          absl::StatusCode::kResourceExhausted, i, id,
+          absl::StrCat("max_rules: the table would hold ", rules_after,
+                       " rules, limit ", t.limits.max_rules));
     }
     if (entries_after > t.limits.max_entries) {
-      return OpError(absl::StatusCode::kResourceExhausted, i, id,
-                     absl::StrCat("max_entries: the table would hold ",
-                                  entries_after,
-                                  " entries after port-range expansion, limit ",
-                                  t.limits.max_entries));
+      return OpError(
+          absl::StatusCode::kResourceExhausted, i, id,
+          absl::StrCat("max_entries: the table would hold ", entries_after,
+                       " entries after port-range expansion, limit ",
+                       t.limits.max_entries));
     }
     return absl::OkStatus();
   };
@@ -385,7 +389,8 @@ absl::StatusOr<BatchResult> RuleTable::ApplyBatch(
         }
         const size_t n = ExpansionCount(op.rule);
         const size_t rules_after = n_rules + (insert ? 1 : 0);
-        const size_t entries_after = n_entries - (insert ? 0 : cur->entries) + n;
+        const size_t entries_after =
+            n_entries - (insert ? 0 : cur->entries) + n;
         if (absl::Status s = check_limits(i, id, rules_after, entries_after);
             !s.ok())
           return s;
@@ -474,7 +479,8 @@ const Rule* RuleTable::Lookup(const Flow& key, Flow* wc,
     if (slot + 2 < end) __builtin_prefetch(slot[2].subtable);
     const Subtable& st = *slot->subtable;
     ++visited;
-    for (int j = 0; j < st.n_words; ++j) wc->w[st.word_index[j]] |= st.packed_mask[j];
+    for (int j = 0; j < st.n_words; ++j)
+      wc->w[st.word_index[j]] |= st.packed_mask[j];
     const auto it = st.buckets.find(st.Pack(key));
     if (it == st.buckets.end()) continue;
     const Entry& e = it->second.front();
@@ -521,16 +527,16 @@ std::vector<const Rule*> RuleTable::Rules() const {
 
 std::string RuleTable::DebugString() const {
   const RuleTableStats s = Stats();
-  std::string out = absl::StrCat(
-      "RuleTable generation=", s.generation, " rules=", s.rules,
-      " entries=", s.entries, " expanded_rules=", s.expanded_rules,
-      " subtables=", s.subtables, "\n");
+  std::string out =
+      absl::StrCat("RuleTable generation=", s.generation, " rules=", s.rules,
+                   " entries=", s.entries, " expanded_rules=", s.expanded_rules,
+                   " subtables=", s.subtables, "\n");
   for (size_t i = 0; i < impl_->order.size(); ++i) {
     const Subtable& st = *impl_->order[i].subtable;
-    absl::StrAppend(&out, "  subtable ", i, ": max_priority=",
-                    impl_->order[i].max_priority, " entries=", st.entries,
-                    " keys=", st.buckets.size(), " mask=", FormatMask(st.mask),
-                    "\n");
+    absl::StrAppend(&out, "  subtable ", i,
+                    ": max_priority=", impl_->order[i].max_priority,
+                    " entries=", st.entries, " keys=", st.buckets.size(),
+                    " mask=", FormatMask(st.mask), "\n");
   }
   for (const Rule* r : Rules()) {
     absl::StrAppend(&out, "  rule ", FormatRule(*r),

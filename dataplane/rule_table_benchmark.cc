@@ -1,7 +1,8 @@
 // rule_table_benchmark — slow-path lookup cost (ns per packet) for random rule
 // sets of 100, 1k and 10k rules.
 //
-//   ninja -C build rule_table_benchmark && build/tests/bench/rule_table_benchmark
+//   ninja -C build rule_table_benchmark &&
+//   build/tests/bench/rule_table_benchmark
 //
 // BM_Lookup/<rules>/<shape>: shape 0 = the full random mix (IPv4/IPv6/L2,
 // arbitrary masks, ranges: many subtables), shape 1 = ClassBench-like IPv4
@@ -75,11 +76,10 @@ void BM_Lookup(benchmark::State& state) {
     i = (i + 1) & 4095;
   }
   state.SetItemsProcessed(state.iterations());
-  state.counters["subtables"] =
-      static_cast<double>(table.Stats().subtables);
+  state.counters["subtables"] = static_cast<double>(table.Stats().subtables);
   state.counters["entries"] = static_cast<double>(table.Stats().entries);
-  state.counters["visited"] =
-      static_cast<double>(visited_total) / static_cast<double>(state.iterations());
+  state.counters["visited"] = static_cast<double>(visited_total) /
+                              static_cast<double>(state.iterations());
   state.counters["hit_rate"] =
       static_cast<double>(hits) / static_cast<double>(state.iterations());
 }
@@ -99,7 +99,10 @@ void BM_ApplyBatchInsert(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(n));
 }
-BENCHMARK(BM_ApplyBatchInsert)->Arg(1000)->Arg(10000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ApplyBatchInsert)
+    ->Arg(1000)
+    ->Arg(10000)
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace flowclass

@@ -212,10 +212,10 @@ TEST(RuleTableTest, PriorityThenLowestIdWins) {
     uint64_t want;
   };
   const std::vector<Probe> probes = {
-      {V4Key(0x0a000001, 0xc0a80001), 3},                      // a, b, d
-      {V4Key(0x0a010001, 0xc0a80001, 1, 2, kIpProtoTcp), 9},   // c
-      {V4Key(0x0a010001, 0x01010101, 1, 2, kIpProtoUdp), 5},   // a, d
-      {V4Key(0x0b000001, 0x01010101), 1},                      // d
+      {V4Key(0x0a000001, 0xc0a80001), 3},                     // a, b, d
+      {V4Key(0x0a010001, 0xc0a80001, 1, 2, kIpProtoTcp), 9},  // c
+      {V4Key(0x0a010001, 0x01010101, 1, 2, kIpProtoUdp), 5},  // a, d
+      {V4Key(0x0b000001, 0x01010101), 1},                     // d
   };
   for (const Probe& p : probes) {
     Flow wc;
@@ -363,7 +363,8 @@ TEST(RuleTableTest, BatchSemantics) {
   EXPECT_EQ(res->generation, 0u);
   EXPECT_EQ(t.generation(), 0u);
 
-  res = t.ApplyBatch({RuleOp::Insert(r1), RuleOp::Insert(r2), RuleOp::Insert(r3)});
+  res = t.ApplyBatch(
+      {RuleOp::Insert(r1), RuleOp::Insert(r2), RuleOp::Insert(r3)});
   ASSERT_TRUE(res.ok()) << res.status();
   EXPECT_EQ(res->inserted, 3u);
   EXPECT_EQ(res->generation, 1u);
@@ -588,105 +589,159 @@ TEST_F(BadBatchTest, EachErrorLeavesTheTableUnchanged) {
   };
   // 31 rules after the prelude, limit 40: the tenth insert is one too many.
   std::vector<RuleOp> too_many;
-  for (uint64_t id = 600; id < 611; ++id) too_many.push_back(RuleOp::Insert(Good(id)));
+  for (uint64_t id = 600; id < 611; ++id)
+    too_many.push_back(RuleOp::Insert(Good(id)));
   const Rule huge = with([](Rule* r) {
     r->match.tp_src = {1, 65534};
     r->match.tp_dst = {1, 65534};
   });
   constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
   const std::vector<BadCase> cases = {
-      {"id_zero", {RuleOp::Insert(with([](Rule* r) { r->id = 0; }))}, kInvalid,
+      {"id_zero",
+       {RuleOp::Insert(with([](Rule* r) { r->id = 0; }))},
+       kInvalid,
        "operation 3 (rule id 0): id: "},
       {"value_outside_mask",
-       {RuleOp::Insert(with([](Rule* r) { r->match.value.Set(Field::kIpv4Dst, 0x0a000001); }))},
-       kInvalid, "operation 3 (rule id 501): ipv4_dst: value 0x0a000001 has bits outside"},
+       {RuleOp::Insert(with(
+           [](Rule* r) { r->match.value.Set(Field::kIpv4Dst, 0x0a000001); }))},
+       kInvalid,
+       "operation 3 (rule id 501): ipv4_dst: value 0x0a000001 has bits "
+       "outside"},
       {"range_lo_gt_hi_in_replace",
-       {RuleOp::Replace(with([](Rule* r) { r->match.tp_src = {9, 8}; }, 3))},
-       kInvalid, "operation 3 (rule id 3): tp_src: range lo 9"},
+       {RuleOp::Replace(with(
+           [](Rule* r) {
+             r->match.tp_src = {9, 8};
+           },
+           3))},
+       kInvalid,
+       "operation 3 (rule id 3): tp_src: range lo 9"},
       {"range_with_mask",
        {RuleOp::Insert(with([](Rule* r) {
-          r->match.tp_dst = {1, 2};
-          r->match.SetExact(Field::kTpDst, 1);
-        }))},
-       kInvalid, "operation 3 (rule id 501): tp_dst: range 1-2 combined"},
+         r->match.tp_dst = {1, 2};
+         r->match.SetExact(Field::kTpDst, 1);
+       }))},
+       kInvalid,
+       "operation 3 (rule id 501): tp_dst: range 1-2 combined"},
       {"ipv4_without_eth_type",
-       {RuleOp::Insert(with([](Rule* r) { r->match.mask.Set(Field::kEthType, 0); r->match.value.Set(Field::kEthType, 0); }))},
-       kInvalid, "operation 3 (rule id 501): ipv4_dst: requires eth_type=0x0800"},
+       {RuleOp::Insert(with([](Rule* r) {
+         r->match.mask.Set(Field::kEthType, 0);
+         r->match.value.Set(Field::kEthType, 0);
+       }))},
+       kInvalid,
+       "operation 3 (rule id 501): ipv4_dst: requires eth_type=0x0800"},
       {"ipv6_with_ipv4",
-       {RuleOp::Insert(with([](Rule* r) { r->match.SetExact(Field::kIpv6SrcHi, 1); }))},
-       kInvalid, "operation 3 (rule id 501): ipv6_src_hi: requires eth_type=0x86dd"},
+       {RuleOp::Insert(
+           with([](Rule* r) { r->match.SetExact(Field::kIpv6SrcHi, 1); }))},
+       kInvalid,
+       "operation 3 (rule id 501): ipv6_src_hi: requires eth_type=0x86dd"},
       {"nw_proto_without_ip",
        {RuleOp::Insert([] {
-          Rule r;
-          r.id = 501;
-          r.match.SetExact(Field::kNwProto, 6);
-          return r;
-        }())},
-       kInvalid, "operation 3 (rule id 501): nw_proto: requires an IP eth_type"},
+         Rule r;
+         r.id = 501;
+         r.match.SetExact(Field::kNwProto, 6);
+         return r;
+       }())},
+       kInvalid,
+       "operation 3 (rule id 501): nw_proto: requires an IP eth_type"},
       {"stray_bits",
-       {RuleOp::Insert(with([](Rule* r) { r->match.mask.w[kWordMeta] |= uint64_t{1} << 62; }))},
-       kInvalid, "operation 3 (rule id 501): match: word 0 has bits outside"},
+       {RuleOp::Insert(with(
+           [](Rule* r) { r->match.mask.w[kWordMeta] |= uint64_t{1} << 62; }))},
+       kInvalid,
+       "operation 3 (rule id 501): match: word 0 has bits outside"},
       {"ipv6_without_eth_type",
        {RuleOp::Insert([] {
-          Rule r;
-          r.id = 501;
-          r.match.SetMasked(Field::kIpv6DstHi, 0x2001000000000000, 0xffff000000000000);
-          return r;
-        }())},
-       kInvalid, "operation 3 (rule id 501): ipv6_dst_hi: requires eth_type=0x86dd"},
+         Rule r;
+         r.id = 501;
+         r.match.SetMasked(Field::kIpv6DstHi, 0x2001000000000000,
+                           0xffff000000000000);
+         return r;
+       }())},
+       kInvalid,
+       "operation 3 (rule id 501): ipv6_dst_hi: requires eth_type=0x86dd"},
       {"tp_range_without_ip",
        {RuleOp::Insert([] {
-          Rule r;
-          r.id = 501;
-          r.match.SetExact(Field::kEthType, kEthTypeArp);
-          r.match.tp_src = {0, 1023};
-          return r;
-        }())},
-       kInvalid, "operation 3 (rule id 501): tp_src: requires an IP eth_type"},
+         Rule r;
+         r.id = 501;
+         r.match.SetExact(Field::kEthType, kEthTypeArp);
+         r.match.tp_src = {0, 1023};
+         return r;
+       }())},
+       kInvalid,
+       "operation 3 (rule id 501): tp_src: requires an IP eth_type"},
       {"tcp_flags_without_ip",
        {RuleOp::Insert([] {
-          Rule r;
-          r.id = 501;
-          r.match.SetMasked(Field::kTcpFlags, 2, 2);
-          return r;
-        }())},
-       kInvalid, "operation 3 (rule id 501): tcp_flags: requires an IP eth_type"},
+         Rule r;
+         r.id = 501;
+         r.match.SetMasked(Field::kTcpFlags, 2, 2);
+         return r;
+       }())},
+       kInvalid,
+       "operation 3 (rule id 501): tcp_flags: requires an IP eth_type"},
       {"vlan1_pcp_without_present",
-       {RuleOp::Insert(with([](Rule* r) { r->match.SetMasked(Field::kVlan1Tci, 0x2000, 0xe000); }))},
-       kInvalid, "operation 3 (rule id 501): vlan1_tci: matches vid/pcp"},
+       {RuleOp::Insert(with([](Rule* r) {
+         r->match.SetMasked(Field::kVlan1Tci, 0x2000, 0xe000);
+       }))},
+       kInvalid,
+       "operation 3 (rule id 501): vlan1_tci: matches vid/pcp"},
       {"vlan_without_present",
-       {RuleOp::Insert(with([](Rule* r) { r->match.SetMasked(Field::kVlan0Tci, 5, 0x0fff); }))},
-       kInvalid, "operation 3 (rule id 501): vlan0_tci: "},
+       {RuleOp::Insert(with(
+           [](Rule* r) { r->match.SetMasked(Field::kVlan0Tci, 5, 0x0fff); }))},
+       kInvalid,
+       "operation 3 (rule id 501): vlan0_tci: "},
       {"unknown_action",
-       {RuleOp::Insert(with([](Rule* r) { r->action.kind = static_cast<Action::Kind>(9); }))},
-       kInvalid, "operation 3 (rule id 501): action: unknown action kind 9"},
+       {RuleOp::Insert(with(
+           [](Rule* r) { r->action.kind = static_cast<Action::Kind>(9); }))},
+       kInvalid,
+       "operation 3 (rule id 501): action: unknown action kind 9"},
       {"port_too_big",
-       {RuleOp::Replace(with([](Rule* r) { r->action = Action::Output(70000); }, 4))},
-       kInvalid, "operation 3 (rule id 4): action: output port 70000"},
-      {"delete_unknown", {RuleOp::Delete(9999)}, kInvalid,
+       {RuleOp::Replace(
+           with([](Rule* r) { r->action = Action::Output(70000); }, 4))},
+       kInvalid,
+       "operation 3 (rule id 4): action: output port 70000"},
+      {"delete_unknown",
+       {RuleOp::Delete(9999)},
+       kInvalid,
        "operation 3 (rule id 9999): id: delete of unknown rule id 9999"},
-      {"replace_unknown", {RuleOp::Replace(Good(9999))}, kInvalid,
+      {"replace_unknown",
+       {RuleOp::Replace(Good(9999))},
+       kInvalid,
        "operation 3 (rule id 9999): id: replace of unknown rule id 9999"},
-      {"insert_existing", {RuleOp::Insert(Good(5))}, kInvalid,
+      {"insert_existing",
+       {RuleOp::Insert(Good(5))},
+       kInvalid,
        "operation 3 (rule id 5): id: insert of rule id 5 which already exists"},
-      {"insert_twice_in_batch", {RuleOp::Insert(Good(500))}, kInvalid,
+      {"insert_twice_in_batch",
+       {RuleOp::Insert(Good(500))},
+       kInvalid,
        "operation 3 (rule id 500): id: insert of rule id 500"},
-      {"delete_twice_in_batch", {RuleOp::Delete(1)}, kInvalid,
+      {"delete_twice_in_batch",
+       {RuleOp::Delete(1)},
+       kInvalid,
        "operation 3 (rule id 1): id: delete of unknown rule id 1"},
-      {"replace_after_delete_in_batch", {RuleOp::Replace(Good(1))}, kInvalid,
+      {"replace_after_delete_in_batch",
+       {RuleOp::Replace(Good(1))},
+       kInvalid,
        "operation 3 (rule id 1): id: replace of unknown"},
       {"replace_after_delete_by_cookie",
-       {RuleOp::DeleteByCookie(99), RuleOp::Replace(Good(100))}, kInvalid,
+       {RuleOp::DeleteByCookie(99), RuleOp::Replace(Good(100))},
+       kInvalid,
        "operation 4 (rule id 100): id: replace of unknown rule id 100"},
       {"max_rules", too_many, absl::StatusCode::kResourceExhausted,
-       "operation 12 (rule id 609): max_rules: the table would hold 41 rules, limit 40"},
-      {"max_entries", {RuleOp::Insert(huge)}, absl::StatusCode::kResourceExhausted,
+       "operation 12 (rule id 609): max_rules: the table would hold 41 rules, "
+       "limit 40"},
+      {"max_entries",
+       {RuleOp::Insert(huge)},
+       absl::StatusCode::kResourceExhausted,
        "operation 3 (rule id 501): max_entries: "},
-      {"max_entries_by_replace", {RuleOp::Replace(with([](Rule* r) {
-          r->match.tp_src = {1, 65534};
-          r->match.tp_dst = {1, 65534};
-        }, 6))},
-       absl::StatusCode::kResourceExhausted, "operation 3 (rule id 6): max_entries: "},
+      {"max_entries_by_replace",
+       {RuleOp::Replace(with(
+           [](Rule* r) {
+             r->match.tp_src = {1, 65534};
+             r->match.tp_dst = {1, 65534};
+           },
+           6))},
+       absl::StatusCode::kResourceExhausted,
+       "operation 3 (rule id 6): max_entries: "},
   };
 
   std::vector<Flow> keys;
@@ -716,7 +771,8 @@ TEST_F(BadBatchTest, EachErrorLeavesTheTableUnchanged) {
       if (bad_first) {
         // The same bad op at index 0, then valid ones: only cases that do
         // not depend on the prelude.
-        if (c.tail.size() != 1 || c.name.find("in_batch") != std::string::npos ||
+        if (c.tail.size() != 1 ||
+            c.name.find("in_batch") != std::string::npos ||
             c.name == "max_rules")
           continue;
         ops = {c.tail[0], RuleOp::Insert(Good(700))};
@@ -783,8 +839,8 @@ void RunDifferential(uint64_t seed, const DiffConfig& cfg, DiffTotals* totals) {
         // A batch both must reject (an unknown id at the end): neither changes.
         std::vector<Rule> scratch = live;
         uint64_t scratch_id = next_id;
-        std::vector<RuleOp> ops =
-            gen.NextBatch(1 + gen.Uniform(cfg.max_batch), &scratch, &scratch_id);
+        std::vector<RuleOp> ops = gen.NextBatch(1 + gen.Uniform(cfg.max_batch),
+                                                &scratch, &scratch_id);
         ops.push_back(RuleOp::Delete(next_id + 1000000));
         ASSERT_FALSE(table.ApplyBatch(ops).ok());
         ASSERT_FALSE(ref.ApplyBatch(ops).ok());
@@ -846,10 +902,11 @@ TEST(RuleTableDifferentialTest, MatchesReferenceOnRandomRuleSets) {
       if (::testing::Test::HasFatalFailure()) return;
     }
   }
-  std::printf("differential: %ld keys (%ld matched), %ld megaflow checks, "
-              "%ld rejected batches\n",
-              totals.keys, totals.matched, totals.megaflow_checks,
-              totals.rejected_batches);
+  std::printf(
+      "differential: %ld keys (%ld matched), %ld megaflow checks, "
+      "%ld rejected batches\n",
+      totals.keys, totals.matched, totals.megaflow_checks,
+      totals.rejected_batches);
   EXPECT_GE(totals.keys, kSanitized ? 100000 : 1000000);
   // The key generator must make most keys hit something, or the comparison
   // says little.

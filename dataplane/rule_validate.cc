@@ -116,9 +116,8 @@ absl::Status CheckPrerequisites(const Match& m) {
   // L3/L4 fields need an IP packet.  Ports need no nw_proto: ClassBench
   // rules match ports with a wildcard protocol.
   const bool ip = EthTypeIs(m, kEthTypeIpv4) || EthTypeIs(m, kEthTypeIpv6);
-  for (Field f : {Field::kNwProto, Field::kNwTos, Field::kNwTtl,
-                  Field::kNwFrag, Field::kTpSrc, Field::kTpDst,
-                  Field::kTcpFlags}) {
+  for (Field f : {Field::kNwProto, Field::kNwTos, Field::kNwTtl, Field::kNwFrag,
+                  Field::kTpSrc, Field::kTpDst, Field::kTcpFlags}) {
     if (Constrains(m, f) && !ip) {
       return absl::InvalidArgumentError(absl::StrCat(
           InfoOf(f).name, ": requires an IP eth_type (0x0800 or 0x86dd) but ",
@@ -154,8 +153,8 @@ absl::Status CheckAction(const Action& a) {
       }
       return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "action: unknown action kind ", static_cast<int>(a.kind)));
+  return absl::InvalidArgumentError(
+      absl::StrCat("action: unknown action kind ", static_cast<int>(a.kind)));
 }
 
 }  // namespace

@@ -45,7 +45,13 @@ std::vector<Case> Cases() {
   return {
       {"base_v4", [] { return BaseV4(); }, ""},
       {"base_l2", [] { return BaseL2(); }, ""},
-      {"match_all", [] { Rule r; r.id = 7; return r; }, ""},
+      {"match_all",
+       [] {
+         Rule r;
+         r.id = 7;
+         return r;
+       },
+       ""},
       {"port_range_without_nw_proto",
        [] {
          Rule r = BaseV4();
@@ -81,7 +87,8 @@ std::vector<Case> Cases() {
          Rule r;
          r.id = 3;
          r.match.SetExact(Field::kEthType, kEthTypeIpv6);
-         r.match.SetMasked(Field::kIpv6SrcHi, 0x20010db800000000, 0xffffffff00000000);
+         r.match.SetMasked(Field::kIpv6SrcHi, 0x20010db800000000,
+                           0xffffffff00000000);
          r.match.SetExact(Field::kNwProto, kIpProtoIcmpv6);
          r.match.SetExact(Field::kTpSrc, 128);
          return r;
@@ -193,7 +200,8 @@ std::vector<Case> Cases() {
        [] {
          Rule r;
          r.id = 5;
-         r.match.SetMasked(Field::kIpv6SrcHi, 0x2001000000000000, 0xffff000000000000);
+         r.match.SetMasked(Field::kIpv6SrcHi, 0x2001000000000000,
+                           0xffff000000000000);
          return r;
        },
        "ipv6_src_hi: requires eth_type=0x86dd"},

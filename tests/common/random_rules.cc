@@ -6,8 +6,8 @@
 namespace flowclass {
 namespace {
 
-constexpr uint16_t kWellKnownPorts[] = {0, 22, 53, 80, 123, 443, 1023,
-                                        1024, 8080, 65535};
+constexpr uint16_t kWellKnownPorts[] = {0,   22,   53,   80,   123,
+                                        443, 1023, 1024, 8080, 65535};
 
 }  // namespace
 
@@ -45,8 +45,7 @@ uint64_t RandomRuleGen::PrefixMask(int len, int bits) {
 }
 
 uint16_t RandomRuleGen::PoolPort() {
-  if (Chance(0.6))
-    return kWellKnownPorts[Uniform(std::size(kWellKnownPorts))];
+  if (Chance(0.6)) return kWellKnownPorts[Uniform(std::size(kWellKnownPorts))];
   return static_cast<uint16_t>(Uniform(65536));
 }
 
@@ -82,12 +81,19 @@ void RandomRuleGen::AddPort(Match* m, Field f) {
   }
   if (u < 0.65 + options_.range_fraction) {
     switch (Uniform(6)) {
-      case 0: *range = {0, 1023}; break;
-      case 1: *range = {1024, 65535}; break;
-      case 2: *range = {1, 65534}; break;
+      case 0:
+        *range = {0, 1023};
+        break;
+      case 1:
+        *range = {1024, 65535};
+        break;
+      case 2:
+        *range = {1, 65534};
+        break;
       case 3: {
         const uint16_t lo = PoolPort();
-        *range = {lo, static_cast<uint16_t>(std::min<int>(65535, lo + Uniform(64)))};
+        *range = {
+            lo, static_cast<uint16_t>(std::min<int>(65535, lo + Uniform(64)))};
         break;
       }
       default: {
@@ -102,40 +108,53 @@ void RandomRuleGen::AddPort(Match* m, Field f) {
     return;
   }
   // Masked port: a prefix or an arbitrary mask.
-  const uint64_t mask = Chance(0.5) ? PrefixMask(1 + Uniform(16), 16)
-                                    : (1 + Uniform(0xffff));
+  const uint64_t mask =
+      Chance(0.5) ? PrefixMask(1 + Uniform(16), 16) : (1 + Uniform(0xffff));
   m->SetMasked(f, PoolPort(), mask);
 }
 
 Rule RandomRuleGen::NextRule(uint64_t id) {
   Rule r;
   r.id = id;
-  r.priority = static_cast<uint32_t>(Uniform(std::max(1u, options_.max_priority)));
+  r.priority =
+      static_cast<uint32_t>(Uniform(std::max(1u, options_.max_priority)));
   r.cookie = Uniform(std::max<uint64_t>(1, options_.cookies));
-  r.action = Chance(0.2) ? Action::Drop()
-                         : Action::Output(1 + static_cast<uint32_t>(
-                                                  Uniform(kMaxPortNumber)));
+  r.action =
+      Chance(0.2)
+          ? Action::Drop()
+          : Action::Output(1 + static_cast<uint32_t>(Uniform(kMaxPortNumber)));
   Match& m = r.match;
   if (Chance(0.3)) m.SetExact(Field::kInPort, 1 + Uniform(options_.in_ports));
-  if (Chance(0.1)) m.SetExact(Field::kEthDst, mac_pool_[Uniform(mac_pool_.size())]);
-  if (Chance(0.03)) m.SetMasked(Field::kEthDst, 0x010000000000ULL, 0x010000000000ULL);
-  if (Chance(0.1)) m.SetExact(Field::kEthSrc, mac_pool_[Uniform(mac_pool_.size())]);
+  if (Chance(0.1))
+    m.SetExact(Field::kEthDst, mac_pool_[Uniform(mac_pool_.size())]);
+  if (Chance(0.03))
+    m.SetMasked(Field::kEthDst, 0x010000000000ULL, 0x010000000000ULL);
+  if (Chance(0.1))
+    m.SetExact(Field::kEthSrc, mac_pool_[Uniform(mac_pool_.size())]);
   if (Chance(0.1)) {
     const uint64_t vid = 1 + Uniform(4);
     switch (Uniform(4)) {
-      case 0: m.SetMasked(Field::kVlan0Tci, 0, kVlanPresent); break;
-      case 1: m.SetMasked(Field::kVlan0Tci, kVlanPresent, kVlanPresent); break;
-      case 2: m.SetMasked(Field::kVlan0Tci, kVlanPresent | vid, kVlanPresent | kVlanVidMask); break;
+      case 0:
+        m.SetMasked(Field::kVlan0Tci, 0, kVlanPresent);
+        break;
+      case 1:
+        m.SetMasked(Field::kVlan0Tci, kVlanPresent, kVlanPresent);
+        break;
+      case 2:
+        m.SetMasked(Field::kVlan0Tci, kVlanPresent | vid,
+                    kVlanPresent | kVlanVidMask);
+        break;
       default:
-        m.SetMasked(Field::kVlan0Tci, kVlanPresent | (Uniform(8) << kVlanPcpShift),
-                    0xf000);
+        m.SetMasked(Field::kVlan0Tci,
+                    kVlanPresent | (Uniform(8) << kVlanPcpShift), 0xf000);
     }
   }
 
   const Family family = PickFamily();
   if (family == Family::kL2) {
     if (Chance(0.5)) {
-      static constexpr uint16_t kTypes[] = {kEthTypeArp, kEthTypeIpv4, kEthTypeIpv6};
+      static constexpr uint16_t kTypes[] = {kEthTypeArp, kEthTypeIpv4,
+                                            kEthTypeIpv6};
       m.SetExact(Field::kEthType, kTypes[Uniform(std::size(kTypes))]);
     }
     return r;
@@ -167,9 +186,14 @@ Rule RandomRuleGen::NextRule(uint64_t id) {
   if (Chance(0.03)) m.SetExact(Field::kNwTtl, 1 + Uniform(3));
   if (Chance(0.05)) {
     switch (Uniform(3)) {
-      case 0: m.SetMasked(Field::kNwFrag, 0, kFragMask); break;
-      case 1: m.SetMasked(Field::kNwFrag, kFragAny, kFragAny); break;
-      default: m.SetMasked(Field::kNwFrag, kFragMask, kFragMask);
+      case 0:
+        m.SetMasked(Field::kNwFrag, 0, kFragMask);
+        break;
+      case 1:
+        m.SetMasked(Field::kNwFrag, kFragAny, kFragAny);
+        break;
+      default:
+        m.SetMasked(Field::kNwFrag, kFragMask, kFragMask);
     }
   }
   if (Chance(0.05)) {
@@ -194,8 +218,9 @@ void RandomRuleGen::FillKey(Family family, Flow* f) {
   f->Set(Field::kEthSrc, Chance(0.6) ? mac_pool_[Uniform(mac_pool_.size())]
                                      : rng_() & 0xffffffffffffULL);
   if (Chance(0.3))
-    f->Set(Field::kVlan0Tci, kVlanPresent | (Uniform(8) << kVlanPcpShift) |
-                                 (Chance(0.7) ? 1 + Uniform(4) : Uniform(4096)));
+    f->Set(Field::kVlan0Tci,
+           kVlanPresent | (Uniform(8) << kVlanPcpShift) |
+               (Chance(0.7) ? 1 + Uniform(4) : Uniform(4096)));
   if (family == Family::kL2) {
     f->Set(Field::kEthType, Chance(0.5) ? kEthTypeArp : Uniform(65536));
     return;
@@ -206,8 +231,10 @@ void RandomRuleGen::FillKey(Family family, Flow* f) {
     for (Field hi : {Field::kIpv6SrcHi, Field::kIpv6DstHi}) {
       const uint64_t base = ipv6_pool_[Uniform(ipv6_pool_.size())];
       f->Set(hi, Chance(0.9) ? (base | (rng_() & 0xffffffffu)) : rng_());
-      const Field lo = hi == Field::kIpv6SrcHi ? Field::kIpv6SrcLo : Field::kIpv6DstLo;
-      f->Set(lo, Chance(0.5) ? (Uniform(4) << 32) | (rng_() & 0xffffffffu) : rng_());
+      const Field lo =
+          hi == Field::kIpv6SrcHi ? Field::kIpv6SrcLo : Field::kIpv6DstLo;
+      f->Set(lo, Chance(0.5) ? (Uniform(4) << 32) | (rng_() & 0xffffffffu)
+                             : rng_());
     }
   } else {
     for (Field a : {Field::kIpv4Src, Field::kIpv4Dst}) {
@@ -223,7 +250,8 @@ void RandomRuleGen::FillKey(Family family, Flow* f) {
   f->Set(Field::kNwProto, proto);
   f->Set(Field::kNwTos, Uniform(256));
   f->Set(Field::kNwTtl, Chance(0.2) ? 1 + Uniform(3) : Uniform(256));
-  static constexpr uint8_t kFrags[] = {0, 0, 0, kFragAny, kFragAny | kFragLater};
+  static constexpr uint8_t kFrags[] = {0, 0, 0, kFragAny,
+                                       kFragAny | kFragLater};
   f->Set(Field::kNwFrag, kFrags[Uniform(std::size(kFrags))]);
   f->Set(Field::kTpSrc, PoolPort());
   f->Set(Field::kTpDst, PoolPort());
@@ -241,7 +269,7 @@ Flow RandomRuleGen::NextKeyNear(const Rule& rule) {
   Family family = PickFamily();
   if (m.mask.Get(Field::kEthType) == 0xffff) {
     const uint64_t t = m.value.Get(Field::kEthType);
-    family = t == kEthTypeIpv4 ? Family::kIpv4
+    family = t == kEthTypeIpv4   ? Family::kIpv4
              : t == kEthTypeIpv6 ? Family::kIpv6
                                  : Family::kL2;
   }
@@ -254,11 +282,20 @@ Flow RandomRuleGen::NextKeyNear(const Rule& rule) {
     if (r.IsFull()) continue;
     uint32_t p;
     switch (Uniform(6)) {
-      case 0: p = r.lo; break;
-      case 1: p = r.hi; break;
-      case 2: p = r.lo == 0 ? r.hi : r.lo - 1u; break;   // just outside
-      case 3: p = r.hi == 0xffff ? r.lo : r.hi + 1u; break;
-      default: p = r.lo + Uniform(uint64_t{r.hi} - r.lo + 1);
+      case 0:
+        p = r.lo;
+        break;
+      case 1:
+        p = r.hi;
+        break;
+      case 2:
+        p = r.lo == 0 ? r.hi : r.lo - 1u;
+        break;  // just outside
+      case 3:
+        p = r.hi == 0xffff ? r.lo : r.hi + 1u;
+        break;
+      default:
+        p = r.lo + Uniform(uint64_t{r.hi} - r.lo + 1);
     }
     f.Set(pf, p);
   }

@@ -33,14 +33,14 @@
 namespace flowclass {
 
 struct RandomRuleOptions {
-  double ipv6_fraction = 0.25;     // rules (and keys) that are IPv6
-  double l2_only_fraction = 0.05;  // rules without L3 fields
-  double range_fraction = 0.2;     // per port field: a port range
+  double ipv6_fraction = 0.25;           // rules (and keys) that are IPv6
+  double l2_only_fraction = 0.05;        // rules without L3 fields
+  double range_fraction = 0.2;           // per port field: a port range
   double arbitrary_mask_fraction = 0.1;  // per address: non-prefix mask
-  uint32_t max_priority = 16;      // priorities in [0, max_priority)
-  int address_pool = 6;            // distinct base networks (overlap)
-  int in_ports = 4;                // in_port values 1..in_ports
-  uint64_t cookies = 4;            // cookies in [0, cookies)
+  uint32_t max_priority = 16;            // priorities in [0, max_priority)
+  int address_pool = 6;                  // distinct base networks (overlap)
+  int in_ports = 4;                      // in_port values 1..in_ports
+  uint64_t cookies = 4;                  // cookies in [0, cookies)
 };
 
 class RandomRuleGen {

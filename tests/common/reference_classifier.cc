@@ -61,10 +61,9 @@ absl::Status ReferenceClassifier::ApplyBatch(absl::Span<const RuleOp> ops) {
         break;
       }
       case RuleOp::Kind::kDeleteByCookie:
-        next.erase(std::remove_if(next.begin(), next.end(),
-                                  [&](const Rule& r) {
-                                    return r.cookie == op.cookie;
-                                  }),
+        next.erase(std::remove_if(
+                       next.begin(), next.end(),
+                       [&](const Rule& r) { return r.cookie == op.cookie; }),
                    next.end());
         break;
     }
