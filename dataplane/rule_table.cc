@@ -1,0 +1,569 @@
+// rule_table.cc — the slow-path priority-aware tuple space (see rule_table.h
+// and docs/classifier.md).
+//
+// Memory layout
+// -------------
+//   Impl
+//   ├─ rules_        id -> unique_ptr<Rule>      (Rule addresses are stable;
+//   │                                             entries point at them)
+//   ├─ by_cookie_    cookie -> {id}              (DeleteByCookie)
+//   ├─ by_mask_      expanded mask -> unique_ptr<Subtable>
+//   └─ order_        [{max_priority, Subtable*}] sorted by max_priority desc:
+//                    the only thing Lookup walks besides the subtables.
+//   Subtable
+//   ├─ mask, word_index[0..n_words)   the words the mask touches
+//   ├─ buckets       PackedKey -> vector<Entry> sorted (priority desc, id asc)
+//   └─ priority_counts  priority -> #entries   (max priority under deletes)
+//
+// A PackedKey holds the masked words of a key for the subtable's non-zero
+// mask words only, packed to the front (the rest zero), with its hash
+// computed once by the caller; the hash map's hasher just returns it.  So a
+// lookup per subtable is: n_words ANDs into a stack array, one HashWords, one
+// probe — nothing allocated.
+#include "dataplane/rule_table.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
+#include "dataplane/flow.h"
+#include "dataplane/rule.h"
+
+namespace flowclass {
+namespace {
+
+struct PackedKey {
+  uint64_t hash = 0;
+  std::array<uint64_t, kFlowWords> w{};
+  friend bool operator==(const PackedKey& a, const PackedKey& b) {
+    return a.w == b.w;
+  }
+};
+
+// The hash is computed once per (key, subtable) by Subtable::Pack.
+struct PackedKeyHash {
+  size_t operator()(const PackedKey& k) const { return k.hash; }
+};
+
+struct FlowHash {
+  size_t operator()(const Flow& f) const {
+    return HashWords(f.w.data(), kFlowWords, 0);
+  }
+};
+
+struct Entry {
+  uint32_t priority;
+  uint64_t id;
+  const Rule* rule;
+};
+
+// Bucket order: the front entry is the bucket's winner.
+bool EntryBefore(const Entry& a, const Entry& b) {
+  return a.priority != b.priority ? a.priority > b.priority : a.id < b.id;
+}
+
+// Hot fields first: the hash map header (ctrl/slots pointers) and the packed
+// mask words share the first cache line, so probing a subtable touches that
+// line plus the map's control bytes.  The rest is control-plane only.
+struct alignas(64) Subtable {
+  explicit Subtable(const Flow& m) : mask(m) {
+    for (int i = 0; i < kFlowWords; ++i) {
+      if (mask.w[i] != 0) {
+        word_index[n_words] = static_cast<uint8_t>(i);
+        packed_mask[n_words++] = mask.w[i];
+      }
+    }
+  }
+
+  // `key` need not be masked.  Hot path: no allocation.
+  PackedKey Pack(const Flow& key) const {
+    PackedKey k;
+    for (int j = 0; j < n_words; ++j)
+      k.w[j] = key.w[word_index[j]] & packed_mask[j];
+    k.hash = HashWords(k.w.data(), n_words, /*basis=*/n_words);
+    return k;
+  }
+
+  uint32_t MaxPriority() const {
+    return priority_counts.empty() ? 0 : priority_counts.rbegin()->first;
+  }
+
+  absl::flat_hash_map<PackedKey, std::vector<Entry>, PackedKeyHash> buckets;
+  std::array<uint64_t, kFlowWords> packed_mask{};  // first n_words valid
+  std::array<uint8_t, kFlowWords> word_index{};
+  uint8_t n_words = 0;
+  Flow mask;
+  std::map<uint32_t, uint32_t> priority_counts;
+  size_t entries = 0;
+};
+
+// What Lookup walks: contiguous, so the next subtables can be prefetched.
+struct OrderSlot {
+  uint32_t max_priority;
+  const Subtable* subtable;
+};
+
+std::vector<std::pair<uint16_t, uint16_t>> SidePrefixes(const PortRange& r) {
+  if (r.IsFull()) return {};
+  return RangeToPrefixes(r.lo, r.hi);
+}
+
+size_t ExpansionCount(const Rule& r) {
+  const size_t s =
+      r.match.tp_src.IsFull()
+          ? 1
+          : RangeToPrefixes(r.match.tp_src.lo, r.match.tp_src.hi).size();
+  const size_t d =
+      r.match.tp_dst.IsFull()
+          ? 1
+          : RangeToPrefixes(r.match.tp_dst.lo, r.match.tp_dst.hi).size();
+  return s * d;
+}
+
+// Calls fn(value, mask) once per expanded entry of `r`.
+template <typename Fn>
+void ForEachEntry(const Rule& r, Fn fn) {
+  const auto src = SidePrefixes(r.match.tp_src);
+  const auto dst = SidePrefixes(r.match.tp_dst);
+  const size_t ns = src.empty() ? 1 : src.size();
+  const size_t nd = dst.empty() ? 1 : dst.size();
+  for (size_t i = 0; i < ns; ++i) {
+    for (size_t j = 0; j < nd; ++j) {
+      Flow value = r.match.value;
+      Flow mask = r.match.mask;
+      if (!src.empty()) {
+        value.Set(Field::kTpSrc, src[i].first);
+        mask.Set(Field::kTpSrc, src[i].second);
+      }
+      if (!dst.empty()) {
+        value.Set(Field::kTpDst, dst[j].first);
+        mask.Set(Field::kTpDst, dst[j].second);
+      }
+      fn(value, mask);
+    }
+  }
+}
+
+std::string Hex(uint64_t v, int bits) {
+  return absl::StrFormat("0x%0*x", (bits + 3) / 4, v);
+}
+
+// "eth_type=0x0800,ipv4_src=0x0a000000/0xff000000": fields with a non-zero
+// mask; "/mask" only when the mask is not the whole field.
+std::string FormatMatch(const Flow& value, const Flow& mask) {
+  std::string out;
+  for (int i = 0; i < kFieldCount; ++i) {
+    const Field f = static_cast<Field>(i);
+    const FieldInfo& info = InfoOf(f);
+    const uint64_t m = mask.Get(f);
+    if (m == 0) continue;
+    absl::StrAppend(&out, out.empty() ? "" : ",", info.name, "=",
+                    Hex(value.Get(f), info.bits));
+    if (m != (info.Mask() >> info.shift))
+      absl::StrAppend(&out, "/", Hex(m, info.bits));
+  }
+  return out.empty() ? "*" : out;
+}
+
+// "eth_type/0xffff,tp_dst/0xff00": a subtable shape.
+std::string FormatMask(const Flow& mask) {
+  std::string out;
+  for (int i = 0; i < kFieldCount; ++i) {
+    const Field f = static_cast<Field>(i);
+    const FieldInfo& info = InfoOf(f);
+    const uint64_t m = mask.Get(f);
+    if (m == 0) continue;
+    absl::StrAppend(&out, out.empty() ? "" : ",", info.name, "/",
+                    Hex(m, info.bits));
+  }
+  return out.empty() ? "*" : out;
+}
+
+std::string FormatRule(const Rule& r) {
+  std::string out = absl::StrCat(
+      "id=", r.id, " priority=", r.priority, " cookie=", Hex(r.cookie, 0),
+      " match=", FormatMatch(r.match.value, r.match.mask));
+  if (!r.match.tp_src.IsFull())
+    absl::StrAppend(&out, ",tp_src=", r.match.tp_src.lo, "-",
+                    r.match.tp_src.hi);
+  if (!r.match.tp_dst.IsFull())
+    absl::StrAppend(&out, ",tp_dst=", r.match.tp_dst.lo, "-",
+                    r.match.tp_dst.hi);
+  if (r.action.kind == Action::Kind::kOutput) {
+    absl::StrAppend(&out, " actions=output:", r.action.port);
+  } else if (r.action.kind == Action::Kind::kDrop) {
+    absl::StrAppend(&out, " actions=drop");
+  } else {
+    absl::StrAppend(&out, " actions=unknown(", static_cast<int>(r.action.kind),
+                    ")");
+  }
+  return out;
+}
+
+absl::Status OpError(absl::StatusCode code, size_t index, uint64_t id,
+                     absl::string_view what) {
+  return absl::Status(
+      code, absl::StrCat("operation ", index, " (rule id ", id, "): ", what));
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+
+struct RuleTable::Impl {
+  explicit Impl(RuleTableLimits l) : limits(l) {}
+
+  // Adds a validated rule whose id is absent.
+  void AddRule(const Rule& r);
+  // Removes a present rule.
+  void RemoveRule(uint64_t id);
+  // Re-sorts order_ after a batch (drops nothing: empty subtables are erased
+  // by RemoveRule).
+  void RebuildOrder();
+
+  RuleTableLimits limits;
+  uint64_t generation = 0;
+  size_t entries = 0;
+  size_t expanded_rules = 0;
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Rule>> rules;
+  absl::flat_hash_map<uint64_t, absl::flat_hash_set<uint64_t>> by_cookie;
+  absl::flat_hash_map<Flow, std::unique_ptr<Subtable>, FlowHash> by_mask;
+  std::vector<OrderSlot> order;
+};
+
+void RuleTable::Impl::AddRule(const Rule& r) {
+  auto owned = std::make_unique<Rule>(r);
+  const Rule* rule = owned.get();
+  rules.emplace(r.id, std::move(owned));
+  by_cookie[r.cookie].insert(r.id);
+  size_t n = 0;
+  ForEachEntry(*rule, [&](const Flow& value, const Flow& mask) {
+    std::unique_ptr<Subtable>& st = by_mask[mask];
+    if (st == nullptr) st = std::make_unique<Subtable>(mask);
+    std::vector<Entry>& bucket = st->buckets[st->Pack(value)];
+    const Entry e{rule->priority, rule->id, rule};
+    bucket.insert(
+        std::lower_bound(bucket.begin(), bucket.end(), e, EntryBefore), e);
+    ++st->priority_counts[rule->priority];
+    ++st->entries;
+    ++n;
+  });
+  entries += n;
+  if (n > 1) ++expanded_rules;
+}
+
+void RuleTable::Impl::RemoveRule(uint64_t id) {
+  auto it = rules.find(id);
+  const Rule& rule = *it->second;
+  size_t n = 0;
+  ForEachEntry(rule, [&](const Flow& value, const Flow& mask) {
+    auto st_it = by_mask.find(mask);
+    Subtable& st = *st_it->second;
+    auto b = st.buckets.find(st.Pack(value));
+    std::vector<Entry>& bucket = b->second;
+    bucket.erase(std::find_if(bucket.begin(), bucket.end(),
+                              [&](const Entry& e) { return e.id == id; }));
+    if (bucket.empty()) st.buckets.erase(b);
+    auto pc = st.priority_counts.find(rule.priority);
+    if (--pc->second == 0) st.priority_counts.erase(pc);
+    --st.entries;
+    if (st.entries == 0) by_mask.erase(st_it);
+    ++n;
+  });
+  entries -= n;
+  if (n > 1) --expanded_rules;
+  auto c = by_cookie.find(rule.cookie);
+  c->second.erase(id);
+  if (c->second.empty()) by_cookie.erase(c);
+  rules.erase(it);
+}
+
+void RuleTable::Impl::RebuildOrder() {
+  order.clear();
+  order.reserve(by_mask.size());
+  for (const auto& [mask, st] : by_mask)
+    order.push_back(OrderSlot{st->MaxPriority(), st.get()});
+  // Ties broken by the mask words so the order (and DebugString) depends
+  // only on the rule set, not on the history that built it.
+  std::sort(order.begin(), order.end(),
+            [](const OrderSlot& a, const OrderSlot& b) {
+              if (a.max_priority != b.max_priority)
+                return a.max_priority > b.max_priority;
+              return a.subtable->mask.w > b.subtable->mask.w;
+            });
+}
+
+// ---------------------------------------------------------------------------
+
+RuleTable::RuleTable(RuleTableLimits limits)
+    : impl_(std::make_unique<Impl>(limits)) {}
+
+RuleTable::~RuleTable() = default;
+
+RuleTable::RuleTable(const RuleTable& other)
+    : impl_(std::make_unique<Impl>(other.impl_->limits)) {
+  impl_->rules.reserve(other.impl_->rules.size());
+  for (const auto& [id, rule] : other.impl_->rules) impl_->AddRule(*rule);
+  impl_->generation = other.impl_->generation;
+  impl_->RebuildOrder();
+}
+
+absl::StatusOr<BatchResult> RuleTable::ApplyBatch(
+    absl::Span<const RuleOp> ops) {
+  Impl& t = *impl_;
+  BatchResult result;
+  if (ops.empty()) {
+    result.generation = t.generation;
+    return result;
+  }
+
+  // Phase 1: simulate the batch on an overlay of the ids it touches and
+  // check every operation against the state the earlier ones produce.
+  struct Sim {
+    bool present;
+    uint64_t cookie;
+    size_t entries;
+  };
+  absl::flat_hash_map<uint64_t, Sim> changed;
+  size_t n_rules = t.rules.size();
+  size_t n_entries = t.entries;
+  auto current = [&](uint64_t id) -> std::optional<Sim> {
+    if (auto c = changed.find(id); c != changed.end()) {
+      if (!c->second.present) return std::nullopt;
+      return c->second;
+    }
+    auto r = t.rules.find(id);
+    if (r == t.rules.end()) return std::nullopt;
+    return Sim{true, r->second->cookie, ExpansionCount(*r->second)};
+  };
+  auto check_limits = [&](size_t i, uint64_t id, size_t rules_after,
+                          size_t entries_after) -> absl::Status {
+    if (rules_after > t.limits.max_rules) {
+      return OpError(
+          absl::StatusCode::kResourceExhausted, i, id,
+          absl::StrCat("max_rules: the table would hold ", rules_after,
+                       " rules, limit ", t.limits.max_rules));
+    }
+    if (entries_after > t.limits.max_entries) {
+      return OpError(
+          absl::StatusCode::kResourceExhausted, i, id,
+          absl::StrCat("max_entries: the table would hold ", entries_after,
+                       " entries after port-range expansion, limit ",
+                       t.limits.max_entries));
+    }
+    return absl::OkStatus();
+  };
+
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const RuleOp& op = ops[i];
+    switch (op.kind) {
+      case RuleOp::Kind::kInsert:
+      case RuleOp::Kind::kReplace: {
+        const uint64_t id = op.rule.id;
+        if (absl::Status s = ValidateRule(op.rule); !s.ok())
+          return OpError(s.code(), i, id, s.message());
+        const std::optional<Sim> cur = current(id);
+        const bool insert = op.kind == RuleOp::Kind::kInsert;
+        if (insert && cur.has_value()) {
+          return OpError(absl::StatusCode::kInvalidArgument, i, id,
+                         absl::StrCat("id: insert of rule id ", id,
+                                      " which already exists"));
+        }
+        if (!insert && !cur.has_value()) {
+          return OpError(absl::StatusCode::kInvalidArgument, i, id,
+                         absl::StrCat("id: replace of unknown rule id ", id));
+        }
+        const size_t n = ExpansionCount(op.rule);
+        const size_t rules_after = n_rules + (insert ? 1 : 0);
+        const size_t entries_after =
+            n_entries - (insert ? 0 : cur->entries) + n;
+        if (absl::Status s = check_limits(i, id, rules_after, entries_after);
+            !s.ok())
+          return s;
+        n_rules = rules_after;
+        n_entries = entries_after;
+        changed[id] = Sim{true, op.rule.cookie, n};
+        break;
+      }
+      case RuleOp::Kind::kDelete: {
+        const std::optional<Sim> cur = current(op.id);
+        if (!cur.has_value()) {
+          return OpError(absl::StatusCode::kInvalidArgument, i, op.id,
+                         absl::StrCat("id: delete of unknown rule id ", op.id));
+        }
+        --n_rules;
+        n_entries -= cur->entries;
+        changed[op.id] = Sim{false, 0, 0};
+        break;
+      }
+      case RuleOp::Kind::kDeleteByCookie: {
+        // Rules that carry the cookie now: untouched table rules with it,
+        // plus overlay rules with it.  Collect first, then mark.
+        std::vector<uint64_t> victims;
+        if (auto c = t.by_cookie.find(op.cookie); c != t.by_cookie.end()) {
+          for (uint64_t id : c->second)
+            if (!changed.contains(id)) victims.push_back(id);
+        }
+        for (const auto& [id, sim] : changed)
+          if (sim.present && sim.cookie == op.cookie) victims.push_back(id);
+        for (uint64_t id : victims) {
+          const std::optional<Sim> cur = current(id);
+          --n_rules;
+          n_entries -= cur->entries;
+          changed[id] = Sim{false, 0, 0};
+        }
+        break;
+      }
+      default:
+        return OpError(absl::StatusCode::kInvalidArgument, i,
+                       op.kind == RuleOp::Kind::kDelete ? op.id : op.rule.id,
+                       absl::StrCat("kind: unknown operation kind ",
+                                    static_cast<int>(op.kind)));
+    }
+  }
+
+  // Phase 2: everything is known valid; apply in order.
+  for (const RuleOp& op : ops) {
+    switch (op.kind) {
+      case RuleOp::Kind::kInsert:
+        t.AddRule(op.rule);
+        ++result.inserted;
+        break;
+      case RuleOp::Kind::kReplace:
+        t.RemoveRule(op.rule.id);
+        t.AddRule(op.rule);
+        ++result.replaced;
+        break;
+      case RuleOp::Kind::kDelete:
+        t.RemoveRule(op.id);
+        ++result.deleted;
+        break;
+      case RuleOp::Kind::kDeleteByCookie: {
+        auto c = t.by_cookie.find(op.cookie);
+        if (c == t.by_cookie.end()) break;
+        const std::vector<uint64_t> victims(c->second.begin(), c->second.end());
+        for (uint64_t id : victims) t.RemoveRule(id);
+        result.deleted += victims.size();
+        break;
+      }
+    }
+  }
+  t.RebuildOrder();
+  result.generation = ++t.generation;
+  return result;
+}
+
+const Rule* RuleTable::Lookup(const Flow& key, Flow* wc,
+                              int* subtables_visited) const {
+  const Entry* best = nullptr;
+  int visited = 0;
+  const OrderSlot* const begin = impl_->order.data();
+  const OrderSlot* const end = begin + impl_->order.size();
+  for (const OrderSlot* slot = begin; slot != end; ++slot) {
+    // Sorted by max priority: nothing from here on can beat or tie `best`.
+    if (best != nullptr && slot->max_priority < best->priority) break;
+    if (slot + 2 < end) __builtin_prefetch(slot[2].subtable);
+    const Subtable& st = *slot->subtable;
+    ++visited;
+    for (int j = 0; j < st.n_words; ++j)
+      wc->w[st.word_index[j]] |= st.packed_mask[j];
+    const auto it = st.buckets.find(st.Pack(key));
+    if (it == st.buckets.end()) continue;
+    const Entry& e = it->second.front();
+    if (best == nullptr || EntryBefore(e, *best)) best = &e;
+  }
+  // Megaflows are per in_port (megaflow.h): in_port is always exact.
+  wc->Set(Field::kInPort, 0xffffffffu);
+  if (subtables_visited != nullptr) *subtables_visited = visited;
+  return best != nullptr ? best->rule : nullptr;
+}
+
+const Rule* RuleTable::Lookup(const FlowKey& key, Flow* wc,
+                              int* subtables_visited) const {
+  return Lookup(key.ToFlow(), wc, subtables_visited);
+}
+
+const Rule* RuleTable::Find(uint64_t id) const {
+  auto it = impl_->rules.find(id);
+  return it == impl_->rules.end() ? nullptr : it->second.get();
+}
+
+size_t RuleTable::size() const { return impl_->rules.size(); }
+
+RuleTableStats RuleTable::Stats() const {
+  RuleTableStats s;
+  s.rules = impl_->rules.size();
+  s.entries = impl_->entries;
+  s.expanded_rules = impl_->expanded_rules;
+  s.subtables = impl_->by_mask.size();
+  s.generation = impl_->generation;
+  return s;
+}
+
+uint64_t RuleTable::generation() const { return impl_->generation; }
+
+std::vector<const Rule*> RuleTable::Rules() const {
+  std::vector<const Rule*> out;
+  out.reserve(impl_->rules.size());
+  for (const auto& [id, rule] : impl_->rules) out.push_back(rule.get());
+  std::sort(out.begin(), out.end(),
+            [](const Rule* a, const Rule* b) { return RuleBeats(*a, *b); });
+  return out;
+}
+
+std::string RuleTable::DebugString() const {
+  const RuleTableStats s = Stats();
+  std::string out =
+      absl::StrCat("RuleTable generation=", s.generation, " rules=", s.rules,
+                   " entries=", s.entries, " expanded_rules=", s.expanded_rules,
+                   " subtables=", s.subtables, "\n");
+  for (size_t i = 0; i < impl_->order.size(); ++i) {
+    const Subtable& st = *impl_->order[i].subtable;
+    absl::StrAppend(&out, "  subtable ", i,
+                    ": max_priority=", impl_->order[i].max_priority,
+                    " entries=", st.entries, " keys=", st.buckets.size(),
+                    " mask=", FormatMask(st.mask), "\n");
+  }
+  for (const Rule* r : Rules()) {
+    absl::StrAppend(&out, "  rule ", FormatRule(*r),
+                    " entries=", ExpansionCount(*r), "\n");
+  }
+  return out;
+}
+
+std::vector<std::pair<uint16_t, uint16_t>> RangeToPrefixes(uint16_t lo,
+                                                           uint16_t hi) {
+  std::vector<std::pair<uint16_t, uint16_t>> out;
+  if (lo > hi) return out;
+  uint32_t cur = lo;
+  const uint32_t end = hi;
+  while (cur <= end) {
+    // Largest aligned block starting at `cur` that stays inside [cur, end].
+    int k = 0;
+    while (k < 16) {
+      const uint32_t size = 1u << (k + 1);
+      if ((cur & (size - 1)) != 0 || cur + size - 1 > end) break;
+      ++k;
+    }
+    out.emplace_back(static_cast<uint16_t>(cur),
+                     static_cast<uint16_t>((0xffffu << k) & 0xffffu));
+    cur += 1u << k;
+  }
+  return out;
+}
+
+}  // namespace flowclass

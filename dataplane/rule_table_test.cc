@@ -1,0 +1,984 @@
+// Tests for RuleTable: range splitting, lookup semantics (priority, tie-break,
+// early stop, megaflow mask), batch semantics and atomicity, deep copy, and a
+// differential test against ReferenceClassifier over random rule sets.
+#include "dataplane/rule_table.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "dataplane/flow.h"
+#include "dataplane/rule.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/common/random_rules.h"
+#include "tests/common/reference_classifier.h"
+
+// Counts heap allocations so LookupAllocatesNothing can check the hot path.
+namespace {
+std::atomic<long> g_allocations{0};
+}  // namespace
+// Out of line (noinline) so GCC does not pair the malloc/free it would see
+// after inlining with new/delete expressions (-Wmismatched-new-delete).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+__attribute__((noinline)) void* operator new(std::size_t n) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+__attribute__((noinline)) void operator delete(void* p) noexcept {
+  std::free(p);
+}
+__attribute__((noinline)) void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
+#pragma GCC diagnostic pop
+
+namespace flowclass {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Pair;
+using ::testing::StartsWith;
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+// Iteration counts shrink under ASan so every binary stays well under 20 s.
+int Scaled(int n) { return kSanitized ? std::max(1, n / 10) : n; }
+
+uint64_t IdOf(const Rule* r) { return r == nullptr ? 0 : r->id; }
+
+std::string Dump(const Flow& f) {
+  std::string out;
+  for (int i = 0; i < kFlowWords; ++i)
+    absl::StrAppend(&out, i ? " " : "", absl::StrFormat("%016x", f.w[i]));
+  return out;
+}
+
+std::vector<Rule> Snapshot(const RuleTable& t) {
+  std::vector<Rule> out;
+  for (const Rule* r : t.Rules()) out.push_back(*r);
+  return out;
+}
+
+uint32_t Prefix32(int len) {
+  return len == 0 ? 0 : static_cast<uint32_t>(~uint64_t{0} << (32 - len));
+}
+
+Rule V4Rule(uint64_t id, uint32_t priority) {
+  Rule r;
+  r.id = id;
+  r.priority = priority;
+  r.match.SetExact(Field::kEthType, kEthTypeIpv4);
+  r.action = Action::Output(static_cast<uint32_t>(id));
+  return r;
+}
+
+Flow V4Key(uint32_t src, uint32_t dst, uint16_t sp = 1000, uint16_t dp = 80,
+           uint8_t proto = kIpProtoTcp, uint32_t in_port = 1) {
+  return MakeFiveTupleKey(src, dst, sp, dp, proto, in_port).ToFlow();
+}
+
+void ApplyOk(RuleTable* t, const std::vector<RuleOp>& ops) {
+  const auto r = t->ApplyBatch(ops);
+  ASSERT_TRUE(r.ok()) << r.status();
+}
+
+Flow InPortOnly() {
+  Flow f;
+  f.Set(Field::kInPort, 0xffffffff);
+  return f;
+}
+
+// ---------------------------------------------------------------------------
+// RangeToPrefixes
+
+// Number of prefixes of the canonical (minimal) cover, computed independently
+// by descending the binary trie of the 16-bit space.
+int TrieCount(uint32_t lo, uint32_t hi, uint32_t a = 0, uint32_t b = 0xffff) {
+  if (hi < a || b < lo) return 0;
+  if (lo <= a && b <= hi) return 1;
+  const uint32_t mid = a + (b - a) / 2;
+  return TrieCount(lo, hi, a, mid) + TrieCount(lo, hi, mid + 1, b);
+}
+
+void CheckCover(uint16_t lo, uint16_t hi) {
+  SCOPED_TRACE(absl::StrCat("[", lo, ",", hi, "]"));
+  const auto prefixes = RangeToPrefixes(lo, hi);
+  uint32_t next = lo;
+  for (const auto& [value, mask] : prefixes) {
+    // A prefix mask: ones then zeros.
+    const uint16_t inv = static_cast<uint16_t>(~mask);
+    ASSERT_EQ(inv & (inv + 1), 0) << "mask " << mask << " is not a prefix";
+    ASSERT_EQ(value & inv, 0) << "value " << value << " not aligned";
+    // Contiguous, in order: disjoint and without holes.
+    ASSERT_EQ(value, next);
+    next = uint32_t{value} + inv + 1;
+  }
+  ASSERT_EQ(next, uint32_t{hi} + 1);  // the union is exactly [lo, hi]
+  ASSERT_EQ(static_cast<int>(prefixes.size()), TrieCount(lo, hi));
+}
+
+TEST(RangeToPrefixesTest, KnownValues) {
+  EXPECT_EQ(RangeToPrefixes(1, 65534).size(), 30u);
+  EXPECT_THAT(RangeToPrefixes(0, 65535), ElementsAre(Pair(0, 0)));
+  EXPECT_THAT(RangeToPrefixes(80, 80), ElementsAre(Pair(80, 0xffff)));
+  EXPECT_THAT(RangeToPrefixes(0, 1023), ElementsAre(Pair(0, 0xfc00)));
+  EXPECT_THAT(RangeToPrefixes(1024, 65535),
+              ElementsAre(Pair(1024, 0xfc00), Pair(2048, 0xf800),
+                          Pair(4096, 0xf000), Pair(8192, 0xe000),
+                          Pair(16384, 0xc000), Pair(32768, 0x8000)));
+  EXPECT_THAT(RangeToPrefixes(6, 9),
+              ElementsAre(Pair(6, 0xfffe), Pair(8, 0xfffe)));
+  EXPECT_TRUE(RangeToPrefixes(5, 4).empty());
+}
+
+TEST(RangeToPrefixesTest, ExhaustiveAtBothEndsAndRandomInBetween) {
+  std::vector<uint32_t> values;
+  const uint32_t edge = kSanitized ? 70 : 260;
+  for (uint32_t v = 0; v < edge; ++v) values.push_back(v);
+  for (uint32_t v = 65536 - edge; v < 65536; ++v) values.push_back(v);
+  for (int k = 1; k < 16; ++k) {
+    for (int d = -1; d <= 1; ++d) values.push_back((1u << k) + d);
+  }
+  for (uint32_t lo : values) {
+    for (uint32_t hi : values) {
+      if (lo > hi) continue;
+      CheckCover(static_cast<uint16_t>(lo), static_cast<uint16_t>(hi));
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+  RandomRuleGen gen(1);
+  for (int i = 0; i < Scaled(20000); ++i) {
+    uint16_t a = static_cast<uint16_t>(gen.Uniform(65536));
+    uint16_t b = static_cast<uint16_t>(gen.Uniform(65536));
+    if (a > b) std::swap(a, b);
+    CheckCover(a, b);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Lookup semantics
+
+TEST(RuleTableTest, EmptyTable) {
+  RuleTable t;
+  Flow wc;
+  int visited = -1;
+  EXPECT_EQ(t.Lookup(V4Key(1, 2), &wc, &visited), nullptr);
+  EXPECT_EQ(visited, 0);
+  EXPECT_EQ(wc, InPortOnly());
+  const RuleTableStats s = t.Stats();
+  EXPECT_EQ(s.rules, 0u);
+  EXPECT_EQ(s.entries, 0u);
+  EXPECT_EQ(s.subtables, 0u);
+  EXPECT_EQ(s.generation, 0u);
+  EXPECT_EQ(t.size(), 0u);
+  EXPECT_EQ(t.Find(1), nullptr);
+}
+
+TEST(RuleTableTest, PriorityThenLowestIdWins) {
+  std::vector<Rule> rules;
+  Rule a = V4Rule(5, 10);
+  a.match.SetMasked(Field::kIpv4Src, 0x0a000000, Prefix32(8));
+  Rule b = V4Rule(3, 10);  // same priority as a, other subtable, lower id
+  b.match.SetMasked(Field::kIpv4Dst, 0xc0a80000, Prefix32(16));
+  Rule c = V4Rule(9, 20);
+  c.match.SetMasked(Field::kIpv4Src, 0x0a010000, Prefix32(16));
+  c.match.SetExact(Field::kNwProto, kIpProtoTcp);
+  Rule d = V4Rule(1, 5);  // every IPv4 packet
+  rules = {a, b, c, d};
+  RuleTable t;
+  ReferenceClassifier ref;
+  std::vector<RuleOp> ops;
+  for (const Rule& r : rules) ops.push_back(RuleOp::Insert(r));
+  ApplyOk(&t, ops);
+  ASSERT_TRUE(ref.ApplyBatch(ops).ok());
+
+  struct Probe {
+    Flow key;
+    uint64_t want;
+  };
+  const std::vector<Probe> probes = {
+      {V4Key(0x0a000001, 0xc0a80001), 3},                     // a, b, d
+      {V4Key(0x0a010001, 0xc0a80001, 1, 2, kIpProtoTcp), 9},  // c
+      {V4Key(0x0a010001, 0x01010101, 1, 2, kIpProtoUdp), 5},  // a, d
+      {V4Key(0x0b000001, 0x01010101), 1},                     // d
+  };
+  for (const Probe& p : probes) {
+    Flow wc;
+    EXPECT_EQ(IdOf(t.Lookup(p.key, &wc)), p.want) << Dump(p.key);
+    EXPECT_EQ(IdOf(ref.Lookup(p.key)), p.want);
+  }
+  // Non-IP packets match nothing.
+  Flow arp;
+  arp.Set(Field::kEthType, kEthTypeArp);
+  Flow wc;
+  EXPECT_EQ(t.Lookup(arp, &wc), nullptr);
+}
+
+TEST(RuleTableTest, SameMatchSharesABucket) {
+  Rule r7 = V4Rule(7, 1);
+  r7.match.SetExact(Field::kTpDst, 80);
+  Rule r4 = r7;
+  r4.id = 4;
+  Rule r8 = r7;
+  r8.id = 8;
+  r8.priority = 2;
+  RuleTable t;
+  ApplyOk(&t, {RuleOp::Insert(r7), RuleOp::Insert(r4)});
+  EXPECT_EQ(t.Stats().subtables, 1u);
+  EXPECT_EQ(t.Stats().entries, 2u);
+  Flow wc;
+  const Flow key = V4Key(1, 2, 3, 80);
+  EXPECT_EQ(IdOf(t.Lookup(key, &wc)), 4u);
+  ApplyOk(&t, {RuleOp::Insert(r8)});
+  EXPECT_EQ(IdOf(t.Lookup(key, &wc)), 8u);
+  ApplyOk(&t, {RuleOp::Delete(8), RuleOp::Delete(4)});
+  EXPECT_EQ(IdOf(t.Lookup(key, &wc)), 7u);
+  ApplyOk(&t, {RuleOp::Delete(7)});
+  EXPECT_EQ(t.Lookup(key, &wc), nullptr);
+  EXPECT_EQ(t.Stats().subtables, 0u);
+}
+
+TEST(RuleTableTest, EarlyStopAndMegaflowMask) {
+  Rule high = V4Rule(1, 100);
+  high.match.SetExact(Field::kIpv4Src, 0x0a000001);
+  Rule low = V4Rule(2, 1);
+  low.match.SetMasked(Field::kIpv4Dst, 0x14000000, Prefix32(8));
+  RuleTable t;
+  ApplyOk(&t, {RuleOp::Insert(high), RuleOp::Insert(low)});
+
+  Flow wc;
+  int visited = 0;
+  EXPECT_EQ(IdOf(t.Lookup(V4Key(0x0a000001, 0x14000001), &wc, &visited)), 1u);
+  EXPECT_EQ(visited, 1);  // the priority-1 subtable cannot win
+  EXPECT_EQ(wc, high.match.mask | InPortOnly());
+
+  wc = Flow{};
+  EXPECT_EQ(IdOf(t.Lookup(V4Key(0x0a000002, 0x14000001), &wc, &visited)), 2u);
+  EXPECT_EQ(visited, 2);
+  EXPECT_EQ(wc, high.match.mask | low.match.mask | InPortOnly());
+
+  // An equal-priority subtable must still be consulted (the tie-break may
+  // pick its rule), so it is visited and its mask is in the megaflow.
+  Rule tie = V4Rule(3, 100);
+  tie.match.SetExact(Field::kTpDst, 80);
+  ApplyOk(&t, {RuleOp::Insert(tie)});
+  wc = Flow{};
+  EXPECT_EQ(IdOf(t.Lookup(V4Key(0x0a000001, 0x14000001, 1, 80), &wc, &visited)),
+            1u);
+  EXPECT_EQ(visited, 2);
+  EXPECT_EQ(wc, high.match.mask | tie.match.mask | InPortOnly());
+  // ... and wins the tie when its id is lower: move the high rule to id 10.
+  ApplyOk(&t, {RuleOp::Delete(1), RuleOp::Insert([&] {
+                 Rule h = high;
+                 h.id = 10;
+                 return h;
+               }())});
+  EXPECT_EQ(IdOf(t.Lookup(V4Key(0x0a000001, 0x14000001, 1, 80), &wc)), 3u);
+}
+
+TEST(RuleTableTest, MaxPriorityFollowsDeletes) {
+  // Subtable X (ipv4_src /32) holds priorities 100 and 1; subtable Y
+  // (ipv4_dst /8) holds 50.
+  Rule x100 = V4Rule(1, 100);
+  x100.match.SetExact(Field::kIpv4Src, 0x0a000001);
+  Rule x1 = V4Rule(2, 1);
+  x1.match.SetExact(Field::kIpv4Src, 0x0a000002);
+  Rule y50 = V4Rule(3, 50);
+  y50.match.SetMasked(Field::kIpv4Dst, 0x14000000, Prefix32(8));
+  RuleTable t;
+  ApplyOk(&t, {RuleOp::Insert(x100), RuleOp::Insert(x1), RuleOp::Insert(y50)});
+  const Flow key = V4Key(0x0a000002, 0x14000001);
+  Flow wc;
+  int visited = 0;
+  EXPECT_EQ(IdOf(t.Lookup(key, &wc, &visited)), 3u);
+  EXPECT_EQ(visited, 2);  // X first (max 100), then Y
+  EXPECT_THAT(t.DebugString(), HasSubstr("max_priority=100"));
+
+  ApplyOk(&t, {RuleOp::Delete(1)});
+  wc = Flow{};
+  EXPECT_EQ(IdOf(t.Lookup(key, &wc, &visited)), 3u);
+  EXPECT_EQ(visited, 1);  // Y (50) first; X now tops out at 1
+  EXPECT_EQ(wc, y50.match.mask | InPortOnly());
+  EXPECT_THAT(t.DebugString(), Not(HasSubstr("max_priority=100")));
+}
+
+TEST(RuleTableTest, PortRangesExpandAndMatchAtTheEdges) {
+  Rule r = V4Rule(1, 10);
+  r.match.tp_src = {1, 65534};
+  r.match.tp_dst = {1024, 65535};
+  Rule one = V4Rule(2, 5);
+  one.match.tp_dst = {80, 80};
+  RuleTable t;
+  ApplyOk(&t, {RuleOp::Insert(r), RuleOp::Insert(one)});
+  RuleTableStats s = t.Stats();
+  EXPECT_EQ(s.rules, 2u);
+  EXPECT_EQ(s.entries, 30u * 6u + 1u);
+  EXPECT_EQ(s.expanded_rules, 1u);
+  EXPECT_THAT(t.DebugString(), HasSubstr("entries=180"));
+  Flow wc;
+  EXPECT_EQ(IdOf(t.Lookup(V4Key(1, 2, 0, 2000), &wc)), 0u);
+  EXPECT_EQ(IdOf(t.Lookup(V4Key(1, 2, 1, 2000), &wc)), 1u);
+  EXPECT_EQ(IdOf(t.Lookup(V4Key(1, 2, 65534, 2000), &wc)), 1u);
+  EXPECT_EQ(IdOf(t.Lookup(V4Key(1, 2, 65535, 2000), &wc)), 0u);
+  EXPECT_EQ(IdOf(t.Lookup(V4Key(1, 2, 7, 1023), &wc)), 0u);
+  EXPECT_EQ(IdOf(t.Lookup(V4Key(1, 2, 7, 1024), &wc)), 1u);
+  EXPECT_EQ(IdOf(t.Lookup(V4Key(1, 2, 7, 65535), &wc)), 1u);
+  EXPECT_EQ(IdOf(t.Lookup(V4Key(1, 2, 0, 80), &wc)), 2u);
+  ApplyOk(&t, {RuleOp::Delete(1)});
+  s = t.Stats();
+  EXPECT_EQ(s.entries, 1u);
+  EXPECT_EQ(s.expanded_rules, 0u);
+  EXPECT_EQ(s.subtables, 1u);
+}
+
+TEST(RuleTableTest, BatchSemantics) {
+  RuleTable t;
+  Rule r1 = V4Rule(1, 1);
+  r1.cookie = 7;
+  Rule r2 = V4Rule(2, 2);
+  r2.match.SetExact(Field::kNwProto, kIpProtoUdp);
+  r2.cookie = 7;
+  Rule r3 = V4Rule(3, 3);
+  r3.match.SetExact(Field::kTpDst, 22);
+  r3.cookie = 8;
+
+  // Empty batch: OK, no generation bump.
+  auto res = t.ApplyBatch({});
+  ASSERT_TRUE(res.ok());
+  EXPECT_EQ(res->generation, 0u);
+  EXPECT_EQ(t.generation(), 0u);
+
+  res = t.ApplyBatch(
+      {RuleOp::Insert(r1), RuleOp::Insert(r2), RuleOp::Insert(r3)});
+  ASSERT_TRUE(res.ok()) << res.status();
+  EXPECT_EQ(res->inserted, 3u);
+  EXPECT_EQ(res->generation, 1u);
+  EXPECT_EQ(t.generation(), 1u);
+
+  // Insert then delete the same id, delete then re-insert, replace of an id
+  // inserted earlier in the batch: all fine.
+  Rule r4 = V4Rule(4, 4);
+  Rule r3b = r3;
+  r3b.priority = 30;
+  r3b.cookie = 9;
+  Rule r4b = r4;
+  r4b.action = Action::Drop();
+  res = t.ApplyBatch({RuleOp::Insert(r4), RuleOp::Delete(4), RuleOp::Delete(3),
+                      RuleOp::Insert(r3b), RuleOp::Insert(r4),
+                      RuleOp::Replace(r4b)});
+  ASSERT_TRUE(res.ok()) << res.status();
+  EXPECT_EQ(res->inserted, 3u);
+  EXPECT_EQ(res->deleted, 2u);
+  EXPECT_EQ(res->replaced, 1u);
+  EXPECT_EQ(t.generation(), 2u);
+  ASSERT_NE(t.Find(4), nullptr);
+  EXPECT_EQ(t.Find(4)->action, Action::Drop());
+  EXPECT_EQ(t.Find(3)->priority, 30u);
+
+  // Delete by cookie sees rules inserted earlier in the same batch, and
+  // matches the cookie as it is after earlier replaces.
+  Rule r5 = V4Rule(5, 5);
+  r5.cookie = 7;
+  Rule r2b = r2;
+  r2b.cookie = 9;  // r2 no longer carries cookie 7
+  Rule r5b = r5;
+  r5b.cookie = 8;
+  res = t.ApplyBatch({RuleOp::Insert(r5), RuleOp::Replace(r2b),
+                      RuleOp::DeleteByCookie(7), RuleOp::Replace(r2b),
+                      RuleOp::Insert(r5b)});  // r5 is gone: insert is fine
+  ASSERT_TRUE(res.ok()) << res.status();
+  EXPECT_EQ(res->deleted, 2u);  // r1 and r5
+  EXPECT_EQ(res->inserted, 2u);
+  EXPECT_EQ(t.Find(1), nullptr);
+  ASSERT_NE(t.Find(5), nullptr);
+  EXPECT_EQ(t.Find(5)->cookie, 8u);
+  ASSERT_NE(t.Find(2), nullptr);
+  // A cookie nobody has: a no-op, but a non-empty batch bumps the generation.
+  res = t.ApplyBatch({RuleOp::DeleteByCookie(12345)});
+  ASSERT_TRUE(res.ok());
+  EXPECT_EQ(res->deleted, 0u);
+  EXPECT_EQ(t.generation(), 4u);
+
+  std::vector<uint64_t> ids;
+  for (const Rule* r : t.Rules()) ids.push_back(r->id);
+  EXPECT_THAT(ids, ElementsAre(3, 5, 4, 2));  // priorities 30, 5, 4, 2
+  EXPECT_EQ(t.size(), 4u);
+  res = t.ApplyBatch({RuleOp::DeleteByCookie(9)});  // r3b and r2b
+  ASSERT_TRUE(res.ok());
+  EXPECT_EQ(res->deleted, 2u);
+  EXPECT_EQ(t.size(), 2u);
+}
+
+TEST(RuleTableTest, RulesOrderIsPriorityThenId) {
+  RuleTable t;
+  std::vector<RuleOp> ops;
+  const uint32_t prios[] = {5, 9, 5, 1, 9, 5};
+  for (uint64_t id = 6; id >= 1; --id) {
+    Rule r = V4Rule(id, prios[id - 1]);
+    r.match.SetExact(Field::kTpSrc, id);
+    ops.push_back(RuleOp::Insert(r));
+  }
+  ApplyOk(&t, ops);
+  std::vector<uint64_t> ids;
+  for (const Rule* r : t.Rules()) ids.push_back(r->id);
+  EXPECT_THAT(ids, ElementsAre(2, 5, 1, 3, 6, 4));
+}
+
+TEST(RuleTableTest, CopyIsDeep) {
+  RandomRuleGen gen(42);
+  std::vector<Rule> live;
+  uint64_t next_id = 1;
+  RuleTable t;
+  ApplyOk(&t, gen.NextBatch(60, &live, &next_id));
+  const RuleTable copy(t);
+  EXPECT_EQ(copy.DebugString(), t.DebugString());
+  EXPECT_EQ(Snapshot(copy), Snapshot(t));
+  EXPECT_EQ(copy.generation(), t.generation());
+  const std::string before = copy.DebugString();
+  std::vector<Flow> keys;
+  std::vector<uint64_t> want;
+  for (int i = 0; i < 300; ++i) {
+    keys.push_back(gen.NextKeyNear(live));
+    Flow wc;
+    want.push_back(IdOf(t.Lookup(keys.back(), &wc)));
+  }
+  // Changing the original leaves the copy alone (and the copy never points
+  // into the original's rules).
+  std::vector<RuleOp> wipe;
+  for (const Rule* r : t.Rules()) wipe.push_back(RuleOp::Delete(r->id));
+  ApplyOk(&t, wipe);
+  live.clear();
+  ApplyOk(&t, gen.NextBatch(30, &live, &next_id));
+  EXPECT_EQ(copy.DebugString(), before);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    Flow wc;
+    EXPECT_EQ(IdOf(copy.Lookup(keys[i], &wc)), want[i]);
+  }
+}
+
+TEST(RuleTableTest, FlowKeyLookupEqualsFlowLookup) {
+  RandomRuleGen gen(3);
+  std::vector<Rule> live;
+  uint64_t next_id = 1;
+  RuleTable t;
+  ApplyOk(&t, gen.NextBatch(100, &live, &next_id));
+  for (int i = 0; i < 2000; ++i) {
+    const Flow key = gen.NextKeyNear(live);
+    Flow wc1, wc2;
+    int v1 = 0, v2 = 0;
+    const Rule* a = t.Lookup(key, &wc1, &v1);
+    const Rule* b = t.Lookup(FlowKey::FromFlow(key), &wc2, &v2);
+    ASSERT_EQ(a, b);
+    ASSERT_EQ(wc1, wc2);
+    ASSERT_EQ(v1, v2);
+  }
+}
+
+TEST(RuleTableTest, LookupAllocatesNothing) {
+  RandomRuleGen gen(5);
+  std::vector<Rule> live;
+  uint64_t next_id = 1;
+  RuleTable t;
+  ApplyOk(&t, gen.NextBatch(300, &live, &next_id));
+  std::vector<Flow> keys;
+  std::vector<FlowKey> fkeys;
+  for (int i = 0; i < 1000; ++i) {
+    keys.push_back(gen.NextKeyNear(live));
+    fkeys.push_back(FlowKey::FromFlow(keys.back()));
+  }
+  uint64_t sum = 0;
+  const long before = g_allocations.load();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    Flow wc;
+    int visited;
+    sum += IdOf(t.Lookup(keys[i], &wc, &visited));
+    sum += IdOf(t.Lookup(fkeys[i], &wc, nullptr));
+  }
+  EXPECT_EQ(g_allocations.load(), before);
+  EXPECT_GT(sum, 0u);
+}
+
+TEST(RuleTableTest, DebugStringShowsSubtablesAndRules) {
+  Rule r = V4Rule(12, 77);
+  r.cookie = 0xab;
+  r.match.SetMasked(Field::kIpv4Src, 0x0a000000, Prefix32(8));
+  r.match.tp_dst = {1000, 1999};
+  RuleTable t;
+  ApplyOk(&t, {RuleOp::Insert(r)});
+  const std::string d = t.DebugString();
+  EXPECT_THAT(d, HasSubstr("generation=1 rules=1"));
+  EXPECT_THAT(d, HasSubstr("subtables=" + std::to_string(t.Stats().subtables)));
+  EXPECT_THAT(d, HasSubstr("max_priority=77"));
+  EXPECT_THAT(d, HasSubstr("ipv4_src/0xff000000"));
+  EXPECT_THAT(d, HasSubstr("id=12 priority=77 cookie=0xab"));
+  EXPECT_THAT(d, HasSubstr("ipv4_src=0x0a000000/0xff000000"));
+  EXPECT_THAT(d, HasSubstr("tp_dst=1000-1999"));
+  EXPECT_THAT(d, HasSubstr("actions=output:12"));
+}
+
+// ---------------------------------------------------------------------------
+// Bad batches: the right error, and nothing changed.
+
+struct BadCase {
+  std::string name;
+  std::vector<RuleOp> tail;  // appended after the valid prelude
+  absl::StatusCode code;
+  std::string prefix;  // "operation <i> (rule id <id>): <field>..."
+};
+
+class BadBatchTest : public ::testing::Test {
+ protected:
+  static constexpr size_t kInitial = 30;
+  BadBatchTest() : table_(RuleTableLimits{40, 400}), gen_(7) {
+    RandomRuleOptions o;
+    o.range_fraction = 0.05;  // keep entries well under max_entries
+    RandomRuleGen small(7, o);
+    std::vector<RuleOp> ops;
+    for (uint64_t id = 1; id <= kInitial; ++id) {
+      Rule r = small.NextRule(id);
+      r.match.tp_src = {};
+      r.match.tp_dst = {};
+      initial_.push_back(r);
+      ops.push_back(RuleOp::Insert(r));
+    }
+    Rule c = Good(100);
+    c.cookie = 99;
+    initial_.push_back(c);
+    ops.push_back(RuleOp::Insert(c));
+    EXPECT_TRUE(table_.ApplyBatch(ops).ok());
+  }
+
+  static Rule Good(uint64_t id) {
+    Rule r = V4Rule(id, 3);
+    r.match.SetMasked(Field::kIpv4Dst, 0x0a000000, 0xff000000);
+    return r;
+  }
+  // Three valid operations that would change the table.
+  std::vector<RuleOp> Prelude() {
+    Rule replaced = Good(2);
+    replaced.priority = 1000;
+    return {RuleOp::Insert(Good(500)), RuleOp::Delete(1),
+            RuleOp::Replace(replaced)};
+  }
+
+  RuleTable table_;
+  RandomRuleGen gen_;
+  std::vector<Rule> initial_;
+};
+
+TEST_F(BadBatchTest, EachErrorLeavesTheTableUnchanged) {
+  auto with = [](std::function<void(Rule*)> f, uint64_t id = 501) {
+    Rule r = Good(id);
+    f(&r);
+    return r;
+  };
+  // 31 rules after the prelude, limit 40: the tenth insert is one too many.
+  std::vector<RuleOp> too_many;
+  for (uint64_t id = 600; id < 611; ++id)
+    too_many.push_back(RuleOp::Insert(Good(id)));
+  const Rule huge = with([](Rule* r) {
+    r->match.tp_src = {1, 65534};
+    r->match.tp_dst = {1, 65534};
+  });
+  constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
+  const std::vector<BadCase> cases = {
+      {"id_zero",
+       {RuleOp::Insert(with([](Rule* r) { r->id = 0; }))},
+       kInvalid,
+       "operation 3 (rule id 0): id: "},
+      {"value_outside_mask",
+       {RuleOp::Insert(with(
+           [](Rule* r) { r->match.value.Set(Field::kIpv4Dst, 0x0a000001); }))},
+       kInvalid,
+       "operation 3 (rule id 501): ipv4_dst: value 0x0a000001 has bits "
+       "outside"},
+      {"range_lo_gt_hi_in_replace",
+       {RuleOp::Replace(with(
+           [](Rule* r) {
+             r->match.tp_src = {9, 8};
+           },
+           3))},
+       kInvalid,
+       "operation 3 (rule id 3): tp_src: range lo 9"},
+      {"range_with_mask",
+       {RuleOp::Insert(with([](Rule* r) {
+         r->match.tp_dst = {1, 2};
+         r->match.SetExact(Field::kTpDst, 1);
+       }))},
+       kInvalid,
+       "operation 3 (rule id 501): tp_dst: range 1-2 combined"},
+      {"ipv4_without_eth_type",
+       {RuleOp::Insert(with([](Rule* r) {
+         r->match.mask.Set(Field::kEthType, 0);
+         r->match.value.Set(Field::kEthType, 0);
+       }))},
+       kInvalid,
+       "operation 3 (rule id 501): ipv4_dst: requires eth_type=0x0800"},
+      {"ipv6_with_ipv4",
+       {RuleOp::Insert(
+           with([](Rule* r) { r->match.SetExact(Field::kIpv6SrcHi, 1); }))},
+       kInvalid,
+       "operation 3 (rule id 501): ipv6_src_hi: requires eth_type=0x86dd"},
+      {"nw_proto_without_ip",
+       {RuleOp::Insert([] {
+         Rule r;
+         r.id = 501;
+         r.match.SetExact(Field::kNwProto, 6);
+         return r;
+       }())},
+       kInvalid,
+       "operation 3 (rule id 501): nw_proto: requires an IP eth_type"},
+      {"stray_bits",
+       {RuleOp::Insert(with(
+           [](Rule* r) { r->match.mask.w[kWordMeta] |= uint64_t{1} << 62; }))},
+       kInvalid,
+       "operation 3 (rule id 501): match: word 0 has bits outside"},
+      {"ipv6_without_eth_type",
+       {RuleOp::Insert([] {
+         Rule r;
+         r.id = 501;
+         r.match.SetMasked(Field::kIpv6DstHi, 0x2001000000000000,
+                           0xffff000000000000);
+         return r;
+       }())},
+       kInvalid,
+       "operation 3 (rule id 501): ipv6_dst_hi: requires eth_type=0x86dd"},
+      {"tp_range_without_ip",
+       {RuleOp::Insert([] {
+         Rule r;
+         r.id = 501;
+         r.match.SetExact(Field::kEthType, kEthTypeArp);
+         r.match.tp_src = {0, 1023};
+         return r;
+       }())},
+       kInvalid,
+       "operation 3 (rule id 501): tp_src: requires an IP eth_type"},
+      {"tcp_flags_without_ip",
+       {RuleOp::Insert([] {
+         Rule r;
+         r.id = 501;
+         r.match.SetMasked(Field::kTcpFlags, 2, 2);
+         return r;
+       }())},
+       kInvalid,
+       "operation 3 (rule id 501): tcp_flags: requires an IP eth_type"},
+      {"vlan1_pcp_without_present",
+       {RuleOp::Insert(with([](Rule* r) {
+         r->match.SetMasked(Field::kVlan1Tci, 0x2000, 0xe000);
+       }))},
+       kInvalid,
+       "operation 3 (rule id 501): vlan1_tci: matches vid/pcp"},
+      {"vlan_without_present",
+       {RuleOp::Insert(with(
+           [](Rule* r) { r->match.SetMasked(Field::kVlan0Tci, 5, 0x0fff); }))},
+       kInvalid,
+       "operation 3 (rule id 501): vlan0_tci: "},
+      {"unknown_action",
+       {RuleOp::Insert(with(
+           [](Rule* r) { r->action.kind = static_cast<Action::Kind>(9); }))},
+       kInvalid,
+       "operation 3 (rule id 501): action: unknown action kind 9"},
+      {"port_too_big",
+       {RuleOp::Replace(
+           with([](Rule* r) { r->action = Action::Output(70000); }, 4))},
+       kInvalid,
+       "operation 3 (rule id 4): action: output port 70000"},
+      {"delete_unknown",
+       {RuleOp::Delete(9999)},
+       kInvalid,
+       "operation 3 (rule id 9999): id: delete of unknown rule id 9999"},
+      {"replace_unknown",
+       {RuleOp::Replace(Good(9999))},
+       kInvalid,
+       "operation 3 (rule id 9999): id: replace of unknown rule id 9999"},
+      {"insert_existing",
+       {RuleOp::Insert(Good(5))},
+       kInvalid,
+       "operation 3 (rule id 5): id: insert of rule id 5 which already exists"},
+      {"insert_twice_in_batch",
+       {RuleOp::Insert(Good(500))},
+       kInvalid,
+       "operation 3 (rule id 500): id: insert of rule id 500"},
+      {"delete_twice_in_batch",
+       {RuleOp::Delete(1)},
+       kInvalid,
+       "operation 3 (rule id 1): id: delete of unknown rule id 1"},
+      {"replace_after_delete_in_batch",
+       {RuleOp::Replace(Good(1))},
+       kInvalid,
+       "operation 3 (rule id 1): id: replace of unknown"},
+      {"replace_after_delete_by_cookie",
+       {RuleOp::DeleteByCookie(99), RuleOp::Replace(Good(100))},
+       kInvalid,
+       "operation 4 (rule id 100): id: replace of unknown rule id 100"},
+      {"max_rules", too_many, absl::StatusCode::kResourceExhausted,
+       "operation 12 (rule id 609): max_rules: the table would hold 41 rules, "
+       "limit 40"},
+      {"max_entries",
+       {RuleOp::Insert(huge)},
+       absl::StatusCode::kResourceExhausted,
+       "operation 3 (rule id 501): max_entries: "},
+      {"max_entries_by_replace",
+       {RuleOp::Replace(with(
+           [](Rule* r) {
+             r->match.tp_src = {1, 65534};
+             r->match.tp_dst = {1, 65534};
+           },
+           6))},
+       absl::StatusCode::kResourceExhausted,
+       "operation 3 (rule id 6): max_entries: "},
+  };
+
+  std::vector<Flow> keys;
+  for (int i = 0; i < 500; ++i) keys.push_back(gen_.NextKeyNear(initial_));
+  auto lookups = [&] {
+    std::vector<uint64_t> out;
+    for (const Flow& k : keys) {
+      Flow wc;
+      out.push_back(IdOf(table_.Lookup(k, &wc)));
+    }
+    return out;
+  };
+  const std::vector<Rule> rules_before = Snapshot(table_);
+  const std::string debug_before = table_.DebugString();
+  const uint64_t gen_before = table_.generation();
+  const std::vector<uint64_t> lookups_before = lookups();
+  ASSERT_GT(std::count_if(lookups_before.begin(), lookups_before.end(),
+                          [](uint64_t id) { return id != 0; }),
+            100);
+
+  for (bool bad_first : {false, true}) {
+    for (const BadCase& c : cases) {
+      SCOPED_TRACE(c.name + (bad_first ? " (bad op first)" : ""));
+      std::vector<RuleOp> ops = Prelude();
+      ops.insert(ops.end(), c.tail.begin(), c.tail.end());
+      std::string prefix = c.prefix;
+      if (bad_first) {
+        // The same bad op at index 0, then valid ones: only cases that do
+        // not depend on the prelude.
+        if (c.tail.size() != 1 ||
+            c.name.find("in_batch") != std::string::npos ||
+            c.name == "max_rules")
+          continue;
+        ops = {c.tail[0], RuleOp::Insert(Good(700))};
+        prefix.replace(0, std::string("operation 3").size(), "operation 0");
+      }
+      const auto res = table_.ApplyBatch(ops);
+      ASSERT_FALSE(res.ok());
+      EXPECT_EQ(res.status().code(), c.code) << res.status();
+      EXPECT_THAT(std::string(res.status().message()), StartsWith(prefix));
+      EXPECT_EQ(Snapshot(table_), rules_before);
+      EXPECT_EQ(table_.DebugString(), debug_before);
+      EXPECT_EQ(table_.generation(), gen_before);
+      EXPECT_EQ(lookups(), lookups_before);
+    }
+  }
+  // The prelude itself is fine: the failures came from the bad operations.
+  const auto res = table_.ApplyBatch(Prelude());
+  ASSERT_TRUE(res.ok()) << res.status();
+  EXPECT_NE(table_.DebugString(), debug_before);
+}
+
+// ---------------------------------------------------------------------------
+// Differential test against the linear-scan reference.
+
+struct DiffConfig {
+  std::string name;
+  int seeds;
+  size_t min_rules;
+  size_t max_rules;
+  int rounds;
+  int keys_per_round;
+  int max_batch;
+  RandomRuleOptions options;
+};
+
+struct DiffTotals {
+  long keys = 0;
+  long matched = 0;
+  long megaflow_checks = 0;
+  long rejected_batches = 0;
+};
+
+void RunDifferential(uint64_t seed, const DiffConfig& cfg, DiffTotals* totals) {
+  SCOPED_TRACE(absl::StrCat(cfg.name, " seed ", seed));
+  RandomRuleGen gen(seed, cfg.options);
+  RuleTable table;
+  ReferenceClassifier ref;
+  std::vector<Rule> live;
+  uint64_t next_id = 1;
+  const size_t target =
+      cfg.min_rules + gen.Uniform(cfg.max_rules - cfg.min_rules + 1);
+  while (live.size() < target) {
+    std::vector<RuleOp> ops;
+    for (size_t i = 0; i < 256 && live.size() < target; ++i) {
+      live.push_back(gen.NextRule(next_id++));
+      ops.push_back(RuleOp::Insert(live.back()));
+    }
+    ApplyOk(&table, ops);
+    ASSERT_TRUE(ref.ApplyBatch(ops).ok());
+  }
+  for (int round = 0; round < cfg.rounds; ++round) {
+    if (round > 0) {
+      if (round % 3 == 0) {
+        // A batch both must reject (an unknown id at the end): neither changes.
+        std::vector<Rule> scratch = live;
+        uint64_t scratch_id = next_id;
+        std::vector<RuleOp> ops = gen.NextBatch(1 + gen.Uniform(cfg.max_batch),
+                                                &scratch, &scratch_id);
+        ops.push_back(RuleOp::Delete(next_id + 1000000));
+        ASSERT_FALSE(table.ApplyBatch(ops).ok());
+        ASSERT_FALSE(ref.ApplyBatch(ops).ok());
+        ++totals->rejected_batches;
+      }
+      const std::vector<RuleOp> ops =
+          gen.NextBatch(1 + gen.Uniform(cfg.max_batch), &live, &next_id);
+      const auto res = table.ApplyBatch(ops);
+      ASSERT_TRUE(res.ok()) << res.status();
+      ASSERT_TRUE(ref.ApplyBatch(ops).ok());
+    }
+    ASSERT_EQ(table.size(), ref.size());
+    ASSERT_EQ(table.size(), live.size());
+    const std::vector<const Rule*> ordered = table.Rules();
+    for (size_t i = 0; i < ordered.size(); ++i)
+      ASSERT_EQ(*ordered[i], ref.rules()[i]);
+
+    for (int k = 0; k < cfg.keys_per_round; ++k) {
+      const Flow key = gen.NextKeyNear(live);
+      Flow wc;
+      int visited = 0;
+      const Rule* got = table.Lookup(key, &wc, &visited);
+      const Rule* want = ref.Lookup(key);
+      ASSERT_EQ(IdOf(got), IdOf(want)) << "key " << Dump(key);
+      ASSERT_EQ(wc.Get(Field::kInPort), 0xffffffffu);
+      ++totals->keys;
+      totals->matched += want != nullptr;
+      // The megaflow property: a key that agrees on wc gets the same rule.
+      const Flow other = gen.NextKeyAgreeing(key, wc);
+      ASSERT_EQ(IdOf(ref.Lookup(other)), IdOf(want))
+          << "key " << Dump(key) << "\nwc  " << Dump(wc) << "\nkey'"
+          << Dump(other);
+      Flow wc2;
+      ASSERT_EQ(IdOf(table.Lookup(other, &wc2)), IdOf(want));
+      ++totals->megaflow_checks;
+    }
+  }
+}
+
+TEST(RuleTableDifferentialTest, MatchesReferenceOnRandomRuleSets) {
+  RandomRuleOptions ties;  // few priorities: ties everywhere
+  ties.max_priority = 2;
+  RandomRuleOptions wide;
+  wide.max_priority = 100000;
+  wide.range_fraction = 0.35;
+  RandomRuleOptions big;
+  big.cookies = 64;  // delete-by-cookie removes ~2% of a large set
+  const std::vector<DiffConfig> configs = {
+      {"small", Scaled(150), 1, 50, 8, 400, 8, {}},
+      {"small_ties", Scaled(100), 1, 50, 8, 400, 8, ties},
+      {"small_wide", Scaled(100), 1, 50, 8, 400, 8, wide},
+      {"large", kSanitized ? 1 : 4, 500, 2000, 4, 6000, 40, big},
+  };
+  DiffTotals totals;
+  uint64_t seed = 1000;
+  for (const DiffConfig& cfg : configs) {
+    for (int s = 0; s < cfg.seeds; ++s) {
+      RunDifferential(seed++, cfg, &totals);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+  std::printf(
+      "differential: %ld keys (%ld matched), %ld megaflow checks, "
+      "%ld rejected batches\n",
+      totals.keys, totals.matched, totals.megaflow_checks,
+      totals.rejected_batches);
+  EXPECT_GE(totals.keys, kSanitized ? 100000 : 1000000);
+  // The key generator must make most keys hit something, or the comparison
+  // says little.
+  EXPECT_GT(totals.matched, totals.keys * 6 / 10);
+}
+
+// ---------------------------------------------------------------------------
+// ClassBench-shaped rules built by hand (the full replay test is elsewhere).
+
+struct CbRule {
+  uint32_t src;
+  int src_len;
+  uint32_t dst;
+  int dst_len;
+  uint16_t sp_lo, sp_hi, dp_lo, dp_hi;
+  uint8_t proto, proto_mask;
+};
+
+Rule FromClassBench(const CbRule& c, uint64_t id, uint32_t priority) {
+  Rule r;
+  r.id = id;
+  r.priority = priority;
+  r.match.SetExact(Field::kEthType, kEthTypeIpv4);
+  if (c.src_len) r.match.SetMasked(Field::kIpv4Src, c.src, Prefix32(c.src_len));
+  if (c.dst_len) r.match.SetMasked(Field::kIpv4Dst, c.dst, Prefix32(c.dst_len));
+  r.match.tp_src = {c.sp_lo, c.sp_hi};
+  r.match.tp_dst = {c.dp_lo, c.dp_hi};
+  if (c.proto_mask) r.match.SetMasked(Field::kNwProto, c.proto, c.proto_mask);
+  r.action = Action::Output(static_cast<uint32_t>(id));
+  return r;
+}
+
+TEST(RuleTableClassBenchTest, HandBuiltFiveTupleRules) {
+  // In ClassBench order: the first rule has the highest priority.
+  const std::vector<CbRule> cb = {
+      {0xc0a80100, 24, 0x0a000000, 8, 0, 65535, 80, 80, 6, 0xff},
+      {0xc0a80000, 16, 0, 0, 1024, 65535, 0, 1023, 17, 0xff},
+      {0, 0, 0x0a010000, 16, 0, 65535, 0, 65535, 0, 0},
+      {0xc0a8010a, 32, 0x0a000005, 32, 53, 53, 1, 65534, 17, 0xff},
+      {0, 0, 0, 0, 0, 65535, 0, 65535, 0, 0},
+  };
+  std::vector<RuleOp> ops;
+  for (size_t i = 0; i < cb.size(); ++i)
+    ops.push_back(RuleOp::Insert(FromClassBench(cb[i], i + 1, cb.size() - i)));
+  RuleTable t;
+  ReferenceClassifier ref;
+  ApplyOk(&t, ops);
+  ASSERT_TRUE(ref.ApplyBatch(ops).ok());
+  const RuleTableStats s = t.Stats();
+  EXPECT_EQ(s.rules, 5u);
+  EXPECT_EQ(s.entries, 1u + 6u + 1u + 30u + 1u);
+  EXPECT_EQ(s.expanded_rules, 2u);
+
+  struct Probe {
+    FlowKey key;
+    uint64_t want;
+  };
+  const std::vector<Probe> probes = {
+      {MakeFiveTupleKey(0xc0a80105, 0x0a020304, 1234, 80, 6), 1},
+      {MakeFiveTupleKey(0xc0a80105, 0x0a010304, 1234, 80, 17), 2},
+      {MakeFiveTupleKey(0xc0a80105, 0x0a010304, 80, 80, 17), 3},
+      {MakeFiveTupleKey(0xc0a8010a, 0x0a000005, 53, 0, 17), 5},
+      {MakeFiveTupleKey(0xc0a8010a, 0x0a000005, 53, 65534, 17), 4},
+      {MakeFiveTupleKey(0xc0a8010a, 0x0a000005, 53, 65535, 17), 5},
+      {MakeFiveTupleKey(0xac100001, 0x08080808, 1, 2, 6), 5},
+  };
+  for (const Probe& p : probes) {
+    Flow wc;
+    EXPECT_EQ(IdOf(t.Lookup(p.key, &wc)), p.want) << p.key.ToFlow().w[3];
+    EXPECT_EQ(IdOf(ref.Lookup(p.key)), p.want);
+  }
+}
+
+}  // namespace
+}  // namespace flowclass

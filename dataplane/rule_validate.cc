@@ -1,0 +1,173 @@
+// rule_validate.cc — ValidateRule: the single gate every rule passes before it
+// reaches a RuleTable (see rule.h for the contract).
+//
+// Checks run in a fixed order so that a rule with several problems always
+// reports the same one: id, value/mask per field, bits outside every field,
+// port ranges, protocol prerequisites (IPv4 / IPv6 / IP), VLAN TCI, action.
+// Every message starts with the name of the field at fault (InfoOf(f).name,
+// or "id" / "action" / "match"), then says what is wrong with the numbers.
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "dataplane/flow.h"
+#include "dataplane/rule.h"
+
+namespace flowclass {
+namespace {
+
+// "0x0a000001": zero-padded to the field's width.
+std::string Hex(uint64_t v, int bits) {
+  return absl::StrFormat("0x%0*x", (bits + 3) / 4, v);
+}
+
+bool IsMatched(const Match& m, Field f) { return m.mask.Get(f) != 0; }
+
+const PortRange* RangeOf(const Match& m, Field f) {
+  if (f == Field::kTpSrc) return &m.tp_src;
+  if (f == Field::kTpDst) return &m.tp_dst;
+  return nullptr;
+}
+
+// True when the rule says something about field `f` (a mask or a range).
+bool Constrains(const Match& m, Field f) {
+  const PortRange* r = RangeOf(m, f);
+  return IsMatched(m, f) || (r != nullptr && !r->IsFull());
+}
+
+// eth_type matched exactly (full 16-bit mask) with value `t`.
+bool EthTypeIs(const Match& m, uint16_t t) {
+  return m.mask.Get(Field::kEthType) == 0xffff &&
+         m.value.Get(Field::kEthType) == t;
+}
+
+std::string EthTypeDescription(const Match& m) {
+  const uint64_t mask = m.mask.Get(Field::kEthType);
+  if (mask == 0) return "eth_type is not matched";
+  if (mask != 0xffff)
+    return absl::StrCat("eth_type is ", Hex(m.value.Get(Field::kEthType), 16),
+                        "/", Hex(mask, 16), " (not exact)");
+  return absl::StrCat("eth_type is ", Hex(m.value.Get(Field::kEthType), 16));
+}
+
+absl::Status CheckValueInsideMask(const Match& m) {
+  for (int i = 0; i < kFieldCount; ++i) {
+    const Field f = static_cast<Field>(i);
+    const FieldInfo& info = InfoOf(f);
+    const uint64_t v = m.value.Get(f);
+    const uint64_t k = m.mask.Get(f);
+    if ((v & ~k) != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(info.name, ": value ", Hex(v, info.bits),
+                       " has bits outside mask ", Hex(k, info.bits)));
+    }
+  }
+  // Bits that belong to no field (word 0 [63:60]) can only be set by writing
+  // Flow::w directly; they would never match a parsed key.
+  for (int w = 0; w < kFlowWords; ++w) {
+    uint64_t known = 0;
+    for (const FieldInfo& info : kFieldInfo)
+      if (info.word == w) known |= info.Mask();
+    const uint64_t stray = (m.value.w[w] | m.mask.w[w]) & ~known;
+    if (stray != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("match: word ", w, " has bits outside every field (",
+                       Hex(stray, 64), ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckRanges(const Match& m) {
+  for (Field f : {Field::kTpSrc, Field::kTpDst}) {
+    const PortRange& r = *RangeOf(m, f);
+    const char* name = InfoOf(f).name;
+    if (r.lo > r.hi) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ": range lo ", r.lo, " is greater than hi ", r.hi));
+    }
+    if (!r.IsFull() && IsMatched(m, f)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ": range ", r.lo, "-", r.hi, " combined with mask ",
+          Hex(m.mask.Get(f), 16), " (a range replaces the mask; use one)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckPrerequisites(const Match& m) {
+  for (Field f : {Field::kIpv4Src, Field::kIpv4Dst}) {
+    if (Constrains(m, f) && !EthTypeIs(m, kEthTypeIpv4)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(InfoOf(f).name, ": requires eth_type=0x0800 but ",
+                       EthTypeDescription(m)));
+    }
+  }
+  for (Field f : {Field::kIpv6SrcHi, Field::kIpv6SrcLo, Field::kIpv6DstHi,
+                  Field::kIpv6DstLo}) {
+    if (Constrains(m, f) && !EthTypeIs(m, kEthTypeIpv6)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(InfoOf(f).name, ": requires eth_type=0x86dd but ",
+                       EthTypeDescription(m)));
+    }
+  }
+  // L3/L4 fields need an IP packet.  Ports need no nw_proto: ClassBench
+  // rules match ports with a wildcard protocol.
+  const bool ip = EthTypeIs(m, kEthTypeIpv4) || EthTypeIs(m, kEthTypeIpv6);
+  for (Field f : {Field::kNwProto, Field::kNwTos, Field::kNwTtl, Field::kNwFrag,
+                  Field::kTpSrc, Field::kTpDst, Field::kTcpFlags}) {
+    if (Constrains(m, f) && !ip) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          InfoOf(f).name, ": requires an IP eth_type (0x0800 or 0x86dd) but ",
+          EthTypeDescription(m)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckVlan(const Match& m) {
+  constexpr uint64_t kVidPcp = 0xffff & ~uint64_t{kVlanPresent};
+  for (Field f : {Field::kVlan0Tci, Field::kVlan1Tci}) {
+    const uint64_t v = m.value.Get(f);
+    const uint64_t k = m.mask.Get(f);
+    if ((k & kVidPcp) != 0 && (v & kVlanPresent) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          InfoOf(f).name, ": matches vid/pcp (value ", Hex(v, 16), " mask ",
+          Hex(k, 16), ") without the present bit 0x1000 in the value"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckAction(const Action& a) {
+  switch (a.kind) {
+    case Action::Kind::kDrop:
+      return absl::OkStatus();
+    case Action::Kind::kOutput:
+      if (a.port > kMaxPortNumber) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("action: output port ", a.port,
+                         " is greater than the maximum ", kMaxPortNumber));
+      }
+      return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("action: unknown action kind ", static_cast<int>(a.kind)));
+}
+
+}  // namespace
+
+absl::Status ValidateRule(const Rule& rule) {
+  if (rule.id == 0) {
+    return absl::InvalidArgumentError("id: rule id must be non-zero");
+  }
+  if (absl::Status s = CheckValueInsideMask(rule.match); !s.ok()) return s;
+  if (absl::Status s = CheckRanges(rule.match); !s.ok()) return s;
+  if (absl::Status s = CheckPrerequisites(rule.match); !s.ok()) return s;
+  if (absl::Status s = CheckVlan(rule.match); !s.ok()) return s;
+  return CheckAction(rule.action);
+}
+
+}  // namespace flowclass
