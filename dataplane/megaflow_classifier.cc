@@ -263,7 +263,9 @@ bool MegaflowClassifier::TableInsert(uint64_t hash, uint32_t index) {
     for (int s = 0; s < kBucketEntries && tail < kMaxCuckooNodes; ++s) {
       const uint32_t alt = table_.Alt(q[cur].bucket, bucket.sig[s]);
       // A bucket may appear only once on a path, or a later move would
-      // displace an entry the path already relocated.
+      // displace an entry the path already relocated.  (With 128 nodes and
+      // 8-way buckets paths are at most three buckets long, so today this
+      // mostly saves nodes; it keeps moves correct if the bound grows.)
       bool on_path = false;
       for (int a = cur; a >= 0; a = q[a].parent) on_path |= q[a].bucket == alt;
       if (on_path) continue;
@@ -463,6 +465,77 @@ int MegaflowClassifier::RankOf(uint16_t subtable_id) const {
 }
 
 // ------------------------------------------------------- introspection ----
+
+absl::Status MegaflowClassifier::CheckInvariants() const {
+  std::vector<uint32_t> per_subtable(options_.max_subtables, 0);
+  std::vector<bool> seen(pool_->capacity(), false);
+  size_t entries = 0;
+  const uint32_t n_buckets = table_.bucket_mask + 1;
+  for (uint32_t b = 0; b < n_buckets; ++b) {
+    for (int s = 0; s < kBucketEntries; ++s) {
+      const uint32_t index = buckets_[b].index[s];
+      if (index == kInvalidIndex) continue;
+      const std::string where = absl::StrFormat("bucket %u slot %d", b, s);
+      if (index >= pool_->capacity())
+        return absl::InternalError(absl::StrCat(where, ": index out of pool"));
+      if (seen[index])
+        return absl::InternalError(absl::StrCat(where, ": duplicate index"));
+      seen[index] = true;
+      const Megaflow& mf = pool_->Get(index);
+      if (!mf.live)
+        return absl::InternalError(absl::StrCat(where, ": dead megaflow"));
+      if (mf.subtable >= options_.max_subtables ||
+          !subtables_[mf.subtable].live ||
+          subtables_[mf.subtable].mask != mf.mask)
+        return absl::InternalError(
+            absl::StrCat(where, ": megaflow's subtable is wrong"));
+      const uint64_t hash = HashOf(subtables_[mf.subtable], mf.value);
+      const uint32_t b1 = table_.Primary(hash);
+      const uint32_t sig = internal::Table::Sig(hash);
+      if (buckets_[b].sig[s] != sig ||
+          (b != b1 && b != table_.Alt(b1, sig)))
+        return absl::InternalError(
+            absl::StrCat(where, ": entry not under its hash"));
+      ++per_subtable[mf.subtable];
+      ++entries;
+    }
+  }
+  if (entries != megaflow_count_)
+    return absl::InternalError(absl::StrCat(
+        "megaflow_count: ", megaflow_count_, " but table holds ", entries));
+  size_t live_subtables = 0;
+  for (uint32_t id = 0; id < options_.max_subtables; ++id) {
+    const SubtableDesc& st = subtables_[id];
+    if (!st.live) continue;
+    ++live_subtables;
+    if (st.n_megaflows == 0 || st.n_megaflows != per_subtable[id])
+      return absl::InternalError(absl::StrCat(
+          "subtable ", id, ": counts ", st.n_megaflows, " megaflows, table ",
+          per_subtable[id]));
+    if (FindPortSlot(st.in_port) != st.port_slot)
+      return absl::InternalError(absl::StrCat(
+          "subtable ", id, ": in_port ", st.in_port, " not mapped to slot ",
+          st.port_slot));
+    if (st.rank >= port_n_subtables_[st.port_slot] ||
+        ranked_[size_t(st.port_slot) * options_.max_subtables + st.rank] != id)
+      return absl::InternalError(
+          absl::StrCat("subtable ", id, ": rank ", st.rank, " inconsistent"));
+  }
+  if (live_subtables != subtable_count_)
+    return absl::InternalError(absl::StrCat("subtable_count: ",
+                                            subtable_count_, " but ",
+                                            live_subtables, " live"));
+  size_t ranked = 0, ports = 0;
+  for (uint32_t slot = 0; slot < options_.max_ports; ++slot) {
+    ranked += port_n_subtables_[slot];
+    ports += port_n_subtables_[slot] > 0;
+  }
+  if (ranked != subtable_count_ || ports != port_count_)
+    return absl::InternalError(absl::StrCat(
+        "ports: ", port_count_, " counted, ", ports, " with subtables; ",
+        ranked, " ranked subtables"));
+  return absl::OkStatus();
+}
 
 std::vector<SubtableInfo> MegaflowClassifier::Subtables() const {
   std::vector<SubtableInfo> result;

@@ -48,6 +48,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "dataplane/flow.h"
 #include "dataplane/megaflow.h"
@@ -132,6 +133,14 @@ class MegaflowClassifier {
   size_t table_capacity() const {
     return size_t{table_.bucket_mask + 1} * internal::kBucketEntries;
   }
+
+  // Walks every structure and checks it against the others: each table entry
+  // names a live megaflow of a live subtable and sits in one of its two
+  // buckets under its signature; per-subtable, per-port and total counts
+  // agree; ranks are a permutation; the in_port map finds every port.
+  // O(table); for tests and `flowclassctl` debugging.  INTERNAL on failure,
+  // naming the first broken structure.
+  absl::Status CheckInvariants() const;
 
   // Control path; allocate.  Subtables() is ordered by port slot, then rank.
   std::vector<SubtableInfo> Subtables() const;

@@ -198,6 +198,7 @@ std::unique_ptr<MegaflowClassifier> MakeClassifier(
 // Checks every structural figure against the reference.
 void CheckConsistent(const MegaflowClassifier& c, const Reference& ref,
                      const MegaflowPool& pool) {
+  ASSERT_TRUE(c.CheckInvariants().ok()) << c.CheckInvariants();
   ASSERT_EQ(c.megaflow_count(), ref.entries().size());
   ASSERT_EQ(pool.live(), ref.entries().size());
   ASSERT_EQ(c.subtable_count(), ref.SubtableCount());
@@ -781,12 +782,66 @@ TEST(MegaflowClassifierTest, FullLoadWithCuckooMovesKeepsEverythingReachable) {
   }
   // Bucketised cuckoo with 8-way buckets holds > 90% before the first failure.
   EXPECT_GT(mfs.size(), 920u);
+  ASSERT_TRUE(c->CheckInvariants().ok()) << c->CheckInvariants();
   for (size_t i = 0; i < mfs.size(); ++i) {
     FlowKey k = MakeFiveTupleKey(0, static_cast<uint32_t>(i) * 2654435761u, 0,
                                  0, 0, 1);
     Megaflow* out = nullptr;
     ASSERT_EQ(c->LookupBurst(1, &k, 1, &out, nullptr), 1u) << i;
     ASSERT_EQ(out, mfs[i]);
+  }
+}
+
+// Churn near full load (pool 480 of 512 table entries) with the good and the
+// identity-like hash: cuckoo moves must leave every entry in one of its two
+// buckets, and every live megaflow reachable.
+TEST_P(DifferentialTest, CuckooChurnAtHighLoadKeepsInvariants) {
+  if (GetParam().hash == &ConstantHash) GTEST_SKIP() << "holds 16 entries";
+  MegaflowPool pool(480);
+  MegaflowClassifierOptions options;
+  options.table_entries = 512;
+  options.hash_override = GetParam().hash;
+  auto c = MakeClassifier(&pool, options);
+  Flow mask = PortMask();
+  mask.Set(Field::kIpv4Src, 0xffffffff);
+  mask.Set(Field::kIpv4Dst, 0xffffffff);
+  std::mt19937_64 rng(5);
+  std::map<uint64_t, Megaflow*> live;
+  size_t max_live = 0;
+  int failed = 0;
+  for (int step = 0; step < 1500 * kScale; ++step) {
+    const uint64_t addrs = rng() % 1000;  // src and dst from one draw
+    auto it = live.find(addrs);
+    if (it != live.end()) {
+      if (rng() % 4 == 0) {
+        c->Remove(it->second);
+        live.erase(it);
+      }
+      continue;
+    }
+    Flow v;
+    v.Set(Field::kInPort, 1);
+    v.Set(Field::kIpv4Src, addrs * 0x9e3779b1u);
+    v.Set(Field::kIpv4Dst, addrs * 0x01000193u);
+    if (Megaflow* mf = c->Install(v, mask, Out(1))) {
+      live[addrs] = mf;
+    } else {
+      ++failed;
+    }
+    max_live = std::max(max_live, live.size());
+    if (step % 8 == 0) {
+      ASSERT_TRUE(c->CheckInvariants().ok()) << c->CheckInvariants();
+    }
+  }
+  ASSERT_TRUE(c->CheckInvariants().ok()) << c->CheckInvariants();
+  EXPECT_GE(max_live, 440u) << "failed inserts: " << failed;
+  for (auto [addrs, mf] : live) {
+    FlowKey k = MakeFiveTupleKey(static_cast<uint32_t>(addrs * 0x9e3779b1u),
+                                 static_cast<uint32_t>(addrs * 0x01000193u), 0,
+                                 0, 0, 1);
+    Megaflow* out = nullptr;
+    ASSERT_EQ(c->LookupBurst(1, &k, 1, &out, nullptr), 1u);
+    ASSERT_EQ(out, mf);
   }
 }
 
