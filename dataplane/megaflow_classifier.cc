@@ -55,6 +55,11 @@ absl::StatusOr<std::unique_ptr<MegaflowClassifier>> MegaflowClassifier::Create(
   if (options.max_subtables == 0 || options.max_subtables > 0xffff)
     return absl::InvalidArgumentError(absl::StrCat(
         "max_subtables: must be in [1, 65535], got ", options.max_subtables));
+  // Each port slot keeps a rank array able to hold every subtable.
+  if (uint64_t{options.max_ports} * options.max_subtables > (1u << 24))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_ports x max_subtables: ", options.max_ports, " x ",
+        options.max_subtables, " exceeds 16777216 rank slots"));
   const uint64_t entries = options.table_entries != 0
                                ? uint64_t{options.table_entries}
                                : 2 * uint64_t{pool->capacity()};

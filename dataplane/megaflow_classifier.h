@@ -84,8 +84,8 @@ struct SubtableInfo {
 class MegaflowClassifier {
  public:
   // `pool` must outlive the classifier.  Errors: INVALID_ARGUMENT naming the
-  // option (null pool, max_ports 0, max_subtables 0 or > 65535, table too
-  // large).
+  // option (null pool, max_ports or max_subtables 0 or > 65535, their
+  // product > 2^24, table too large).
   static absl::StatusOr<std::unique_ptr<MegaflowClassifier>> Create(
       MegaflowPool* pool, const MegaflowClassifierOptions& options = {});
 
