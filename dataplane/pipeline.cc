@@ -1,36 +1,377 @@
 #include "dataplane/pipeline.h"
 
+#include <bit>
+
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
+
 namespace flowclass {
+namespace {
 
-Pipeline::Pipeline(const PipelineConfig& config) : config_(config) {}
-Pipeline::~Pipeline() = default;
-
-void Pipeline::SetRuleTable(const RuleTable* table) { table_ = table; }
-
-void Pipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts) {
-  for (int i = 0; i < n; ++i) {
-    Flow wc;
-    const Rule* r = table_ ? table_->Lookup(keys[i], &wc) : nullptr;
-    if (r) {
-      verdicts[i] = Verdict{r->id, r->action};
-      ++stats_.upcall_ok;
-    } else {
-      verdicts[i] = Verdict{};
-      ++stats_.no_match;
-    }
-  }
-  stats_.packets += static_cast<uint64_t>(n);
+inline uint64_t Cycles() {
+#if defined(__x86_64__) || defined(__i386__)
+  return __rdtsc();
+#else
+  return static_cast<uint64_t>(
+      std::chrono::steady_clock::now().time_since_epoch().count());
+#endif
 }
 
-std::string PmdStats::ToString() const {
-  return absl::StrFormat(
-      "  packets received: %d\n  emc hits: %d\n  smc hits: %d\n"
-      "  megaflow hits: %d\n  miss with success upcall: %d\n"
-      "  miss with failed upcall: %d\n  no rule matched: %d\n",
-      packets, emc_hits, smc_hits, megaflow_hits, upcall_ok, upcall_failed,
-      no_match);
+inline uint32_t BurstMap(int n) {
+  return n >= 32 ? 0xffffffffu : ((1u << n) - 1);
+}
+
+// Check the clock every this many bursts (a clock read per burst of one
+// packet would cost more than the classification).
+constexpr uint32_t kBurstsPerClockCheck = 16;
+// Dead EMC entries cleared per burst (OVS sweeps slowly too).
+constexpr int kEmcSweepPerBurst = 2;
+
+Flow InPortExact() {
+  Flow m;
+  m.Set(Field::kInPort, 0xffffffffu);
+  return m;
+}
+
+}  // namespace
+
+PmdStats& PmdStats::operator+=(const PmdStats& o) {
+  packets += o.packets;
+  emc_hits += o.emc_hits;
+  smc_hits += o.smc_hits;
+  cd_hits += o.cd_hits;
+  cd_false_hits += o.cd_false_hits;
+  megaflow_hits += o.megaflow_hits;
+  subtable_lookups += o.subtable_lookups;
+  upcall_ok += o.upcall_ok;
+  upcall_failed += o.upcall_failed;
+  no_match += o.no_match;
+  cycles += o.cycles;
+  revalidations += o.revalidations;
+  megaflows_revalidated_out += o.megaflows_revalidated_out;
+  return *this;
+}
+
+absl::Status ValidatePipelineConfig(const PipelineConfig& c) {
+  if (absl::Status s = ValidateEmcConfig(c.emc_config); !s.ok()) return s;
+  if (absl::Status s = ValidateSmcConfig(c.smc_config); !s.ok()) return s;
+  if (absl::Status s = ValidateCdConfig(c.cd_table); !s.ok()) return s;
+  if (absl::Status s = ValidateCdControllerConfig(c.cd); !s.ok()) return s;
+  if (c.max_megaflows == 0) {
+    return absl::InvalidArgumentError("max_megaflows: must be at least 1");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
+    const PipelineConfig& config) {
+  if (absl::Status s = ValidatePipelineConfig(config); !s.ok()) return s;
+  std::unique_ptr<Pipeline> p(new Pipeline(config));
+  absl::StatusOr<std::unique_ptr<MegaflowClassifier>> dpcls =
+      MegaflowClassifier::Create(&p->pool_, config.dpcls);
+  if (!dpcls.ok()) return dpcls.status();
+  p->dpcls_ = *std::move(dpcls);
+  return p;
+}
+
+Pipeline::Pipeline(const PipelineConfig& config)
+    : config_(config),
+      pool_(config.max_megaflows),
+      emc_(&pool_, config.emc_config),
+      smc_(std::make_unique<Smc>(&pool_, config.smc_config)),
+      cd_(std::make_unique<CuckooDistributor>(config.cd_table)),
+      cd_ctl_(config.cd),
+      last_periodic_(std::chrono::steady_clock::now()) {}
+
+Pipeline::~Pipeline() {
+  // The classifier names pool megaflows; release them before the pool goes.
+  if (dpcls_) dpcls_->Clear();
+}
+
+void Pipeline::SetRuleTable(const RuleTable* table) {
+  table_ = table;
+  ++stats_.revalidations;
+  if (config_.revalidate && table_ != nullptr) {
+    Revalidate();
+  } else {
+    stats_.megaflows_revalidated_out += dpcls_->megaflow_count();
+    dpcls_->Clear();
+    emc_.Flush();
+    smc_->Flush();
+    cd_->Flush();
+  }
+}
+
+// A megaflow (value, mask, verdict) stays valid under the new table iff the
+// new table gives `value` the same verdict with a megaflow mask wc inside
+// `mask`: every key K it covers agrees with `value` on mask, hence on wc, and
+// RuleTable guarantees that keys agreeing on wc get the same rule.
+void Pipeline::Revalidate() {
+  for (uint32_t i = 0; i < pool_.capacity(); ++i) {
+    Megaflow& mf = pool_.Get(i);
+    if (!mf.live) continue;
+    Flow wc;
+    const Rule* r = table_->Lookup(mf.value, &wc);
+    const Verdict v = r ? Verdict{r->id, r->action} : Verdict{};
+    bool keep = v == mf.verdict;
+    for (int w = 0; keep && w < kFlowWords; ++w) {
+      keep = (wc.w[w] & ~mf.mask.w[w]) == 0;
+    }
+    if (!keep) {
+      dpcls_->Remove(&mf);  // frees it: EMC entries die by version
+      ++stats_.megaflows_revalidated_out;
+    }
+  }
+  // CD entries may name subtables that were just destroyed (and whose ids may
+  // be reused): harmless (a probe that misses is a false hit), but flushing
+  // keeps the false-hit counter meaningful.  SMC entries are verified.
+  cd_->Flush();
+}
+
+void Pipeline::SetEmcInsertInvProb(uint32_t inv_prob) {
+  config_.emc_config.insert_inv_prob = inv_prob;
+  emc_.set_insert_inv_prob(inv_prob);
+}
+
+void Pipeline::SetEmcEnabled(bool on) {
+  if (config_.emc && !on) emc_.Flush();
+  config_.emc = on;
+}
+
+void Pipeline::SetSmcEnabled(bool on) {
+  if (config_.smc && !on) smc_->Flush();
+  config_.smc = on;
+}
+
+void Pipeline::SetCdMode(CdMode mode) {
+  config_.cd.mode = mode;
+  if (cd_ctl_.SetMode(mode) == CdTransition::kTurnedOn) cd_->Flush();
+}
+
+void Pipeline::RunPeriodic() {
+  dpcls_->Rank();
+  if (cd_ctl_.Update(interval_) == CdTransition::kTurnedOn) cd_->Flush();
+  interval_ = CdIntervalStats{};
+}
+
+void Pipeline::MaybePeriodic() {
+  if (++bursts_since_clock_ < kBurstsPerClockCheck) return;
+  bursts_since_clock_ = 0;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_periodic_ >=
+      std::chrono::milliseconds(config_.ranking_interval_ms)) {
+    last_periodic_ = now;
+    RunPeriodic();
+  }
+}
+
+void Pipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts) {
+  if (n <= 0) return;
+  const uint64_t t0 = Cycles();
+  Megaflow* mf[kMaxBurst];
+  uint32_t todo = BurstMap(n);
+
+  if (config_.emc) {
+    uint32_t idx[kMaxBurst];
+    const uint32_t hits = emc_.LookupBurst(keys, todo, idx);
+    for (uint32_t m = hits; m; m &= m - 1) {
+      const int i = std::countr_zero(m);
+      mf[i] = &pool_.Get(idx[i]);
+      ++mf[i]->hits;
+    }
+    stats_.emc_hits += std::popcount(hits);
+    todo &= ~hits;
+    emc_.SweepSome(kEmcSweepPerBurst);
+  }
+
+  // The rest, one in_port at a time (a burst from one rx queue has one).
+  while (todo) {
+    const uint32_t port =
+        static_cast<uint32_t>(keys[std::countr_zero(todo)].Get(Field::kInPort));
+    uint32_t same = 0;
+    for (uint32_t m = todo; m; m &= m - 1) {
+      const int i = std::countr_zero(m);
+      if (keys[i].Get(Field::kInPort) == port) same |= 1u << i;
+    }
+    ProcessPort(port, keys, same, mf);
+    todo &= ~same;
+  }
+
+  uint64_t no_match = 0;
+  for (int i = 0; i < n; ++i) {
+    verdicts[i] = mf[i]->verdict;
+    no_match += verdicts[i].rule_id == 0;
+  }
+  stats_.no_match += no_match;
+  stats_.packets += static_cast<uint64_t>(n);
+  MaybePeriodic();
+  stats_.cycles += Cycles() - t0;
+}
+
+void Pipeline::ProcessPort(uint32_t in_port, const FlowKey* keys,
+                           uint32_t todo, Megaflow** mf) {
+  if (config_.smc) {
+    uint32_t idx[kMaxBurst];
+    const uint32_t hits = smc_->LookupBurst(keys, todo, idx);
+    for (uint32_t m = hits; m; m &= m - 1) {
+      const int i = std::countr_zero(m);
+      mf[i] = &pool_.Get(idx[i]);
+      ++mf[i]->hits;
+      if (config_.emc) emc_.MaybeInsert(keys[i], idx[i]);
+    }
+    stats_.smc_hits += std::popcount(hits);
+    todo &= ~hits;
+  }
+  if (!todo) return;
+
+  interval_.dpcls_packets += std::popcount(todo);
+  const bool cd_on = cd_ctl_.enabled();
+  if (cd_on) {
+    uint16_t sub[kMaxBurst];
+    uint32_t suggested = cd_->LookupBurst(keys, todo, sub);
+    uint32_t found = 0;
+    while (suggested) {
+      // Probe each suggested subtable once for all keys it was suggested for.
+      const uint16_t s = sub[std::countr_zero(suggested)];
+      uint32_t group = 0;
+      for (uint32_t m = suggested; m; m &= m - 1) {
+        const int i = std::countr_zero(m);
+        if (sub[i] == s) group |= 1u << i;
+      }
+      const uint32_t hits = dpcls_->LookupInSubtable(s, keys, group, mf);
+      found |= hits;
+      const int hit_count = std::popcount(hits);
+      const int false_hits = std::popcount(group & ~hits);
+      stats_.cd_false_hits += false_hits;
+      interval_.cd_false_hits += false_hits;
+      interval_.subtable_lookups += false_hits;  // wasted probes
+      if (hit_count) {
+        interval_.cd_hit_rank_sum +=
+            static_cast<uint64_t>(dpcls_->RankOf(s) + 1) * hit_count;
+      }
+      suggested &= ~group;
+    }
+    const int n_found = std::popcount(found);
+    stats_.cd_hits += n_found;
+    stats_.megaflow_hits += n_found;
+    stats_.subtable_lookups += n_found;
+    interval_.cd_hits += n_found;
+    interval_.megaflow_hits += n_found;
+    interval_.subtable_lookups += n_found;
+    for (uint32_t m = found; m; m &= m - 1) {
+      const int i = std::countr_zero(m);
+      if (dpcls_->RankOf(mf[i]->subtable) == 0) ++interval_.first_rank_hits;
+      if (config_.smc) smc_->Insert(keys[i], mf[i]->index);
+      if (config_.emc) emc_.MaybeInsert(keys[i], mf[i]->index);
+    }
+    todo &= ~found;
+    if (!todo) return;
+  }
+
+  uint64_t lookups = 0;
+  const uint32_t hits = dpcls_->LookupBurst(in_port, keys, todo, mf, &lookups);
+  const int n_hits = std::popcount(hits);
+  stats_.megaflow_hits += n_hits;
+  stats_.subtable_lookups += lookups;
+  interval_.megaflow_hits += n_hits;
+  interval_.subtable_lookups += lookups;
+  for (uint32_t m = hits; m; m &= m - 1) {
+    const int i = std::countr_zero(m);
+    if (dpcls_->RankOf(mf[i]->subtable) == 0) ++interval_.first_rank_hits;
+    if (cd_on) cd_->Insert(keys[i], mf[i]->subtable);
+    if (config_.smc) smc_->Insert(keys[i], mf[i]->index);
+    if (config_.emc) emc_.MaybeInsert(keys[i], mf[i]->index);
+  }
+  todo &= ~hits;
+
+  // Upcalls.  A packet whose megaflow cannot be installed still gets the
+  // table's verdict, through a per-burst scratch megaflow.
+  const Flow in_port_exact = InPortExact();
+  for (uint32_t m = todo; m; m &= m - 1) {
+    const int i = std::countr_zero(m);
+    const Flow key = keys[i].ToFlow();
+    Flow wc;
+    const Rule* r = table_ ? table_->Lookup(key, &wc) : nullptr;
+    const Verdict v = r ? Verdict{r->id, r->action} : Verdict{};
+    wc |= in_port_exact;
+    Megaflow* installed = dpcls_->Install(key & wc, wc, v);
+    if (installed) {
+      ++stats_.upcall_ok;
+      ++installed->hits;
+      mf[i] = installed;
+      if (cd_on) cd_->Insert(keys[i], installed->subtable);
+      if (config_.smc) smc_->Insert(keys[i], installed->index);
+      if (config_.emc) emc_.MaybeInsert(keys[i], installed->index);
+    } else {
+      ++stats_.upcall_failed;
+      uncached_[i].verdict = v;
+      mf[i] = &uncached_[i];
+    }
+  }
+}
+
+PipelineSnapshot Pipeline::Snapshot() const {
+  PipelineSnapshot s;
+  s.stats = stats_;
+  s.cd_enabled = cd_ctl_.enabled();
+  s.cd_transitions = cd_ctl_.transitions();
+  s.emc_occupancy = emc_.Occupancy();
+  s.emc_entries = emc_.entries();
+  s.smc_occupancy = smc_->Occupancy();
+  s.smc_entries = smc_->entries();
+  s.cd_occupancy = cd_->Occupancy();
+  s.cd_entries = cd_->capacity();
+  s.megaflows = dpcls_->megaflow_count();
+  s.subtables = dpcls_->subtable_count();
+  s.subtable = dpcls_->Subtables();
+  return s;
+}
+
+std::string Pipeline::FormatStats(const PipelineSnapshot& s) {
+  const PmdStats& st = s.stats;
+  std::string out = absl::StrFormat(
+      "  packets received: %d\n"
+      "  emc hits: %d\n"
+      "  smc hits: %d\n"
+      "  megaflow hits: %d\n"
+      "  avg. subtable lookups per megaflow hit: %.2f\n"
+      "  miss with success upcall: %d\n"
+      "  miss with failed upcall: %d\n"
+      "  avg cycles per packet: %.1f\n"
+      "  cd hits: %d\n"
+      "  cd false hits: %d\n"
+      "  cd state: %s (transitions %d)\n"
+      "  no rule matched: %d\n"
+      "  emc occupancy: %d/%d\n"
+      "  smc occupancy: %d/%d\n"
+      "  cd occupancy: %d/%d\n"
+      "  megaflows: %d in %d subtables\n",
+      st.packets, st.emc_hits, st.smc_hits, st.megaflow_hits,
+      st.AvgSubtableLookupsPerHit(), st.upcall_ok, st.upcall_failed,
+      st.AvgCyclesPerPacket(), st.cd_hits, st.cd_false_hits,
+      s.cd_enabled ? "on" : "off", s.cd_transitions, st.no_match,
+      s.emc_occupancy, s.emc_entries, s.smc_occupancy, s.smc_entries,
+      s.cd_occupancy, s.cd_entries, s.megaflows, s.subtables);
+  for (const SubtableInfo& t : s.subtable) {
+    absl::StrAppendFormat(&out,
+                          "  subtable %d port %d rank %d megaflows %d hits %d "
+                          "lookup %s mask %s\n",
+                          t.id, t.in_port, t.rank, t.megaflows, t.hits,
+                          t.lookup_fn, t.mask.ToString());
+  }
+  return out;
+}
+
+std::string Pipeline::DebugString() const {
+  std::string out = FormatStats(Snapshot());
+  absl::StrAppend(&out, emc_.DebugString(), "\n", smc_->DebugString(), "\n",
+                  cd_->DebugString(), "\n", cd_ctl_.DebugString(), "\n",
+                  dpcls_->DebugString());
+  return out;
 }
 
 }  // namespace flowclass

@@ -2,68 +2,178 @@
 //
 // Contract
 // --------
-// ProcessBurst(keys, n, verdicts) classifies up to kMaxBurst keys.  It is the
-// per-packet path: it allocates nothing, takes no lock, logs nothing and
-// throws nothing.  The same code serves the PMD threads and
-// `flowclassctl replay`.
+//   ProcessBurst(keys, n, verdicts):
+//     EMC  (exact key -> megaflow)                          if enabled
+//     SMC  (16-bit signature -> megaflow, verified)         if enabled
+//     CD   (signature -> subtable; probe only that one)     on / off / auto
+//     dpcls (ranked subtables of the key's in_port)
+//     upcall: RuleTable::Lookup -> (rule, megaflow mask) -> install megaflow
+//   The megaflow mask always includes in_port exactly, so megaflows of
+//   different ports never overlap.  A hit at any layer is inserted into the
+//   layers above it (EMC with probability 1/emc_insert_inv_prob).
 //
-// Threads: a Pipeline belongs to one PMD thread.  SetRuleTable() is called by
-// that same thread at a quiescent point (the dataplane hands it the newly
-// published table); the table must stay alive and unmodified until the next
-// SetRuleTable() call.
+// ProcessBurst is the per-packet path: it allocates nothing, takes no lock,
+// logs nothing and throws nothing.  Every structure is sized at construction.
+// The same code serves the PMD threads and `flowclassctl replay`.
+//
+// Counters (PmdStats) add up: packets = emc_hits + smc_hits + megaflow_hits
+// + upcall_ok + upcall_failed.  megaflow_hits includes the hits found through
+// the Cuckoo Distributor (cd_hits is a subset of megaflow_hits).  A "failed
+// upcall" is a miss whose megaflow could not be installed (megaflow, subtable
+// or table capacity): the packet still gets the RuleTable's verdict, it is
+// just not cached.  no_match counts packets whose verdict is "no rule" at
+// whatever layer they were classified.
+//
+// Rule changes: SetRuleTable(new) either revalidates every megaflow against
+// the new table (default: a megaflow survives only if the new table gives its
+// value the same verdict with a megaflow mask inside the old one, which
+// proves every key it covers keeps its verdict) or flushes everything
+// (`revalidate = false`).  Caches pointing at removed megaflows die with them
+// (EMC by version, SMC by verification, CD by subtable probe).  After
+// SetRuleTable returns, no result derived from the old table survives.
+//
+// Threads: a Pipeline belongs to one PMD thread.  Every method is called from
+// that thread (the control plane asks the PMD to call SetRuleTable at a
+// quiescent point).  Snapshot()/DebugString() allocate and walk the tables:
+// control path only.
 #ifndef FLOWCLASS_DATAPLANE_PIPELINE_H_
 #define FLOWCLASS_DATAPLANE_PIPELINE_H_
 
+#include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
+#include "absl/status/statusor.h"
+#include "dataplane/cuckoo_distributor.h"
+#include "dataplane/emc.h"
 #include "dataplane/flow.h"
 #include "dataplane/megaflow.h"
+#include "dataplane/megaflow_classifier.h"
 #include "dataplane/rule_table.h"
+#include "dataplane/smc.h"
 
 namespace flowclass {
 
-// Counters named after `ovs-appctl dpif-netdev/pmd-stats-show`.  Plain
-// uint64_t written by the owning thread only.
+// Counters named after `ovs-appctl dpif-netdev/pmd-stats-show`, plus the
+// Cuckoo Distributor's.  Plain uint64_t written by the owning thread only.
 struct PmdStats {
   uint64_t packets = 0;           // packets received
   uint64_t emc_hits = 0;
   uint64_t smc_hits = 0;
-  uint64_t megaflow_hits = 0;
-  uint64_t subtable_lookups = 0;  // summed over megaflow hits
+  uint64_t cd_hits = 0;           // megaflow hits found through the CD
+  uint64_t cd_false_hits = 0;     // CD suggestions that did not verify
+  uint64_t megaflow_hits = 0;     // includes cd_hits
+  uint64_t subtable_lookups = 0;  // subtables probed for megaflow hits
   uint64_t upcall_ok = 0;         // miss with success upcall
   uint64_t upcall_failed = 0;     // miss with failed upcall
   uint64_t no_match = 0;          // packets no rule matched (dropped)
   uint64_t cycles = 0;            // TSC cycles spent in ProcessBurst
-  std::string ToString() const;
+  uint64_t revalidations = 0;     // SetRuleTable calls
+  uint64_t megaflows_revalidated_out = 0;  // megaflows removed by them
+
+  PmdStats& operator+=(const PmdStats& o);
+  double AvgSubtableLookupsPerHit() const {
+    return megaflow_hits ? double(subtable_lookups) / double(megaflow_hits) : 0;
+  }
+  double AvgCyclesPerPacket() const {
+    return packets ? double(cycles) / double(packets) : 0;
+  }
 };
 
 struct PipelineConfig {
-  // Issue "Megaflow cache hierarchy" adds the caches; until then every
-  // packet is classified by the RuleTable directly.
+  bool emc = true;
+  EmcConfig emc_config;            // entries 8192, insert_inv_prob 100
+  bool smc = false;                // as OVS: off by default (runtime switch)
+  SmcConfig smc_config;            // 1M entries
+  CdControllerConfig cd;           // mode auto; thresholds
+  CdConfig cd_table;               // 1M entries
+  uint32_t max_megaflows = 200000; // OVS's default flow limit
+  MegaflowClassifierOptions dpcls;
+  // Subtable ranking and the CD's adaptive decision run every interval.
+  uint32_t ranking_interval_ms = 1000;
+  // On a rule change: revalidate megaflows (true) or flush everything.
+  bool revalidate = true;
+};
+
+// INVALID_ARGUMENT naming the field.
+absl::Status ValidatePipelineConfig(const PipelineConfig& config);
+
+// What a PMD reports beyond its counters (control path).
+struct PipelineSnapshot {
+  PmdStats stats;
+  bool cd_enabled = false;
+  uint64_t cd_transitions = 0;
+  uint32_t emc_occupancy = 0, emc_entries = 0;
+  uint32_t smc_occupancy = 0, smc_entries = 0;
+  uint32_t cd_occupancy = 0, cd_entries = 0;
+  uint64_t megaflows = 0;
+  uint64_t subtables = 0;
+  std::vector<SubtableInfo> subtable;  // by port, then rank
 };
 
 class Pipeline {
  public:
-  explicit Pipeline(const PipelineConfig& config = {});
+  static absl::StatusOr<std::unique_ptr<Pipeline>> Create(
+      const PipelineConfig& config = {});
   ~Pipeline();
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
 
-  // Installs the table to classify against.  May be nullptr (everything
-  // misses).  Drops every cached result derived from the previous table.
+  // Installs the table to classify against (may be nullptr: everything
+  // misses with verdict "no rule").  Revalidates or flushes the caches.
   void SetRuleTable(const RuleTable* table);
 
   // keys[0..n) -> verdicts[0..n); 0 <= n <= kMaxBurst.  verdicts[n..] are
   // not written.
   void ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts);
 
+  // Runs the periodic work now (ranking, CD decision).  ProcessBurst calls it
+  // by itself every ranking_interval_ms.
+  void RunPeriodic();
+
+  // Runtime knobs (owner thread).
+  void SetEmcInsertInvProb(uint32_t inv_prob);
+  void SetEmcEnabled(bool on);
+  void SetSmcEnabled(bool on);
+  void SetCdMode(CdMode mode);
+  void SetRankingIntervalMs(uint32_t ms) { config_.ranking_interval_ms = ms; }
+
   const PmdStats& stats() const { return stats_; }
+  const PipelineConfig& config() const { return config_; }
+  const RuleTable* rule_table() const { return table_; }
+  bool cd_enabled() const { return cd_ctl_.enabled(); }
+  PipelineSnapshot Snapshot() const;
+  std::string DebugString() const;
+  // pmd-stats-show style block.
+  static std::string FormatStats(const PipelineSnapshot& s);
 
  private:
+  explicit Pipeline(const PipelineConfig& config);
+  // One burst whose keys all have the same in_port (bits of `todo`).
+  void ProcessPort(uint32_t in_port, const FlowKey* keys, uint32_t todo,
+                   Megaflow** mf);
+  void Revalidate();
+  void MaybePeriodic();
+
   PipelineConfig config_;
   const RuleTable* table_ = nullptr;
+  MegaflowPool pool_;
+  std::unique_ptr<MegaflowClassifier> dpcls_;
+  Emc emc_;
+  // Allocated once even when disabled, so that the runtime knobs never
+  // allocate on the PMD.
+  std::unique_ptr<Smc> smc_;
+  std::unique_ptr<CuckooDistributor> cd_;
+  CdAdaptiveController cd_ctl_;
   PmdStats stats_;
+  // Verdict carriers for packets whose upcall could not install a megaflow.
+  Megaflow uncached_[kMaxBurst];
+  // Interval accounting for the CD controller.
+  CdIntervalStats interval_;
+  uint32_t bursts_since_clock_ = 0;
+  std::chrono::steady_clock::time_point last_periodic_;
 };
 
 }  // namespace flowclass

@@ -1,0 +1,289 @@
+// Pipeline tests: every combination of EMC / SMC / CD against the reference
+// classifier with rule changes between bursts, burst sizes 0..32 with
+// overrun markers, counters that add up, failed upcalls, constant hashes.
+#include "dataplane/pipeline.h"
+
+#include <bit>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/common/random_rules.h"
+#include "tests/common/reference_classifier.h"
+
+namespace flowclass {
+namespace {
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr int kScale = 4;  // sanitizers are ~10x slower
+#else
+constexpr int kScale = 1;
+#endif
+
+uint64_t ConstantHash(const uint64_t*, int, uint64_t) { return 0x1234; }
+
+struct Combo {
+  bool emc;
+  bool smc;
+  CdMode cd;
+  bool revalidate;
+  bool tiny;        // tiny caches and megaflow limit: collisions, failed upcalls
+  bool const_hash;  // every table's hash is a constant
+  std::string Name() const {
+    return absl::StrCat("emc", emc ? "On" : "Off", "_smc", smc ? "On" : "Off",
+                        "_cd", std::string(CdModeName(cd)), revalidate ? "_revalidate" : "_flush",
+                        tiny ? "_tiny" : "", const_hash ? "_consthash" : "");
+  }
+};
+
+PipelineConfig ConfigFor(const Combo& c) {
+  PipelineConfig cfg;
+  cfg.emc = c.emc;
+  cfg.emc_config.insert_inv_prob = 2;  // make the EMC matter in short runs
+  cfg.smc = c.smc;
+  cfg.cd.mode = c.cd;
+  cfg.cd.min_hits = 8;  // let the adaptive controller decide in short runs
+  cfg.cd.hold = 1;
+  cfg.ranking_interval_ms = 0;  // rank / decide every 16 bursts
+  cfg.revalidate = c.revalidate;
+  if (c.tiny) {
+    cfg.emc_config.entries = 16;
+    cfg.smc_config.entries = 16;
+    cfg.cd_table.entries = CdConfig::kMinEntries;
+    cfg.max_megaflows = 24;
+    cfg.dpcls.max_subtables = 6;
+  } else {
+    cfg.smc_config.entries = 1 << 12;
+    cfg.cd_table.entries = 1 << 12;
+    cfg.max_megaflows = 4096;
+  }
+  if (c.const_hash) cfg.dpcls.hash_override = ConstantHash;
+  return cfg;
+}
+
+void CheckCountersAddUp(const PmdStats& s) {
+  EXPECT_EQ(s.packets, s.emc_hits + s.smc_hits + s.megaflow_hits + s.upcall_ok +
+                           s.upcall_failed);
+  EXPECT_LE(s.cd_hits, s.megaflow_hits);
+  EXPECT_LE(s.no_match, s.packets);
+}
+
+class PipelineDifferential : public ::testing::TestWithParam<Combo> {};
+
+TEST_P(PipelineDifferential, MatchesReferenceThroughRuleChanges) {
+  const Combo combo = GetParam();
+  uint64_t checked = 0;
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    SCOPED_TRACE(absl::StrCat("seed ", seed));
+    RandomRuleGen gen(seed * 7919 + (combo.tiny ? 1 : 0));
+    std::vector<Rule> live = gen.NextRules(120);
+    uint64_t next_id = live.size() + 1;
+
+    auto table = std::make_unique<RuleTable>();
+    {
+      std::vector<RuleOp> ops;
+      for (const Rule& r : live) ops.push_back(RuleOp::Insert(r));
+      ASSERT_TRUE(table->ApplyBatch(ops).ok());
+    }
+    ReferenceClassifier ref(live);
+
+    absl::StatusOr<std::unique_ptr<Pipeline>> p = Pipeline::Create(ConfigFor(combo));
+    ASSERT_TRUE(p.ok()) << p.status();
+    Pipeline& pipeline = **p;
+    pipeline.SetRuleTable(table.get());
+
+    // A working set of flows so that the caches see repeats.
+    std::vector<FlowKey> flows;
+    for (int i = 0; i < 600; ++i) {
+      FlowKey k = FlowKey::FromFlow(gen.NextKeyNear(live));
+      if (combo.const_hash) k.hash = 42;  // EMC, SMC and CD all collide
+      flows.push_back(k);
+    }
+
+    const int bursts = 1500 / kScale;
+    for (int b = 0; b < bursts; ++b) {
+      if (b % 100 == 99) {
+        // A rule change between bursts: copy, apply, swap, revalidate.
+        std::vector<RuleOp> ops = gen.NextBatch(6, &live, &next_id);
+        auto next = std::make_unique<RuleTable>(*table);
+        ASSERT_TRUE(next->ApplyBatch(ops).ok());
+        ASSERT_TRUE(ref.ApplyBatch(ops).ok());
+        pipeline.SetRuleTable(next.get());
+        table = std::move(next);
+        // New rules bring new flows.
+        for (int i = 0; i < 20; ++i) {
+          FlowKey k = FlowKey::FromFlow(gen.NextKeyNear(live));
+          if (combo.const_hash) k.hash = 42;
+          flows[gen.Uniform(flows.size())] = k;
+        }
+      }
+      const int n = 1 + static_cast<int>(gen.Uniform(kMaxBurst));
+      FlowKey keys[kMaxBurst];
+      for (int i = 0; i < n; ++i) keys[i] = flows[gen.Uniform(flows.size())];
+      Verdict verdicts[kMaxBurst];
+      pipeline.ProcessBurst(keys, n, verdicts);
+      for (int i = 0; i < n; ++i) {
+        const Rule* want = ref.Lookup(keys[i]);
+        const uint64_t want_id = want ? want->id : 0;
+        ASSERT_EQ(verdicts[i].rule_id, want_id)
+            << "burst " << b << " packet " << i << " key " << keys[i].ToString();
+        if (want) {
+          ASSERT_EQ(verdicts[i].action, want->action);
+        }
+        ++checked;
+      }
+    }
+    const PmdStats& s = pipeline.stats();
+    CheckCountersAddUp(s);
+    if (combo.emc && !combo.tiny) {
+      EXPECT_GT(s.emc_hits, 0u);
+    }
+    if (combo.smc && !combo.emc && !combo.tiny) {
+      EXPECT_GT(s.smc_hits, 0u);
+    }
+    if (combo.cd == CdMode::kOn && !combo.emc && !combo.smc && !combo.tiny) {
+      EXPECT_GT(s.cd_hits, 0u);
+    }
+    if (combo.tiny) {
+      EXPECT_GT(s.upcall_failed, 0u);
+    }
+    pipeline.SetRuleTable(nullptr);  // `table` dies before the pipeline
+  }
+  EXPECT_GT(checked, 0u);
+}
+
+std::vector<Combo> AllCombos() {
+  std::vector<Combo> v;
+  for (bool emc : {false, true})
+    for (bool smc : {false, true})
+      for (CdMode cd : {CdMode::kOff, CdMode::kOn, CdMode::kAuto})
+        v.push_back({emc, smc, cd, /*revalidate=*/true, false, false});
+  // Flush instead of revalidation; tiny capacities; constant hashes.
+  v.push_back({true, true, CdMode::kOn, /*revalidate=*/false, false, false});
+  v.push_back({true, true, CdMode::kOn, true, /*tiny=*/true, false});
+  v.push_back({false, false, CdMode::kOff, true, /*tiny=*/true, false});
+  v.push_back({true, true, CdMode::kOn, true, false, /*const_hash=*/true});
+  v.push_back({false, true, CdMode::kAuto, true, true, /*const_hash=*/true});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Combos, PipelineDifferential,
+                         ::testing::ValuesIn(AllCombos()),
+                         [](const auto& info) { return info.param.Name(); });
+
+TEST(Pipeline, BurstsOfEverySizeWriteOnlyTheirVerdicts) {
+  RandomRuleGen gen(99);
+  std::vector<Rule> rules = gen.NextRules(40);
+  RuleTable table;
+  std::vector<RuleOp> ops;
+  for (const Rule& r : rules) ops.push_back(RuleOp::Insert(r));
+  ASSERT_TRUE(table.ApplyBatch(ops).ok());
+  ReferenceClassifier ref(rules);
+  PipelineConfig cfg;
+  cfg.smc = true;
+  cfg.cd.mode = CdMode::kOn;
+  auto p = Pipeline::Create(cfg);
+  ASSERT_TRUE(p.ok());
+  (*p)->SetRuleTable(&table);
+
+  const Verdict marker{0xdeadbeefULL, Action::Output(0xbeef)};
+  for (int round = 0; round < 3; ++round) {  // cold, then warm caches
+    for (int n = 0; n <= kMaxBurst; ++n) {
+      FlowKey keys[kMaxBurst + 1];
+      for (int i = 0; i <= kMaxBurst; ++i) {
+        keys[i] = FlowKey::FromFlow(gen.NextKeyNear(rules));
+      }
+      Verdict out[kMaxBurst + 1];
+      for (Verdict& v : out) v = marker;
+      const uint64_t before = (*p)->stats().packets;
+      (*p)->ProcessBurst(keys, n, out);
+      EXPECT_EQ((*p)->stats().packets - before, static_cast<uint64_t>(n));
+      for (int i = 0; i < n; ++i) {
+        const Rule* want = ref.Lookup(keys[i]);
+        EXPECT_EQ(out[i].rule_id, want ? want->id : 0) << "n=" << n << " i=" << i;
+      }
+      for (int i = n; i <= kMaxBurst; ++i) {
+        EXPECT_EQ(out[i], marker) << "overrun at " << i << " for n=" << n;
+      }
+    }
+  }
+  CheckCountersAddUp((*p)->stats());
+}
+
+TEST(Pipeline, NoTableMeansNoMatchAndNothingCachedWrongly) {
+  auto p = Pipeline::Create();
+  ASSERT_TRUE(p.ok());
+  FlowKey k = MakeFiveTupleKey(0x0a000001, 0x0a000002, 1, 2, 6);
+  Verdict v;
+  (*p)->ProcessBurst(&k, 1, &v);
+  EXPECT_EQ(v.rule_id, 0u);
+  EXPECT_EQ((*p)->stats().no_match, 1u);
+
+  // Now a table that matches: the "no rule" megaflow must not survive.
+  Rule r;
+  r.id = 7;
+  r.priority = 1;
+  r.match.SetExact(Field::kEthType, kEthTypeIpv4);
+  r.action = Action::Output(3);
+  RuleTable t;
+  ASSERT_TRUE(t.ApplyBatch({RuleOp::Insert(r)}).ok());
+  (*p)->SetRuleTable(&t);
+  (*p)->ProcessBurst(&k, 1, &v);
+  EXPECT_EQ(v.rule_id, 7u);
+  EXPECT_EQ(v.action, Action::Output(3));
+  (*p)->SetRuleTable(nullptr);
+}
+
+TEST(Pipeline, RevalidationKeepsUnaffectedMegaflows) {
+  // Two disjoint rules; changing one must not evict the other's megaflow.
+  Rule a, b;
+  a.id = 1;
+  a.priority = 10;
+  a.match.SetExact(Field::kEthType, kEthTypeIpv4);
+  a.match.SetMasked(Field::kIpv4Src, 0x0a000000, 0xff000000);
+  a.action = Action::Output(1);
+  b = a;
+  b.id = 2;
+  b.match.SetMasked(Field::kIpv4Src, 0x0b000000, 0xff000000);
+  b.action = Action::Output(2);
+  RuleTable t1;
+  ASSERT_TRUE(t1.ApplyBatch({RuleOp::Insert(a), RuleOp::Insert(b)}).ok());
+  PipelineConfig cfg;
+  cfg.emc = false;  // count megaflow hits, not EMC hits
+  cfg.cd.mode = CdMode::kOff;
+  auto p = Pipeline::Create(cfg);
+  ASSERT_TRUE(p.ok());
+  (*p)->SetRuleTable(&t1);
+  FlowKey ka = MakeFiveTupleKey(0x0a000001, 1, 1, 1, 6);
+  FlowKey kb = MakeFiveTupleKey(0x0b000001, 1, 1, 1, 6);
+  FlowKey keys[2] = {ka, kb};
+  Verdict v[2];
+  (*p)->ProcessBurst(keys, 2, v);
+  EXPECT_EQ((*p)->stats().upcall_ok, 2u);
+
+  Rule b2 = b;
+  b2.action = Action::Output(5);
+  RuleTable t2(t1);
+  ASSERT_TRUE(t2.ApplyBatch({RuleOp::Replace(b2)}).ok());
+  (*p)->SetRuleTable(&t2);
+  (*p)->ProcessBurst(keys, 2, v);
+  EXPECT_EQ(v[0].action, Action::Output(1));
+  EXPECT_EQ(v[1].action, Action::Output(5));  // stale megaflow would say 2
+  EXPECT_EQ((*p)->stats().megaflow_hits, 1u);  // a's megaflow survived
+  EXPECT_EQ((*p)->stats().upcall_ok, 3u);      // b's was revalidated out
+  EXPECT_EQ((*p)->stats().megaflows_revalidated_out, 1u);
+  (*p)->SetRuleTable(nullptr);
+}
+
+TEST(Pipeline, BadConfigIsRejectedNamingTheField) {
+  PipelineConfig cfg;
+  cfg.max_megaflows = 0;
+  auto p = Pipeline::Create(cfg);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(p.status().message().find("max_megaflows"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace flowclass
