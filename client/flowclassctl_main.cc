@@ -1,8 +1,162 @@
+// flowclassctl — the flowclass command-line tool.
+//
+// Subcommands available now: replay (offline).  The gRPC subcommands
+// (add-rules, stats, ...) arrive with the control API.
+//
+// Exit codes: 0 success; 1 replay finished with mismatches; 2 usage error;
+// 3 bad input (a file that cannot be read or parsed, a rejected rule set).
 #include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "client/replay.h"
+
+namespace flowclass {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitMismatch = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitBadInput = 3;
+
+constexpr char kMainHelp[] =
+    "usage: flowclassctl <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  replay    classify a ClassBench trace offline against a rule file\n"
+    "\n"
+    "Run 'flowclassctl <command> --help' for the options of a command.\n"
+    "Exit codes: 0 ok, 1 replay mismatches, 2 usage error, 3 bad input.\n";
+
+constexpr char kReplayHelp[] =
+    "usage: flowclassctl replay [options] RULES TRACE\n"
+    "\n"
+    "Loads RULES (ClassBench filter file or native rule text), builds one flow\n"
+    "key per line of TRACE (ClassBench trace: sip dip sport dport proto\n"
+    "expected), classifies the keys in bursts of 32 through the PMD pipeline\n"
+    "and checks every verdict against the expected column (1-based line of\n"
+    "the first matching rule; 0 or past the end = no match).  Only the\n"
+    "classification loop is timed, on one thread.\n"
+    "\n"
+    "options:\n"
+    "  --format auto|classbench|native   rule file format (default auto:\n"
+    "                                    ClassBench when the first rule line\n"
+    "                                    starts with '@')\n"
+    "  --repeat N                        passes over the trace (default 1)\n"
+    "  --emc on|off                      exact-match cache (default on)\n"
+    "  --emc-insert-inv-prob N           insert into the EMC with\n"
+    "                                    probability 1/N (default 100, 0 never)\n"
+    "  --smc on|off                      signature match cache (default off)\n"
+    "  --cd on|off|auto                  Cuckoo Distributor (default auto)\n"
+    "  --ranking-interval-ms N           subtable re-ranking and CD decision\n"
+    "                                    interval (default 1000)\n"
+    "  -h, --help                        this text\n"
+    "\n"
+    "Prints the pipeline counters, then exactly one summary line:\n"
+    "  replay: packets=N mismatches=M mpps=X.XX\n"
+    "Exit status: 0 when M = 0, 1 when M > 0, 2 usage error, 3 bad input.\n";
+
+int Usage(const std::string& msg, const char* help) {
+  std::fprintf(stderr, "flowclassctl: %s\n\n%s", msg.c_str(), help);
+  return kExitUsage;
+}
+
+int Replay(const std::vector<std::string_view>& args) {
+  ReplayOptions opts;
+  std::vector<std::string_view> positional;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string_view a = args[i];
+    // The value of an option that takes one, or nullptr at the end.
+    auto value = [&]() -> const std::string_view* {
+      return i + 1 < args.size() ? &args[++i] : nullptr;
+    };
+    if (a == "-h" || a == "--help") {
+      std::fputs(kReplayHelp, stdout);
+      return kExitOk;
+    } else if (a == "--format") {
+      const std::string_view* v = value();
+      if (!v) return Usage("replay: --format needs a value", kReplayHelp);
+      if (*v == "auto") {
+        opts.format = RuleFormat::kAuto;
+      } else if (*v == "classbench") {
+        opts.format = RuleFormat::kClassBench;
+      } else if (*v == "native") {
+        opts.format = RuleFormat::kNative;
+      } else {
+        return Usage("replay: --format: unknown format '" + std::string(*v) +
+                         "' (auto, classbench or native)",
+                     kReplayHelp);
+      }
+    } else if (a == "--repeat") {
+      const std::string_view* v = value();
+      if (!v || !absl::SimpleAtoi(absl::string_view(v->data(), v->size()), &opts.repeat) || opts.repeat < 1) {
+        return Usage("replay: --repeat needs a whole number >= 1", kReplayHelp);
+      }
+    } else if (a == "--emc" || a == "--smc") {
+      const std::string_view* v = value();
+      if (!v || (*v != "on" && *v != "off")) {
+        return Usage("replay: " + std::string(a) + " takes on or off",
+                     kReplayHelp);
+      }
+      (a == "--emc" ? opts.pipeline.emc : opts.pipeline.smc) = *v == "on";
+    } else if (a == "--cd") {
+      const std::string_view* v = value();
+      absl::StatusOr<CdMode> mode =
+          v ? ParseCdMode(*v) : absl::InvalidArgumentError("missing value");
+      if (!mode.ok()) {
+        return Usage("replay: --cd takes on, off or auto", kReplayHelp);
+      }
+      opts.pipeline.cd.mode = *mode;
+    } else if (a == "--emc-insert-inv-prob" || a == "--ranking-interval-ms") {
+      const std::string_view* v = value();
+      uint32_t n = 0;
+      if (!v || !absl::SimpleAtoi(absl::string_view(v->data(), v->size()), &n)) {
+        return Usage("replay: " + std::string(a) + " needs a whole number",
+                     kReplayHelp);
+      }
+      if (a == "--emc-insert-inv-prob") {
+        opts.pipeline.emc_config.insert_inv_prob = n;
+      } else {
+        opts.pipeline.ranking_interval_ms = n;
+      }
+    } else if (!a.empty() && a[0] == '-') {
+      return Usage("replay: unknown option '" + std::string(a) + "'",
+                   kReplayHelp);
+    } else {
+      positional.push_back(a);
+    }
+  }
+  if (positional.size() != 2) {
+    return Usage("replay: expected RULES and TRACE", kReplayHelp);
+  }
+  opts.rules_path = std::string(positional[0]);
+  opts.trace_path = std::string(positional[1]);
+  absl::StatusOr<ReplayResult> r = RunReplay(opts, std::cout);
+  if (!r.ok()) {
+    std::fprintf(stderr, "flowclassctl replay: %s\n",
+                 std::string(r.status().message()).c_str());
+    return kExitBadInput;
+  }
+  std::cout << ReplaySummaryLine(*r) << std::endl;
+  return r->mismatches == 0 ? kExitOk : kExitMismatch;
+}
+
+}  // namespace
+}  // namespace flowclass
 
 int main(int argc, char** argv) {
-  (void)argc;
-  (void)argv;
-  std::fprintf(stderr, "flowclassctl: not yet\n");
-  return 2;
+  using namespace flowclass;
+  if (argc < 2) return Usage("missing command", kMainHelp);
+  const std::string_view cmd = argv[1];
+  std::vector<std::string_view> args(argv + 2, argv + argc);
+  if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+    std::fputs(kMainHelp, stdout);
+    return kExitOk;
+  }
+  if (cmd == "replay") return Replay(args);
+  return Usage("unknown command '" + std::string(cmd) + "'", kMainHelp);
 }

@@ -1,0 +1,57 @@
+// replay.h — `flowclassctl replay`: classify a ClassBench trace offline.
+//
+// Loads a rule file (ClassBench or native text) into a RuleTable, builds one
+// FlowKey per trace line from its 5-tuple (ClassBench convention: ports as
+// given whatever the protocol), then classifies the keys in bursts of
+// kMaxBurst through the same Pipeline the PMD threads run.  Only the
+// classification loop is timed (keys are prepared first), on one thread.
+//
+// Expected results follow the trace convention: column 6 is the 1-based line
+// of the first matching rule; 0 or a line past the end means no rule matches.
+// The loaders give the rule on line L the id L, so a packet agrees when its
+// verdict's rule id equals the expected line (or 0 for "no match").
+#ifndef FLOWCLASS_CLIENT_REPLAY_H_
+#define FLOWCLASS_CLIENT_REPLAY_H_
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "dataplane/pipeline.h"
+#include "dataplane/rule_format.h"
+
+namespace flowclass {
+
+struct ReplayOptions {
+  std::string rules_path;
+  std::string trace_path;
+  RuleFormat format = RuleFormat::kAuto;
+  // Passes over the trace (later passes run with warm caches).  Every pass
+  // is checked against the expected column.
+  int repeat = 1;
+  PipelineConfig pipeline;
+  // Print at most this many mismatching lines.
+  int max_reported_mismatches = 10;
+};
+
+struct ReplayResult {
+  uint64_t packets = 0;
+  uint64_t mismatches = 0;
+  double seconds = 0;  // classification loop only
+  double mpps = 0;
+  PmdStats stats;
+};
+
+// Runs the replay, writing counters and mismatches to `out` (not the summary
+// line).  Errors: a rule or trace file that cannot be read or parsed, a rule
+// set the table rejects.
+absl::StatusOr<ReplayResult> RunReplay(const ReplayOptions& options,
+                                       std::ostream& out);
+
+// "replay: packets=N mismatches=M mpps=X.XX"
+std::string ReplaySummaryLine(const ReplayResult& r);
+
+}  // namespace flowclass
+
+#endif  // FLOWCLASS_CLIENT_REPLAY_H_
