@@ -19,24 +19,61 @@ namespace {
 const std::string kDir = std::string(FLOWCLASS_CLASSBENCH_DIR) + "/hypersplit/";
 const std::string kCtl = std::string(FLOWCLASS_BINARY_DIR) + "/client/flowclassctl";
 
-class ClassBenchReplay : public ::testing::TestWithParam<std::string> {};
+struct CacheSetup {
+  const char* name;
+  bool emc;
+  bool smc;
+  CdMode cd;
+};
+constexpr CacheSetup kSetups[] = {
+    {"defaults", true, false, CdMode::kAuto},
+    {"allOn", true, true, CdMode::kOn},
+    {"allOff", false, false, CdMode::kOff},
+    {"cdOnly", false, false, CdMode::kOn},
+};
+
+class ClassBenchReplay
+    : public ::testing::TestWithParam<std::tuple<std::string, CacheSetup>> {};
 
 TEST_P(ClassBenchReplay, NoMismatches) {
+  const auto& [set, setup] = GetParam();
   ReplayOptions opts;
-  opts.rules_path = kDir + GetParam();
-  opts.trace_path = kDir + GetParam() + "_trace";
-  opts.repeat = 2;  // second pass runs with whatever the first one cached
+  opts.rules_path = kDir + set;
+  opts.trace_path = kDir + set + "_trace";
+  opts.repeat = 3;  // later passes run with what the first one cached
+  opts.pipeline.emc = setup.emc;
+  opts.pipeline.emc_config.insert_inv_prob = 1;  // the EMC serves pass 2+
+  opts.pipeline.smc = setup.smc;
+  opts.pipeline.cd.mode = setup.cd;
   std::ostringstream out;
   absl::StatusOr<ReplayResult> r = RunReplay(opts, out);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->mismatches, 0u) << out.str();
   EXPECT_GT(r->packets, 0u);
-  EXPECT_EQ(r->stats.packets, r->packets);
+  const PmdStats& s = r->stats;
+  EXPECT_EQ(s.packets, r->packets);
+  EXPECT_EQ(s.packets, s.emc_hits + s.smc_hits + s.megaflow_hits + s.upcall_ok +
+                           s.upcall_failed);
+  // Each enabled layer actually served packets on the warm passes.
+  if (setup.emc) {
+    EXPECT_GT(s.emc_hits, 0u);
+  }
+  if (setup.smc && !setup.emc) {
+    EXPECT_GT(s.smc_hits, 0u);
+  }
+  if (setup.cd == CdMode::kOn && !setup.emc && !setup.smc) {
+    EXPECT_GT(s.cd_hits, 0u);
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(Hypersplit, ClassBenchReplay,
-                         ::testing::Values("acl1_100", "acl1_1K", "fw1_100",
-                                           "fw1_1K", "ipc1_100", "ipc1_1K"));
+INSTANTIATE_TEST_SUITE_P(
+    Hypersplit, ClassBenchReplay,
+    ::testing::Combine(::testing::Values("acl1_100", "acl1_1K", "fw1_100",
+                                         "fw1_1K", "ipc1_100", "ipc1_1K"),
+                       ::testing::ValuesIn(kSetups)),
+    [](const auto& info) {
+      return std::get<0>(info.param) + "_" + std::get<1>(info.param).name;
+    });
 
 // Runs a shell command, returns (exit status, stdout).
 std::pair<int, std::string> RunCmd(const std::string& cmd) {
