@@ -85,6 +85,8 @@ Pipeline::Pipeline(const PipelineConfig& config)
       smc_(std::make_unique<Smc>(&pool_, config.smc_config)),
       cd_(std::make_unique<CuckooDistributor>(config.cd_table)),
       cd_ctl_(config.cd),
+      cd_group_size_(config.dpcls.max_subtables),
+      cd_group_(new uint32_t[config.dpcls.max_subtables]()),
       last_periodic_(std::chrono::steady_clock::now()) {}
 
 Pipeline::~Pipeline() {
@@ -232,16 +234,28 @@ void Pipeline::ProcessPort(uint32_t in_port, const FlowKey* keys,
   const bool cd_on = cd_ctl_.enabled();
   if (cd_on) {
     uint16_t sub[kMaxBurst];
-    uint32_t suggested = cd_->LookupBurst(keys, todo, sub);
+    const uint32_t suggested = cd_->LookupBurst(keys, todo, sub);
+    // Group the keys by suggested subtable in O(keys): cd_group_[s] collects
+    // the keys suggested for s, `distinct` lists each s once.
+    uint16_t distinct[kMaxBurst];
+    int n_distinct = 0;
     uint32_t found = 0;
-    while (suggested) {
-      // Probe each suggested subtable once for all keys it was suggested for.
-      const uint16_t s = sub[std::countr_zero(suggested)];
-      uint32_t group = 0;
-      for (uint32_t m = suggested; m; m &= m - 1) {
-        const int i = std::countr_zero(m);
-        if (sub[i] == s) group |= 1u << i;
+    for (uint32_t m = suggested; m; m &= m - 1) {
+      const int i = std::countr_zero(m);
+      const uint16_t s = sub[i];
+      if (s >= cd_group_size_) {  // cannot name a subtable: a false hit
+        ++stats_.cd_false_hits;
+        ++interval_.cd_false_hits;
+        continue;
       }
+      if (cd_group_[s] == 0) distinct[n_distinct++] = s;
+      cd_group_[s] |= 1u << i;
+    }
+    for (int d = 0; d < n_distinct; ++d) {
+      // Probe each suggested subtable once for all keys it was suggested for.
+      const uint16_t s = distinct[d];
+      const uint32_t group = cd_group_[s];
+      cd_group_[s] = 0;
       const uint32_t hits = dpcls_->LookupInSubtable(s, keys, group, mf);
       found |= hits;
       const int hit_count = std::popcount(hits);
@@ -253,7 +267,6 @@ void Pipeline::ProcessPort(uint32_t in_port, const FlowKey* keys,
         interval_.cd_hit_rank_sum +=
             static_cast<uint64_t>(dpcls_->RankOf(s) + 1) * hit_count;
       }
-      suggested &= ~group;
     }
     const int n_found = std::popcount(found);
     stats_.cd_hits += n_found;

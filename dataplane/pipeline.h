@@ -167,6 +167,10 @@ class Pipeline {
   std::unique_ptr<Smc> smc_;
   std::unique_ptr<CuckooDistributor> cd_;
   CdAdaptiveController cd_ctl_;
+  // Scratch for grouping a burst's CD suggestions by subtable id: all zero
+  // between bursts.
+  uint32_t cd_group_size_;
+  std::unique_ptr<uint32_t[]> cd_group_;
   PmdStats stats_;
   // Verdict carriers for packets whose upcall could not install a megaflow.
   Megaflow uncached_[kMaxBurst];
