@@ -159,13 +159,16 @@ struct DpdkDataplane::Impl {
 DpdkDataplane::Impl::~Impl() {
   for (PortState& p : ports) {
     if (p.started) rte_eth_dev_stop(p.eth_port);
+    // Devices that existed before Create (EAL-probed PCI devices, ethdevs a
+    // test made) belong to whoever made them: left stopped, not closed.  What
+    // we probed is closed and detached, so the name can be probed again
+    // (tests create several dataplanes in one EAL).
+    if (!p.probed_by_us) continue;
     rte_eth_dev_info info;
     rte_device* dev = nullptr;
     if (rte_eth_dev_info_get(p.eth_port, &info) == 0) dev = info.device;
     rte_eth_dev_close(p.eth_port);
-    // Detach what we probed so that the name can be probed again later
-    // (tests create several dataplanes in one EAL).
-    if (p.probed_by_us && dev) rte_dev_remove(dev);
+    if (dev) rte_dev_remove(dev);
   }
   // Pipelines may hold pointers into the published table: drop them first.
   pmds.clear();
@@ -381,7 +384,7 @@ absl::StatusOr<std::unique_ptr<DpdkDataplane>> DpdkDataplane::Create(
       if (rte_eth_dev_get_port_by_name(po.device.c_str(), &pid) != 0)
         return absl::NotFoundError(absl::StrCat(
             where, ": probed but no ethdev named \"", po.device, "\""));
-      ps.probed_by_us = po.device.rfind("net_", 0) == 0;
+      ps.probed_by_us = true;
     }
     for (const PortState& other : impl->ports)
       if (other.eth_port == pid)

@@ -17,6 +17,9 @@
 //   does not start polling.  Start() starts the ports and launches one PMD per
 //   configured lcore; Stop() (and the destructor) stop the PMDs, then the
 //   ports (which flushes net_pcap output files), and freezes the counters.
+//   The destructor closes and detaches the devices Create probed; devices
+//   that already existed (EAL-probed PCI VFs, ethdevs a test made) are only
+//   stopped: their owner closes them.
 // * PMD loop (per iteration): install the published rule table if it changed
 //   and report that generation (see rule_publisher.h); for each assigned rx
 //   queue: rx burst of up to `burst` (<= kMaxBurst) packets, ParseBurst,
