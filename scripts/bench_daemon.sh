@@ -22,7 +22,7 @@ daemon="$build/server/flowclassd"
 testpmd="$(command -v dpdk-testpmd || true)"
 [[ -x "$daemon" ]] || { echo "bench: build flowclassd first ($daemon)" >&2; exit 1; }
 work="$(mktemp -d /tmp/flowclassd-bench.XXXXXX)"
-trap 'rm -rf "$work"' EXIT
+trap 'rm -rf "$work" /var/run/dpdk/fcbench$$ /var/run/dpdk/tpbench$$' EXIT
 
 # Rule set with S subtables: S distinct (src_len, dst_len) shapes, 4 rules
 # each, all output:2, plus a catch-all so every packet is forwarded.

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
@@ -181,9 +182,10 @@ class Daemon {
  public:
   Daemon(const TempDir& dir, std::vector<std::string> args) : out_(dir.File("stdout.txt")) {
     static int seq = 0;
+    prefix_ = absl::StrCat("fce2e_", getpid(), "_", seq++);
     args.insert(args.begin(), kDaemon);
     args.push_back("--file-prefix");
-    args.push_back(absl::StrCat("fce2e_", getpid(), "_", seq++));
+    args.push_back(prefix_);
     pid_ = fork();
     if (pid_ == 0) {
       const int fd = open(out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -201,6 +203,13 @@ class Daemon {
       kill(pid_, SIGKILL);
       waitpid(pid_, nullptr, 0);
     }
+    // EAL's runtime directory for our unique prefix (root: /var/run/dpdk,
+    // others: $XDG_RUNTIME_DIR/dpdk or /tmp/dpdk).
+    std::error_code ec;
+    const char* xdg = getenv("XDG_RUNTIME_DIR");
+    for (const std::string& base : {std::string("/var/run/dpdk"),
+                                   std::string(xdg ? xdg : "/tmp") + "/dpdk"})
+      std::filesystem::remove_all(base + "/" + prefix_, ec);
   }
   // Exit code, or -1 on timeout (the process is then killed), -2 on a signal.
   int Wait(double seconds) {
@@ -242,6 +251,7 @@ class Daemon {
 
  private:
   std::string out_;
+  std::string prefix_;
   pid_t pid_ = -1;
   bool exited_ = false;
 };
