@@ -180,9 +180,14 @@ void WriteFile(const std::string& path, const std::string& text) {
 
 class Daemon {
  public:
-  Daemon(const TempDir& dir, std::vector<std::string> args) : out_(dir.File("stdout.txt")) {
+  // `name` distinguishes the stdout files of daemons running at once.
+  Daemon(const TempDir& dir, std::vector<std::string> args, const std::string& name = "d")
+      : out_(dir.File(name + ".stdout.txt")) {
     static int seq = 0;
     prefix_ = absl::StrCat("fce2e_", getpid(), "_", seq++);
+    // Let a test make two daemons share a prefix (the second must fail).
+    for (size_t i = 0; i + 1 < args.size(); ++i)
+      if (args[i] == "--file-prefix") prefix_ = args[i + 1];
     args.insert(args.begin(), kDaemon);
     args.push_back("--file-prefix");
     args.push_back(prefix_);
@@ -458,6 +463,22 @@ TEST(FlowclassdPcapTest, CheckConfigAndExitCodes) {
     Daemon d(dir, c.args);
     EXPECT_EQ(d.Wait(30), c.code) << absl::StrJoin(c.args, " ") << "\n" << d.Output();
     EXPECT_THAT(d.Output(), HasSubstr(c.message)) << absl::StrJoin(c.args, " ");
+  }
+  // A second daemon with the same --file-prefix (a primary process already
+  // holds it): EAL refuses, exit 4, the first one is unaffected.
+  {
+    const std::string prefix = absl::StrCat("fce2e_", getpid(), "_shared");
+    Daemon first(dir, {"-c", dir.File("good.yaml"), "--duration-s", "2", "--file-prefix", prefix},
+                 "first");
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (first.Output().find("flowclassd: running") == std::string::npos &&
+           std::chrono::steady_clock::now() < end)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ASSERT_THAT(first.Output(), HasSubstr("flowclassd: running"));
+    Daemon second(dir, {"-c", dir.File("good.yaml"), "--file-prefix", prefix}, "second");
+    EXPECT_EQ(second.Wait(30), 4) << second.Output();
+    EXPECT_THAT(second.Output(), HasSubstr("EAL error"));
+    EXPECT_EQ(first.Wait(30), 0) << first.Output();
   }
   // run.duration_s: a clean exit on its own, counters flushed.
   Daemon d(dir, {"-c", dir.File("good.yaml"), "--duration-s", "1"});
