@@ -17,8 +17,8 @@ CLASSBENCH ?= ../shared/workloads/classbench
 JOBS       ?= $(shell nproc)
 
 # Debian packages the build and the tests need.
-DEB_PACKAGES := cmake ninja-build g++ pkg-config libabsl-dev libgtest-dev \
-                libgmock-dev libbenchmark-dev
+DEB_PACKAGES := cmake ninja-build g++ pkg-config python3 libabsl-dev libgtest-dev \
+                libgmock-dev libbenchmark-dev libdpdk-dev libpcap-dev libyaml-cpp-dev
 
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
@@ -51,15 +51,15 @@ $(BUILD)/build.ninja:
 
 $(BUILD_ASAN)/build.ninja:
 	cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug \
-	  -DFLOWCLASS_SANITIZE=ON -DFLOWCLASS_BENCHMARKS=OFF $(CMAKE_ARGS)
+	  -DFLOWCLASS_SANITIZE=ON -DFLOWCLASS_BENCHMARKS=OFF -DFLOWCLASS_WITH_SERVICE=OFF $(CMAKE_ARGS)
 
 configure: deps $(BUILD)/build.ninja
 
 build: configure
 	ninja -C $(BUILD) -j $(JOBS)
 
-# Only the unit-labelled tests run under the sanitizers; their binaries are
-# the ones built here.
+# The sanitizer build holds the classifier, the offline tools and their
+# tests (FLOWCLASS_WITH_SERVICE=OFF); its unit-labelled tests run in `make test`.
 build-asan: deps $(BUILD_ASAN)/build.ninja
 	ninja -C $(BUILD_ASAN) -j $(JOBS)
 

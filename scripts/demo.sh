@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# make demo: classify ClassBench traces with flowclassctl replay and show the
-# pipeline counters.  (When flowclassd lands, this starts the daemon on
-# virtual ports instead.)
+# make demo: run flowclassd on virtual DPDK ports with a sample rule set and
+# show its live per-PMD counters, then classify a ClassBench trace offline
+# with flowclassctl replay.  No hugepages, no NIC, no network traffic.
 set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
 build=${1:-build}
 cb=${2:-../shared/workloads/classbench}
-ctl="$build/client/flowclassctl"
-for set in acl1_1K fw1_1K ipc1_1K; do
-  echo "== flowclassctl replay --repeat 20 $cb/hypersplit/$set $cb/hypersplit/${set}_trace"
-  "$ctl" replay --repeat 20 "$cb/hypersplit/$set" "$cb/hypersplit/${set}_trace"
-  echo
-done
+echo "==== flowclassd on net_pcap vdevs"
+FLOWCLASS_NO_BUILD=1 "$here/scripts/demo_daemon.sh" "$build"
+echo
+set=acl1_1K
+echo "==== flowclassctl replay --repeat 20 $cb/hypersplit/$set $cb/hypersplit/${set}_trace"
+"$build/client/flowclassctl" replay --repeat 20 "$cb/hypersplit/$set" "$cb/hypersplit/${set}_trace"
