@@ -292,7 +292,7 @@ TYPED_TEST(LookupImplTest, EveryBurstSizeWritesOnlyHits) {
       const uint32_t hits = f.dpcls->LookupBurst(port, keys, todo, out, nullptr);
       EXPECT_EQ(hits & ~todo, 0u);
       for (int i = 0; i <= kMaxBurst; ++i) {
-        if ((todo >> i) & 1 && i < size) {
+        if (i < size && ((todo >> i) & 1)) {
           const Megaflow* want = f.Reference(keys[i]);
           EXPECT_EQ(((hits >> i) & 1) != 0, want != nullptr);
           EXPECT_EQ(out[i], want ? want : &marker);

@@ -1,7 +1,10 @@
 // internal/subtable.h — private parts of the megaflow classifier (dpcls):
 // the shared hash table, the subtable descriptor and the per-subtable lookup
-// functions.  Only dataplane/megaflow_classifier.* and future lookup variants
-// (shape-specialised, AVX-512, the autovalidator) include this.
+// functions.  Only dataplane/megaflow_classifier.*, the lookup registry
+// (subtable_lookup.cc) and the variants (internal/subtable.cc: generic and
+// shape-specialised; internal/subtable_lookup_avx512.cc) include this.
+// Which variant a subtable uses is decided by ChooseLookup (see
+// subtable_lookup.h "Selection").
 //
 // Contract
 // --------
