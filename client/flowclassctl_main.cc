@@ -14,6 +14,7 @@
 
 #include "absl/strings/numbers.h"
 #include "client/replay.h"
+#include "dataplane/subtable_lookup.h"
 
 namespace flowclass {
 namespace {
@@ -54,11 +55,18 @@ constexpr char kReplayHelp[] =
     "  --cd on|off|auto                  Cuckoo Distributor (default auto)\n"
     "  --ranking-interval-ms N           subtable re-ranking and CD decision\n"
     "                                    interval (default 1000)\n"
+    "  --lookup generic|specialised|avx512|autovalidator\n"
+    "                                    subtable lookup implementation (generic\n"
+    "                                    where it rejects a shape; default: the\n"
+    "                                    best available); autovalidator checks\n"
+    "                                    every variant against generic and\n"
+    "                                    exits 1 on any difference\n"
     "  -h, --help                        this text\n"
     "\n"
     "Prints the pipeline counters, then exactly one summary line:\n"
     "  replay: packets=N mismatches=M mpps=X.XX\n"
-    "Exit status: 0 when M = 0, 1 when M > 0, 2 usage error, 3 bad input.\n";
+    "Exit status: 0 when M = 0, 1 when M > 0 (or the autovalidator found a\n"
+    "difference), 2 usage error, 3 bad input.\n";
 
 int Usage(const std::string& msg, const char* help) {
   std::fprintf(stderr, "flowclassctl: %s\n\n%s", msg.c_str(), help);
@@ -123,6 +131,24 @@ int Replay(const std::vector<std::string_view>& args) {
       } else {
         opts.pipeline.ranking_interval_ms = n;
       }
+    } else if (a == "--lookup") {
+      const std::string_view* v = value();
+      absl::StatusOr<LookupPriorities> p =
+          v ? LookupPriorities::Only(*v)
+            : absl::InvalidArgumentError("missing value");
+      if (!p.ok()) {
+        return Usage(
+            "replay: --lookup takes generic, specialised, avx512 or "
+            "autovalidator",
+            kReplayHelp);
+      }
+      if (*v == "avx512" && !CpuHasAvx512Lookup()) {
+        return Usage(
+            "replay: --lookup avx512: this CPU lacks avx512f/bw/vl/dq, bmi2 "
+            "or popcnt",
+            kReplayHelp);
+      }
+      opts.pipeline.dpcls.lookup = *p;
     } else if (!a.empty() && a[0] == '-') {
       return Usage("replay: unknown option '" + std::string(a) + "'",
                    kReplayHelp);
@@ -141,8 +167,15 @@ int Replay(const std::vector<std::string_view>& args) {
                  std::string(r.status().message()).c_str());
     return kExitBadInput;
   }
+  if (r->lookup_mismatches != 0) {
+    std::fprintf(stderr,
+                 "flowclassctl replay: lookup autovalidator found %llu "
+                 "differences\n",
+                 static_cast<unsigned long long>(r->lookup_mismatches));
+  }
   std::cout << ReplaySummaryLine(*r) << std::endl;
-  return r->mismatches == 0 ? kExitOk : kExitMismatch;
+  return r->mismatches == 0 && r->lookup_mismatches == 0 ? kExitOk
+                                                         : kExitMismatch;
 }
 
 }  // namespace

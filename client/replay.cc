@@ -75,12 +75,16 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayOptions& options,
   }
   const PipelineSnapshot snap = pipeline.Snapshot();
   result.stats = snap.stats;
+  result.lookup_mismatches = pipeline.lookup_mismatches();
   result.mpps = result.seconds > 0
                     ? static_cast<double>(result.packets) / result.seconds / 1e6
                     : 0;
   out << absl::StrFormat("rules: %d  trace lines: %d  passes: %d\n", n_rules,
                          n, options.repeat);
   out << "pmd thread (replay):\n" << Pipeline::FormatStats(snap);
+  out << absl::StrFormat("  lookup: %s; autovalidator differences: %d\n",
+                         pipeline.lookup_priorities().ToString(),
+                         result.lookup_mismatches);
   return result;
 }
 

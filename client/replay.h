@@ -30,6 +30,8 @@ struct ReplayOptions {
   // Passes over the trace (later passes run with warm caches).  Every pass
   // is checked against the expected column.
   int repeat = 1;
+  // pipeline.dpcls.lookup picks the subtable lookup implementations
+  // (`--lookup NAME` is LookupPriorities::Only(NAME); default: best).
   PipelineConfig pipeline;
   // Print at most this many mismatching lines.
   int max_reported_mismatches = 10;
@@ -41,6 +43,8 @@ struct ReplayResult {
   double seconds = 0;  // classification loop only
   double mpps = 0;
   PmdStats stats;
+  // Differences the lookup autovalidator found (0 unless it was selected).
+  uint64_t lookup_mismatches = 0;
 };
 
 // Runs the replay, writing counters and mismatches to `out` (not the summary

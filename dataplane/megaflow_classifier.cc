@@ -60,6 +60,13 @@ absl::StatusOr<std::unique_ptr<MegaflowClassifier>> MegaflowClassifier::Create(
     return absl::InvalidArgumentError(absl::StrCat(
         "max_ports x max_subtables: ", options.max_ports, " x ",
         options.max_subtables, " exceeds 16777216 rank slots"));
+  for (int i = 0; i < kLookupImplCount; ++i) {
+    const int prio = options.lookup.priority[i];
+    if (prio < 0 || prio > kMaxLookupPriority)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "lookup: priority of ", LookupImplName(static_cast<LookupImplId>(i)),
+          " must be in [0, ", kMaxLookupPriority, "], got ", prio));
+  }
   const uint64_t entries = options.table_entries != 0
                                ? uint64_t{options.table_entries}
                                : 2 * uint64_t{pool->capacity()};
@@ -79,6 +86,9 @@ MegaflowClassifier::MegaflowClassifier(MegaflowPool* pool,
                                        const MegaflowClassifierOptions& o,
                                        uint32_t n_buckets)
     : pool_(pool), options_(o) {
+  selection_.priorities = o.lookup;
+  selection_.extra_validated = o.extra_validated_lookup;
+  selection_.mismatches = &lookup_mismatches_;
   buckets_.reset(new Bucket[n_buckets]);
   table_.buckets = buckets_.get();
   table_.bucket_mask = n_buckets - 1;
@@ -185,10 +195,8 @@ SubtableDesc* MegaflowClassifier::CreateSubtable(int port_slot,
   // Distinct per live subtable so equal masked words of two subtables land
   // in unrelated buckets.
   st.basis = HashFinish(0x6d656761666c6f77ULL + id);
-  const internal::LookupImplInfo impl = internal::ChooseLookup(st);
-  st.lookup = impl.fn;
-  st.lookup_name = impl.name;
   st.mask = mask;
+  internal::ChooseLookup(st, selection_);
   st.live = true;
   uint32_t& n = port_n_subtables_[port_slot];
   st.rank = n;
@@ -417,6 +425,25 @@ void MegaflowClassifier::Rank() {
   }
 }
 
+absl::Status MegaflowClassifier::SetLookupPriority(std::string_view name,
+                                                  int priority) {
+  LookupPriorities p = selection_.priorities;
+  if (absl::Status s = p.Set(name, priority); !s.ok()) return s;
+  SetLookupPriorities(p);
+  return absl::OkStatus();
+}
+
+void MegaflowClassifier::SetLookupPriorities(const LookupPriorities& p) {
+  selection_.priorities = p;
+  options_.lookup = p;
+  ReprobeSubtables();
+}
+
+void MegaflowClassifier::ReprobeSubtables() {
+  for (uint32_t id = 0; id < options_.max_subtables; ++id)
+    if (subtables_[id].live) internal::ChooseLookup(subtables_[id], selection_);
+}
+
 // ------------------------------------------------------------ hot path ----
 
 inline void MegaflowClassifier::CountHits(SubtableDesc& st, uint32_t hits,
@@ -574,6 +601,9 @@ std::string MegaflowClassifier::DebugString() const {
       "%d/%d entries (%d buckets)\n",
       megaflow_count_, subtable_count_, port_count_, used, table_capacity(),
       n_buckets);
+  absl::StrAppendFormat(&out, "  lookup priorities: %s; autovalidator "
+                        "differences: %d\n",
+                        selection_.priorities.ToString(), lookup_mismatches_);
   uint32_t last_port = 0;
   bool first = true;
   for (const SubtableInfo& info : Subtables()) {

@@ -46,6 +46,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -53,6 +54,7 @@
 #include "dataplane/flow.h"
 #include "dataplane/megaflow.h"
 #include "dataplane/internal/subtable.h"
+#include "dataplane/subtable_lookup.h"
 
 namespace flowclass {
 
@@ -68,6 +70,12 @@ struct MegaflowClassifierOptions {
   // Tests only: replaces HashWords (e.g. a constant hash to force collisions).
   uint64_t (*hash_override)(const uint64_t* words, int n,
                             uint64_t basis) = nullptr;
+  // Which subtable lookup implementation each subtable uses
+  // (subtable_lookup.h): priorities and the force-scalar switch.
+  LookupPriorities lookup;
+  // Tests only: one more implementation the autovalidator checks beside the
+  // registered ones (a deliberately wrong one proves differences are caught).
+  internal::SubtableLookupFn extra_validated_lookup = nullptr;
 };
 
 // Introspection of one subtable (control path).
@@ -127,6 +135,18 @@ class MegaflowClassifier {
   // Re-sorts each port's subtables by hits since the last Rank().
   void Rank();
 
+  // Lookup implementation priorities (subtable_lookup.h).  Setting them
+  // re-probes every existing subtable, so the change applies from the next
+  // lookup on.  Owner thread; allocation-free.  INVALID_ARGUMENT for an
+  // unknown name or a priority outside [0, 255] (nothing changes then).
+  absl::Status SetLookupPriority(std::string_view name, int priority);
+  void SetLookupPriorities(const LookupPriorities& priorities);
+  const LookupPriorities& lookup_priorities() const {
+    return selection_.priorities;
+  }
+  // Differences the autovalidator found in this classifier's subtables.
+  uint64_t lookup_mismatches() const { return lookup_mismatches_; }
+
   size_t megaflow_count() const { return megaflow_count_; }
   size_t subtable_count() const { return subtable_count_; }
   size_t port_count() const { return port_count_; }
@@ -167,8 +187,12 @@ class MegaflowClassifier {
 
   void CountHits(internal::SubtableDesc& st, uint32_t hits, Megaflow** out);
 
+  void ReprobeSubtables();
+
   MegaflowPool* pool_;
   MegaflowClassifierOptions options_;
+  internal::LookupSelection selection_;
+  uint64_t lookup_mismatches_ = 0;
 
   internal::Table table_;
   std::unique_ptr<internal::Bucket[]> buckets_;

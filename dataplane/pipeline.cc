@@ -327,6 +327,13 @@ void Pipeline::ProcessPort(uint32_t in_port, const FlowKey* keys,
   }
 }
 
+absl::Status Pipeline::SetLookupPriority(std::string_view name,
+                                        int priority) {
+  absl::Status s = dpcls_->SetLookupPriority(name, priority);
+  if (s.ok()) config_.dpcls.lookup = dpcls_->lookup_priorities();
+  return s;
+}
+
 PipelineSnapshot Pipeline::Snapshot() const {
   PipelineSnapshot s;
   s.stats = stats_;

@@ -43,6 +43,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -139,6 +140,15 @@ class Pipeline {
   void SetSmcEnabled(bool on);
   void SetCdMode(CdMode mode);
   void SetRankingIntervalMs(uint32_t ms) { config_.ranking_interval_ms = ms; }
+  // Subtable lookup implementation priorities (subtable_lookup.h); setting
+  // one re-probes every existing subtable.  INVALID_ARGUMENT naming the
+  // implementation or the priority.
+  absl::Status SetLookupPriority(std::string_view name, int priority);
+  const LookupPriorities& lookup_priorities() const {
+    return dpcls_->lookup_priorities();
+  }
+  // Differences found by the lookup autovalidator (0 unless it is selected).
+  uint64_t lookup_mismatches() const { return dpcls_->lookup_mismatches(); }
 
   const PmdStats& stats() const { return stats_; }
   const PipelineConfig& config() const { return config_; }

@@ -1,7 +1,10 @@
 // internal/subtable.h — private parts of the megaflow classifier (dpcls):
 // the shared hash table, the subtable descriptor and the per-subtable lookup
-// functions.  Only dataplane/megaflow_classifier.* and future lookup variants
-// (shape-specialised, AVX-512, the autovalidator) include this.
+// functions.  Only dataplane/megaflow_classifier.*, the lookup registry
+// (subtable_lookup.cc) and the variants (internal/subtable.cc: generic and
+// shape-specialised; internal/subtable_lookup_avx512.cc) include this.
+// Which variant a subtable uses is decided by ChooseLookup (see
+// subtable_lookup.h "Selection").
 //
 // Contract
 // --------
@@ -49,6 +52,7 @@
 
 #include "dataplane/flow.h"
 #include "dataplane/megaflow.h"
+#include "dataplane/subtable_lookup.h"
 
 namespace flowclass {
 namespace internal {
@@ -89,6 +93,10 @@ struct Table {
 
 struct SubtableDesc;
 
+// At most this many implementations beside generic are run by the
+// autovalidator on one subtable (specialised, avx512, one injected by tests).
+inline constexpr int kMaxValidated = 4;
+
 // Probe one subtable for every key in `todo_map` (bit i = keys[i]); returns
 // the hit mask and sets out[i] for each hit.  See the contract above.
 using SubtableLookupFn = uint32_t (*)(const SubtableDesc& st,
@@ -110,6 +118,12 @@ struct SubtableDesc {
   uint64_t basis = 0;                     // hash basis, distinct per id
   SubtableLookupFn lookup = nullptr;
   const char* lookup_name = "";
+  // Autovalidator only: the implementations it checks against generic, and
+  // the owner's difference counter (written only when a difference is found).
+  uint8_t n_validated = 0;
+  SubtableLookupFn validated[kMaxValidated] = {};
+  const char* validated_name[kMaxValidated] = {};
+  uint64_t* mismatches = nullptr;
   uint32_t n_megaflows = 0;
   uint32_t rank = 0;            // position in its port's ranked list
   uint64_t hits_since_rank = 0;
@@ -192,14 +206,51 @@ uint32_t SubtableLookupGeneric(const SubtableDesc& st, const Table& table,
                                const FlowKey* keys, uint32_t todo_map,
                                Megaflow** out, MegaflowPool& pool);
 
-// Picks the lookup function for a subtable shape.  Today: always generic.
-// The next issue extends this with specialised and AVX-512 variants and a
-// priority list from config.
+// The shape-specialised scalar lookup for `n_words` (1..kFlowWords), or
+// nullptr when there is none.
+SubtableLookupFn SpecialisedLookupFor(int n_words);
+
+// AVX-512 lookup (internal/subtable_lookup_avx512.cc).  Call only when
+// CpuHasAvx512Lookup(): the file is compiled with AVX-512 flags.  This entry
+// point lives in the scalar library so the AVX-512 file sees only plain data
+// (see the note at the top of that file).
+uint32_t SubtableLookupAvx512(const SubtableDesc& st, const Table& table,
+                              const FlowKey* keys, uint32_t todo_map,
+                              Megaflow** out, MegaflowPool& pool);
+// The kernel behind it: slots is &pool.Get(0) (nullptr for an empty pool).
+uint32_t SubtableLookupAvx512Kernel(const SubtableDesc& st, const Table& table,
+                                    const FlowKey* keys, uint32_t todo_map,
+                                    Megaflow** out, Megaflow* slots);
+
+// Runs generic (its result is returned and written to out) and every
+// function in st.validated on the same burst; counts a difference in
+// *st.mismatches and LookupMismatchesTotal() and reports it (rate-limited
+// stderr log, mismatch hook).
+uint32_t SubtableLookupAutovalidator(const SubtableDesc& st, const Table& table,
+                                     const FlowKey* keys, uint32_t todo_map,
+                                     Megaflow** out, MegaflowPool& pool);
+
+// What a classifier passes to ChooseLookup.
+struct LookupSelection {
+  LookupPriorities priorities;
+  // Tests only: one more implementation the autovalidator checks (a
+  // deliberately wrong one proves differences are caught).
+  SubtableLookupFn extra_validated = nullptr;
+  const char* extra_validated_name = "test";
+  // The classifier's difference counter, stored in each descriptor.
+  uint64_t* mismatches = nullptr;
+};
+
 struct LookupImplInfo {
   const char* name;
   SubtableLookupFn fn;
 };
-LookupImplInfo ChooseLookup(const SubtableDesc& st);
+
+// Picks the lookup function for st's shape under `sel` (see
+// subtable_lookup.h "Selection") and sets st.lookup, st.lookup_name and,
+// for the autovalidator, st.validated*/st.mismatches.  Control path
+// (subtable creation, priority change); allocation-free.
+LookupImplInfo ChooseLookup(SubtableDesc& st, const LookupSelection& sel);
 
 }  // namespace internal
 }  // namespace flowclass
