@@ -5,6 +5,7 @@
 // built in two layers: the line parsers return "column C: field: problem",
 // and the multi-line drivers prefix "line L, ".
 #include "dataplane/rule_format.h"
+#include "dataplane/internal/cat.h"
 
 #include <arpa/inet.h>
 
@@ -25,30 +26,8 @@
 namespace flowclass {
 namespace {
 
-// Debian's abseil has its own absl::string_view (not std::string_view), so
-// absl::StrCat does not take std::string_view.  This is the small subset we
-// need: strings of any kind and integers.
-inline void AppendPiece(std::string& out, std::string_view s) { out.append(s); }
-inline void AppendPiece(std::string& out, absl::string_view s) {
-  out.append(s.data(), s.size());
-}
-inline void AppendPiece(std::string& out, const std::string& s) { out += s; }
-inline void AppendPiece(std::string& out, const char* s) { out += s; }
-template <typename T>
-  requires std::is_integral_v<T>
-void AppendPiece(std::string& out, T v) {
-  out += std::to_string(v);
-}
-template <typename... Args>
-std::string Cat(const Args&... args) {
-  std::string out;
-  (AppendPiece(out, args), ...);
-  return out;
-}
-template <typename... Args>
-void CatTo(std::string* out, const Args&... args) {
-  (AppendPiece(*out, args), ...);
-}
+using internal::Cat;
+using internal::CatTo;
 
 // ------------------------------------------------------------------ helpers
 

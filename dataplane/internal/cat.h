@@ -1,0 +1,44 @@
+// internal/cat.h — string concatenation that accepts std::string_view.
+//
+// Debian 12's abseil (20220623) has its own absl::string_view, distinct from
+// std::string_view, so absl::StrCat does not take std::string_view.  This is
+// the small subset the text formatters need: strings of any kind and
+// integers.  Control path only (allocates).
+#ifndef FLOWCLASS_DATAPLANE_INTERNAL_CAT_H_
+#define FLOWCLASS_DATAPLANE_INTERNAL_CAT_H_
+
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include "absl/strings/string_view.h"
+
+namespace flowclass {
+namespace internal {
+
+inline void AppendPiece(std::string& out, std::string_view s) { out.append(s); }
+inline void AppendPiece(std::string& out, absl::string_view s) {
+  out.append(s.data(), s.size());
+}
+inline void AppendPiece(std::string& out, const std::string& s) { out += s; }
+inline void AppendPiece(std::string& out, const char* s) { out += s; }
+template <typename T>
+  requires std::is_integral_v<T>
+void AppendPiece(std::string& out, T v) {
+  out += std::to_string(v);
+}
+template <typename... Args>
+std::string Cat(const Args&... args) {
+  std::string out;
+  (AppendPiece(out, args), ...);
+  return out;
+}
+template <typename... Args>
+void CatTo(std::string* out, const Args&... args) {
+  (AppendPiece(*out, args), ...);
+}
+
+}  // namespace internal
+}  // namespace flowclass
+
+#endif  // FLOWCLASS_DATAPLANE_INTERNAL_CAT_H_
