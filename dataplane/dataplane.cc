@@ -29,9 +29,22 @@ PmdCounters DataplaneStats::Total() const {
     t.pipeline.upcall_failed += p.pipeline.upcall_failed;
     t.pipeline.no_match += p.pipeline.no_match;
     t.pipeline.cycles += p.pipeline.cycles;
+    t.pipeline.cd_hits += p.pipeline.cd_hits;              // metrics (issue 7)
+    t.pipeline.cd_false_hits += p.pipeline.cd_false_hits;  // metrics (issue 7)
   }
   return t;
 }
+
+namespace {
+// The pipeline block of one PMD: the full snapshot when the PMD reported one,
+// its counters otherwise.  (PmdStats has no ToString on main; fixed here.)
+std::string FormatPipeline(const PmdCounters& p) {
+  if (p.has_snapshot) return Pipeline::FormatStats(p.snapshot);
+  PipelineSnapshot s;
+  s.stats = p.pipeline;
+  return Pipeline::FormatStats(s);
+}
+}  // namespace
 
 std::string DataplaneStats::ToString() const {
   std::string s = absl::StrFormat("generation %d, %d rules, %d subtables\n",
@@ -47,7 +60,7 @@ std::string DataplaneStats::ToString() const {
         p.pmd, p.lcore, p.generation, p.rx_packets, p.tx_packets, p.tx_dropped,
         p.rule_drops, p.no_match, p.bad_port, p.parse_errors, p.busy_cycles,
         total ? 100.0 * static_cast<double>(p.busy_cycles) / total : 0.0,
-        p.idle_cycles, p.CyclesPerPacket(), p.pipeline.ToString());
+        p.idle_cycles, p.CyclesPerPacket(), FormatPipeline(p));
   }
   for (const PortCounters& p : ports) {
     absl::StrAppendFormat(

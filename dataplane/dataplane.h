@@ -49,6 +49,18 @@
 
 namespace flowclass {
 
+// ---- metrics (issue 7): additive ----
+// Packets of one (port, queue) as seen by one PMD.  For rx the queue is the
+// device's rx queue; for tx it is the PMD's own tx queue on that port (one tx
+// queue per PMD), and `dropped` counts what the tx queue refused.
+struct QueueCounters {
+  uint32_t port = 0;     // rule port number
+  uint32_t queue = 0;
+  uint64_t packets = 0;
+  uint64_t dropped = 0;  // tx only
+};
+// ---- end metrics ----
+
 // Counters of one PMD thread (one polling lcore).
 struct PmdCounters {
   uint32_t pmd = 0;            // index in [0, number of PMDs)
@@ -65,6 +77,18 @@ struct PmdCounters {
   uint64_t idle_cycles = 0;    // TSC cycles of iterations that received none
   uint64_t generation = 0;     // rule set generation the PMD classifies with
   PmdStats pipeline;           // the pipeline's own counters (EMC, SMC, ...)
+  // ---- metrics (issue 7): additive ----
+  std::vector<QueueCounters> rx_queues;  // every rx queue this PMD polls
+  std::vector<QueueCounters> tx_queues;  // this PMD's tx queue of every port
+  // Structural state of the PMD's pipeline (EMC/SMC/CD occupancy, CD on/off,
+  // megaflows, subtables with hits and rank) as the PMD itself reported it at
+  // a quiescent point during this Stats() call (or at exit, once stopped).
+  // has_snapshot is false when the PMD could not answer (not started, or it
+  // did not reach a quiescent point in time); `snapshot` is then empty.
+  // snapshot.stats may be slightly newer than `pipeline`.
+  bool has_snapshot = false;
+  PipelineSnapshot snapshot;
+  // ---- end metrics ----
 
   // Cycles per received packet over the PMD's busy time (0 before any rx).
   double CyclesPerPacket() const {
@@ -85,6 +109,9 @@ struct PortCounters {
   uint64_t dev_ierrors = 0;
   uint64_t dev_oerrors = 0;
   uint64_t dev_rx_nombuf = 0;
+  // ---- metrics (issue 7): additive ----
+  uint64_t rx_packets = 0;   // received from this port's queues, summed over PMDs
+  // ---- end metrics ----
 };
 
 struct DataplaneStats {

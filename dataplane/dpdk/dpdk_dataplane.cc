@@ -9,11 +9,13 @@
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
+#include <rte_pause.h>
 
 #include <algorithm>
 #include <array>
 #include <cstring>
 #include <mutex>
+#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -48,7 +50,44 @@ struct alignas(64) PmdCounterBlock {
       p_upcall_ok{0}, p_upcall_failed{0}, p_no_match{0}, p_cycles{0};
   std::array<Counter, kMaxDataplanePorts> port_tx{};
   std::array<Counter, kMaxDataplanePorts> port_tx_dropped{};
+  // ---- metrics (issue 7) ----
+  Counter p_cd_hits{0}, p_cd_false_hits{0}, p_revalidations{0},
+      p_revalidated_out{0};
+  // ---- end metrics ----
 };
+
+// ---- metrics (issue 7) ----
+// Per-rx-queue packet counters, 8 to a cache line, written by the owning PMD
+// only (queue i is line i / 8, slot i % 8).
+struct alignas(64) CounterLine {
+  std::array<Counter, 8> c{};
+};
+static_assert(sizeof(CounterLine) == 64);
+
+// The pipeline snapshot service.  The snapshot (cache occupancy, CD state,
+// subtables) can only be taken on the PMD that owns the pipeline, so the
+// control thread asks for one and the PMD answers at its next quiescent point
+// (top of an iteration, between bursts):
+//   control: under Impl::snap_mu, req += 1; wait until done == req (or final).
+//   PMD:     if req != served: snap = Snapshot(); done.store(req, release).
+//   PMD at exit (once, under snap_mu): snap = Snapshot(); final = true.
+// `snap` is written by the PMD only while the control thread waits for it
+// (or holds snap_mu) and read by the control thread only after acquiring
+// done == req or final, so the two never touch it at the same time.  The
+// PMD's cost when nobody asks: one relaxed load per iteration of a line that
+// only changes once per request.  When asked: one Snapshot() (O(EMC + SMC +
+// CD entries) walk plus the subtable list allocation), i.e. once per scrape,
+// never per packet.
+struct alignas(64) SnapshotMailbox {
+  std::atomic<uint64_t> req{0};
+  std::atomic<uint64_t> done{0};
+  std::atomic<bool> live{false};   // the PMD loop is running
+  std::atomic<bool> final{false};  // snap holds the PMD's last state
+  PipelineSnapshot snap;
+};
+// How long Stats() waits for a PMD to answer a snapshot request.
+constexpr auto kSnapshotWait = std::chrono::milliseconds(200);
+// ---- end metrics ----
 
 struct RxQueue {
   uint16_t eth_port;
@@ -132,6 +171,7 @@ struct DpdkDataplane::Impl {
   rte_mempool* pool = nullptr;
   std::unique_ptr<RulePublisher> publisher;
   std::mutex apply_mu;  // serialises ApplyBatch (control plane only)
+  mutable std::mutex snap_mu;  // metrics: one snapshot request at a time
 
   struct Pmd {
     int index = 0;
@@ -139,6 +179,8 @@ struct DpdkDataplane::Impl {
     std::vector<RxQueue> rxq;
     std::unique_ptr<Pipeline> pipeline;
     std::unique_ptr<PmdCounterBlock> counters;
+    std::unique_ptr<CounterLine[]> rxq_counters;  // metrics: one per rxq
+    std::unique_ptr<SnapshotMailbox> mailbox;     // metrics: snapshot service
     Impl* dp = nullptr;
     bool launched = false;
   };
@@ -153,6 +195,7 @@ struct DpdkDataplane::Impl {
 
   ~Impl();
   static int PmdMain(void* arg);
+  void TakeSnapshot(const Pmd& pmd, PmdCounters* p) const;  // metrics
   void PmdLoop(Pmd& pmd);
 };
 
@@ -203,9 +246,20 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
   Verdict verdicts[kMaxBurst];
 
   const PublishedTable* current = nullptr;
+  SnapshotMailbox& box = *pmd.mailbox;             // metrics (issue 7)
+  uint64_t snap_served = box.req.load(std::memory_order_relaxed);
+  box.live.store(true, std::memory_order_release);
+  CounterLine* rxq_lines = pmd.rxq_counters.get();
   publisher->Online(pmd.index);
   while (!stop.load(std::memory_order_relaxed)) {
     const uint64_t t0 = rte_rdtsc();
+    // Metrics: answer a snapshot request (see SnapshotMailbox).
+    const uint64_t snap_req = box.req.load(std::memory_order_relaxed);
+    if (snap_req != snap_served) {
+      box.snap = pipeline.Snapshot();
+      snap_served = snap_req;
+      box.done.store(snap_req, std::memory_order_release);
+    }
     // Quiescent point: install the published table, then report it.
     const PublishedTable* v = publisher->Load();
     if (v != current) {
@@ -216,11 +270,13 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
     }
     const int retries = tx_retries.load(std::memory_order_relaxed);
     uint64_t got = 0;
-    for (const RxQueue& q : pmd.rxq) {
+    for (size_t qi = 0; qi < pmd.rxq.size(); ++qi) {
+      const RxQueue& q = pmd.rxq[qi];
       const uint16_t n = rte_eth_rx_burst(q.eth_port, q.queue, rx,
                                           static_cast<uint16_t>(burst));
       if (n == 0) continue;
       got += n;
+      Bump(rxq_lines[qi / 8].c[qi % 8], n);  // metrics (issue 7)
       for (int i = 0; i < n; ++i) {
         frames[i] = rte_pktmbuf_mtod(rx[i], const uint8_t*);
         lens[i] = rte_pktmbuf_data_len(rx[i]);
@@ -292,12 +348,33 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
       c.p_upcall_failed.store(s.upcall_failed, std::memory_order_relaxed);
       c.p_no_match.store(s.no_match, std::memory_order_relaxed);
       c.p_cycles.store(s.cycles, std::memory_order_relaxed);
+      c.p_cd_hits.store(s.cd_hits, std::memory_order_relaxed);
+      c.p_cd_false_hits.store(s.cd_false_hits, std::memory_order_relaxed);
+      c.p_revalidations.store(s.revalidations, std::memory_order_relaxed);
+      c.p_revalidated_out.store(s.megaflows_revalidated_out,
+                                std::memory_order_relaxed);
     } else {
       Bump(c.idle_cycles, dt);
       const uint32_t sleep = idle_sleep_us.load(std::memory_order_relaxed);
       if (sleep) rte_delay_us_sleep(sleep);
     }
   }
+  // Metrics: leave the last state for Stats() after Stop() (off the fast
+  // path; the lock only orders us against a reader copying `snap`).
+  // A reader may hold snap_mu while it waits for us: keep answering.
+  while (!snap_mu.try_lock()) {
+    const uint64_t r = box.req.load(std::memory_order_relaxed);
+    if (r != snap_served) {
+      box.snap = pipeline.Snapshot();
+      snap_served = r;
+      box.done.store(r, std::memory_order_release);
+    }
+    rte_pause();
+  }
+  box.snap = pipeline.Snapshot();
+  box.final.store(true, std::memory_order_release);
+  box.live.store(false, std::memory_order_release);
+  snap_mu.unlock();
   // Going offline: hold no table pointer while not reporting quiescence.
   pipeline.SetRuleTable(nullptr);
   publisher->Offline(pmd.index);
@@ -472,8 +549,14 @@ absl::StatusOr<std::unique_ptr<DpdkDataplane>> DpdkDataplane::Create(
     auto& pmd = impl->pmds[i];
     pmd.index = i;
     pmd.lcore = o.pmd_lcores[i];
-    pmd.pipeline = std::make_unique<Pipeline>(o.pipeline);
+    absl::StatusOr<std::unique_ptr<Pipeline>> pipeline = Pipeline::Create(o.pipeline);
+    if (!pipeline.ok()) {
+      stage = SetupStage::kOptions;
+      return pipeline.status();
+    }
+    pmd.pipeline = std::move(*pipeline);
     pmd.counters = std::make_unique<PmdCounterBlock>();
+    pmd.mailbox = std::make_unique<SnapshotMailbox>();
     pmd.dp = impl.get();
   }
   int next = 0;
@@ -485,6 +568,8 @@ absl::StatusOr<std::unique_ptr<DpdkDataplane>> DpdkDataplane::Create(
       ++next;
     }
   }
+  for (auto& pmd : impl->pmds)  // metrics: per-rxq counters
+    pmd.rxq_counters = std::make_unique<CounterLine[]>(pmd.rxq.size() / 8 + 1);
   stage = SetupStage::kNone;
   return std::unique_ptr<DpdkDataplane>(new DpdkDataplane(std::move(impl)));
 }
@@ -573,6 +658,34 @@ std::vector<Rule> DpdkDataplane::ListRules() const {
   return out;
 }
 
+// ---- metrics (issue 7) ----
+// Fills p->snapshot from the PMD's mailbox (see SnapshotMailbox).
+void DpdkDataplane::Impl::TakeSnapshot(const Pmd& pmd, PmdCounters* p) const {
+  SnapshotMailbox& box = *pmd.mailbox;
+  std::lock_guard<std::mutex> lock(snap_mu);
+  if (box.final.load(std::memory_order_acquire)) {
+    p->snapshot = box.snap;
+    p->has_snapshot = true;
+    return;
+  }
+  if (!box.live.load(std::memory_order_acquire)) return;
+  const uint64_t req = box.req.load(std::memory_order_relaxed) + 1;
+  box.req.store(req, std::memory_order_relaxed);
+  const auto deadline = std::chrono::steady_clock::now() + kSnapshotWait;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (box.done.load(std::memory_order_acquire) == req) {
+      p->snapshot = box.snap;
+      p->has_snapshot = true;
+      return;
+    }
+    // The PMD cannot write `final` while we hold snap_mu; if it stopped
+    // without answering, give up at once.
+    if (!box.live.load(std::memory_order_acquire)) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+// ---- end metrics ----
+
 DataplaneStats DpdkDataplane::Stats() const {
   const Impl& d = *impl_;
   DataplaneStats s;
@@ -608,6 +721,28 @@ DataplaneStats DpdkDataplane::Stats() const {
     p.pipeline.upcall_failed = Read(c.p_upcall_failed);
     p.pipeline.no_match = Read(c.p_no_match);
     p.pipeline.cycles = Read(c.p_cycles);
+    // ---- metrics (issue 7) ----
+    p.pipeline.cd_hits = Read(c.p_cd_hits);
+    p.pipeline.cd_false_hits = Read(c.p_cd_false_hits);
+    p.pipeline.revalidations = Read(c.p_revalidations);
+    p.pipeline.megaflows_revalidated_out = Read(c.p_revalidated_out);
+    for (size_t qi = 0; qi < pmd.rxq.size(); ++qi) {
+      QueueCounters q;
+      q.port = pmd.rxq[qi].number;
+      q.queue = pmd.rxq[qi].queue;
+      q.packets = Read(pmd.rxq_counters[qi / 8].c[qi % 8]);
+      p.rx_queues.push_back(q);
+    }
+    for (size_t i = 0; i < d.ports.size(); ++i) {
+      QueueCounters q;
+      q.port = d.ports[i].opts.number;
+      q.queue = static_cast<uint32_t>(pmd.index);  // one tx queue per PMD
+      q.packets = Read(c.port_tx[i]);
+      q.dropped = Read(c.port_tx_dropped[i]);
+      p.tx_queues.push_back(q);
+    }
+    d.TakeSnapshot(pmd, &p);
+    // ---- end metrics ----
     s.pmds.push_back(p);
   }
   for (size_t i = 0; i < d.ports.size(); ++i) {
@@ -615,6 +750,9 @@ DataplaneStats DpdkDataplane::Stats() const {
     PortCounters pc;
     pc.number = ps.opts.number;
     pc.device = ps.opts.device;
+    for (const PmdCounters& p : s.pmds)  // metrics (issue 7)
+      for (const QueueCounters& q : p.rx_queues)
+        if (q.port == pc.number) pc.rx_packets += q.packets;
     for (const auto& pmd : d.pmds) {
       pc.tx_packets += Read(pmd.counters->port_tx[i]);
       pc.tx_dropped += Read(pmd.counters->port_tx_dropped[i]);
