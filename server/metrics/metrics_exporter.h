@@ -35,11 +35,6 @@ class Exposer;
 
 namespace flowclass {
 
-// INVALID_ARGUMENT naming the key: metrics.address must be "host:port" (IPv4,
-// a name, or "[v6]:port") with port 0..65535; metrics.top_subtables
-// 0..1000; metrics.threads 1..64.
-absl::Status ValidateMetricsOptions(const MetricsOptions& options);
-
 // The Prometheus text exposition of `families` (what /metrics returns).
 std::string SerializeMetrics(const std::vector<prometheus::MetricFamily>& families);
 
