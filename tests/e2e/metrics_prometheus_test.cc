@@ -379,6 +379,9 @@ scrape_configs:
     return prom.Value("last_over_time(" + sel + "[1m])").value_or(-1);
   };
 
+  // The PMDs left their last pipeline snapshot for the final dump.
+  EXPECT_THAT(out, ::testing::ContainsRegex("megaflows: [1-9][0-9]* in [1-9][0-9]* subtables"));
+
   // PMD 0: every counter exactly as the daemon's final dump says.
   auto p0 = Fields(out, "final pmd=0");
   ASSERT_EQ(p0["rx"], kFinitePackets) << out;
