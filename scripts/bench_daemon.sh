@@ -22,7 +22,7 @@ daemon="$build/server/flowclassd"
 testpmd="$(command -v dpdk-testpmd || true)"
 [[ -x "$daemon" ]] || { echo "bench: build flowclassd first ($daemon)" >&2; exit 1; }
 work="$(mktemp -d /tmp/flowclassd-bench.XXXXXX)"
-trap 'rm -rf "$work"' EXIT
+trap 'rm -rf "$work" /var/run/dpdk/fcbench$$ /var/run/dpdk/tpbench$$' EXIT
 
 # Rule set with S subtables: S distinct (src_len, dst_len) shapes, 4 rules
 # each, all output:2, plus a catch-all so every packet is forwarded.
@@ -51,7 +51,7 @@ run_daemon() {  # pcap rules mbufs -> "mpps cycles_per_pkt"
 eal: {hugepages: false, memory_mb: 3072, pci: false, lcore_map: "$lcore_map",
       file_prefix: fcbench$$, log_level: error}
 pmd: {lcores: [1]}
-mempool: {mbufs: $mbufs, data_room: 384}
+mempool: {mbufs: $mbufs, data_room: 512}
 ports:
   - {number: 1, device: net_pcap0, args: "rx_pcap=$pcap,infinite_rx=1"}
   - {number: 2, device: net_pcap1, args: "tx_pcap=/dev/null", poll: false}
@@ -77,10 +77,11 @@ run_testpmd() {  # pcap mbufs -> "mpps"
   "$testpmd" --no-huge -m 3072 --no-pci --file-prefix=tpbench$$ --lcores="$lcore_map" \
     --log-level=error \
     --vdev="net_pcap0,rx_pcap=$pcap,infinite_rx=1" --vdev="net_pcap1,tx_pcap=/dev/null" \
-    -- --forward-mode=io --total-num-mbufs="$mbufs" --stats-period=1 \
+    -- --forward-mode=io --total-num-mbufs="$mbufs" --mbuf-size=512 --stats-period=1 \
     --nb-cores=1 > "$work/t.out" 2>&1 &
   local pid=$!
-  sleep $(( secs + 2 ))  # + start-up (infinite_rx loads the pcap first)
+  # + start-up: infinite_rx copies the whole pcap into mbufs first.
+  sleep $(( secs + 3 + mbufs / 150000 ))
   kill -INT "$pid"; wait "$pid" || true
   # Best Rx-pps of port 0 over the per-second prints.
   python3 - "$work/t.out" <<'PY'

@@ -28,7 +28,9 @@ daemon="$build/server/flowclassd"
 [[ -x "$daemon" ]] || { echo "demo: $daemon not built" >&2; exit 1; }
 
 work="$(mktemp -d /tmp/flowclassd-demo.XXXXXX)"
-trap 'rm -rf "$work"' EXIT
+prefix="flowclassd-demo-$$"
+# EAL keeps a runtime directory per --file-prefix; ours is unique, remove it.
+trap 'rm -rf "$work" "/var/run/dpdk/$prefix" "${XDG_RUNTIME_DIR:-/tmp}/dpdk/$prefix"' EXIT
 
 echo "== generating mixed traffic: 10000 packets over 500 flows"
 python3 "$here/scripts/gen_pcap.py" --out "$work/in.pcap" --packets 10000 --flows 500
@@ -48,7 +50,7 @@ eal:
   memory_mb: 512
   pci: false
   lcore_map: "$lcore_map"
-  file_prefix: flowclassd-demo-$$
+  file_prefix: $prefix
   log_level: warning
 pmd:
   lcores: [1]

@@ -265,8 +265,10 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
     if (v != current) {
       pipeline.SetRuleTable(&v->table);
       current = v;
-      publisher->Quiescent(pmd.index, v->generation);
+      // Counter first: Quiescent's release store publishes it, so a Stats()
+      // after the ack already shows the new generation.
       c.generation.store(v->generation, std::memory_order_relaxed);
+      publisher->Quiescent(pmd.index, v->generation);
     }
     const int retries = tx_retries.load(std::memory_order_relaxed);
     uint64_t got = 0;

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <thread>
@@ -59,7 +60,14 @@ class EalEnvironment : public ::testing::Environment {
                                           static_cast<int>(rte_socket_id()));
     ASSERT_NE(g_test_pool, nullptr);
   }
-  void TearDown() override { CleanupEal(); }
+  void TearDown() override {
+    // EAL leaves /var/run/dpdk/<prefix>; ours is unique per run, so remove it.
+    const std::string runtime_dir = rte_eal_get_runtime_dir();
+    CleanupEal();
+    std::error_code ec;
+    if (runtime_dir.find("fc_dpt_") != std::string::npos)
+      std::filesystem::remove_all(runtime_dir, ec);
+  }
 };
 const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new EalEnvironment);
 

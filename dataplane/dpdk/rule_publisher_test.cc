@@ -39,11 +39,13 @@ TEST(RulePublisherTest, AckMeansEveryOnlineReaderInstalledTheNewTable) {
   RulePublisher pub(kReaders, std::make_unique<PublishedTable>());
   std::atomic<uint64_t> acked{0};
   std::atomic<bool> stop{false};
+  std::atomic<int> online_count{0};
   std::vector<Reader> readers(kReaders);
   for (int i = 0; i < kReaders; ++i) {
     readers[i].thread = std::thread([&, i] {
       const PublishedTable* cur = nullptr;
       pub.Online(i);
+      online_count.fetch_add(1);
       while (!stop.load(std::memory_order_relaxed)) {
         // What was acked before this iteration must be visible in it.
         const uint64_t must_see = acked.load(std::memory_order_acquire);
@@ -72,6 +74,9 @@ TEST(RulePublisherTest, AckMeansEveryOnlineReaderInstalledTheNewTable) {
       pub.Offline(i);
     });
   }
+  // Readers that are not online yet are rightly not waited for: start
+  // publishing once all are.
+  while (online_count.load() < kReaders) std::this_thread::yield();
   RuleTable empty;
   bool early_ack = false;
   for (uint64_t g = 1; g <= kBatches && !early_ack; ++g) {

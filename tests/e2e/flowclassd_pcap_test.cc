@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
@@ -179,11 +180,17 @@ void WriteFile(const std::string& path, const std::string& text) {
 
 class Daemon {
  public:
-  Daemon(const TempDir& dir, std::vector<std::string> args) : out_(dir.File("stdout.txt")) {
+  // `name` distinguishes the stdout files of daemons running at once.
+  Daemon(const TempDir& dir, std::vector<std::string> args, const std::string& name = "d")
+      : out_(dir.File(name + ".stdout.txt")) {
     static int seq = 0;
+    prefix_ = absl::StrCat("fce2e_", getpid(), "_", seq++);
+    // Let a test make two daemons share a prefix (the second must fail).
+    for (size_t i = 0; i + 1 < args.size(); ++i)
+      if (args[i] == "--file-prefix") prefix_ = args[i + 1];
     args.insert(args.begin(), kDaemon);
     args.push_back("--file-prefix");
-    args.push_back(absl::StrCat("fce2e_", getpid(), "_", seq++));
+    args.push_back(prefix_);
     pid_ = fork();
     if (pid_ == 0) {
       const int fd = open(out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -201,6 +208,13 @@ class Daemon {
       kill(pid_, SIGKILL);
       waitpid(pid_, nullptr, 0);
     }
+    // EAL's runtime directory for our unique prefix (root: /var/run/dpdk,
+    // others: $XDG_RUNTIME_DIR/dpdk or /tmp/dpdk).
+    std::error_code ec;
+    const char* xdg = getenv("XDG_RUNTIME_DIR");
+    for (const std::string& base : {std::string("/var/run/dpdk"),
+                                   std::string(xdg ? xdg : "/tmp") + "/dpdk"})
+      std::filesystem::remove_all(base + "/" + prefix_, ec);
   }
   // Exit code, or -1 on timeout (the process is then killed), -2 on a signal.
   int Wait(double seconds) {
@@ -242,6 +256,7 @@ class Daemon {
 
  private:
   std::string out_;
+  std::string prefix_;
   pid_t pid_ = -1;
   bool exited_ = false;
 };
@@ -448,6 +463,22 @@ TEST(FlowclassdPcapTest, CheckConfigAndExitCodes) {
     Daemon d(dir, c.args);
     EXPECT_EQ(d.Wait(30), c.code) << absl::StrJoin(c.args, " ") << "\n" << d.Output();
     EXPECT_THAT(d.Output(), HasSubstr(c.message)) << absl::StrJoin(c.args, " ");
+  }
+  // A second daemon with the same --file-prefix (a primary process already
+  // holds it): EAL refuses, exit 4, the first one is unaffected.
+  {
+    const std::string prefix = absl::StrCat("fce2e_", getpid(), "_shared");
+    Daemon first(dir, {"-c", dir.File("good.yaml"), "--duration-s", "2", "--file-prefix", prefix},
+                 "first");
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (first.Output().find("flowclassd: running") == std::string::npos &&
+           std::chrono::steady_clock::now() < end)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ASSERT_THAT(first.Output(), HasSubstr("flowclassd: running"));
+    Daemon second(dir, {"-c", dir.File("good.yaml"), "--file-prefix", prefix}, "second");
+    EXPECT_EQ(second.Wait(30), 4) << second.Output();
+    EXPECT_THAT(second.Output(), HasSubstr("EAL error"));
+    EXPECT_EQ(first.Wait(30), 0) << first.Output();
   }
   // run.duration_s: a clean exit on its own, counters flushed.
   Daemon d(dir, {"-c", dir.File("good.yaml"), "--duration-s", "1"});
