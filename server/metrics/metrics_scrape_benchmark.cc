@@ -20,6 +20,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 #include <vector>
 
@@ -204,4 +205,17 @@ BENCHMARK(BM_ForwardWithScrapes)->Arg(0)->Arg(1)->Iterations(1)->UseRealTime()
 }  // namespace
 }  // namespace flowclass
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  // Leave no EAL runtime directory behind for our unique --file-prefix.
+  const std::string prefix = absl::StrCat("fc_msb_", getpid());
+  std::error_code ec;
+  const char* xdg = getenv("XDG_RUNTIME_DIR");
+  for (const std::string& base :
+       {std::string("/var/run/dpdk"), std::string(xdg ? xdg : "/tmp") + "/dpdk"})
+    std::filesystem::remove_all(base + "/" + prefix, ec);
+  return 0;
+}

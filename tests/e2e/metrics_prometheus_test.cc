@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -165,6 +166,16 @@ std::map<std::string, double> Fields(const std::string& output, const std::strin
   return m;
 }
 
+// Removes EAL's runtime directory of a unique --file-prefix (root:
+// /var/run/dpdk, others: $XDG_RUNTIME_DIR/dpdk or /tmp/dpdk).
+void RemoveEalRuntimeDir(const std::string& prefix) {
+  std::error_code ec;
+  const char* xdg = getenv("XDG_RUNTIME_DIR");
+  for (const std::string& base :
+       {std::string("/var/run/dpdk"), std::string(xdg ? xdg : "/tmp") + "/dpdk"})
+    std::filesystem::remove_all(base + "/" + prefix, ec);
+}
+
 // Prometheus HTTP API client.
 class Prom {
  public:
@@ -253,8 +264,12 @@ stats: {interval_ms: 0}
 metrics: {enabled: true, address: "127.0.0.1:0", top_subtables: 2}
 )"));
 
-  Process daemon({kDaemon, "-c", dir.File("d.yaml"), "--file-prefix",
-                  absl::StrCat("fcmetrics_", getpid())},
+  const std::string prefix = absl::StrCat("fcmetrics_", getpid());
+  struct Cleanup {
+    std::string prefix;
+    ~Cleanup() { RemoveEalRuntimeDir(prefix); }
+  } cleanup{prefix};  // runs after `daemon` is gone (declared before it)
+  Process daemon({kDaemon, "-c", dir.File("d.yaml"), "--file-prefix", prefix},
                  dir.File("daemon.txt"));
   int metrics_port = 0;
   for (auto end = Clock::now() + std::chrono::seconds(20); Clock::now() < end && !metrics_port;) {
