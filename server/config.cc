@@ -331,6 +331,17 @@ absl::StatusOr<DaemonConfig> Convert(const YAML::Node& root) {
   FC_RETURN_IF_ERROR(run.Int("duration_s", &c.run_duration_s, 0, 1 << 30));
   FC_RETURN_IF_ERROR(run.CheckNoUnknownKeys());
 
+  // ---- metrics (issue 7) ----
+  MapReader metrics(top.Get("metrics"), "metrics");
+  FC_RETURN_IF_ERROR(metrics.CheckIsMap());
+  FC_RETURN_IF_ERROR(metrics.Bool("enabled", &c.metrics.enabled));
+  FC_RETURN_IF_ERROR(metrics.String("address", &c.metrics.address));
+  FC_RETURN_IF_ERROR(metrics.Int("top_subtables", &c.metrics.top_subtables, 0, 1000));
+  FC_RETURN_IF_ERROR(metrics.Int("threads", &c.metrics.threads, 1, 64));
+  FC_RETURN_IF_ERROR(metrics.CheckNoUnknownKeys());
+  FC_RETURN_IF_ERROR(ValidateMetricsOptions(c.metrics));
+  // ---- end metrics ----
+
   FC_RETURN_IF_ERROR(top.CheckNoUnknownKeys());
   return c;
 }
@@ -404,6 +415,12 @@ std::string DescribeConfig(const DaemonConfig& c) {
                     " rss ", p.rss ? "on" : "off", "\n");
   absl::StrAppend(&s, "rules: ", c.rules_file.empty() ? "(none)" : c.rules_file,
                   " format ", c.rules_format, "\n");
+  absl::StrAppend(&s, "metrics: ",  // metrics (issue 7)
+                  c.metrics.enabled ? absl::StrCat("http://", c.metrics.address,
+                                                   "/metrics top_subtables ",
+                                                   c.metrics.top_subtables)
+                                    : "off",
+                  "\n");
   return s;
 }
 

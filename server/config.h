@@ -25,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "dataplane/dpdk/dpdk_dataplane.h"
+#include "server/metrics/metrics_options.h"  // metrics (issue 7)
 
 namespace flowclass {
 
@@ -36,6 +37,7 @@ struct DaemonConfig {
   uint32_t stats_interval_ms = 1000;  // stats.interval_ms; 0 = no periodic line
   bool stats_final = true;            // stats.final: full dump at exit
   uint32_t run_duration_s = 0;        // run.duration_s; 0 = until a signal
+  MetricsOptions metrics;             // metrics.* (issue 7): /metrics endpoint
 };
 
 // Parses YAML text (`origin` names it in errors) with overrides applied.

@@ -24,6 +24,8 @@
 #include "dataplane/dpdk/dpdk_dataplane.h"
 #include "dataplane/rule_format.h"
 #include "server/config.h"
+#include "server/metrics/metrics_exporter.h"    // metrics (issue 7)
+#include "server/metrics/observed_dataplane.h"  // metrics (issue 7)
 
 namespace flowclass {
 namespace {
@@ -37,6 +39,7 @@ constexpr int kExitPort = 5;
 constexpr int kExitMempool = 6;
 constexpr int kExitRules = 7;
 constexpr int kExitLcore = 8;
+constexpr int kExitMetrics = 9;  // metrics (issue 7): cannot serve /metrics
 
 std::atomic<int> g_signal{0};
 void OnSignal(int sig) { g_signal.store(sig); }
@@ -59,7 +62,7 @@ void Usage(FILE* out) {
       "  --duration-s N           same as --set run.duration_s=N\n"
       "  -h, --help               this text\n"
       "exit codes: 0 ok, 1 internal, 2 usage, 3 config, 4 EAL, 5 port,\n"
-      "            6 mempool, 7 rules, 8 lcore\n",
+      "            6 mempool, 7 rules, 8 lcore, 9 metrics\n",
       out);
 }
 
@@ -231,10 +234,32 @@ int Main(int argc, char** argv) {
   }
   DpdkDataplane& dataplane = **dp;
 
-  absl::StatusOr<BatchResult> applied = dataplane.ApplyBatch(*rules);
+  // ---- metrics (issue 7) ----
+  // Rule batches go through `observed` (it times ApplyBatch for the
+  // apply-latency histogram); /metrics reads dataplane.Stats() per scrape.
+  // Declared after `dp`'s pointee is alive and reset before it goes.
+  ApplyLatencyMetrics apply_latency;
+  ObservedDataplane observed(&dataplane, &apply_latency);
+  std::unique_ptr<MetricsExporter> metrics;
+  if (config->metrics.enabled) {
+    absl::StatusOr<std::unique_ptr<MetricsExporter>> m =
+        MetricsExporter::Start(config->metrics, &dataplane, &apply_latency);
+    if (!m.ok()) {
+      std::fprintf(stderr, "flowclassd: metrics error: %s\n",
+                   std::string(m.status().message()).c_str());
+      dp->reset();
+      return finish(kExitMetrics);
+    }
+    metrics = std::move(*m);
+    std::printf("flowclassd: metrics on %s\n", metrics->url().c_str());
+  }
+  // ---- end metrics ----
+
+  absl::StatusOr<BatchResult> applied = observed.ApplyBatch(*rules);
   if (!applied.ok()) {
     std::fprintf(stderr, "flowclassd: rules error: %s\n",
                  std::string(applied.status().message()).c_str());
+    metrics.reset();  // metrics (issue 7)
     dp->reset();
     return finish(kExitRules);
   }
@@ -249,6 +274,7 @@ int Main(int argc, char** argv) {
   if (!st.ok()) {
     std::fprintf(stderr, "flowclassd: port error: %s\n",
                  std::string(st.message()).c_str());
+    metrics.reset();  // metrics (issue 7)
     dp->reset();
     return finish(kExitPort);
   }
@@ -283,6 +309,7 @@ int Main(int argc, char** argv) {
   const int sig = g_signal.load();
   std::printf("flowclassd: stopping (%s)\n",
               sig ? (sig == SIGINT ? "SIGINT" : "SIGTERM") : "duration reached");
+  metrics.reset();  // metrics (issue 7): no scrape while the dataplane stops
   dataplane.Stop();
   const DataplaneStats final_stats = dataplane.Stats();
   PrintStats("final", final_stats, /*ports=*/true);

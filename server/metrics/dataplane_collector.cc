@@ -1,0 +1,322 @@
+#include "server/metrics/dataplane_collector.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/metrics/observed_dataplane.h"
+
+#ifndef FLOWCLASS_VERSION
+#define FLOWCLASS_VERSION "unknown"
+#endif
+
+namespace flowclass {
+namespace {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+using Labels = std::vector<std::pair<std::string, std::string>>;
+
+// Appends families in a fixed order; each family is created on first use so
+// that a family with no series (e.g. no ports) is simply absent.
+class Families {
+ public:
+  explicit Families(std::vector<MetricFamily>* out) : out_(out) {}
+
+  void Counter(const char* name, const char* help, const Labels& labels,
+               uint64_t value) {
+    Get(name, help, MetricType::Counter).metric.push_back(
+        Metric(labels, [&](ClientMetric& m) {
+          m.counter.value = static_cast<double>(value);
+        }));
+  }
+  void Gauge(const char* name, const char* help, const Labels& labels,
+             double value) {
+    Get(name, help, MetricType::Gauge).metric.push_back(
+        Metric(labels, [&](ClientMetric& m) { m.gauge.value = value; }));
+  }
+
+ private:
+  template <typename F>
+  static ClientMetric Metric(const Labels& labels, F set) {
+    ClientMetric m;
+    for (const auto& [k, v] : labels) m.label.push_back({k, v});
+    set(m);
+    return m;
+  }
+  MetricFamily& Get(const char* name, const char* help, MetricType type) {
+    auto it = index_.find(name);
+    if (it != index_.end()) return (*out_)[it->second];
+    index_[name] = out_->size();
+    MetricFamily f;
+    f.name = name;
+    f.help = help;
+    f.type = type;
+    out_->push_back(std::move(f));
+    return out_->back();
+  }
+  std::vector<MetricFamily>* out_;
+  std::map<std::string, size_t> index_;
+};
+
+std::string Str(uint64_t v) { return absl::StrCat(v); }
+
+void AddPmd(const PmdCounters& p, const CollectorOptions& o, Families& f) {
+  const std::string pmd = Str(p.pmd);
+  const PmdStats& s = p.pipeline;
+  f.Gauge("flowclass_pmd_info",
+          "PMD thread and its EAL lcore (value 1).",
+          {{"pmd", pmd}, {"lcore", Str(p.lcore)}}, 1);
+  // Layers partition the packets: megaflow excludes the CD's hits, so the
+  // sum over `layer` is every packet the pipeline classified.
+  const char* kLayerHelp =
+      "Packets classified, by the layer that found the answer (emc, smc, cd, "
+      "megaflow = dpcls search without the CD, upcall_ok, upcall_failed); the "
+      "layers add up to all packets.";
+  const uint64_t dpcls = s.megaflow_hits >= s.cd_hits ? s.megaflow_hits - s.cd_hits : 0;
+  const std::pair<const char*, uint64_t> layers[] = {
+      {"emc", s.emc_hits},       {"smc", s.smc_hits},
+      {"cd", s.cd_hits},         {"megaflow", dpcls},
+      {"upcall_ok", s.upcall_ok}, {"upcall_failed", s.upcall_failed}};
+  for (const auto& [layer, v] : layers)
+    f.Counter("flowclass_pmd_packets_total", kLayerHelp,
+              {{"pmd", pmd}, {"layer", layer}}, v);
+  f.Counter("flowclass_pmd_rx_packets_total",
+            "Packets the PMD received from all the rx queues it polls.",
+            {{"pmd", pmd}}, p.rx_packets);
+  f.Counter("flowclass_pmd_tx_packets_total",
+            "Packets the PMD handed to a tx queue (accepted).", {{"pmd", pmd}},
+            p.tx_packets);
+  const char* kDropHelp =
+      "Packets the PMD dropped, by reason: rule (the winning rule says drop), "
+      "no_match (no rule), bad_port (output to a port we do not have), "
+      "tx_full (tx queue refused them after retries).";
+  const std::pair<const char*, uint64_t> drops[] = {
+      {"rule", p.rule_drops},
+      {"no_match", p.no_match},
+      {"bad_port", p.bad_port},
+      {"tx_full", p.tx_dropped}};
+  for (const auto& [reason, v] : drops)
+    f.Counter("flowclass_pmd_dropped_packets_total", kDropHelp,
+              {{"pmd", pmd}, {"reason", reason}}, v);
+  f.Counter("flowclass_pmd_parse_errors_total",
+            "Packets whose headers were truncated or malformed (still classified).",
+            {{"pmd", pmd}}, p.parse_errors);
+  f.Counter("flowclass_pmd_iterations_total", "Poll loop iterations.",
+            {{"pmd", pmd}}, p.iterations);
+  const char* kCyclesHelp =
+      "TSC cycles of poll loop iterations, state=busy (some packet received) "
+      "or idle; divide by flowclass_tsc_hertz for seconds.";
+  f.Counter("flowclass_pmd_cycles_total", kCyclesHelp,
+            {{"pmd", pmd}, {"state", "busy"}}, p.busy_cycles);
+  f.Counter("flowclass_pmd_cycles_total", kCyclesHelp,
+            {{"pmd", pmd}, {"state", "idle"}}, p.idle_cycles);
+  f.Counter("flowclass_pmd_classifier_cycles_total",
+            "TSC cycles spent in the classification pipeline (EMC to upcall).",
+            {{"pmd", pmd}}, s.cycles);
+  f.Counter("flowclass_pmd_subtable_lookups_total",
+            "Subtables probed for megaflow hits (divide by megaflow hits for "
+            "lookups per hit).",
+            {{"pmd", pmd}}, s.subtable_lookups);
+  f.Counter("flowclass_pmd_cd_false_hits_total",
+            "Cuckoo Distributor suggestions that did not verify.",
+            {{"pmd", pmd}}, s.cd_false_hits);
+  f.Counter("flowclass_pmd_revalidations_total",
+            "Rule set changes the PMD installed (caches revalidated or flushed).",
+            {{"pmd", pmd}}, s.revalidations);
+  f.Counter("flowclass_pmd_revalidated_megaflows_total",
+            "Megaflows removed by revalidation after rule changes.",
+            {{"pmd", pmd}}, s.megaflows_revalidated_out);
+  f.Gauge("flowclass_pmd_generation",
+          "Rule set generation the PMD classifies with.", {{"pmd", pmd}},
+          static_cast<double>(p.generation));
+
+  for (const QueueCounters& q : p.rx_queues)
+    f.Counter("flowclass_queue_packets_total",
+              "Packets per (port, queue) and direction; a tx queue belongs to "
+              "one PMD (queue = pmd index).",
+              {{"pmd", pmd}, {"port", Str(q.port)}, {"queue", Str(q.queue)},
+               {"direction", "rx"}},
+              q.packets);
+  for (const QueueCounters& q : p.tx_queues) {
+    f.Counter("flowclass_queue_packets_total",
+              "Packets per (port, queue) and direction; a tx queue belongs to "
+              "one PMD (queue = pmd index).",
+              {{"pmd", pmd}, {"port", Str(q.port)}, {"queue", Str(q.queue)},
+               {"direction", "tx"}},
+              q.packets);
+    f.Counter("flowclass_queue_tx_dropped_packets_total",
+              "Packets a tx queue refused after retries (freed).",
+              {{"pmd", pmd}, {"port", Str(q.port)}, {"queue", Str(q.queue)}},
+              q.dropped);
+  }
+
+  if (!p.has_snapshot) return;
+  const PipelineSnapshot& snap = p.snapshot;
+  f.Gauge("flowclass_pmd_cd_enabled",
+          "1 when the Cuckoo Distributor is on for this PMD, 0 when off.",
+          {{"pmd", pmd}}, snap.cd_enabled ? 1 : 0);
+  f.Counter("flowclass_pmd_cd_transitions_total",
+            "Times the adaptive controller switched the CD on or off.",
+            {{"pmd", pmd}}, snap.cd_transitions);
+  const struct {
+    const char* cache;
+    uint32_t used, capacity;
+  } caches[] = {{"emc", snap.emc_occupancy, snap.emc_entries},
+                {"smc", snap.smc_occupancy, snap.smc_entries},
+                {"cd", snap.cd_occupancy, snap.cd_entries}};
+  for (const auto& c : caches) {
+    f.Gauge("flowclass_pmd_cache_used_entries",
+            "Live entries of a PMD cache (emc, smc, cd).",
+            {{"pmd", pmd}, {"cache", c.cache}}, c.used);
+    f.Gauge("flowclass_pmd_cache_capacity_entries",
+            "Entries a PMD cache (emc, smc, cd) can hold.",
+            {{"pmd", pmd}, {"cache", c.cache}}, c.capacity);
+  }
+  f.Gauge("flowclass_pmd_megaflows", "Megaflows installed in the PMD's dpcls.",
+          {{"pmd", pmd}}, static_cast<double>(snap.megaflows));
+  f.Gauge("flowclass_pmd_subtables", "Subtables of the PMD's dpcls (all ports).",
+          {{"pmd", pmd}}, static_cast<double>(snap.subtables));
+
+  // Per in_port: subtables and megaflows.
+  std::map<uint32_t, std::pair<uint64_t, uint64_t>> per_port;  // subtables, megaflows
+  for (const SubtableInfo& t : snap.subtable) {
+    auto& pp = per_port[t.in_port];
+    ++pp.first;
+    pp.second += t.megaflows;
+  }
+  for (const auto& [port, pp] : per_port) {
+    f.Gauge("flowclass_subtables", "dpcls subtables of one in_port on one PMD.",
+            {{"pmd", pmd}, {"port", Str(port)}}, static_cast<double>(pp.first));
+    f.Gauge("flowclass_megaflows", "Megaflows of one in_port on one PMD.",
+            {{"pmd", pmd}, {"port", Str(port)}}, static_cast<double>(pp.second));
+  }
+
+  // Top N subtables by hits (ties: lower id first, so the choice is stable),
+  // the others summed per port.
+  std::vector<const SubtableInfo*> order;
+  for (const SubtableInfo& t : snap.subtable) order.push_back(&t);
+  std::sort(order.begin(), order.end(),
+            [](const SubtableInfo* a, const SubtableInfo* b) {
+              if (a->hits != b->hits) return a->hits > b->hits;
+              return a->id < b->id;
+            });
+  const size_t top = std::min<size_t>(order.size(), o.top_subtables);
+  const char* kHitsHelp =
+      "Megaflow hits of a dpcls subtable since it was created; one series per "
+      "subtable for the top metrics.top_subtables by hits, the rest summed "
+      "per port as subtable=\"other\" (which may drop when a subtable moves "
+      "into the top N).";
+  const char* kSubMfHelp =
+      "Megaflows in a dpcls subtable (top N by hits, the rest summed per port "
+      "as subtable=\"other\").";
+  for (size_t i = 0; i < top; ++i) {
+    const SubtableInfo& t = *order[i];
+    const Labels l = {{"pmd", pmd}, {"port", Str(t.in_port)}, {"subtable", Str(t.id)}};
+    f.Counter("flowclass_subtable_hits_total", kHitsHelp, l, t.hits);
+    f.Gauge("flowclass_subtable_megaflows", kSubMfHelp, l, t.megaflows);
+    f.Gauge("flowclass_subtable_rank",
+            "0-based probe position of a top-N subtable in its port's ranking.",
+            l, t.rank);
+  }
+  std::map<uint32_t, std::pair<uint64_t, uint64_t>> other;  // hits, megaflows
+  for (size_t i = top; i < order.size(); ++i) {
+    auto& oo = other[order[i]->in_port];
+    oo.first += order[i]->hits;
+    oo.second += order[i]->megaflows;
+  }
+  for (const auto& [port, oo] : other) {
+    const Labels l = {{"pmd", pmd}, {"port", Str(port)}, {"subtable", kOtherSubtables}};
+    f.Counter("flowclass_subtable_hits_total", kHitsHelp, l, oo.first);
+    f.Gauge("flowclass_subtable_megaflows", kSubMfHelp, l, static_cast<double>(oo.second));
+  }
+}
+
+void AddPort(const PortCounters& p, Families& f) {
+  const std::string port = Str(p.number);
+  f.Gauge("flowclass_port_info", "Configured port and its device (value 1).",
+          {{"port", port}, {"device", p.device}}, 1);
+  f.Counter("flowclass_port_rx_packets_total",
+            "Packets received from the port, summed over PMDs and queues.",
+            {{"port", port}}, p.rx_packets);
+  f.Counter("flowclass_port_tx_packets_total",
+            "Packets sent to the port (accepted by a tx queue), summed over PMDs.",
+            {{"port", port}}, p.tx_packets);
+  f.Counter("flowclass_port_tx_dropped_packets_total",
+            "Packets for the port that its tx queues refused, summed over PMDs.",
+            {{"port", port}}, p.tx_dropped);
+  const char* kDevHelp = "Packets the device itself counted (rte_eth_stats), by direction.";
+  f.Counter("flowclass_port_device_packets_total", kDevHelp,
+            {{"port", port}, {"direction", "rx"}}, p.dev_ipackets);
+  f.Counter("flowclass_port_device_packets_total", kDevHelp,
+            {{"port", port}, {"direction", "tx"}}, p.dev_opackets);
+  const char* kErrHelp = "Device error counters (rte_eth_stats ierrors/oerrors), by direction.";
+  f.Counter("flowclass_port_device_errors_total", kErrHelp,
+            {{"port", port}, {"direction", "rx"}}, p.dev_ierrors);
+  f.Counter("flowclass_port_device_errors_total", kErrHelp,
+            {{"port", port}, {"direction", "tx"}}, p.dev_oerrors);
+  f.Counter("flowclass_port_device_missed_packets_total",
+            "Packets the device dropped because no rx descriptor was free (imissed).",
+            {{"port", port}}, p.dev_imissed);
+  f.Counter("flowclass_port_device_rx_no_mbuf_total",
+            "Receive attempts that found the mbuf pool empty (rx_nombuf).",
+            {{"port", port}}, p.dev_rx_nombuf);
+}
+
+}  // namespace
+
+std::string BuildVersion() { return FLOWCLASS_VERSION; }
+
+DataplaneCollector::DataplaneCollector(const Dataplane* dataplane,
+                                       CollectorOptions options)
+    : dataplane_(dataplane), options_(options) {}
+
+std::vector<MetricFamily> DataplaneCollector::Collect() const {
+  return BuildFamilies(dataplane_->Stats(), options_);
+}
+
+std::vector<MetricFamily> DataplaneCollector::BuildFamilies(
+    const DataplaneStats& s, const CollectorOptions& o) {
+  std::vector<MetricFamily> out;
+  Families f(&out);
+  f.Gauge("flowclass_build_info",
+          "flowclassd build (value 1): version and compiler.",
+          {{"version", FLOWCLASS_VERSION}, {"compiler", __VERSION__}}, 1);
+  f.Gauge("flowclass_rule_generation",
+          "Last acknowledged rule set generation (+1 per applied batch).", {},
+          static_cast<double>(s.generation));
+  f.Gauge("flowclass_rules", "Rules in the acknowledged rule set.", {},
+          static_cast<double>(s.rules.rules));
+  f.Gauge("flowclass_rule_entries",
+          "Masked slow-path entries after L4 range expansion.", {},
+          static_cast<double>(s.rules.entries));
+  f.Gauge("flowclass_rule_subtables", "Subtables of the slow-path RuleTable.", {},
+          static_cast<double>(s.rules.subtables));
+  f.Gauge("flowclass_tsc_hertz", "TSC frequency: cycles per second (0 if unknown).",
+          {}, static_cast<double>(s.tsc_hz));
+  f.Gauge("flowclass_pmds", "PMD threads.", {}, static_cast<double>(s.pmds.size()));
+  for (const PmdCounters& p : s.pmds) AddPmd(p, o, f);
+  for (const PortCounters& p : s.ports) AddPort(p, f);
+  return out;
+}
+
+std::vector<std::string> ExportedMetricNames() {
+  // One fully populated snapshot produces every family.
+  DataplaneStats s;
+  PmdCounters p;
+  p.rx_queues.push_back({});
+  p.tx_queues.push_back({});
+  p.has_snapshot = true;
+  p.snapshot.subtable.resize(2);
+  s.pmds.push_back(p);
+  s.ports.push_back({});
+  std::vector<std::string> names;
+  for (const MetricFamily& fam : DataplaneCollector::BuildFamilies(s, {/*top_subtables=*/1}))
+    names.push_back(fam.name);
+  names.push_back(kApplyDurationMetric);
+  return names;
+}
+
+}  // namespace flowclass

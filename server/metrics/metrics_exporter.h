@@ -1,0 +1,66 @@
+// metrics_exporter.h — flowclassd's /metrics endpoint (prometheus-cpp pull).
+//
+// Contract
+// --------
+// MetricsExporter::Start(options, dataplane, latency) validates the options,
+// listens on options.address (an HTTP server with options.threads threads,
+// civetweb inside prometheus-cpp) and serves GET /metrics in the Prometheus
+// text format: the DataplaneCollector's families (built from one
+// Dataplane::Stats() per scrape) followed by the apply-latency histogram when
+// `latency` is given.  Errors: INVALID_ARGUMENT naming the metrics.* key;
+// UNAVAILABLE when the address cannot be bound.
+//
+// Threads: Start and the destructor from one control thread; scrapes run on
+// the HTTP threads.  The destructor stops the HTTP server (waiting for
+// scrapes in flight) before anything it reads goes away, so destroy the
+// exporter before the Dataplane and the ApplyLatencyMetrics.  The PMDs are
+// never involved beyond answering Stats()'s snapshot request (see
+// dataplane.h); nothing here runs on a PMD.
+#ifndef FLOWCLASS_SERVER_METRICS_METRICS_EXPORTER_H_
+#define FLOWCLASS_SERVER_METRICS_METRICS_EXPORTER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "dataplane/dataplane.h"
+#include "server/metrics/dataplane_collector.h"
+#include "server/metrics/metrics_options.h"
+#include "server/metrics/observed_dataplane.h"
+
+namespace prometheus {
+class Exposer;
+}
+
+namespace flowclass {
+
+// The Prometheus text exposition of `families` (what /metrics returns).
+std::string SerializeMetrics(const std::vector<prometheus::MetricFamily>& families);
+
+class MetricsExporter {
+ public:
+  // `dataplane` (and `latency` if not null) must outlive the exporter.
+  static absl::StatusOr<std::unique_ptr<MetricsExporter>> Start(
+      const MetricsOptions& options, const Dataplane* dataplane,
+      ApplyLatencyMetrics* latency);
+  ~MetricsExporter();
+  MetricsExporter(const MetricsExporter&) = delete;
+  MetricsExporter& operator=(const MetricsExporter&) = delete;
+
+  // The port actually bound (differs from the address's when it was 0).
+  int port() const { return port_; }
+  // "http://<host>:<port>/metrics".
+  std::string url() const;
+
+ private:
+  MetricsExporter() = default;
+  std::string host_;
+  int port_ = 0;
+  std::shared_ptr<DataplaneCollector> collector_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+};
+
+}  // namespace flowclass
+
+#endif  // FLOWCLASS_SERVER_METRICS_METRICS_EXPORTER_H_

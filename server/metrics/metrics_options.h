@@ -1,0 +1,72 @@
+// metrics_options.h — the `metrics:` section of flowclassd's configuration.
+//
+// Contract
+// --------
+// Plain data, header-only, no dependency: server/config.h embeds it in
+// DaemonConfig (and validates it while parsing the YAML), MetricsExporter
+// (metrics_exporter.h) consumes it.  Every key is documented in
+// docs/metrics.md and docs/flowclassd.md.
+#ifndef FLOWCLASS_SERVER_METRICS_METRICS_OPTIONS_H_
+#define FLOWCLASS_SERVER_METRICS_METRICS_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace flowclass {
+
+struct MetricsOptions {
+  // metrics.enabled: serve /metrics.  Off unless the config turns it on (the
+  // example config does), so that test daemons never fight over a port.
+  bool enabled = false;
+  // metrics.address: "host:port" to listen on; "127.0.0.1:0" picks a free
+  // port (flowclassd prints the URL).  The Helm chart sets the pod IP.
+  std::string address = "127.0.0.1:9464";
+  // metrics.top_subtables: per PMD, the N subtables with most hits get their
+  // own series; the rest are summed per (pmd, port) into subtable="other".
+  uint32_t top_subtables = 8;
+  // metrics.threads: HTTP server threads (concurrent scrapes).
+  uint32_t threads = 2;
+};
+
+namespace internal_metrics {
+// Splits "host:port" / "[v6]:port".  False when malformed.
+inline bool SplitAddress(const std::string& a, std::string* host, int* port) {
+  const size_t colon = a.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == a.size()) return false;
+  *host = a.substr(0, colon);
+  if (host->front() == '[' && host->back() != ']') return false;
+  if (host->find(':') != std::string::npos && host->front() != '[') return false;
+  int p = 0;
+  if (!absl::SimpleAtoi(a.substr(colon + 1), &p) || p < 0 || p > 65535) return false;
+  *port = p;
+  return true;
+}
+}  // namespace internal_metrics
+
+// INVALID_ARGUMENT naming the key: metrics.address must be "host:port" (IPv4,
+// a name, or "[v6]:port") with port 0..65535; metrics.top_subtables 0..1000;
+// metrics.threads 1..64.  Inline so that the config parser (which does not
+// link prometheus-cpp) can use it.
+inline absl::Status ValidateMetricsOptions(const MetricsOptions& o) {
+  std::string host;
+  int port = 0;
+  if (!internal_metrics::SplitAddress(o.address, &host, &port))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "metrics.address: \"", o.address,
+        "\" is not host:port (e.g. 127.0.0.1:9464, [::1]:9464)"));
+  if (o.top_subtables > 1000)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "metrics.top_subtables: ", o.top_subtables, " is outside 0..1000"));
+  if (o.threads < 1 || o.threads > 64)
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics.threads: ", o.threads, " is outside 1..64"));
+  return absl::OkStatus();
+}
+
+}  // namespace flowclass
+
+#endif  // FLOWCLASS_SERVER_METRICS_METRICS_OPTIONS_H_

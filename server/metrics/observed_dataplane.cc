@@ -1,0 +1,40 @@
+#include "server/metrics/observed_dataplane.h"
+
+#include <chrono>
+
+namespace flowclass {
+
+const std::vector<double>& ApplyLatencyMetrics::Buckets() {
+  static const std::vector<double> kBuckets = {
+      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+      0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,     10};
+  return kBuckets;
+}
+
+ApplyLatencyMetrics::ApplyLatencyMetrics()
+    : registry_(std::make_shared<prometheus::Registry>()) {
+  auto& family =
+      prometheus::BuildHistogram()
+          .Name(kApplyDurationMetric)
+          .Help("Wall time of a rule batch from ApplyBatch call to ack "
+                "(validated, published, every PMD past a quiescent point), by "
+                "result (ok or error).")
+          .Register(*registry_);
+  ok_ = &family.Add({{"result", "ok"}}, Buckets());
+  error_ = &family.Add({{"result", "error"}}, Buckets());
+}
+
+void ApplyLatencyMetrics::Observe(double seconds, bool ok) {
+  (ok ? ok_ : error_)->Observe(seconds);
+}
+
+absl::StatusOr<BatchResult> ObservedDataplane::ApplyBatch(
+    absl::Span<const RuleOp> ops) {
+  const auto t0 = std::chrono::steady_clock::now();
+  absl::StatusOr<BatchResult> r = inner_->ApplyBatch(ops);
+  const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+  latency_->Observe(dt.count(), r.ok());
+  return r;
+}
+
+}  // namespace flowclass
