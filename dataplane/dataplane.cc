@@ -1,0 +1,64 @@
+#include "dataplane/dataplane.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+
+namespace flowclass {
+
+PmdCounters DataplaneStats::Total() const {
+  PmdCounters t;
+  for (const PmdCounters& p : pmds) {
+    t.iterations += p.iterations;
+    t.rx_packets += p.rx_packets;
+    t.tx_packets += p.tx_packets;
+    t.tx_dropped += p.tx_dropped;
+    t.rule_drops += p.rule_drops;
+    t.no_match += p.no_match;
+    t.bad_port += p.bad_port;
+    t.parse_errors += p.parse_errors;
+    t.busy_cycles += p.busy_cycles;
+    t.idle_cycles += p.idle_cycles;
+    t.generation = std::max(t.generation, p.generation);
+    t.pipeline.packets += p.pipeline.packets;
+    t.pipeline.emc_hits += p.pipeline.emc_hits;
+    t.pipeline.smc_hits += p.pipeline.smc_hits;
+    t.pipeline.megaflow_hits += p.pipeline.megaflow_hits;
+    t.pipeline.subtable_lookups += p.pipeline.subtable_lookups;
+    t.pipeline.upcall_ok += p.pipeline.upcall_ok;
+    t.pipeline.upcall_failed += p.pipeline.upcall_failed;
+    t.pipeline.no_match += p.pipeline.no_match;
+    t.pipeline.cycles += p.pipeline.cycles;
+  }
+  return t;
+}
+
+std::string DataplaneStats::ToString() const {
+  std::string s = absl::StrFormat("generation %d, %d rules, %d subtables\n",
+                                  generation, rules.rules, rules.subtables);
+  for (const PmdCounters& p : pmds) {
+    const uint64_t total = p.busy_cycles + p.idle_cycles;
+    absl::StrAppendFormat(
+        &s,
+        "pmd %d lcore %d (generation %d):\n  rx packets: %d\n  tx packets: %d\n"
+        "  tx dropped: %d\n  rule drops: %d\n  no match: %d\n  bad port: %d\n"
+        "  parse errors: %d\n  busy cycles: %d (%.1f%%)\n  idle cycles: %d\n"
+        "  avg cycles per packet: %.1f\n%s",
+        p.pmd, p.lcore, p.generation, p.rx_packets, p.tx_packets, p.tx_dropped,
+        p.rule_drops, p.no_match, p.bad_port, p.parse_errors, p.busy_cycles,
+        total ? 100.0 * static_cast<double>(p.busy_cycles) / total : 0.0,
+        p.idle_cycles, p.CyclesPerPacket(), p.pipeline.ToString());
+  }
+  for (const PortCounters& p : ports) {
+    absl::StrAppendFormat(
+        &s,
+        "port %d (%s): tx %d tx_dropped %d | device: ipackets %d opackets %d "
+        "imissed %d ierrors %d oerrors %d rx_nombuf %d\n",
+        p.number, p.device, p.tx_packets, p.tx_dropped, p.dev_ipackets,
+        p.dev_opackets, p.dev_imissed, p.dev_ierrors, p.dev_oerrors,
+        p.dev_rx_nombuf);
+  }
+  return s;
+}
+
+}  // namespace flowclass

@@ -1,0 +1,128 @@
+// dataplane.h — the control interface of a running dataplane.
+//
+// Contract
+// --------
+// `Dataplane` is what the control plane (the gRPC service, flowclassd's own
+// start-up code, tests) calls.  It has two implementations:
+//   DpdkDataplane (dataplane/dpdk/dpdk_dataplane.h)  PMD threads on DPDK ports;
+//   FakeDataplane (tests/common/fake_dataplane.h)    a RuleTable and counters,
+//                                                    for control-plane tests.
+// Both honour the same contract:
+//
+// * Threads: every method may be called from any non-PMD thread, concurrently;
+//   implementations serialise what needs serialising.  PMD threads never call
+//   in here and never wait for anything done here.
+// * ApplyBatch(ops) validates the whole batch against the current rule set
+//   and changes nothing unless every operation is valid (the RuleTable's
+//   all-or-nothing rule).  When it returns OK with generation G, every packet
+//   that a PMD receives from then on is classified by rule set G: the new
+//   table has been published and every online PMD has installed it (its caches
+//   revalidated) and passed a quiescent point.  The previous table has been
+//   freed by then.  Batches are applied in call order; an empty batch is
+//   acknowledged with the current generation and changes nothing.
+// * Stats() is a snapshot taken without stopping the PMDs: every counter is
+//   exact for some instant of its own PMD, but counters of different PMDs (and
+//   different counters of one PMD) may be read at slightly different instants.
+//   Counters only grow.  Once the dataplane has stopped, the snapshot is final
+//   and its accounting identity holds exactly:
+//     rx_packets == tx_packets + tx_dropped + rule_drops + no_match + bad_port
+//   (summed per PMD, or over all PMDs).
+// * GetConfig/SetConfig expose the run-time tunables by dotted name (the same
+//   names as the YAML config, e.g. "pmd.tx_retries").  Keys that can only be
+//   set at start-up are readable but SetConfig answers FAILED_PRECONDITION;
+//   unknown keys NOT_FOUND; bad values INVALID_ARGUMENT naming the key.
+#ifndef FLOWCLASS_DATAPLANE_DATAPLANE_H_
+#define FLOWCLASS_DATAPLANE_DATAPLANE_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "dataplane/pipeline.h"
+#include "dataplane/rule.h"
+#include "dataplane/rule_table.h"
+
+namespace flowclass {
+
+// Counters of one PMD thread (one polling lcore).
+struct PmdCounters {
+  uint32_t pmd = 0;            // index in [0, number of PMDs)
+  uint32_t lcore = 0;          // EAL lcore id (0 for the fake)
+  uint64_t iterations = 0;     // poll loop iterations
+  uint64_t rx_packets = 0;     // packets received from every polled queue
+  uint64_t tx_packets = 0;     // packets accepted by a tx queue
+  uint64_t tx_dropped = 0;     // output packets the tx queue refused after retries
+  uint64_t rule_drops = 0;     // packets whose winning rule says drop
+  uint64_t no_match = 0;       // packets no rule matched (dropped)
+  uint64_t bad_port = 0;       // output:<port> naming a port we do not have
+  uint64_t parse_errors = 0;   // keys flagged truncated/malformed (still classified)
+  uint64_t busy_cycles = 0;    // TSC cycles of iterations that received packets
+  uint64_t idle_cycles = 0;    // TSC cycles of iterations that received none
+  uint64_t generation = 0;     // rule set generation the PMD classifies with
+  PmdStats pipeline;           // the pipeline's own counters (EMC, SMC, ...)
+
+  // Cycles per received packet over the PMD's busy time (0 before any rx).
+  double CyclesPerPacket() const {
+    return rx_packets ? static_cast<double>(busy_cycles) / rx_packets : 0.0;
+  }
+};
+
+// Counters of one configured port.
+struct PortCounters {
+  uint32_t number = 0;       // the port number rules use (in_port, output:N)
+  std::string device;        // DPDK device name or PCI address
+  uint64_t tx_packets = 0;   // summed over PMDs (our view)
+  uint64_t tx_dropped = 0;   // summed over PMDs
+  // The device's own view (rte_eth_stats); zero in the fake.
+  uint64_t dev_ipackets = 0;
+  uint64_t dev_opackets = 0;
+  uint64_t dev_imissed = 0;
+  uint64_t dev_ierrors = 0;
+  uint64_t dev_oerrors = 0;
+  uint64_t dev_rx_nombuf = 0;
+};
+
+struct DataplaneStats {
+  uint64_t generation = 0;  // last acknowledged rule set
+  RuleTableStats rules;
+  std::vector<PmdCounters> pmds;
+  std::vector<PortCounters> ports;
+  uint64_t tsc_hz = 0;      // to turn cycles into time (0 if unknown)
+
+  // Sum over every PMD (pmd and lcore fields are zero).
+  PmdCounters Total() const;
+  // Multi-line human-readable dump (as `ovs-appctl dpif-netdev/pmd-stats-show`).
+  std::string ToString() const;
+};
+
+class Dataplane {
+ public:
+  virtual ~Dataplane() = default;
+
+  // See the contract above.  INVALID_ARGUMENT / RESOURCE_EXHAUSTED from the
+  // RuleTable; FAILED_PRECONDITION once the dataplane is stopped.
+  virtual absl::StatusOr<BatchResult> ApplyBatch(absl::Span<const RuleOp> ops) = 0;
+
+  // Last acknowledged generation (0 before any batch).
+  virtual uint64_t generation() const = 0;
+
+  // A copy of every rule of the acknowledged rule set, in (priority desc, id
+  // asc) order.
+  virtual std::vector<Rule> ListRules() const = 0;
+
+  virtual DataplaneStats Stats() const = 0;
+
+  // Every key and its current value, as text.
+  virtual std::map<std::string, std::string> GetConfig() const = 0;
+  virtual absl::StatusOr<std::string> GetConfig(absl::string_view key) const = 0;
+  virtual absl::Status SetConfig(absl::string_view key, absl::string_view value) = 0;
+};
+
+}  // namespace flowclass
+
+#endif  // FLOWCLASS_DATAPLANE_DATAPLANE_H_

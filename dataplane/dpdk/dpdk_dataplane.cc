@@ -1,0 +1,676 @@
+#include "dataplane/dpdk/dpdk_dataplane.h"
+
+#include <rte_cycles.h>
+#include <rte_dev.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <mutex>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "dataplane/dpdk/rule_publisher.h"
+#include "dataplane/packet_parser.h"
+
+namespace flowclass {
+namespace {
+
+std::atomic<bool> g_eal_initialized{false};
+
+// Single-writer counter: the owning PMD adds with a relaxed load + store
+// (compiles to a plain add; no lock prefix), readers load relaxed.
+using Counter = std::atomic<uint64_t>;
+inline void Bump(Counter& c, uint64_t n) {
+  c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+}
+inline uint64_t Read(const Counter& c) {
+  return c.load(std::memory_order_relaxed);
+}
+
+// Layout: the scalar counters first, then the per-port arrays; the block is
+// 64-byte aligned so two PMDs never write the same cache line.
+struct alignas(64) PmdCounterBlock {
+  Counter iterations{0}, rx{0}, tx{0}, tx_dropped{0}, rule_drops{0},
+      no_match{0}, bad_port{0}, parse_errors{0}, busy_cycles{0},
+      idle_cycles{0}, generation{0};
+  // Mirror of the pipeline's PmdStats (plain fields owned by the PMD),
+  // refreshed after every busy iteration.
+  Counter p_packets{0}, p_emc{0}, p_smc{0}, p_megaflow{0}, p_subtable{0},
+      p_upcall_ok{0}, p_upcall_failed{0}, p_no_match{0}, p_cycles{0};
+  std::array<Counter, kMaxDataplanePorts> port_tx{};
+  std::array<Counter, kMaxDataplanePorts> port_tx_dropped{};
+};
+
+struct RxQueue {
+  uint16_t eth_port;
+  uint16_t queue;
+  uint32_t number;  // in_port for the parser
+};
+
+struct PortState {
+  PortOptions opts;
+  uint16_t eth_port = 0;
+  bool probed_by_us = false;  // detach on destruction
+  bool started = false;
+};
+
+absl::Status DpdkError(absl::string_view what, int err) {
+  return absl::InternalError(
+      absl::StrCat(what, ": ", rte_strerror(err < 0 ? -err : err)));
+}
+
+}  // namespace
+
+std::vector<std::string> BuildEalArgs(const EalOptions& o) {
+  std::vector<std::string> a = {o.program};
+  if (!o.lcore_map.empty()) {
+    a.push_back("--lcores=" + o.lcore_map);
+  } else {
+    std::vector<int> lc = {o.main_lcore};
+    for (int l : o.pmd_lcores)
+      if (std::find(lc.begin(), lc.end(), l) == lc.end()) lc.push_back(l);
+    a.push_back("-l");
+    a.push_back(absl::StrJoin(lc, ","));
+  }
+  a.push_back(absl::StrCat("--main-lcore=", o.main_lcore));
+  if (!o.hugepages) a.push_back("--no-huge");
+  if (o.memory_mb > 0) {
+    a.push_back("-m");
+    a.push_back(absl::StrCat(o.memory_mb));
+  }
+  if (!o.file_prefix.empty()) a.push_back("--file-prefix=" + o.file_prefix);
+  if (!o.pci) a.push_back("--no-pci");
+  for (const std::string& p : o.pci_allow) {
+    a.push_back("-a");
+    a.push_back(p);
+  }
+  for (const std::string& v : o.vdevs) a.push_back("--vdev=" + v);
+  if (!o.log_level.empty()) a.push_back("--log-level=" + o.log_level);
+  for (const std::string& e : o.extra_args) a.push_back(e);
+  return a;
+}
+
+absl::Status InitEal(const EalOptions& opts) {
+  if (g_eal_initialized.load()) {
+    return absl::FailedPreconditionError(
+        "eal: already initialised in this process (DPDK allows it once)");
+  }
+  std::vector<std::string> args = BuildEalArgs(opts);
+  std::vector<char*> argv;
+  for (std::string& s : args) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  int rc = rte_eal_init(static_cast<int>(args.size()), argv.data());
+  if (rc < 0) {
+    return absl::InternalError(absl::StrCat(
+        "eal: rte_eal_init failed: ", rte_strerror(rte_errno), " (args: ",
+        absl::StrJoin(args, " "), ")"));
+  }
+  g_eal_initialized.store(true);
+  return absl::OkStatus();
+}
+
+bool EalInitialized() { return g_eal_initialized.load(); }
+
+void CleanupEal() {
+  if (g_eal_initialized.exchange(false)) rte_eal_cleanup();
+}
+
+struct DpdkDataplane::Impl {
+  DpdkDataplaneOptions opts;
+  std::vector<PortState> ports;
+  // Rule port number -> index in `ports` (-1: none).  Read-only after Create.
+  std::vector<int8_t> port_index_by_number;
+  rte_mempool* pool = nullptr;
+  std::unique_ptr<RulePublisher> publisher;
+  std::mutex apply_mu;  // serialises ApplyBatch (control plane only)
+
+  struct Pmd {
+    int index = 0;
+    int lcore = 0;
+    std::vector<RxQueue> rxq;
+    std::unique_ptr<Pipeline> pipeline;
+    std::unique_ptr<PmdCounterBlock> counters;
+    Impl* dp = nullptr;
+    bool launched = false;
+  };
+  std::vector<Pmd> pmds;
+
+  // Run-time tunables read by the PMDs every iteration.
+  std::atomic<int> tx_retries{4};
+  std::atomic<uint32_t> idle_sleep_us{0};
+  std::atomic<bool> stop{false};
+  bool started = false;
+  bool stopped = false;
+
+  ~Impl();
+  static int PmdMain(void* arg);
+  void PmdLoop(Pmd& pmd);
+};
+
+DpdkDataplane::Impl::~Impl() {
+  for (PortState& p : ports) {
+    if (p.started) rte_eth_dev_stop(p.eth_port);
+    // Devices that existed before Create (EAL-probed PCI devices, ethdevs a
+    // test made) belong to whoever made them: left stopped, not closed.  What
+    // we probed is closed and detached, so the name can be probed again
+    // (tests create several dataplanes in one EAL).
+    if (!p.probed_by_us) continue;
+    rte_eth_dev_info info;
+    rte_device* dev = nullptr;
+    if (rte_eth_dev_info_get(p.eth_port, &info) == 0) dev = info.device;
+    rte_eth_dev_close(p.eth_port);
+    if (dev) rte_dev_remove(dev);
+  }
+  // Pipelines may hold pointers into the published table: drop them first.
+  pmds.clear();
+  publisher.reset();
+  if (pool) rte_mempool_free(pool);
+}
+
+int DpdkDataplane::Impl::PmdMain(void* arg) {
+  Pmd* pmd = static_cast<Pmd*>(arg);
+  pmd->dp->PmdLoop(*pmd);
+  return 0;
+}
+
+void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
+  const int burst = opts.burst;
+  const uint16_t txq = static_cast<uint16_t>(pmd.index);
+  PmdCounterBlock& c = *pmd.counters;
+  Pipeline& pipeline = *pmd.pipeline;
+  const int8_t* port_index = port_index_by_number.data();
+  const int n_ports = static_cast<int>(ports.size());
+  std::array<uint16_t, kMaxDataplanePorts> eth_of{};
+  for (int i = 0; i < n_ports; ++i) eth_of[i] = ports[i].eth_port;
+
+  rte_mbuf* rx[kMaxBurst];
+  rte_mbuf* drops[kMaxBurst];
+  rte_mbuf* out[kMaxDataplanePorts][kMaxBurst];
+  int out_n[kMaxDataplanePorts] = {};
+  int used[kMaxDataplanePorts];
+  const uint8_t* frames[kMaxBurst];
+  uint16_t lens[kMaxBurst];
+  FlowKey keys[kMaxBurst];
+  Verdict verdicts[kMaxBurst];
+
+  const PublishedTable* current = nullptr;
+  publisher->Online(pmd.index);
+  while (!stop.load(std::memory_order_relaxed)) {
+    const uint64_t t0 = rte_rdtsc();
+    // Quiescent point: install the published table, then report it.
+    const PublishedTable* v = publisher->Load();
+    if (v != current) {
+      pipeline.SetRuleTable(&v->table);
+      current = v;
+      publisher->Quiescent(pmd.index, v->generation);
+      c.generation.store(v->generation, std::memory_order_relaxed);
+    }
+    const int retries = tx_retries.load(std::memory_order_relaxed);
+    uint64_t got = 0;
+    for (const RxQueue& q : pmd.rxq) {
+      const uint16_t n = rte_eth_rx_burst(q.eth_port, q.queue, rx,
+                                          static_cast<uint16_t>(burst));
+      if (n == 0) continue;
+      got += n;
+      for (int i = 0; i < n; ++i) {
+        frames[i] = rte_pktmbuf_mtod(rx[i], const uint8_t*);
+        lens[i] = rte_pktmbuf_data_len(rx[i]);
+        rte_prefetch0(frames[i]);
+      }
+      ParseBurst(frames, lens, n, q.number, keys);
+      pipeline.ProcessBurst(keys, n, verdicts);
+
+      int n_drop = 0, n_used = 0;
+      uint64_t rule_drops = 0, no_match = 0, bad_port = 0, parse_errors = 0;
+      for (int i = 0; i < n; ++i) {
+        parse_errors += keys[i].flags != 0;
+        const Verdict& vd = verdicts[i];
+        if (vd.rule_id == 0) {
+          ++no_match;
+          drops[n_drop++] = rx[i];
+        } else if (vd.action.kind != Action::Kind::kOutput) {
+          ++rule_drops;
+          drops[n_drop++] = rx[i];
+        } else {
+          const int p = vd.action.port <= kMaxPortNumber
+                            ? port_index[vd.action.port]
+                            : -1;
+          if (p < 0) {
+            ++bad_port;
+            drops[n_drop++] = rx[i];
+          } else {
+            if (out_n[p] == 0) used[n_used++] = p;
+            out[p][out_n[p]++] = rx[i];
+          }
+        }
+      }
+      if (n_drop) rte_pktmbuf_free_bulk(drops, static_cast<unsigned>(n_drop));
+      uint64_t tx_total = 0, tx_drop_total = 0;
+      for (int u = 0; u < n_used; ++u) {
+        const int p = used[u];
+        const uint16_t want = static_cast<uint16_t>(out_n[p]);
+        uint16_t sent = rte_eth_tx_burst(eth_of[p], txq, out[p], want);
+        for (int r = 0; r < retries && sent < want; ++r)
+          sent += rte_eth_tx_burst(eth_of[p], txq, out[p] + sent,
+                                   static_cast<uint16_t>(want - sent));
+        if (sent < want)
+          rte_pktmbuf_free_bulk(out[p] + sent, static_cast<unsigned>(want - sent));
+        Bump(c.port_tx[p], sent);
+        if (sent < want) Bump(c.port_tx_dropped[p], want - sent);
+        tx_total += sent;
+        tx_drop_total += want - sent;
+        out_n[p] = 0;
+      }
+      Bump(c.rx, n);
+      Bump(c.tx, tx_total);
+      if (tx_drop_total) Bump(c.tx_dropped, tx_drop_total);
+      if (rule_drops) Bump(c.rule_drops, rule_drops);
+      if (no_match) Bump(c.no_match, no_match);
+      if (bad_port) Bump(c.bad_port, bad_port);
+      if (parse_errors) Bump(c.parse_errors, parse_errors);
+    }
+    Bump(c.iterations, 1);
+    const uint64_t dt = rte_rdtsc() - t0;
+    if (got) {
+      Bump(c.busy_cycles, dt);
+      const PmdStats& s = pipeline.stats();
+      c.p_packets.store(s.packets, std::memory_order_relaxed);
+      c.p_emc.store(s.emc_hits, std::memory_order_relaxed);
+      c.p_smc.store(s.smc_hits, std::memory_order_relaxed);
+      c.p_megaflow.store(s.megaflow_hits, std::memory_order_relaxed);
+      c.p_subtable.store(s.subtable_lookups, std::memory_order_relaxed);
+      c.p_upcall_ok.store(s.upcall_ok, std::memory_order_relaxed);
+      c.p_upcall_failed.store(s.upcall_failed, std::memory_order_relaxed);
+      c.p_no_match.store(s.no_match, std::memory_order_relaxed);
+      c.p_cycles.store(s.cycles, std::memory_order_relaxed);
+    } else {
+      Bump(c.idle_cycles, dt);
+      const uint32_t sleep = idle_sleep_us.load(std::memory_order_relaxed);
+      if (sleep) rte_delay_us_sleep(sleep);
+    }
+  }
+  // Going offline: hold no table pointer while not reporting quiescence.
+  pipeline.SetRuleTable(nullptr);
+  publisher->Offline(pmd.index);
+}
+
+DpdkDataplane::DpdkDataplane(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+
+DpdkDataplane::~DpdkDataplane() { Stop(); }
+
+absl::StatusOr<std::unique_ptr<DpdkDataplane>> DpdkDataplane::Create(
+    const DpdkDataplaneOptions& options, SetupStage* failed) {
+  SetupStage dummy;
+  SetupStage& stage = failed ? *failed : dummy;
+  stage = SetupStage::kOptions;
+  if (!EalInitialized())
+    return absl::FailedPreconditionError("eal: not initialised (call InitEal)");
+  const DpdkDataplaneOptions& o = options;
+  if (o.ports.empty())
+    return absl::InvalidArgumentError("ports: at least one port is required");
+  if (static_cast<int>(o.ports.size()) > kMaxDataplanePorts)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ports: ", o.ports.size(), " ports, at most ", kMaxDataplanePorts));
+  if (o.pmd_lcores.empty())
+    return absl::InvalidArgumentError("pmd.lcores: at least one PMD lcore is required");
+  if (static_cast<int>(o.pmd_lcores.size()) > kMaxPmds)
+    return absl::InvalidArgumentError(absl::StrCat("pmd.lcores: at most ", kMaxPmds));
+  if (o.burst < 1 || o.burst > kMaxBurst)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pmd.burst: ", o.burst, " is outside 1..", kMaxBurst));
+  if (o.tx_retries < 0)
+    return absl::InvalidArgumentError("pmd.tx_retries: must be >= 0");
+
+  auto impl = std::make_unique<Impl>();
+  impl->opts = o;
+  impl->tx_retries.store(o.tx_retries);
+  impl->idle_sleep_us.store(o.idle_sleep_us);
+  impl->port_index_by_number.assign(kMaxPortNumber + 1, -1);
+
+  // Lcores: enabled EAL workers, distinct, not the main lcore, not busy.
+  stage = SetupStage::kLcore;
+  for (size_t i = 0; i < o.pmd_lcores.size(); ++i) {
+    const int l = o.pmd_lcores[i];
+    if (l < 0 || l >= RTE_MAX_LCORE || !rte_lcore_is_enabled(static_cast<unsigned>(l)))
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pmd.lcores: lcore ", l, " is not enabled in EAL (add it to the EAL lcore list)"));
+    if (static_cast<unsigned>(l) == rte_get_main_lcore())
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pmd.lcores: lcore ", l, " is the main (control) lcore"));
+    for (size_t j = 0; j < i; ++j)
+      if (o.pmd_lcores[j] == l)
+        return absl::InvalidArgumentError(
+            absl::StrCat("pmd.lcores: lcore ", l, " listed twice"));
+    if (rte_eal_get_lcore_state(static_cast<unsigned>(l)) != WAIT)
+      return absl::FailedPreconditionError(
+          absl::StrCat("pmd.lcores: lcore ", l, " is already in use"));
+  }
+
+  // Ports: find or probe.
+  stage = SetupStage::kPort;
+  const uint16_t n_pmds = static_cast<uint16_t>(o.pmd_lcores.size());
+  for (size_t i = 0; i < o.ports.size(); ++i) {
+    const PortOptions& po = o.ports[i];
+    const std::string where =
+        absl::StrCat("ports[", i, "] (number ", po.number, ", device ", po.device, ")");
+    if (po.number > kMaxPortNumber)
+      return absl::InvalidArgumentError(absl::StrCat(where, ": number above ", kMaxPortNumber));
+    if (impl->port_index_by_number[po.number] >= 0)
+      return absl::InvalidArgumentError(absl::StrCat(where, ": duplicate port number"));
+    if (po.device.empty())
+      return absl::InvalidArgumentError(absl::StrCat(where, ": device is empty"));
+    if (po.poll && (po.rx_queues < 1 || po.rx_queues > 64))
+      return absl::InvalidArgumentError(absl::StrCat(where, ": rx_queues must be 1..64"));
+    PortState ps;
+    ps.opts = po;
+    uint16_t pid = 0;
+    if (rte_eth_dev_get_port_by_name(po.device.c_str(), &pid) != 0) {
+      const std::string spec =
+          po.devargs.empty() ? po.device : po.device + "," + po.devargs;
+      int rc = rte_dev_probe(spec.c_str());
+      if (rc != 0)
+        return absl::NotFoundError(absl::StrCat(
+            where, ": cannot probe device \"", spec, "\": ", rte_strerror(-rc)));
+      if (rte_eth_dev_get_port_by_name(po.device.c_str(), &pid) != 0)
+        return absl::NotFoundError(absl::StrCat(
+            where, ": probed but no ethdev named \"", po.device, "\""));
+      ps.probed_by_us = true;
+    }
+    for (const PortState& other : impl->ports)
+      if (other.eth_port == pid)
+        return absl::InvalidArgumentError(absl::StrCat(where, ": same device as another port"));
+    ps.eth_port = pid;
+    impl->ports.push_back(std::move(ps));
+    impl->port_index_by_number[po.number] = static_cast<int8_t>(i);
+  }
+
+  // Mbuf pool.
+  stage = SetupStage::kMempool;
+  uint64_t need = 0;
+  for (const PortOptions& po : o.ports) {
+    if (po.poll) need += uint64_t(po.rx_queues) * po.rx_descriptors;
+    need += uint64_t(n_pmds) * po.tx_descriptors;
+  }
+  need += uint64_t(n_pmds + 1) * (o.mbuf_cache + 2 * kMaxBurst) + 1024;
+  const uint32_t n_mbufs = o.mbufs ? o.mbufs : static_cast<uint32_t>(need);
+  static std::atomic<int> pool_seq{0};
+  const std::string pool_name = absl::StrCat("fc_mbuf_", pool_seq.fetch_add(1));
+  impl->pool = rte_pktmbuf_pool_create(pool_name.c_str(), n_mbufs,
+                                       std::min<uint32_t>(o.mbuf_cache, 512), 0,
+                                       o.mbuf_data_room,
+                                       static_cast<int>(rte_socket_id()));
+  if (!impl->pool)
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "mempool.mbufs: cannot create a pool of ", n_mbufs, " mbufs of ",
+        o.mbuf_data_room, " bytes: ", rte_strerror(rte_errno),
+        " (raise eal.memory_mb or lower mempool.mbufs)"));
+
+  // Configure every port.
+  stage = SetupStage::kPort;
+  for (size_t i = 0; i < impl->ports.size(); ++i) {
+    PortState& ps = impl->ports[i];
+    const PortOptions& po = ps.opts;
+    const std::string where =
+        absl::StrCat("ports[", i, "] (number ", po.number, ", device ", po.device, ")");
+    rte_eth_dev_info info;
+    int rc = rte_eth_dev_info_get(ps.eth_port, &info);
+    if (rc != 0) return DpdkError(where + ": rte_eth_dev_info_get", rc);
+    const uint16_t nrx = po.poll ? static_cast<uint16_t>(po.rx_queues) : 0;
+    if (nrx > info.max_rx_queues)
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": rx_queues ", nrx, " but the device has at most ",
+          info.max_rx_queues));
+    if (n_pmds > info.max_tx_queues)
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": the device has ", info.max_tx_queues,
+          " tx queues, one per PMD is needed (", n_pmds,
+          "); for net_pcap repeat tx_pcap= once per PMD"));
+    rte_eth_conf conf;
+    std::memset(&conf, 0, sizeof(conf));
+    if (po.rss && nrx > 1 && info.flow_type_rss_offloads != 0) {
+      conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+      conf.rx_adv_conf.rss_conf.rss_hf =
+          (RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP | RTE_ETH_RSS_UDP) &
+          info.flow_type_rss_offloads;
+    }
+    rc = rte_eth_dev_configure(ps.eth_port, nrx, n_pmds, &conf);
+    if (rc != 0) return DpdkError(where + ": rte_eth_dev_configure", rc);
+    uint16_t rxd = static_cast<uint16_t>(po.rx_descriptors);
+    uint16_t txd = static_cast<uint16_t>(po.tx_descriptors);
+    rc = rte_eth_dev_adjust_nb_rx_tx_desc(ps.eth_port, &rxd, &txd);
+    if (rc != 0) return DpdkError(where + ": rte_eth_dev_adjust_nb_rx_tx_desc", rc);
+    const int socket = rte_eth_dev_socket_id(ps.eth_port);
+    for (uint16_t q = 0; q < nrx; ++q) {
+      rc = rte_eth_rx_queue_setup(ps.eth_port, q, rxd,
+                                  static_cast<unsigned>(socket < 0 ? SOCKET_ID_ANY : socket),
+                                  nullptr, impl->pool);
+      if (rc != 0) return DpdkError(absl::StrCat(where, ": rx queue ", q, " setup"), rc);
+    }
+    for (uint16_t q = 0; q < n_pmds; ++q) {
+      rc = rte_eth_tx_queue_setup(ps.eth_port, q, txd,
+                                  static_cast<unsigned>(socket < 0 ? SOCKET_ID_ANY : socket),
+                                  nullptr);
+      if (rc != 0) return DpdkError(absl::StrCat(where, ": tx queue ", q, " setup"), rc);
+    }
+  }
+
+  // PMDs and their rx queues (round-robin in port, queue order).
+  impl->publisher = std::make_unique<RulePublisher>(
+      n_pmds, std::make_unique<PublishedTable>(o.limits));
+  impl->pmds.resize(n_pmds);
+  for (int i = 0; i < n_pmds; ++i) {
+    auto& pmd = impl->pmds[i];
+    pmd.index = i;
+    pmd.lcore = o.pmd_lcores[i];
+    pmd.pipeline = std::make_unique<Pipeline>(o.pipeline);
+    pmd.counters = std::make_unique<PmdCounterBlock>();
+    pmd.dp = impl.get();
+  }
+  int next = 0;
+  for (const PortState& ps : impl->ports) {
+    if (!ps.opts.poll) continue;
+    for (int q = 0; q < ps.opts.rx_queues; ++q) {
+      impl->pmds[next % n_pmds].rxq.push_back(
+          RxQueue{ps.eth_port, static_cast<uint16_t>(q), ps.opts.number});
+      ++next;
+    }
+  }
+  stage = SetupStage::kNone;
+  return std::unique_ptr<DpdkDataplane>(new DpdkDataplane(std::move(impl)));
+}
+
+absl::Status DpdkDataplane::Start() {
+  Impl& d = *impl_;
+  if (d.started) return absl::FailedPreconditionError("dataplane: already started");
+  for (PortState& ps : d.ports) {
+    int rc = rte_eth_dev_start(ps.eth_port);
+    if (rc != 0)
+      return DpdkError(absl::StrCat("ports (number ", ps.opts.number, ", device ",
+                                    ps.opts.device, "): rte_eth_dev_start"),
+                       rc);
+    ps.started = true;
+    if (ps.opts.promiscuous) rte_eth_promiscuous_enable(ps.eth_port);  // best effort
+  }
+  d.stop.store(false);
+  for (auto& pmd : d.pmds) {
+    int rc = rte_eal_remote_launch(&Impl::PmdMain, &pmd,
+                                   static_cast<unsigned>(pmd.lcore));
+    if (rc != 0) {
+      Stop();
+      return DpdkError(absl::StrCat("pmd.lcores: launch on lcore ", pmd.lcore), rc);
+    }
+    pmd.launched = true;
+  }
+  d.started = true;
+  running_.store(true, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+void DpdkDataplane::Stop() {
+  Impl& d = *impl_;
+  if (d.stopped) return;
+  d.stop.store(true);
+  for (auto& pmd : d.pmds) {
+    if (pmd.launched) rte_eal_wait_lcore(static_cast<unsigned>(pmd.lcore));
+    pmd.launched = false;
+  }
+  for (PortState& ps : d.ports) {
+    if (ps.started) rte_eth_dev_stop(ps.eth_port);
+    ps.started = false;
+  }
+  if (d.started) d.stopped = true;
+  running_.store(false, std::memory_order_release);
+}
+
+std::vector<std::pair<uint32_t, int>> DpdkDataplane::RxQueuesOf(int pmd) const {
+  std::vector<std::pair<uint32_t, int>> r;
+  for (const RxQueue& q : impl_->pmds.at(pmd).rxq) r.emplace_back(q.number, q.queue);
+  return r;
+}
+
+int DpdkDataplane::EthPortOf(uint32_t number) const {
+  if (number > kMaxPortNumber) return -1;
+  const int i = impl_->port_index_by_number[number];
+  return i < 0 ? -1 : impl_->ports[i].eth_port;
+}
+
+absl::StatusOr<BatchResult> DpdkDataplane::ApplyBatch(absl::Span<const RuleOp> ops) {
+  Impl& d = *impl_;
+  std::lock_guard<std::mutex> lock(d.apply_mu);
+  if (d.stopped) return absl::FailedPreconditionError("dataplane: stopped");
+  const PublishedTable* cur = d.publisher->Current();
+  if (ops.empty()) {
+    BatchResult r;
+    r.generation = cur->generation;
+    return r;
+  }
+  auto next = std::make_unique<PublishedTable>(cur->table, 0);
+  absl::StatusOr<BatchResult> r = next->table.ApplyBatch(ops);
+  if (!r.ok()) return r.status();
+  next->generation = next->table.generation();
+  d.publisher->PublishAndWait(std::move(next));
+  return r;
+}
+
+uint64_t DpdkDataplane::generation() const {
+  return impl_->publisher->Current()->generation;
+}
+
+std::vector<Rule> DpdkDataplane::ListRules() const {
+  std::lock_guard<std::mutex> lock(impl_->apply_mu);
+  std::vector<Rule> out;
+  for (const Rule* r : impl_->publisher->Current()->table.Rules()) out.push_back(*r);
+  return out;
+}
+
+DataplaneStats DpdkDataplane::Stats() const {
+  const Impl& d = *impl_;
+  DataplaneStats s;
+  {
+    std::lock_guard<std::mutex> lock(impl_->apply_mu);
+    const PublishedTable* cur = d.publisher->Current();
+    s.generation = cur->generation;
+    s.rules = cur->table.Stats();
+  }
+  s.tsc_hz = rte_get_tsc_hz();
+  for (const auto& pmd : d.pmds) {
+    const PmdCounterBlock& c = *pmd.counters;
+    PmdCounters p;
+    p.pmd = static_cast<uint32_t>(pmd.index);
+    p.lcore = static_cast<uint32_t>(pmd.lcore);
+    p.iterations = Read(c.iterations);
+    p.rx_packets = Read(c.rx);
+    p.tx_packets = Read(c.tx);
+    p.tx_dropped = Read(c.tx_dropped);
+    p.rule_drops = Read(c.rule_drops);
+    p.no_match = Read(c.no_match);
+    p.bad_port = Read(c.bad_port);
+    p.parse_errors = Read(c.parse_errors);
+    p.busy_cycles = Read(c.busy_cycles);
+    p.idle_cycles = Read(c.idle_cycles);
+    p.generation = Read(c.generation);
+    p.pipeline.packets = Read(c.p_packets);
+    p.pipeline.emc_hits = Read(c.p_emc);
+    p.pipeline.smc_hits = Read(c.p_smc);
+    p.pipeline.megaflow_hits = Read(c.p_megaflow);
+    p.pipeline.subtable_lookups = Read(c.p_subtable);
+    p.pipeline.upcall_ok = Read(c.p_upcall_ok);
+    p.pipeline.upcall_failed = Read(c.p_upcall_failed);
+    p.pipeline.no_match = Read(c.p_no_match);
+    p.pipeline.cycles = Read(c.p_cycles);
+    s.pmds.push_back(p);
+  }
+  for (size_t i = 0; i < d.ports.size(); ++i) {
+    const PortState& ps = d.ports[i];
+    PortCounters pc;
+    pc.number = ps.opts.number;
+    pc.device = ps.opts.device;
+    for (const auto& pmd : d.pmds) {
+      pc.tx_packets += Read(pmd.counters->port_tx[i]);
+      pc.tx_dropped += Read(pmd.counters->port_tx_dropped[i]);
+    }
+    rte_eth_stats es;
+    if (rte_eth_stats_get(ps.eth_port, &es) == 0) {
+      pc.dev_ipackets = es.ipackets;
+      pc.dev_opackets = es.opackets;
+      pc.dev_imissed = es.imissed;
+      pc.dev_ierrors = es.ierrors;
+      pc.dev_oerrors = es.oerrors;
+      pc.dev_rx_nombuf = es.rx_nombuf;
+    }
+    s.ports.push_back(pc);
+  }
+  return s;
+}
+
+std::map<std::string, std::string> DpdkDataplane::GetConfig() const {
+  const Impl& d = *impl_;
+  std::map<std::string, std::string> m;
+  m["pmd.lcores"] = absl::StrJoin(d.opts.pmd_lcores, ",");
+  m["pmd.burst"] = absl::StrCat(d.opts.burst);
+  m["pmd.tx_retries"] = absl::StrCat(d.tx_retries.load());
+  m["pmd.idle_sleep_us"] = absl::StrCat(d.idle_sleep_us.load());
+  m["mempool.mbufs"] = absl::StrCat(d.pool ? d.pool->size : 0);
+  m["ports"] = absl::StrJoin(d.ports, ",", [](std::string* out, const PortState& p) {
+    absl::StrAppend(out, p.opts.number, "=", p.opts.device);
+  });
+  return m;
+}
+
+absl::StatusOr<std::string> DpdkDataplane::GetConfig(absl::string_view key) const {
+  auto m = GetConfig();
+  auto it = m.find(std::string(key));
+  if (it == m.end())
+    return absl::NotFoundError(absl::StrCat("config key \"", key, "\": unknown"));
+  return it->second;
+}
+
+absl::Status DpdkDataplane::SetConfig(absl::string_view key, absl::string_view value) {
+  Impl& d = *impl_;
+  if (key == "pmd.tx_retries" || key == "pmd.idle_sleep_us") {
+    uint32_t v = 0;
+    if (!absl::SimpleAtoi(value, &v) || v > 1000000)
+      return absl::InvalidArgumentError(absl::StrCat(
+          key, ": \"", value, "\" is not an integer in 0..1000000"));
+    if (key == "pmd.tx_retries") d.tx_retries.store(static_cast<int>(v));
+    else d.idle_sleep_us.store(v);
+    return absl::OkStatus();
+  }
+  auto m = GetConfig();
+  if (m.count(std::string(key)))
+    return absl::FailedPreconditionError(
+        absl::StrCat(key, ": can only be set at start-up (config file)"));
+  return absl::NotFoundError(absl::StrCat("config key \"", key, "\": unknown"));
+}
+
+}  // namespace flowclass

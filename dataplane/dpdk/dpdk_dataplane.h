@@ -1,0 +1,160 @@
+// dpdk_dataplane.h — the DPDK implementation of `Dataplane`: EAL, ports, PMDs.
+//
+// Contract
+// --------
+// * EAL: InitEal() once per process, from the main thread, before anything
+//   else here (DPDK cannot re-initialise EAL in a process).  The calling
+//   thread becomes the main lcore: it runs the control work (ApplyBatch,
+//   Stats, config) and never polls a queue.  Test binaries therefore start one
+//   EAL each, with their own --file-prefix.
+// * DpdkDataplane::Create(options) opens the configured ports (a device that
+//   already exists as an ethdev is used as is; otherwise it is probed with
+//   rte_dev_probe: a vdev such as "net_pcap0" with its devargs, or a PCI
+//   address such as "0000:3b:02.1" for an SR-IOV VF), creates one mbuf pool,
+//   configures every port with its rx queues (RSS when the device supports it
+//   and more than one queue is configured) and one tx queue per PMD, and
+//   assigns rx queues to PMD lcores round-robin in (port, queue) order.  It
+//   does not start polling.  Start() starts the ports and launches one PMD per
+//   configured lcore; Stop() (and the destructor) stop the PMDs, then the
+//   ports (which flushes net_pcap output files), and freezes the counters.
+//   The destructor closes and detaches the devices Create probed; devices
+//   that already existed (EAL-probed PCI VFs, ethdevs a test made) are only
+//   stopped: their owner closes them.
+// * PMD loop (per iteration): install the published rule table if it changed
+//   and report that generation (see rule_publisher.h); for each assigned rx
+//   queue: rx burst of up to `burst` (<= kMaxBurst) packets, ParseBurst,
+//   Pipeline::ProcessBurst, then per output port one tx burst with up to
+//   `tx_retries` retries; what a tx queue still refuses is freed and counted
+//   as tx_dropped.  Drops (rule drop, no match, unknown output port) are freed
+//   in bulk.  Every iteration is timed with the TSC and counted busy (some
+//   packet received) or idle.  The PMD allocates nothing, takes no lock and
+//   logs nothing.
+// * Counters: each PMD owns a 64-byte aligned block of std::atomic<uint64_t>
+//   that only it writes (relaxed load + store, no RMW: the cost of a plain
+//   add).  Stats() reads them relaxed; see dataplane.h for the guarantee.
+// * Multi-segment mbufs are not supported: the parser sees the first segment
+//   (net_pcap and SR-IOV VFs with the default 2 KiB data room and standard
+//   MTU deliver single segments).
+// * Threads: all public methods from non-PMD threads; ApplyBatch and SetConfig
+//   are serialised internally.
+#ifndef FLOWCLASS_DATAPLANE_DPDK_DPDK_DATAPLANE_H_
+#define FLOWCLASS_DATAPLANE_DPDK_DPDK_DATAPLANE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "dataplane/dataplane.h"
+#include "dataplane/pipeline.h"
+#include "dataplane/rule_table.h"
+
+namespace flowclass {
+
+// Ports a dataplane can have (rule port numbers are free in [0, 65535]).
+inline constexpr int kMaxDataplanePorts = 32;
+// PMD threads a dataplane can have.
+inline constexpr int kMaxPmds = 64;
+
+struct EalOptions {
+  std::string program = "flowclassd";  // argv[0] for EAL
+  int main_lcore = 0;                  // control thread's lcore
+  std::vector<int> pmd_lcores;         // worker lcores (PMDs)
+  // Optional raw --lcores map, e.g. "0@0,1@1,2@1" to run more lcores than
+  // CPUs (tests).  When set it replaces the -l list built from the above.
+  std::string lcore_map;
+  bool hugepages = true;      // false: --no-huge (needs memory_mb)
+  int memory_mb = 0;          // -m; 0 = EAL default (required with no hugepages)
+  std::string file_prefix;    // --file-prefix; unique per process on a host
+  bool pci = true;            // false: --no-pci
+  std::vector<std::string> pci_allow;  // -a <pci>[,devargs]
+  std::vector<std::string> vdevs;      // --vdev <name>[,devargs]
+  std::string log_level;               // --log-level (e.g. "warning")
+  std::vector<std::string> extra_args; // appended verbatim
+};
+
+// The argv InitEal passes to rte_eal_init (argv[0] included).
+std::vector<std::string> BuildEalArgs(const EalOptions& opts);
+
+// rte_eal_init with BuildEalArgs(opts).  FAILED_PRECONDITION if EAL is
+// already initialised in this process; INTERNAL with rte_strerror's text if
+// rte_eal_init fails (no hugepages, lcore not available, unknown option...).
+absl::Status InitEal(const EalOptions& opts);
+bool EalInitialized();
+// rte_eal_cleanup(); after it no DPDK call may be made.
+void CleanupEal();
+
+struct PortOptions {
+  uint32_t number = 0;      // rule-visible number: in_port and output:<number>
+  std::string device;       // ethdev name, vdev name ("net_pcap0") or PCI address
+  std::string devargs;      // for probing ("rx_pcap=in.pcap,tx_pcap=out.pcap")
+  bool poll = true;         // false: tx-only, no rx queue is polled
+  int rx_queues = 1;
+  int rx_descriptors = 1024;
+  int tx_descriptors = 1024;
+  bool rss = true;          // RSS over IP/TCP/UDP when rx_queues > 1
+  bool promiscuous = true;
+};
+
+struct DpdkDataplaneOptions {
+  std::vector<PortOptions> ports;
+  std::vector<int> pmd_lcores;    // one PMD per lcore; each an EAL worker lcore
+  int burst = kMaxBurst;          // rx burst size, 1..kMaxBurst
+  int tx_retries = 4;             // extra tx attempts before counting a drop
+  uint32_t idle_sleep_us = 0;     // sleep after an idle iteration (0: pure poll)
+  uint32_t mbufs = 0;             // pool size; 0 = computed from the ports
+  uint32_t mbuf_cache = 256;
+  uint16_t mbuf_data_room = 2048 + 128;  // RTE_MBUF_DEFAULT_BUF_SIZE
+  PipelineConfig pipeline;
+  RuleTableLimits limits;
+};
+
+// Which part of Create() failed, for exit codes.
+enum class SetupStage { kNone, kOptions, kLcore, kMempool, kPort };
+
+class DpdkDataplane final : public Dataplane {
+ public:
+  // EAL must be initialised.  On error `*failed`, if not null, says where.
+  static absl::StatusOr<std::unique_ptr<DpdkDataplane>> Create(
+      const DpdkDataplaneOptions& options, SetupStage* failed = nullptr);
+  ~DpdkDataplane() override;
+
+  // Starts ports and PMDs.  FAILED_PRECONDITION when already started or
+  // stopped; an error from rte_eth_dev_start / rte_eal_remote_launch.
+  absl::Status Start();
+  // Stops PMDs (waits for them), then the ports.  Idempotent.  Counters read
+  // afterwards are final.
+  void Stop();
+  bool running() const { return running_.load(std::memory_order_acquire); }
+
+  // The rx queues PMD i polls, as (port number, queue) pairs.
+  std::vector<std::pair<uint32_t, int>> RxQueuesOf(int pmd) const;
+  // DPDK port id of the port with rule number `number` (-1 if none).
+  int EthPortOf(uint32_t number) const;
+
+  // Dataplane:
+  absl::StatusOr<BatchResult> ApplyBatch(absl::Span<const RuleOp> ops) override;
+  uint64_t generation() const override;
+  std::vector<Rule> ListRules() const override;
+  DataplaneStats Stats() const override;
+  std::map<std::string, std::string> GetConfig() const override;
+  absl::StatusOr<std::string> GetConfig(absl::string_view key) const override;
+  absl::Status SetConfig(absl::string_view key, absl::string_view value) override;
+
+ private:
+  struct Impl;
+  explicit DpdkDataplane(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+  std::atomic<bool> running_{false};
+};
+
+}  // namespace flowclass
+
+#endif  // FLOWCLASS_DATAPLANE_DPDK_DPDK_DATAPLANE_H_

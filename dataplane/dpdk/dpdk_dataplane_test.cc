@@ -1,0 +1,605 @@
+// In-process tests of DpdkDataplane on net_ring ports: the test owns the
+// rings, so it injects frames into rx rings and reads what the PMDs sent from
+// tx rings.  One EAL per process (see the environment below).
+#include "dataplane/dpdk/dpdk_dataplane.h"
+
+#include <rte_eal.h>
+#include <rte_eth_ring.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/common/packet_builder.h"
+
+namespace flowclass {
+namespace {
+
+using ::testing::HasSubstr;
+using Clock = std::chrono::steady_clock;
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr int kStormBatches = 100;
+constexpr int kMaxStormPackets = 30000;
+#else
+constexpr int kStormBatches = 150;
+constexpr int kMaxStormPackets = 200000;
+#endif
+constexpr size_t kTagOffset = 48;  // inside the zero padding of a 64-byte frame
+
+rte_mempool* g_test_pool = nullptr;
+
+class EalEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    EalOptions o;
+    o.program = "dpdk_dataplane_test";
+    o.main_lcore = 0;
+    o.lcore_map = "0@0,1@1,2@1,3@0";  // 4 lcores on (at most) 2 CPUs
+    o.hugepages = false;
+    o.memory_mb = 256;
+    o.pci = false;
+    o.file_prefix = absl::StrCat("fc_dpt_", getpid());
+    o.log_level = "error";
+    absl::Status st = InitEal(o);
+    ASSERT_TRUE(st.ok()) << st;
+    g_test_pool = rte_pktmbuf_pool_create("test_inject", 32767, 256, 0,
+                                          RTE_MBUF_DEFAULT_BUF_SIZE,
+                                          static_cast<int>(rte_socket_id()));
+    ASSERT_NE(g_test_pool, nullptr);
+  }
+  void TearDown() override { CleanupEal(); }
+};
+const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new EalEnvironment);
+
+// A net_ring ethdev whose rings the test holds.  All tx queues share one
+// multi-producer ring so the test reads one ring per port.
+struct RingPort {
+  std::string name;
+  std::vector<rte_ring*> rx;
+  rte_ring* tx = nullptr;
+
+  static RingPort Make(const std::string& name, int rx_queues, int tx_queues) {
+    static int seq = 0;
+    RingPort p;
+    p.name = "net_ring_" + name;  // the ethdev name rte_eth_from_rings gives
+    for (int q = 0; q < rx_queues; ++q) {
+      p.rx.push_back(rte_ring_create(absl::StrCat("r", seq++).c_str(), 1024,
+                                     static_cast<int>(rte_socket_id()), 0));
+      EXPECT_NE(p.rx.back(), nullptr);
+    }
+    p.tx = rte_ring_create(absl::StrCat("t", seq++).c_str(), 8192,
+                           static_cast<int>(rte_socket_id()), 0);
+    EXPECT_NE(p.tx, nullptr);
+    std::vector<rte_ring*> txs(static_cast<size_t>(tx_queues), p.tx);
+    const int id = rte_eth_from_rings(name.c_str(), p.rx.data(),
+                                      static_cast<unsigned>(rx_queues), txs.data(),
+                                      static_cast<unsigned>(tx_queues),
+                                      rte_socket_id());
+    EXPECT_GE(id, 0) << name;
+    uint16_t by_name = 0;
+    EXPECT_EQ(rte_eth_dev_get_port_by_name(p.name.c_str(), &by_name), 0) << p.name;
+    EXPECT_EQ(by_name, id);
+    return p;
+  }
+};
+
+Flow UdpFlow(uint32_t src, uint32_t dst, uint16_t sport, uint16_t dport,
+             uint8_t proto = kIpProtoUdp) {
+  Flow f;
+  f.Set(Field::kEthDst, 0x020000000002);
+  f.Set(Field::kEthSrc, 0x020000000001);
+  f.Set(Field::kEthType, kEthTypeIpv4);
+  f.Set(Field::kIpv4Src, src);
+  f.Set(Field::kIpv4Dst, dst);
+  f.Set(Field::kNwProto, proto);
+  f.Set(Field::kNwTtl, 64);
+  f.Set(Field::kTpSrc, sport);
+  f.Set(Field::kTpDst, dport);
+  return f;
+}
+
+// An mbuf holding the frame for `f` with `tag` written into its padding.
+rte_mbuf* MakePacket(const Flow& f, uint64_t tag) {
+  std::vector<uint8_t> frame = BuildFrameFromFlow(f, 64);
+  if (frame.size() < kTagOffset + 8) frame.resize(kTagOffset + 8);
+  std::memcpy(frame.data() + kTagOffset, &tag, 8);
+  rte_mbuf* m = rte_pktmbuf_alloc(g_test_pool);
+  if (!m) return nullptr;
+  char* p = rte_pktmbuf_append(m, static_cast<uint16_t>(frame.size()));
+  std::memcpy(p, frame.data(), frame.size());
+  return m;
+}
+
+uint64_t TagOf(rte_mbuf* m) {
+  uint64_t tag;
+  std::memcpy(&tag, rte_pktmbuf_mtod_offset(m, const uint8_t*, kTagOffset), 8);
+  return tag;
+}
+
+// The reference classifier: a linear scan.  Returns the output port or -1.
+int Expected(const std::vector<Rule>& rules, Flow key, uint32_t in_port) {
+  key.Set(Field::kInPort, in_port);
+  const Rule* best = nullptr;
+  for (const Rule& r : rules)
+    if (r.match.Matches(key) && (!best || RuleBeats(r, *best))) best = &r;
+  if (!best || best->action.kind != Action::Kind::kOutput) return -1;
+  return static_cast<int>(best->action.port);
+}
+
+Rule DstPrefixRule(uint64_t id, uint32_t prio, uint32_t dst, int len, Action a) {
+  Rule r;
+  r.id = id;
+  r.priority = prio;
+  r.match.SetExact(Field::kEthType, kEthTypeIpv4);
+  const uint64_t mask = len == 0 ? 0 : (0xffffffffull << (32 - len)) & 0xffffffffull;
+  r.match.SetMasked(Field::kIpv4Dst, dst & mask, mask);
+  r.action = a;
+  return r;
+}
+
+PortOptions Port(uint32_t number, const std::string& device, bool poll = true,
+                 int rx_queues = 1) {
+  PortOptions p;
+  p.number = number;
+  p.device = device;
+  p.poll = poll;
+  p.rx_queues = rx_queues;
+  return p;
+}
+
+bool WaitFor(const std::function<bool()>& pred, double seconds) {
+  const auto end = Clock::now() + std::chrono::duration<double>(seconds);
+  while (Clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return pred();
+}
+
+uint64_t TotalRx(const DpdkDataplane& dp) { return dp.Stats().Total().rx_packets; }
+
+// Drains a tx ring: (port number, tag) for every packet, mbufs freed.
+void DrainRing(rte_ring* r, uint32_t port, std::vector<std::pair<uint32_t, uint64_t>>* out) {
+  void* objs[64];
+  unsigned n;
+  while ((n = rte_ring_dequeue_burst(r, objs, 64, nullptr)) > 0) {
+    for (unsigned i = 0; i < n; ++i) {
+      rte_mbuf* m = static_cast<rte_mbuf*>(objs[i]);
+      out->emplace_back(port, TagOf(m));
+      rte_pktmbuf_free(m);
+    }
+  }
+}
+
+TEST(DpdkDataplaneTest, ForwardsByRulesAndAccountsForEveryPacket) {
+  RingPort p1 = RingPort::Make("fwd1", 1, 1);
+  RingPort p2 = RingPort::Make("fwd2", 1, 1);
+  RingPort p3 = RingPort::Make("fwd3", 1, 1);
+  DpdkDataplaneOptions o;
+  o.ports = {Port(1, p1.name),
+             Port(2, p2.name, false),
+             Port(3, p3.name, false)};
+  o.pmd_lcores = {1};
+  o.idle_sleep_us = 20;
+  auto dp = DpdkDataplane::Create(o);
+  ASSERT_TRUE(dp.ok()) << dp.status();
+
+  std::vector<Rule> rules = {
+      DstPrefixRule(1, 100, 0x0a000000, 16, Action::Output(2)),
+      DstPrefixRule(2, 80, 0x0a010000, 16, Action::Drop()),
+      DstPrefixRule(3, 70, 0x0a020000, 16, Action::Output(9)),  // no port 9
+      DstPrefixRule(4, 60, 0x0a000000, 12, Action::Output(3)),
+      DstPrefixRule(5, 50, 0x0a000000, 8, Action::Output(1)),  // back out of port 1
+  };
+  // Higher priority rule on a sub-prefix of rule 1 (overlap).
+  rules.push_back(DstPrefixRule(6, 200, 0x0a000100, 24, Action::Output(3)));
+  std::vector<RuleOp> ops;
+  for (const Rule& r : rules) ops.push_back(RuleOp::Insert(r));
+  auto applied = (*dp)->ApplyBatch(ops);
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  EXPECT_EQ((*dp)->generation(), 1u);
+  ASSERT_TRUE((*dp)->Start().ok());
+
+  std::mt19937 rng(7);
+  std::vector<Flow> flows;
+  for (int i = 0; i < 200; ++i) {
+    const uint32_t dst = (rng() % 2 ? 0x0b000000 : 0x0a000000) | (rng() % 4) << 16 |
+                         (rng() % 2) << 8 | (rng() % 256);
+    flows.push_back(UdpFlow(0xc0a80000 | (rng() & 0xffff), dst,
+                            static_cast<uint16_t>(rng()), 53));
+  }
+  constexpr int kPackets = 3000;
+  std::map<int, uint64_t> want_per_port;
+  uint64_t want_drop = 0, want_bad = 0, want_nomatch = 0;
+  for (int i = 0; i < kPackets; ++i) {
+    const Flow& f = flows[static_cast<size_t>(i) % flows.size()];
+    const int port = Expected(rules, f, 1);
+    if (port == 9) ++want_bad;
+    else if (port > 0) ++want_per_port[port];
+    std::vector<Rule> nm;
+    if (port < 0) {
+      // Rule drop or no match?
+      Flow k = f;
+      k.Set(Field::kInPort, 1);
+      bool any = false;
+      for (const Rule& r : rules) any |= r.match.Matches(k);
+      (any ? want_drop : want_nomatch)++;
+    }
+    rte_mbuf* m = MakePacket(f, static_cast<uint64_t>(i));
+    ASSERT_NE(m, nullptr);
+    while (rte_ring_enqueue(p1.rx[0], m) != 0) std::this_thread::yield();
+  }
+  ASSERT_TRUE(WaitFor([&] { return TotalRx(**dp) == kPackets; }, 20))
+      << (*dp)->Stats().ToString();
+  (*dp)->Stop();
+
+  std::vector<std::pair<uint32_t, uint64_t>> got;
+  DrainRing(p1.tx, 1, &got);
+  DrainRing(p2.tx, 2, &got);
+  DrainRing(p3.tx, 3, &got);
+  std::map<int, uint64_t> got_per_port;
+  for (auto [port, tag] : got) {
+    ASSERT_LT(tag, static_cast<uint64_t>(kPackets));
+    const Flow& f = flows[tag % flows.size()];
+    EXPECT_EQ(static_cast<int>(port), Expected(rules, f, 1)) << "packet " << tag;
+    ++got_per_port[static_cast<int>(port)];
+  }
+  EXPECT_EQ(got_per_port, want_per_port);
+
+  const DataplaneStats s = (*dp)->Stats();
+  const PmdCounters t = s.Total();
+  EXPECT_EQ(t.rx_packets, static_cast<uint64_t>(kPackets));
+  EXPECT_EQ(t.tx_packets, got.size());
+  EXPECT_EQ(t.tx_dropped, 0u);
+  EXPECT_EQ(t.rule_drops, want_drop);
+  EXPECT_EQ(t.no_match, want_nomatch);
+  EXPECT_EQ(t.bad_port, want_bad);
+  EXPECT_GT(want_drop * want_nomatch * want_bad, 0u) << "every path exercised";
+  EXPECT_EQ(t.rx_packets, t.tx_packets + t.tx_dropped + t.rule_drops + t.no_match + t.bad_port);
+  EXPECT_EQ(t.pipeline.packets, static_cast<uint64_t>(kPackets));
+  EXPECT_GT(t.busy_cycles, 0u);
+  EXPECT_EQ(t.generation, 1u);
+  ASSERT_EQ(s.ports.size(), 3u);
+  for (const PortCounters& pc : s.ports) {
+    EXPECT_EQ(pc.tx_packets, want_per_port[static_cast<int>(pc.number)]) << pc.number;
+    EXPECT_EQ(pc.dev_opackets, pc.tx_packets) << pc.number;
+  }
+  EXPECT_EQ(s.ports[0].dev_ipackets, static_cast<uint64_t>(kPackets));
+  // Stopped: no more batches.
+  EXPECT_EQ((*dp)->ApplyBatch(ops).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// While traffic runs on two PMDs, >= 100 batches of inserts, deletes and
+// replaces of overlapping rules; one flow's output port flips with every
+// batch.  Checks: a probe of that flow sent after each ack leaves by the port
+// of the acked generation; every other packet follows the rule set of a
+// generation between the last ack before it was sent and the one after it was
+// received; nothing is unaccounted for; the PMDs' counters add up.
+TEST(DpdkDataplaneTest, UpdateStormAcksMeanNewRulesEverywhere) {
+  RingPort p1 = RingPort::Make("st1", 2, 2);
+  RingPort p2 = RingPort::Make("st2", 1, 2);
+  RingPort p3 = RingPort::Make("st3", 1, 2);
+  DpdkDataplaneOptions o;
+  o.ports = {Port(1, p1.name, true, 2),
+             Port(2, p2.name, false),
+             Port(3, p3.name, false)};
+  o.pmd_lcores = {1, 2};
+  o.idle_sleep_us = 10;
+  auto dpr = DpdkDataplane::Create(o);
+  ASSERT_TRUE(dpr.ok()) << dpr.status();
+  DpdkDataplane& dp = **dpr;
+  EXPECT_EQ(dp.RxQueuesOf(0), (std::vector<std::pair<uint32_t, int>>{{1, 0}}));
+  EXPECT_EQ(dp.RxQueuesOf(1), (std::vector<std::pair<uint32_t, int>>{{1, 1}}));
+
+  // The flipping flow and its rule (id 1, highest priority).
+  const Flow flip_flow = UdpFlow(0xc0a80001, 0x0a03ff01, 4000, 53);
+  auto flip_rule = [](int k) {
+    return DstPrefixRule(1, 1000, 0x0a03ff01, 32, Action::Output(k % 2 ? 3 : 2));
+  };
+  std::map<uint64_t, Rule> mirror;  // the test's own copy of the rule set
+  mirror[1] = flip_rule(0);
+  // generation -> rule set
+  std::vector<std::vector<Rule>> by_gen(1);  // generation 0: empty
+  auto snapshot = [&] {
+    std::vector<Rule> v;
+    for (auto& [id, r] : mirror) v.push_back(r);
+    return v;
+  };
+  // A catch-all that is never touched, so most traffic is forwarded.
+  mirror[2] = DstPrefixRule(2, 0, 0x0a000000, 8, Action::Output(1));
+  auto r0 = dp.ApplyBatch({RuleOp::Insert(mirror[1]), RuleOp::Insert(mirror[2])});
+  ASSERT_TRUE(r0.ok());
+  by_gen.push_back(snapshot());
+  ASSERT_TRUE(dp.Start().ok());
+
+  std::mt19937 rng(42);
+  std::vector<Flow> flows = {flip_flow};
+  for (int i = 0; i < 63; ++i)
+    flows.push_back(UdpFlow(0xc0a80000 | (rng() & 0xffff), 0x0a000000 | (rng() & 0x3ffff),
+                            static_cast<uint16_t>(rng()), static_cast<uint16_t>(rng() % 4096)));
+
+  struct Sent {
+    uint32_t flow;
+    uint64_t gen_lo;
+  };
+  std::vector<Sent> sent(kMaxStormPackets);
+  std::vector<int> got_port(kMaxStormPackets, 0);     // 0: not received
+  std::vector<uint64_t> got_gen(kMaxStormPackets, 0);  // acked gen at reception
+  std::atomic<uint64_t> n_sent{0}, n_got{0};
+  std::atomic<uint64_t> acked{1};
+  std::atomic<bool> stop_inject{false}, stop_drain{false};
+
+  auto send = [&](uint32_t flow_idx, int rxq) -> bool {
+    const uint64_t tag = n_sent.load();
+    if (tag >= static_cast<uint64_t>(kMaxStormPackets)) return false;
+    sent[tag] = {flow_idx, acked.load(std::memory_order_acquire)};
+    rte_mbuf* m = MakePacket(flows[flow_idx], tag);
+    if (!m) return false;
+    if (rte_ring_enqueue(p1.rx[static_cast<size_t>(rxq)], m) != 0) {
+      rte_pktmbuf_free(m);
+      return false;
+    }
+    n_sent.store(tag + 1);
+    return true;
+  };
+  std::mutex send_mu;  // injector and probes share the tag sequence
+  std::thread injector([&] {
+    std::mt19937 r(1);
+    while (!stop_inject.load()) {
+      {
+        std::lock_guard<std::mutex> l(send_mu);
+        // Leave room in the registry for the probes.
+        if (n_sent.load() + 16 + 4 * kStormBatches > static_cast<uint64_t>(kMaxStormPackets))
+          break;
+        for (int i = 0; i < 16; ++i)
+          send(static_cast<uint32_t>(r() % flows.size()), static_cast<int>(r() % 2));
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  });
+  std::thread drainer([&] {
+    rte_ring* rings[3] = {p1.tx, p2.tx, p3.tx};
+    void* objs[64];
+    while (true) {
+      const bool last = stop_drain.load();
+      unsigned total = 0;
+      for (int p = 0; p < 3; ++p) {
+        const unsigned n = rte_ring_dequeue_burst(rings[p], objs, 64, nullptr);
+        total += n;
+        const uint64_t gen_now = acked.load(std::memory_order_acquire);
+        for (unsigned i = 0; i < n; ++i) {
+          rte_mbuf* m = static_cast<rte_mbuf*>(objs[i]);
+          const uint64_t tag = TagOf(m);
+          if (tag < static_cast<uint64_t>(kMaxStormPackets)) {
+            got_gen[tag] = gen_now;
+            got_port[tag] = p + 1;
+          }
+          rte_pktmbuf_free(m);
+        }
+        n_got.fetch_add(n, std::memory_order_release);
+      }
+      if (last && total == 0) break;
+      if (total == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  });
+
+  uint64_t next_id = 3;
+  int probe_failures = 0;
+  for (int k = 1; k <= kStormBatches; ++k) {
+    std::vector<RuleOp> ops = {RuleOp::Replace(flip_rule(k))};
+    mirror[1] = flip_rule(k);
+    const int extra = static_cast<int>(rng() % 4);
+    for (int e = 0; e < extra; ++e) {
+      const int what = static_cast<int>(rng() % 3);
+      const Action a = rng() % 4 == 0 ? Action::Drop()
+                                      : Action::Output(static_cast<uint32_t>(1 + rng() % 3));
+      const uint32_t dst = 0x0a000000 | (rng() & 0x3ffff);
+      const int len = 14 + static_cast<int>(rng() % 11);
+      const uint32_t prio = 1 + rng() % 500;
+      if (what == 0 || mirror.size() < 4) {
+        Rule r = DstPrefixRule(next_id++, prio, dst, len, a);
+        if (rng() % 3 == 0) r.match.tp_dst = {100, static_cast<uint16_t>(100 + rng() % 3000)};
+        mirror[r.id] = r;
+        ops.push_back(RuleOp::Insert(r));
+      } else {
+        // A random existing rule other than the flip rule and the catch-all.
+        auto it = std::next(mirror.begin(), 2 + static_cast<long>(rng() % (mirror.size() - 2)));
+        const uint64_t id = it->first;
+        bool touched = false;
+        for (const RuleOp& op : ops)
+          touched |= (op.kind == RuleOp::Kind::kDelete ? op.id : op.rule.id) == id;
+        if (touched) continue;
+        if (what == 1) {
+          mirror.erase(it);
+          ops.push_back(RuleOp::Delete(id));
+        } else {
+          Rule r = DstPrefixRule(id, prio, dst, len, a);
+          mirror[id] = r;
+          ops.push_back(RuleOp::Replace(r));
+        }
+      }
+    }
+    auto res = dp.ApplyBatch(ops);
+    ASSERT_TRUE(res.ok()) << "batch " << k << ": " << res.status();
+    ASSERT_EQ(res->generation, static_cast<uint64_t>(k + 1));
+    by_gen.push_back(snapshot());
+    acked.store(res->generation, std::memory_order_release);
+    // The ack means every PMD already installed this generation.
+    for (const PmdCounters& p : dp.Stats().pmds)
+      EXPECT_GE(p.generation, res->generation) << "pmd " << p.pmd << " after ack " << k;
+
+    // Probes of the flipping flow, one per rx queue, sent after the ack.
+    uint64_t probe_tags[2];
+    {
+      std::lock_guard<std::mutex> l(send_mu);
+      for (int q = 0; q < 2; ++q) {
+        probe_tags[q] = n_sent.load();
+        while (!send(0, q)) std::this_thread::yield();
+      }
+    }
+    const int want = k % 2 ? 3 : 2;
+    for (uint64_t tag : probe_tags) {
+      const bool arrived = WaitFor([&] {
+        return n_got.load(std::memory_order_acquire) > 0 && got_port[tag] != 0;
+      }, 10);
+      if (!arrived || got_port[tag] != want) {
+        ++probe_failures;
+        ADD_FAILURE() << "batch " << k << ": probe " << tag << " went to port "
+                      << got_port[tag] << ", want " << want;
+      }
+    }
+    if (probe_failures > 5) break;
+    // Let background traffic run under this generation for a while.
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  }
+  stop_inject = true;
+  injector.join();
+  const uint64_t total_sent = n_sent.load();
+  ASSERT_TRUE(WaitFor([&] { return TotalRx(dp) == total_sent; }, 20))
+      << "sent " << total_sent << "\n" << dp.Stats().ToString();
+  dp.Stop();
+  const DataplaneStats s = dp.Stats();
+  const PmdCounters t = s.Total();
+  ASSERT_TRUE(WaitFor([&] { return n_got.load() == t.tx_packets; }, 10));
+  stop_drain = true;
+  drainer.join();
+
+  // Accounting: every packet sent was received by a PMD and either sent,
+  // dropped by a rule, unmatched, or refused by a tx ring.
+  EXPECT_GT(total_sent, static_cast<uint64_t>(kStormBatches) * 2);
+  EXPECT_EQ(t.rx_packets, total_sent);
+  EXPECT_EQ(t.rx_packets, t.tx_packets + t.tx_dropped + t.rule_drops + t.no_match + t.bad_port);
+  EXPECT_EQ(t.bad_port, 0u);
+  EXPECT_EQ(n_got.load(), t.tx_packets);
+  ASSERT_EQ(s.pmds.size(), 2u);
+  EXPECT_GT(s.pmds[0].rx_packets, 0u);
+  EXPECT_GT(s.pmds[1].rx_packets, 0u);
+  EXPECT_EQ(s.pmds[0].rx_packets + s.pmds[1].rx_packets, total_sent);
+  uint64_t port_tx = 0;
+  for (const PortCounters& pc : s.ports) port_tx += pc.tx_packets;
+  EXPECT_EQ(port_tx, t.tx_packets);
+  for (const PmdCounters& p : s.pmds) EXPECT_EQ(p.generation, by_gen.size() - 1);
+
+  // Every packet followed some generation between its send and receive.
+  const uint64_t last_gen = by_gen.size() - 1;
+  uint64_t dropped_seen = 0, wrong = 0;
+  for (uint64_t tag = 0; tag < total_sent; ++tag) {
+    const Sent& sd = sent[tag];
+    const uint64_t hi = got_port[tag] ? std::min(got_gen[tag] + 1, last_gen) : last_gen;
+    bool ok = false;
+    for (uint64_t g = sd.gen_lo; g <= hi && !ok; ++g) {
+      const int e = Expected(by_gen[g], flows[sd.flow], 1);
+      ok = got_port[tag] ? e == got_port[tag] : e < 0;
+    }
+    if (!got_port[tag]) ++dropped_seen;
+    if (!ok && ++wrong <= 5)
+      ADD_FAILURE() << "packet " << tag << " (flow " << sd.flow << ", sent after gen "
+                    << sd.gen_lo << ") went to port " << got_port[tag];
+  }
+  EXPECT_EQ(wrong, 0u);
+  std::printf("storm: %d batches, %llu packets (pmd0 %llu, pmd1 %llu), %llu not forwarded\n",
+              static_cast<int>(last_gen - 1), static_cast<unsigned long long>(total_sent),
+              static_cast<unsigned long long>(s.pmds[0].rx_packets),
+              static_cast<unsigned long long>(s.pmds[1].rx_packets),
+              static_cast<unsigned long long>(dropped_seen));
+  EXPECT_EQ(dropped_seen, t.rule_drops + t.no_match + t.tx_dropped);
+}
+
+TEST(DpdkDataplaneTest, SetupErrorsSayWhatFailed) {
+  RingPort p = RingPort::Make("err1", 1, 1);
+  SetupStage stage;
+  DpdkDataplaneOptions o;
+  o.ports = {Port(1, p.name)};
+  o.pmd_lcores = {1};
+
+  DpdkDataplaneOptions bad = o;
+  bad.ports.push_back(Port(2, "net_bogus0"));
+  auto r = DpdkDataplane::Create(bad, &stage);
+  EXPECT_EQ(stage, SetupStage::kPort);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("cannot probe device \"net_bogus0\""));
+
+  bad = o;
+  bad.pmd_lcores = {7};
+  r = DpdkDataplane::Create(bad, &stage);
+  EXPECT_EQ(stage, SetupStage::kLcore);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("lcore 7 is not enabled"));
+
+  bad.pmd_lcores = {0};
+  r = DpdkDataplane::Create(bad, &stage);
+  EXPECT_EQ(stage, SetupStage::kLcore);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("main (control) lcore"));
+
+  bad = o;
+  bad.pmd_lcores = {1, 2};  // the ring port has a single tx queue
+  r = DpdkDataplane::Create(bad, &stage);
+  EXPECT_EQ(stage, SetupStage::kPort);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("one per PMD is needed (2)"));
+
+  bad = o;
+  bad.mbufs = 1u << 26;  // far more than -m 256 holds
+  r = DpdkDataplane::Create(bad, &stage);
+  EXPECT_EQ(stage, SetupStage::kMempool);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("mempool.mbufs"));
+
+  bad = o;
+  bad.burst = 33;
+  r = DpdkDataplane::Create(bad, &stage);
+  EXPECT_EQ(stage, SetupStage::kOptions);
+
+  // A running dataplane holds its lcore: a second one cannot take it.
+  auto a = DpdkDataplane::Create(o, &stage);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE((*a)->Start().ok());
+  RingPort q = RingPort::Make("err2", 1, 1);
+  DpdkDataplaneOptions o2 = o;
+  o2.ports = {Port(1, q.name)};
+  r = DpdkDataplane::Create(o2, &stage);
+  EXPECT_EQ(stage, SetupStage::kLcore);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("lcore 1 is already in use"));
+  a->reset();  // stops; the lcore is free again
+  r = DpdkDataplane::Create(o2, &stage);
+  EXPECT_TRUE(r.ok()) << r.status();
+}
+
+TEST(DpdkDataplaneTest, RuntimeConfigAndRejectedBatches) {
+  RingPort p = RingPort::Make("cfg1", 1, 1);
+  DpdkDataplaneOptions o;
+  o.ports = {Port(1, p.name)};
+  o.pmd_lcores = {3};
+  auto dp = DpdkDataplane::Create(o);
+  ASSERT_TRUE(dp.ok()) << dp.status();
+  ASSERT_TRUE((*dp)->Start().ok());
+  EXPECT_EQ(*(*dp)->GetConfig("pmd.tx_retries"), "4");
+  EXPECT_TRUE((*dp)->SetConfig("pmd.tx_retries", "9").ok());
+  EXPECT_EQ(*(*dp)->GetConfig("pmd.tx_retries"), "9");
+  EXPECT_EQ((*dp)->SetConfig("pmd.tx_retries", "x").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*dp)->SetConfig("pmd.burst", "8").code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*dp)->SetConfig("nope", "8").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ((*dp)->GetConfig().at("pmd.lcores"), "3");
+
+  ASSERT_TRUE((*dp)->ApplyBatch({RuleOp::Insert(DstPrefixRule(1, 1, 0, 0, Action::Drop()))}).ok());
+  auto bad = (*dp)->ApplyBatch({RuleOp::Insert(DstPrefixRule(2, 1, 0, 0, Action::Drop())),
+                                RuleOp::Delete(77)});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*dp)->generation(), 1u);
+  EXPECT_EQ((*dp)->ListRules().size(), 1u);
+  auto empty = (*dp)->ApplyBatch({});
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(empty->generation, 1u);
+  EXPECT_TRUE(WaitFor([&] { return (*dp)->Stats().pmds[0].generation == 1; }, 5));
+}
+
+}  // namespace
+}  // namespace flowclass

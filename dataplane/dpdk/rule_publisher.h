@@ -1,0 +1,132 @@
+// rule_publisher.h — RCU publication of immutable RuleTables to PMD threads.
+//
+// Contract
+// --------
+// One writer (the control thread, serialised by the caller) and up to
+// `num_readers` reader slots (one per PMD thread; reader i is used by exactly
+// one thread).  No DPDK dependency, so it is unit-tested on plain threads.
+//
+// Writer:  PublishAndWait(next) stores `next` (seq_cst), then waits until every
+//          reader slot is offline or has reported generation >= next's, then
+//          frees the previously published version.  Only then does it return,
+//          which is what makes the dataplane's ack ("every packet from now on
+//          is classified by generation G") true.
+// Reader:  once per poll-loop iteration
+//            const PublishedTable* v = pub.Load();          // acquire
+//            if (v != current) { pipeline.SetRuleTable(&v->table); current = v;
+//                                pub.Quiescent(i, v->generation); }
+//          Quiescent() is called only *after* SetRuleTable(), so a reported
+//          generation means "my caches were rebuilt for it and I hold no
+//          pointer into any older table".  While a reader is Offline() it must
+//          hold no table pointer at all (the PMD calls SetRuleTable(nullptr)
+//          first); Online() must be followed by a Load() before any lookup.
+//
+// Why this instead of rte_rcu_qsbr: qsbr's quiescent() records a token, but
+// our readers keep the table pointer *across* quiescent points (inside the
+// Pipeline), so "passed a quiescent point" is not enough: the writer must know
+// the reader has installed the new table.  Reporting the installed generation
+// gives exactly that, with the same cost (one store per change, no RMW).
+//
+// Offline/online race: the writer's publish (seq_cst store) precedes its
+// seq_cst load of `online`; a reader's Online() (seq_cst store) precedes its
+// seq_cst Load().  So either the writer sees the reader online (and waits for
+// it) or the reader's Load() sees the new version — never neither.
+//
+// Memory layout: one 64-byte line per reader slot so that PMDs reporting
+// quiescence never share a cache line.
+#ifndef FLOWCLASS_DATAPLANE_DPDK_RULE_PUBLISHER_H_
+#define FLOWCLASS_DATAPLANE_DPDK_RULE_PUBLISHER_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "dataplane/rule_table.h"
+
+namespace flowclass {
+
+struct PublishedTable {
+  explicit PublishedTable(RuleTableLimits limits = {})
+      : table(limits), generation(0) {}
+  PublishedTable(const RuleTable& t, uint64_t gen) : table(t), generation(gen) {}
+  RuleTable table;
+  uint64_t generation;
+};
+
+class RulePublisher {
+ public:
+  explicit RulePublisher(int num_readers,
+                         std::unique_ptr<PublishedTable> initial)
+      : slots_(static_cast<size_t>(num_readers)),
+        published_(initial.release()) {}
+  ~RulePublisher() { delete published_.load(std::memory_order_acquire); }
+  RulePublisher(const RulePublisher&) = delete;
+  RulePublisher& operator=(const RulePublisher&) = delete;
+
+  int num_readers() const { return static_cast<int>(slots_.size()); }
+
+  // ---- writer (one thread at a time) ----
+  const PublishedTable* Current() const {
+    return published_.load(std::memory_order_acquire);
+  }
+  // Publishes `next` and returns once no reader can still use the old version
+  // (which is freed before returning).  `waited_readers`, if not null, gets
+  // how many reader slots were online and had to be waited for.
+  void PublishAndWait(std::unique_ptr<PublishedTable> next,
+                      int* waited_readers = nullptr) {
+    const uint64_t gen = next->generation;
+    const PublishedTable* old =
+        published_.exchange(next.release(), std::memory_order_seq_cst);
+    int waited = 0;
+    for (Slot& s : slots_) {
+      bool counted = false;
+      int spins = 0;
+      while (s.online.load(std::memory_order_seq_cst) &&
+             s.generation.load(std::memory_order_acquire) < gen) {
+        if (!counted) {
+          counted = true;
+          ++waited;
+        }
+        // A PMD passes a loop iteration in microseconds; yield after a short
+        // spin so a shared test machine stays usable.
+        if (++spins > 64) std::this_thread::yield();
+      }
+    }
+    if (waited_readers) *waited_readers = waited;
+    delete old;
+  }
+
+  // ---- reader i (its own thread only) ----
+  const PublishedTable* Load() const {
+    return published_.load(std::memory_order_seq_cst);
+  }
+  void Quiescent(int i, uint64_t generation) {
+    slots_[i].generation.store(generation, std::memory_order_release);
+  }
+  void Online(int i) {
+    slots_[i].online.store(true, std::memory_order_seq_cst);
+  }
+  void Offline(int i) {
+    slots_[i].online.store(false, std::memory_order_seq_cst);
+  }
+  uint64_t ReaderGeneration(int i) const {
+    return slots_[i].generation.load(std::memory_order_relaxed);
+  }
+
+ private:
+  struct alignas(64) Slot {
+    std::atomic<uint64_t> generation{0};
+    std::atomic<bool> online{false};
+  };
+  static_assert(sizeof(Slot) == 64, "one reader slot per cache line");
+
+  std::vector<Slot> slots_;
+  std::atomic<const PublishedTable*> published_;
+};
+
+}  // namespace flowclass
+
+#endif  // FLOWCLASS_DATAPLANE_DPDK_RULE_PUBLISHER_H_

@@ -1,0 +1,410 @@
+#include "server/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace flowclass {
+namespace {
+
+// Highest lcore id accepted here; EAL checks the real limit (RTE_MAX_LCORE).
+constexpr int kMaxLcoreId = 1023;
+
+// Reads typed values out of a YAML map, remembering which keys were used so
+// that unknown ones can be reported.  yaml-cpp throws; we convert to Status.
+class MapReader {
+ public:
+  MapReader(const YAML::Node& node, std::string path)
+      : node_(node), path_(std::move(path)) {}
+
+  absl::Status CheckIsMap() const {
+    if (!node_ || node_.IsNull()) return absl::OkStatus();
+    if (!node_.IsMap())
+      return absl::InvalidArgumentError(absl::StrCat(path_, ": must be a mapping"));
+    return absl::OkStatus();
+  }
+  std::string Key(const std::string& k) const {
+    return path_.empty() ? k : absl::StrCat(path_, ".", k);
+  }
+  YAML::Node Get(const std::string& k) {
+    used_.insert(k);
+    if (!node_ || !node_.IsMap()) return YAML::Node();
+    return node_[k];
+  }
+
+  template <typename T>
+  absl::Status Int(const std::string& k, T* out, int64_t lo, int64_t hi) {
+    YAML::Node n = Get(k);
+    if (!n || n.IsNull()) return absl::OkStatus();
+    int64_t v = 0;
+    if (!n.IsScalar() || !absl::SimpleAtoi(n.Scalar(), &v))
+      return absl::InvalidArgumentError(
+          absl::StrCat(Key(k), ": \"", Dump(n), "\" is not an integer"));
+    if (v < lo || v > hi)
+      return absl::InvalidArgumentError(
+          absl::StrCat(Key(k), ": ", v, " is outside ", lo, "..", hi));
+    *out = static_cast<T>(v);
+    return absl::OkStatus();
+  }
+  absl::Status Bool(const std::string& k, bool* out) {
+    YAML::Node n = Get(k);
+    if (!n || n.IsNull()) return absl::OkStatus();
+    std::string s = n.IsScalar() ? absl::AsciiStrToLower(n.Scalar()) : "";
+    if (s == "true" || s == "yes" || s == "on") *out = true;
+    else if (s == "false" || s == "no" || s == "off") *out = false;
+    else
+      return absl::InvalidArgumentError(
+          absl::StrCat(Key(k), ": \"", Dump(n), "\" is not a boolean (true/false)"));
+    return absl::OkStatus();
+  }
+  absl::Status String(const std::string& k, std::string* out) {
+    YAML::Node n = Get(k);
+    if (!n || n.IsNull()) return absl::OkStatus();
+    if (!n.IsScalar())
+      return absl::InvalidArgumentError(absl::StrCat(Key(k), ": must be a string"));
+    *out = n.Scalar();
+    return absl::OkStatus();
+  }
+  absl::Status StringList(const std::string& k, std::vector<std::string>* out) {
+    YAML::Node n = Get(k);
+    if (!n || n.IsNull()) return absl::OkStatus();
+    if (!n.IsSequence())
+      return absl::InvalidArgumentError(absl::StrCat(Key(k), ": must be a list of strings"));
+    out->clear();
+    for (size_t i = 0; i < n.size(); ++i) {
+      if (!n[i].IsScalar())
+        return absl::InvalidArgumentError(
+            absl::StrCat(Key(k), "[", i, "]: must be a string"));
+      out->push_back(n[i].Scalar());
+    }
+    return absl::OkStatus();
+  }
+  absl::Status IntList(const std::string& k, std::vector<int>* out, int lo, int hi) {
+    YAML::Node n = Get(k);
+    if (!n || n.IsNull()) return absl::OkStatus();
+    std::vector<std::string> items;
+    if (n.IsSequence()) {
+      for (size_t i = 0; i < n.size(); ++i) {
+        if (!n[i].IsScalar())
+          return absl::InvalidArgumentError(
+              absl::StrCat(Key(k), "[", i, "]: must be an integer"));
+        items.push_back(n[i].Scalar());
+      }
+    } else if (n.IsScalar()) {  // "1,2" is accepted too (command line)
+      items = absl::StrSplit(n.Scalar(), ',', absl::SkipWhitespace());
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(Key(k), ": must be a list of integers"));
+    }
+    out->clear();
+    for (size_t i = 0; i < items.size(); ++i) {
+      int v = 0;
+      if (!absl::SimpleAtoi(items[i], &v) || v < lo || v > hi)
+        return absl::InvalidArgumentError(absl::StrCat(
+            Key(k), "[", i, "]: \"", items[i], "\" is not an integer in ", lo, "..", hi));
+      out->push_back(v);
+    }
+    return absl::OkStatus();
+  }
+  // Error for the first key of the map that no getter asked for.
+  absl::Status CheckNoUnknownKeys() const {
+    if (!node_ || !node_.IsMap()) return absl::OkStatus();
+    for (const auto& kv : node_) {
+      const std::string k = kv.first.Scalar();
+      if (!used_.count(k))
+        return absl::InvalidArgumentError(absl::StrCat(Key(k), ": unknown key"));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  static std::string Dump(const YAML::Node& n) {
+    if (n.IsScalar()) return n.Scalar();
+    std::stringstream ss;
+    ss << n;
+    return ss.str();
+  }
+  YAML::Node node_;
+  std::string path_;
+  std::set<std::string> used_;
+};
+
+#define FC_RETURN_IF_ERROR(expr)          \
+  do {                                    \
+    absl::Status _st = (expr);            \
+    if (!_st.ok()) return _st;            \
+  } while (0)
+
+// "a.b.0.c=value": walks (creating maps as needed) and sets the leaf to the
+// value parsed as YAML, so "[1,2]" becomes a list and "true" a boolean.
+absl::Status ApplyOverride(YAML::Node& root, const std::string& ov) {
+  const size_t eq = ov.find('=');
+  if (eq == std::string::npos || eq == 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("override \"", ov, "\": expected key=value"));
+  const std::string key = ov.substr(0, eq);
+  const std::string value = ov.substr(eq + 1);
+  std::vector<std::string> parts = absl::StrSplit(key, '.');
+  YAML::Node value_node;
+  try {
+    value_node = YAML::Load(value);
+  } catch (const YAML::Exception& e) {
+    value_node = YAML::Node(value);
+  }
+  // A value such as "rx_pcap=a.pcap,tx_pcap=b.pcap" must stay a string.
+  if (!value_node.IsScalar() && !value_node.IsSequence() && !value_node.IsMap())
+    value_node = YAML::Node(value);
+  YAML::Node cur;
+  cur.reset(root);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string& p = parts[i];
+    if (p.empty())
+      return absl::InvalidArgumentError(absl::StrCat("override \"", ov, "\": empty key part"));
+    const bool last = i + 1 == parts.size();
+    size_t index = 0;
+    YAML::Node child;
+    if (cur.IsSequence()) {
+      if (!absl::SimpleAtoi(p, &index) || index > cur.size())
+        return absl::InvalidArgumentError(absl::StrCat(
+            "override \"", ov, "\": \"", p, "\" is not an index of a list of ",
+            cur.size()));
+      if (index == cur.size()) cur.push_back(YAML::Node(YAML::NodeType::Map));
+      if (last) {
+        cur[index] = value_node;
+        return absl::OkStatus();
+      }
+      child.reset(cur[index]);
+    } else {
+      if (cur.IsScalar())
+        return absl::InvalidArgumentError(absl::StrCat(
+            "override \"", ov, "\": \"", p, "\" is below a scalar"));
+      if (last) {
+        cur[p] = value_node;
+        return absl::OkStatus();
+      }
+      if (!cur[p]) cur[p] = YAML::Node(YAML::NodeType::Map);
+      child.reset(cur[p]);
+    }
+    cur.reset(child);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ConvertPort(const YAML::Node& n, size_t i, PortOptions* p) {
+  MapReader r(n, absl::StrCat("ports[", i, "]"));
+  if (!n.IsMap())
+    return absl::InvalidArgumentError(absl::StrCat("ports[", i, "]: must be a mapping"));
+  if (!r.Get("number"))
+    return absl::InvalidArgumentError(absl::StrCat("ports[", i, "].number: required"));
+  FC_RETURN_IF_ERROR(r.Int("number", &p->number, 0, kMaxPortNumber));
+  FC_RETURN_IF_ERROR(r.String("device", &p->device));
+  if (p->device.empty())
+    return absl::InvalidArgumentError(absl::StrCat("ports[", i, "].device: required"));
+  FC_RETURN_IF_ERROR(r.String("args", &p->devargs));
+  FC_RETURN_IF_ERROR(r.Bool("poll", &p->poll));
+  FC_RETURN_IF_ERROR(r.Int("rx_queues", &p->rx_queues, 1, 64));
+  FC_RETURN_IF_ERROR(r.Int("rx_descriptors", &p->rx_descriptors, 32, 16384));
+  FC_RETURN_IF_ERROR(r.Int("tx_descriptors", &p->tx_descriptors, 32, 16384));
+  FC_RETURN_IF_ERROR(r.Bool("rss", &p->rss));
+  FC_RETURN_IF_ERROR(r.Bool("promiscuous", &p->promiscuous));
+  return r.CheckNoUnknownKeys();
+}
+
+absl::StatusOr<DaemonConfig> Convert(const YAML::Node& root) {
+  DaemonConfig c;
+  if (root && !root.IsNull() && !root.IsMap())
+    return absl::InvalidArgumentError("config: the top level must be a mapping");
+  MapReader top(root, "");
+
+  MapReader eal(top.Get("eal"), "eal");
+  FC_RETURN_IF_ERROR(eal.CheckIsMap());
+  c.eal.file_prefix = "flowclassd";
+  FC_RETURN_IF_ERROR(eal.Int("main_lcore", &c.eal.main_lcore, 0, kMaxLcoreId));
+  FC_RETURN_IF_ERROR(eal.String("lcore_map", &c.eal.lcore_map));
+  FC_RETURN_IF_ERROR(eal.Bool("hugepages", &c.eal.hugepages));
+  FC_RETURN_IF_ERROR(eal.Int("memory_mb", &c.eal.memory_mb, 0, 1 << 20));
+  FC_RETURN_IF_ERROR(eal.String("file_prefix", &c.eal.file_prefix));
+  FC_RETURN_IF_ERROR(eal.Bool("pci", &c.eal.pci));
+  FC_RETURN_IF_ERROR(eal.String("log_level", &c.eal.log_level));
+  FC_RETURN_IF_ERROR(eal.StringList("extra_args", &c.eal.extra_args));
+  FC_RETURN_IF_ERROR(eal.CheckNoUnknownKeys());
+  if (!c.eal.hugepages && c.eal.memory_mb == 0)
+    return absl::InvalidArgumentError(
+        "eal.memory_mb: required when eal.hugepages is false (e.g. 512)");
+  if (c.eal.file_prefix.empty() ||
+      c.eal.file_prefix.find_first_of("/ \t") != std::string::npos)
+    return absl::InvalidArgumentError(
+        "eal.file_prefix: must be a non-empty name without '/' or spaces");
+
+  MapReader pmd(top.Get("pmd"), "pmd");
+  FC_RETURN_IF_ERROR(pmd.CheckIsMap());
+  FC_RETURN_IF_ERROR(pmd.IntList("lcores", &c.dataplane.pmd_lcores, 0, kMaxLcoreId));
+  FC_RETURN_IF_ERROR(pmd.Int("burst", &c.dataplane.burst, 1, kMaxBurst));
+  FC_RETURN_IF_ERROR(pmd.Int("tx_retries", &c.dataplane.tx_retries, 0, 1000000));
+  FC_RETURN_IF_ERROR(pmd.Int("idle_sleep_us", &c.dataplane.idle_sleep_us, 0, 1000000));
+  FC_RETURN_IF_ERROR(pmd.CheckNoUnknownKeys());
+  if (c.dataplane.pmd_lcores.empty())
+    return absl::InvalidArgumentError("pmd.lcores: required (at least one lcore)");
+  if (static_cast<int>(c.dataplane.pmd_lcores.size()) > kMaxPmds)
+    return absl::InvalidArgumentError(absl::StrCat("pmd.lcores: at most ", kMaxPmds));
+  for (size_t i = 0; i < c.dataplane.pmd_lcores.size(); ++i) {
+    const int l = c.dataplane.pmd_lcores[i];
+    if (l == c.eal.main_lcore)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pmd.lcores[", i, "]: lcore ", l, " is eal.main_lcore (the control core)"));
+    for (size_t j = 0; j < i; ++j)
+      if (c.dataplane.pmd_lcores[j] == l)
+        return absl::InvalidArgumentError(
+            absl::StrCat("pmd.lcores[", i, "]: lcore ", l, " is listed twice"));
+  }
+  c.eal.pmd_lcores = c.dataplane.pmd_lcores;
+
+  MapReader mp(top.Get("mempool"), "mempool");
+  FC_RETURN_IF_ERROR(mp.CheckIsMap());
+  FC_RETURN_IF_ERROR(mp.Int("mbufs", &c.dataplane.mbufs, 0, 1 << 30));
+  FC_RETURN_IF_ERROR(mp.Int("cache", &c.dataplane.mbuf_cache, 0, 512));
+  FC_RETURN_IF_ERROR(mp.Int("data_room", &c.dataplane.mbuf_data_room, 256, 65535));
+  FC_RETURN_IF_ERROR(mp.CheckNoUnknownKeys());
+
+  YAML::Node ports = top.Get("ports");
+  if (!ports || !ports.IsSequence() || ports.size() == 0)
+    return absl::InvalidArgumentError("ports: required, a non-empty list");
+  if (ports.size() > static_cast<size_t>(kMaxDataplanePorts))
+    return absl::InvalidArgumentError(
+        absl::StrCat("ports: ", ports.size(), " ports, at most ", kMaxDataplanePorts));
+  for (size_t i = 0; i < ports.size(); ++i) {
+    PortOptions p;
+    FC_RETURN_IF_ERROR(ConvertPort(ports[i], i, &p));
+    for (size_t j = 0; j < c.dataplane.ports.size(); ++j) {
+      if (c.dataplane.ports[j].number == p.number)
+        return absl::InvalidArgumentError(absl::StrCat(
+            "ports[", i, "].number: duplicate port number ", p.number,
+            " (also ports[", j, "])"));
+      if (c.dataplane.ports[j].device == p.device)
+        return absl::InvalidArgumentError(absl::StrCat(
+            "ports[", i, "].device: duplicate device ", p.device, " (also ports[", j, "])"));
+    }
+    if (LooksLikePciAddress(p.device)) {
+      if (!c.eal.pci)
+        return absl::InvalidArgumentError(absl::StrCat(
+            "ports[", i, "].device: PCI device ", p.device, " but eal.pci is false"));
+      c.eal.pci_allow.push_back(p.devargs.empty() ? p.device
+                                                  : p.device + "," + p.devargs);
+    } else if (p.device.rfind("net_", 0) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ports[", i, "].device: \"", p.device,
+          "\" is neither a PCI address nor a vdev name (net_pcap0, net_ring0, ...)"));
+    }
+    c.dataplane.ports.push_back(p);
+  }
+  bool any_poll = false;
+  for (const PortOptions& p : c.dataplane.ports) any_poll |= p.poll;
+  if (!any_poll)
+    return absl::InvalidArgumentError("ports: no port has poll: true, nothing to receive");
+
+  MapReader rules(top.Get("rules"), "rules");
+  FC_RETURN_IF_ERROR(rules.CheckIsMap());
+  FC_RETURN_IF_ERROR(rules.String("file", &c.rules_file));
+  FC_RETURN_IF_ERROR(rules.String("format", &c.rules_format));
+  FC_RETURN_IF_ERROR(rules.CheckNoUnknownKeys());
+  if (c.rules_format != "auto" && c.rules_format != "native" &&
+      c.rules_format != "classbench")
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rules.format: \"", c.rules_format, "\" is not auto, native or classbench"));
+
+  MapReader st(top.Get("stats"), "stats");
+  FC_RETURN_IF_ERROR(st.CheckIsMap());
+  FC_RETURN_IF_ERROR(st.Int("interval_ms", &c.stats_interval_ms, 0, 3600000));
+  FC_RETURN_IF_ERROR(st.Bool("final", &c.stats_final));
+  FC_RETURN_IF_ERROR(st.CheckNoUnknownKeys());
+
+  MapReader run(top.Get("run"), "run");
+  FC_RETURN_IF_ERROR(run.CheckIsMap());
+  FC_RETURN_IF_ERROR(run.Int("duration_s", &c.run_duration_s, 0, 1 << 30));
+  FC_RETURN_IF_ERROR(run.CheckNoUnknownKeys());
+
+  FC_RETURN_IF_ERROR(top.CheckNoUnknownKeys());
+  return c;
+}
+
+}  // namespace
+
+bool LooksLikePciAddress(const std::string& d) {
+  // [dddd:]bb:dd.f with hex digits.
+  std::vector<std::string> parts = absl::StrSplit(d, ':');
+  if (parts.size() != 2 && parts.size() != 3) return false;
+  const std::string& last = parts.back();
+  const size_t dot = last.find('.');
+  if (dot == std::string::npos) return false;
+  auto hex = [](const std::string& s, size_t n) {
+    if (s.size() != n) return false;
+    for (char ch : s)
+      if (!absl::ascii_isxdigit(static_cast<unsigned char>(ch))) return false;
+    return true;
+  };
+  if (parts.size() == 3 && !hex(parts[0], 4)) return false;
+  return hex(parts[parts.size() - 2], 2) && hex(last.substr(0, dot), 2) &&
+         hex(last.substr(dot + 1), 1);
+}
+
+absl::StatusOr<DaemonConfig> ParseConfig(const std::string& yaml_text,
+                                         const std::vector<std::string>& overrides,
+                                         const std::string& origin) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        origin, ":", e.mark.line + 1, ":", e.mark.column + 1, ": YAML syntax: ", e.msg));
+  }
+  try {
+    if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+    for (const std::string& ov : overrides) FC_RETURN_IF_ERROR(ApplyOverride(root, ov));
+    absl::StatusOr<DaemonConfig> c = Convert(root);
+    if (!c.ok())
+      return absl::Status(c.status().code(),
+                          absl::StrCat(origin, ": ", c.status().message()));
+    return c;
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(origin, ": ", e.what()));
+  }
+}
+
+absl::StatusOr<DaemonConfig> LoadConfig(const std::string& path,
+                                        const std::vector<std::string>& overrides) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open config file"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ParseConfig(ss.str(), overrides, path);
+}
+
+std::string DescribeConfig(const DaemonConfig& c) {
+  std::string s;
+  absl::StrAppend(&s, "eal args: ", absl::StrJoin(BuildEalArgs(c.eal), " "), "\n");
+  absl::StrAppend(&s, "pmd lcores: ", absl::StrJoin(c.dataplane.pmd_lcores, ","),
+                  " burst ", c.dataplane.burst, " tx_retries ", c.dataplane.tx_retries,
+                  " idle_sleep_us ", c.dataplane.idle_sleep_us, "\n");
+  absl::StrAppend(&s, "mempool: mbufs ",
+                  c.dataplane.mbufs ? absl::StrCat(c.dataplane.mbufs) : "auto",
+                  " cache ", c.dataplane.mbuf_cache, " data_room ",
+                  c.dataplane.mbuf_data_room, "\n");
+  for (const PortOptions& p : c.dataplane.ports)
+    absl::StrAppend(&s, "port ", p.number, ": ", p.device,
+                    p.devargs.empty() ? "" : "," + p.devargs,
+                    p.poll ? absl::StrCat(" rx_queues ", p.rx_queues) : " tx-only",
+                    " rss ", p.rss ? "on" : "off", "\n");
+  absl::StrAppend(&s, "rules: ", c.rules_file.empty() ? "(none)" : c.rules_file,
+                  " format ", c.rules_format, "\n");
+  return s;
+}
+
+}  // namespace flowclass

@@ -1,0 +1,140 @@
+#include "server/config.h"
+
+#include <fstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace flowclass {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr char kMinimal[] = R"(
+eal: {hugepages: false, memory_mb: 256, pci: false, file_prefix: t1}
+pmd: {lcores: [1, 2]}
+ports:
+  - {number: 1, device: net_pcap0, args: "rx_pcap=in.pcap,tx_pcap=o1.pcap,tx_pcap=o2.pcap"}
+  - {number: 7, device: net_null0, poll: false}
+)";
+
+absl::StatusOr<DaemonConfig> Parse(const std::string& text,
+                                   std::vector<std::string> ov = {}) {
+  return ParseConfig(text, ov, "test.yaml");
+}
+
+TEST(ConfigTest, MinimalConfigGetsDefaults) {
+  auto c = Parse(kMinimal);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->dataplane.pmd_lcores, ElementsAre(1, 2));
+  EXPECT_THAT(c->eal.pmd_lcores, ElementsAre(1, 2));
+  EXPECT_EQ(c->dataplane.burst, 32);
+  EXPECT_EQ(c->dataplane.tx_retries, 4);
+  ASSERT_EQ(c->dataplane.ports.size(), 2u);
+  EXPECT_EQ(c->dataplane.ports[0].number, 1u);
+  EXPECT_EQ(c->dataplane.ports[0].devargs, "rx_pcap=in.pcap,tx_pcap=o1.pcap,tx_pcap=o2.pcap");
+  EXPECT_TRUE(c->dataplane.ports[0].poll);
+  EXPECT_FALSE(c->dataplane.ports[1].poll);
+  EXPECT_EQ(c->stats_interval_ms, 1000u);
+  EXPECT_EQ(c->rules_format, "auto");
+  EXPECT_THAT(BuildEalArgs(c->eal),
+              ElementsAre("flowclassd", "-l", "0,1,2", "--main-lcore=0", "--no-huge",
+                          "-m", "256", "--file-prefix=t1", "--no-pci"));
+}
+
+TEST(ConfigTest, OverridesReplaceScalarsListsAndListItems) {
+  auto c = Parse(kMinimal, {"pmd.lcores=[3]", "ports.0.args=rx_pcap=x.pcap",
+                            "stats.interval_ms=250", "eal.lcore_map=0@0,3@1",
+                            "ports.2.number=9", "ports.2.device=net_null1"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->dataplane.pmd_lcores, ElementsAre(3));
+  EXPECT_EQ(c->dataplane.ports[0].devargs, "rx_pcap=x.pcap");
+  EXPECT_EQ(c->stats_interval_ms, 250u);
+  ASSERT_EQ(c->dataplane.ports.size(), 3u);
+  EXPECT_EQ(c->dataplane.ports[2].number, 9u);
+  EXPECT_EQ(BuildEalArgs(c->eal)[1], "--lcores=0@0,3@1");
+  // Lists given as "1,2" on the command line work too.
+  auto d = Parse(kMinimal, {"pmd.lcores=4,5"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_THAT(d->dataplane.pmd_lcores, ElementsAre(4, 5));
+}
+
+TEST(ConfigTest, ErrorsNameTheKeyAndTheProblem) {
+  struct Case {
+    std::vector<std::string> ov;
+    std::string want;
+  } cases[] = {
+      {{"eal.hugepaggs=true"}, "eal.hugepaggs: unknown key"},
+      {{"pmd.burst=64"}, "pmd.burst: 64 is outside 1..32"},
+      {{"pmd.burst=many"}, "pmd.burst: \"many\" is not an integer"},
+      {{"pmd.lcores=[0]"}, "pmd.lcores[0]: lcore 0 is eal.main_lcore"},
+      {{"pmd.lcores=[1,1]"}, "pmd.lcores[1]: lcore 1 is listed twice"},
+      {{"pmd.lcores=[]"}, "pmd.lcores: required"},
+      {{"ports.1.number=1"}, "ports[1].number: duplicate port number 1 (also ports[0])"},
+      {{"ports.1.device=net_pcap0"}, "ports[1].device: duplicate device net_pcap0"},
+      {{"ports.1.device=eth0"}, "ports[1].device: \"eth0\" is neither a PCI address"},
+      {{"ports.0.rx_queues=0"}, "ports[0].rx_queues: 0 is outside 1..64"},
+      {{"ports.0.speed=10"}, "ports[0].speed: unknown key"},
+      {{"ports.0.poll=maybe"}, "ports[0].poll: \"maybe\" is not a boolean"},
+      {{"ports.0.device=0000:3b:02.1"}, "PCI device 0000:3b:02.1 but eal.pci is false"},
+      {{"ports.0.poll=false"}, "ports: no port has poll: true"},
+      {{"eal.memory_mb=0"}, "eal.memory_mb: required when eal.hugepages is false"},
+      {{"eal.file_prefix=a/b"}, "eal.file_prefix: must be a non-empty name"},
+      {{"rules.format=xml"}, "rules.format: \"xml\" is not auto, native or classbench"},
+      {{"bogus.key=1"}, "bogus: unknown key"},
+      {{"eal.file_prefix.x=1"}, "\"x\" is below a scalar"},
+      {{"pmd.lcores.x=1"}, "\"x\" is not an index of a list of 2"},
+      {{"novalue"}, "expected key=value"},
+  };
+  for (const Case& c : cases) {
+    auto r = Parse(kMinimal, c.ov);
+    ASSERT_FALSE(r.ok()) << c.ov[0];
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << c.ov[0];
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr(c.want)) << c.ov[0];
+  }
+}
+
+TEST(ConfigTest, MissingSectionsAndSyntaxErrors) {
+  auto r = Parse("pmd: {lcores: [1]}\neal: {hugepages: false, memory_mb: 64}\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("ports: required"));
+  r = Parse("eal: [1, 2\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("test.yaml:"));
+  r = Parse("- 1\n- 2\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("top level must be a mapping"));
+  auto f = LoadConfig("/nonexistent/flowclassd.yaml", {});
+  EXPECT_EQ(f.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(ConfigTest, PciPortsAreAllowListedForEal) {
+  auto c = Parse(kMinimal, {"eal.pci=true", "eal.hugepages=true",
+                            "ports.1.device=0000:3b:02.1", "ports.1.args=rxq_cqe_comp_en=0"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->eal.pci_allow, ElementsAre("0000:3b:02.1,rxq_cqe_comp_en=0"));
+  std::vector<std::string> args = BuildEalArgs(c->eal);
+  EXPECT_THAT(args, ::testing::Contains("0000:3b:02.1,rxq_cqe_comp_en=0"));
+  EXPECT_THAT(args, ::testing::Not(::testing::Contains("--no-huge")));
+}
+
+TEST(ConfigTest, LooksLikePciAddress) {
+  EXPECT_TRUE(LooksLikePciAddress("0000:3b:02.1"));
+  EXPECT_TRUE(LooksLikePciAddress("3b:02.7"));
+  EXPECT_FALSE(LooksLikePciAddress("net_pcap0"));
+  EXPECT_FALSE(LooksLikePciAddress("0000:3b:02"));
+  EXPECT_FALSE(LooksLikePciAddress("000:3b:02.1"));
+  EXPECT_FALSE(LooksLikePciAddress("0000:3g:02.1"));
+}
+
+TEST(ConfigTest, ExampleConfigIsValid) {
+  auto c = LoadConfig(FLOWCLASS_SOURCE_DIR "/deploy/flowclassd.example.yaml", {});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->dataplane.ports.size(), 3u);
+  EXPECT_FALSE(c->eal.hugepages);
+  EXPECT_THAT(DescribeConfig(*c), HasSubstr("port 3: net_null0 tx-only"));
+}
+
+}  // namespace
+}  // namespace flowclass

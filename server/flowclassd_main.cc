@@ -1,0 +1,301 @@
+// flowclassd — the DPDK dataplane process.
+//
+//   flowclassd -c FILE [--set KEY=VALUE]... [--rules FILE] [--lcores L,L]
+//              [--file-prefix NAME] [--stats-interval-ms N] [--duration-s N]
+//   flowclassd --check-config FILE [--set KEY=VALUE]...
+//
+// The main thread is the EAL main lcore: it loads the rules, starts the PMDs,
+// prints per-PMD counters every stats.interval_ms and waits for SIGINT or
+// SIGTERM (or run.duration_s), then stops PMDs and ports (flushing net_pcap
+// output), prints the final counters and exits 0.  Exit codes are listed in
+// kExit* below and in docs/flowclassd.md.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "dataplane/dpdk/dpdk_dataplane.h"
+#include "dataplane/rule_format.h"
+#include "server/config.h"
+
+namespace flowclass {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitInternal = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitConfig = 3;
+constexpr int kExitEal = 4;
+constexpr int kExitPort = 5;
+constexpr int kExitMempool = 6;
+constexpr int kExitRules = 7;
+constexpr int kExitLcore = 8;
+
+std::atomic<int> g_signal{0};
+void OnSignal(int sig) { g_signal.store(sig); }
+
+void Usage(FILE* out) {
+  std::fputs(
+      "usage: flowclassd -c FILE [options]\n"
+      "       flowclassd --check-config FILE [--set KEY=VALUE]...\n"
+      "options:\n"
+      "  -c, --config FILE        YAML configuration (see docs/flowclassd.md)\n"
+      "  --check-config FILE      validate FILE (and its rules file), print a\n"
+      "                           summary and exit 0, or 3/7 on error\n"
+      "  --set KEY=VALUE          override a config key, dotted path, value in\n"
+      "                           YAML syntax (e.g. --set pmd.lcores=[1,2],\n"
+      "                           --set ports.0.args=rx_pcap=in.pcap)\n"
+      "  --rules FILE             same as --set rules.file=FILE\n"
+      "  --lcores L,L             same as --set pmd.lcores=[L,L]\n"
+      "  --file-prefix NAME       same as --set eal.file_prefix=NAME\n"
+      "  --stats-interval-ms N    same as --set stats.interval_ms=N\n"
+      "  --duration-s N           same as --set run.duration_s=N\n"
+      "  -h, --help               this text\n"
+      "exit codes: 0 ok, 1 internal, 2 usage, 3 config, 4 EAL, 5 port,\n"
+      "            6 mempool, 7 rules, 8 lcore\n",
+      out);
+}
+
+std::string PmdLine(const char* tag, const PmdCounters& p) {
+  const uint64_t total = p.busy_cycles + p.idle_cycles;
+  return absl::StrFormat(
+      "%s pmd=%d lcore=%d gen=%d rx=%d tx=%d tx_dropped=%d rule_drops=%d "
+      "no_match=%d bad_port=%d parse_errors=%d busy=%.1f%% cycles_per_pkt=%.1f "
+      "emc_hits=%d smc_hits=%d megaflow_hits=%d upcalls=%d\n",
+      tag, p.pmd, p.lcore, p.generation, p.rx_packets, p.tx_packets,
+      p.tx_dropped, p.rule_drops, p.no_match, p.bad_port, p.parse_errors,
+      total ? 100.0 * static_cast<double>(p.busy_cycles) / total : 0.0,
+      p.CyclesPerPacket(), p.pipeline.emc_hits, p.pipeline.smc_hits,
+      p.pipeline.megaflow_hits, p.pipeline.upcall_ok);
+}
+
+void PrintStats(const char* tag, const DataplaneStats& s, bool ports) {
+  std::string out;
+  for (const PmdCounters& p : s.pmds) out += PmdLine(tag, p);
+  if (ports) {
+    for (const PortCounters& p : s.ports)
+      absl::StrAppendFormat(
+          &out,
+          "%s port=%d device=%s tx=%d tx_dropped=%d dev_ipackets=%d "
+          "dev_opackets=%d dev_imissed=%d dev_ierrors=%d dev_oerrors=%d "
+          "dev_rx_nombuf=%d\n",
+          tag, p.number, p.device, p.tx_packets, p.tx_dropped, p.dev_ipackets,
+          p.dev_opackets, p.dev_imissed, p.dev_ierrors, p.dev_oerrors,
+          p.dev_rx_nombuf);
+    const PmdCounters t = s.Total();
+    absl::StrAppendFormat(
+        &out,
+        "%s total gen=%d rx=%d tx=%d tx_dropped=%d rule_drops=%d no_match=%d "
+        "bad_port=%d\n",
+        tag, s.generation, t.rx_packets, t.tx_packets, t.tx_dropped,
+        t.rule_drops, t.no_match, t.bad_port);
+  }
+  std::fputs(out.c_str(), stdout);
+  std::fflush(stdout);
+}
+
+RuleFormat ToRuleFormat(const std::string& f) {
+  if (f == "native") return RuleFormat::kNative;
+  if (f == "classbench") return RuleFormat::kClassBench;
+  return RuleFormat::kAuto;
+}
+
+absl::StatusOr<std::vector<RuleOp>> LoadRules(const DaemonConfig& c) {
+  std::vector<RuleOp> ops;
+  if (c.rules_file.empty()) return ops;
+  absl::StatusOr<std::vector<Rule>> rules =
+      LoadRuleFile(c.rules_file, ToRuleFormat(c.rules_format));
+  if (!rules.ok()) return rules.status();
+  uint64_t next_id = 1;
+  for (Rule& r : *rules) {
+    if (r.id == 0) r.id = next_id;  // loaders may leave ids to us
+    next_id = std::max(next_id, r.id + 1);
+    ops.push_back(RuleOp::Insert(std::move(r)));
+  }
+  // Validate the whole set now (a scratch table), before EAL is touched.
+  RuleTable scratch(c.dataplane.limits);
+  absl::StatusOr<BatchResult> r = scratch.ApplyBatch(ops);
+  if (!r.ok())
+    return absl::Status(r.status().code(),
+                        absl::StrCat(c.rules_file, ": ", r.status().message()));
+  return ops;
+}
+
+int Main(int argc, char** argv) {
+  std::string config_path;
+  bool check_only = false;
+  std::vector<std::string> overrides;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&](std::string* out) {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "flowclassd: %s needs a value\n", a.c_str());
+        return false;
+      }
+      *out = argv[++i];
+      return true;
+    };
+    std::string v;
+    if (a == "-h" || a == "--help") {
+      Usage(stdout);
+      return kExitOk;
+    } else if (a == "-c" || a == "--config") {
+      if (!value(&config_path)) return kExitUsage;
+    } else if (a == "--check-config") {
+      if (!value(&config_path)) return kExitUsage;
+      check_only = true;
+    } else if (a == "--set") {
+      if (!value(&v)) return kExitUsage;
+      overrides.push_back(v);
+    } else if (a == "--rules") {
+      if (!value(&v)) return kExitUsage;
+      overrides.push_back("rules.file=" + v);
+    } else if (a == "--lcores") {
+      if (!value(&v)) return kExitUsage;
+      overrides.push_back("pmd.lcores=[" + v + "]");
+    } else if (a == "--file-prefix") {
+      if (!value(&v)) return kExitUsage;
+      overrides.push_back("eal.file_prefix=" + v);
+    } else if (a == "--stats-interval-ms") {
+      if (!value(&v)) return kExitUsage;
+      overrides.push_back("stats.interval_ms=" + v);
+    } else if (a == "--duration-s") {
+      if (!value(&v)) return kExitUsage;
+      overrides.push_back("run.duration_s=" + v);
+    } else {
+      std::fprintf(stderr, "flowclassd: unknown argument \"%s\"\n", a.c_str());
+      Usage(stderr);
+      return kExitUsage;
+    }
+  }
+  if (config_path.empty()) {
+    std::fprintf(stderr, "flowclassd: no config file (-c FILE)\n");
+    Usage(stderr);
+    return kExitUsage;
+  }
+
+  absl::StatusOr<DaemonConfig> config = LoadConfig(config_path, overrides);
+  if (!config.ok()) {
+    std::fprintf(stderr, "flowclassd: config error: %s\n",
+                 std::string(config.status().message()).c_str());
+    return kExitConfig;
+  }
+  absl::StatusOr<std::vector<RuleOp>> rules = LoadRules(*config);
+  if (!rules.ok()) {
+    std::fprintf(stderr, "flowclassd: rules error: %s\n",
+                 std::string(rules.status().message()).c_str());
+    return kExitRules;
+  }
+  if (check_only) {
+    std::printf("%s%zu rules ok\nconfig ok\n", DescribeConfig(*config).c_str(),
+                rules->size());
+    return kExitOk;
+  }
+
+  absl::Status st = InitEal(config->eal);
+  if (!st.ok()) {
+    std::fprintf(stderr, "flowclassd: EAL error: %s\n",
+                 std::string(st.message()).c_str());
+    return kExitEal;
+  }
+  // From here on, leave through `finish` so EAL is cleaned up.
+  auto finish = [](int code) {
+    CleanupEal();
+    return code;
+  };
+
+  SetupStage stage = SetupStage::kNone;
+  absl::StatusOr<std::unique_ptr<DpdkDataplane>> dp =
+      DpdkDataplane::Create(config->dataplane, &stage);
+  if (!dp.ok()) {
+    const char* what = "setup";
+    int code = kExitInternal;
+    switch (stage) {
+      case SetupStage::kOptions: what = "config"; code = kExitConfig; break;
+      case SetupStage::kLcore: what = "lcore"; code = kExitLcore; break;
+      case SetupStage::kMempool: what = "mempool"; code = kExitMempool; break;
+      case SetupStage::kPort: what = "port"; code = kExitPort; break;
+      case SetupStage::kNone: break;
+    }
+    std::fprintf(stderr, "flowclassd: %s error: %s\n", what,
+                 std::string(dp.status().message()).c_str());
+    return finish(code);
+  }
+  DpdkDataplane& dataplane = **dp;
+
+  absl::StatusOr<BatchResult> applied = dataplane.ApplyBatch(*rules);
+  if (!applied.ok()) {
+    std::fprintf(stderr, "flowclassd: rules error: %s\n",
+                 std::string(applied.status().message()).c_str());
+    dp->reset();
+    return finish(kExitRules);
+  }
+
+  struct sigaction sa = {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  st = dataplane.Start();
+  if (!st.ok()) {
+    std::fprintf(stderr, "flowclassd: port error: %s\n",
+                 std::string(st.message()).c_str());
+    dp->reset();
+    return finish(kExitPort);
+  }
+  std::printf("flowclassd: running, %zu PMD(s), %zu port(s), generation %llu "
+              "(%zu rules); pid %d\n",
+              config->dataplane.pmd_lcores.size(), config->dataplane.ports.size(),
+              static_cast<unsigned long long>(dataplane.generation()),
+              rules->size(), static_cast<int>(getpid()));
+  for (size_t i = 0; i < config->dataplane.pmd_lcores.size(); ++i) {
+    std::string qs;
+    for (auto [port, q] : dataplane.RxQueuesOf(static_cast<int>(i)))
+      absl::StrAppend(&qs, " ", port, ":", q);
+    std::printf("flowclassd: pmd %zu on lcore %d polls%s\n", i,
+                config->dataplane.pmd_lcores[i], qs.empty() ? " nothing" : qs.c_str());
+  }
+  std::fflush(stdout);
+
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  auto next_stats = start + std::chrono::milliseconds(config->stats_interval_ms);
+  while (g_signal.load() == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const auto now = Clock::now();
+    if (config->run_duration_s &&
+        now - start >= std::chrono::seconds(config->run_duration_s))
+      break;
+    if (config->stats_interval_ms && now >= next_stats) {
+      PrintStats("stats", dataplane.Stats(), /*ports=*/false);
+      next_stats = now + std::chrono::milliseconds(config->stats_interval_ms);
+    }
+  }
+  const int sig = g_signal.load();
+  std::printf("flowclassd: stopping (%s)\n",
+              sig ? (sig == SIGINT ? "SIGINT" : "SIGTERM") : "duration reached");
+  dataplane.Stop();
+  const DataplaneStats final_stats = dataplane.Stats();
+  PrintStats("final", final_stats, /*ports=*/true);
+  if (config->stats_final) {
+    std::fputs(final_stats.ToString().c_str(), stdout);
+    std::fflush(stdout);
+  }
+  dp->reset();
+  std::printf("flowclassd: stopped\n");
+  std::fflush(stdout);
+  return finish(kExitOk);
+}
+
+}  // namespace
+}  // namespace flowclass
+
+int main(int argc, char** argv) { return flowclass::Main(argc, argv); }

@@ -1,0 +1,116 @@
+#include "tests/common/fake_dataplane.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace flowclass {
+
+FakeDataplane::FakeDataplane(RuleTableLimits limits)
+    : table_(std::make_unique<RuleTable>(limits)) {
+  config_["pmd.tx_retries"] = {"4", true};
+  config_["pmd.idle_sleep_us"] = {"0", true};
+  config_["pmd.burst"] = {"32", false};
+  config_["pmd.lcores"] = {"1", false};
+}
+
+absl::StatusOr<BatchResult> FakeDataplane::ApplyBatch(absl::Span<const RuleOp> ops) {
+  absl::MutexLock lock(&mu_);
+  if (!fail_next_.ok()) {
+    absl::Status s = fail_next_;
+    fail_next_ = absl::OkStatus();
+    return s;
+  }
+  if (ops.empty()) {
+    BatchResult r;
+    r.generation = table_->generation();
+    return r;
+  }
+  auto next = std::make_unique<RuleTable>(*table_);
+  absl::StatusOr<BatchResult> r = next->ApplyBatch(ops);
+  if (!r.ok()) return r.status();
+  table_ = std::move(next);
+  batches_.emplace_back(ops.begin(), ops.end());
+  return r;
+}
+
+uint64_t FakeDataplane::generation() const {
+  absl::MutexLock lock(&mu_);
+  return table_->generation();
+}
+
+std::vector<Rule> FakeDataplane::ListRules() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<Rule> out;
+  for (const Rule* r : table_->Rules()) out.push_back(*r);
+  return out;
+}
+
+DataplaneStats FakeDataplane::Stats() const {
+  absl::MutexLock lock(&mu_);
+  DataplaneStats s = stats_;
+  s.generation = table_->generation();
+  s.rules = table_->Stats();
+  return s;
+}
+
+std::map<std::string, std::string> FakeDataplane::GetConfig() const {
+  absl::MutexLock lock(&mu_);
+  std::map<std::string, std::string> m;
+  for (const auto& [k, e] : config_) m[k] = e.value;
+  return m;
+}
+
+absl::StatusOr<std::string> FakeDataplane::GetConfig(absl::string_view key) const {
+  absl::MutexLock lock(&mu_);
+  auto it = config_.find(std::string(key));
+  if (it == config_.end())
+    return absl::NotFoundError(absl::StrCat("config key \"", key, "\": unknown"));
+  return it->second.value;
+}
+
+absl::Status FakeDataplane::SetConfig(absl::string_view key, absl::string_view value) {
+  absl::MutexLock lock(&mu_);
+  auto it = config_.find(std::string(key));
+  if (it == config_.end())
+    return absl::NotFoundError(absl::StrCat("config key \"", key, "\": unknown"));
+  if (!it->second.mutable_at_runtime)
+    return absl::FailedPreconditionError(
+        absl::StrCat(key, ": can only be set at start-up (config file)"));
+  uint32_t v = 0;
+  if (!absl::SimpleAtoi(value, &v) || v > 1000000)
+    return absl::InvalidArgumentError(
+        absl::StrCat(key, ": \"", value, "\" is not an integer in 0..1000000"));
+  it->second.value = absl::StrCat(v);
+  return absl::OkStatus();
+}
+
+void FakeDataplane::FailNextApply(absl::Status status) {
+  absl::MutexLock lock(&mu_);
+  fail_next_ = std::move(status);
+}
+
+void FakeDataplane::SetStats(DataplaneStats stats) {
+  absl::MutexLock lock(&mu_);
+  stats_ = std::move(stats);
+}
+
+void FakeDataplane::DefineConfig(std::string key, std::string value,
+                                 bool mutable_at_runtime) {
+  absl::MutexLock lock(&mu_);
+  config_[std::move(key)] = {std::move(value), mutable_at_runtime};
+}
+
+std::vector<std::vector<RuleOp>> FakeDataplane::applied_batches() const {
+  absl::MutexLock lock(&mu_);
+  return batches_;
+}
+
+std::optional<Rule> FakeDataplane::Classify(const FlowKey& key) const {
+  absl::MutexLock lock(&mu_);
+  Flow wc;
+  const Rule* r = table_->Lookup(key, &wc);
+  if (!r) return std::nullopt;
+  return *r;
+}
+
+}  // namespace flowclass

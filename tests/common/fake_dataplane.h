@@ -1,0 +1,68 @@
+// fake_dataplane.h — an in-memory `Dataplane` for control-plane tests.
+//
+// Contract
+// --------
+// FakeDataplane keeps a RuleTable and applies batches to it exactly as the
+// real dataplane does (validate whole batch on a copy, then swap), so it gives
+// the same errors and generations.  It has no PMDs: its stats are whatever the
+// test put there with SetStats(), plus the generation and rule counts it
+// computes itself.  Tests can make the next ApplyBatch fail with an injected
+// status and inspect every batch that was applied.
+//
+// Threads: every method is safe to call from any thread (one mutex).
+#ifndef FLOWCLASS_TESTS_COMMON_FAKE_DATAPLANE_H_
+#define FLOWCLASS_TESTS_COMMON_FAKE_DATAPLANE_H_
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "dataplane/dataplane.h"
+
+namespace flowclass {
+
+class FakeDataplane final : public Dataplane {
+ public:
+  explicit FakeDataplane(RuleTableLimits limits = {});
+
+  absl::StatusOr<BatchResult> ApplyBatch(absl::Span<const RuleOp> ops) override;
+  uint64_t generation() const override;
+  std::vector<Rule> ListRules() const override;
+  DataplaneStats Stats() const override;
+  std::map<std::string, std::string> GetConfig() const override;
+  absl::StatusOr<std::string> GetConfig(absl::string_view key) const override;
+  absl::Status SetConfig(absl::string_view key, absl::string_view value) override;
+
+  // ---- test controls ----
+  // The next ApplyBatch returns `status` (not OK) and changes nothing.
+  void FailNextApply(absl::Status status);
+  // pmds/ports reported by Stats() (generation and rules are filled in).
+  void SetStats(DataplaneStats stats);
+  // Declares a config key: `mutable_at_runtime` false makes SetConfig answer
+  // FAILED_PRECONDITION.  Defaults: pmd.tx_retries=4 (mutable),
+  // pmd.idle_sleep_us=0 (mutable), pmd.burst=32, pmd.lcores=1.
+  void DefineConfig(std::string key, std::string value, bool mutable_at_runtime);
+  // Every successfully applied batch, in order.
+  std::vector<std::vector<RuleOp>> applied_batches() const;
+  // Classifies one key with the current table (nullptr: no match).
+  std::optional<Rule> Classify(const FlowKey& key) const;
+
+ private:
+  struct ConfigEntry {
+    std::string value;
+    bool mutable_at_runtime;
+  };
+  mutable absl::Mutex mu_;
+  std::unique_ptr<RuleTable> table_ ABSL_GUARDED_BY(mu_);
+  absl::Status fail_next_ ABSL_GUARDED_BY(mu_);
+  DataplaneStats stats_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, ConfigEntry> config_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::vector<RuleOp>> batches_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace flowclass
+
+#endif  // FLOWCLASS_TESTS_COMMON_FAKE_DATAPLANE_H_

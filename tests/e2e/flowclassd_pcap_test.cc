@@ -1,0 +1,460 @@
+// End-to-end tests of the real flowclassd process on net_pcap vdevs: a pcap
+// of known flows in, pcaps out, every packet accounted for and sent where a
+// linear-scan reference classifier says.  Each daemon gets its own
+// --file-prefix and is stopped by its PID.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "dataplane/flow.h"
+#include "dataplane/rule.h"
+#include "tests/common/packet_builder.h"
+
+namespace flowclass {
+namespace {
+
+using ::testing::HasSubstr;
+using Frame = std::vector<uint8_t>;
+
+const char* const kDaemon = FLOWCLASS_BINARY_DIR "/server/flowclassd";
+
+// ---- pcap files (classic format, microsecond timestamps, Ethernet) ----
+void WritePcap(const std::string& path, const std::vector<Frame>& frames) {
+  std::ofstream out(path, std::ios::binary);
+  const uint32_t hdr[6] = {0xa1b2c3d4, 0x00040002, 0, 0, 65535, 1};
+  out.write(reinterpret_cast<const char*>(hdr), sizeof(hdr));
+  uint32_t i = 0;
+  for (const Frame& f : frames) {
+    const uint32_t rec[4] = {i / 1000000, i % 1000000, static_cast<uint32_t>(f.size()),
+                             static_cast<uint32_t>(f.size())};
+    ++i;
+    out.write(reinterpret_cast<const char*>(rec), sizeof(rec));
+    out.write(reinterpret_cast<const char*>(f.data()), static_cast<std::streamsize>(f.size()));
+  }
+}
+
+std::vector<Frame> ReadPcap(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<Frame> frames;
+  uint32_t hdr[6];
+  if (!in.read(reinterpret_cast<char*>(hdr), sizeof(hdr))) return frames;
+  uint32_t rec[4];
+  while (in.read(reinterpret_cast<char*>(rec), sizeof(rec))) {
+    Frame f(rec[2]);
+    in.read(reinterpret_cast<char*>(f.data()), rec[2]);
+    frames.push_back(std::move(f));
+  }
+  return frames;
+}
+
+// ---- the reference classifier and the native rule text ----
+std::string Ip(uint32_t a) {
+  return absl::StrCat(a >> 24, ".", (a >> 16) & 255, ".", (a >> 8) & 255, ".", a & 255);
+}
+
+struct TestRule {
+  Rule rule;
+  std::string text;  // native format line
+};
+
+TestRule MakeRule(uint64_t id, uint32_t prio, uint8_t proto, uint32_t dst, int dst_len,
+                  PortRange tp_dst, Action a) {
+  TestRule t;
+  Rule& r = t.rule;
+  r.id = id;
+  r.priority = prio;
+  r.match.SetExact(Field::kInPort, 1);
+  r.match.SetExact(Field::kEthType, kEthTypeIpv4);
+  std::string text = absl::StrCat("priority=", prio, ",in_port=1,");
+  if (proto) {
+    r.match.SetExact(Field::kNwProto, proto);
+    text += proto == kIpProtoUdp ? "udp" : "tcp";
+  } else {
+    text += "ip";
+  }
+  const uint64_t m = dst_len ? (0xffffffffull << (32 - dst_len)) & 0xffffffffull : 0;
+  r.match.SetMasked(Field::kIpv4Dst, dst & m, m);
+  absl::StrAppend(&text, ",nw_dst=", Ip(dst & static_cast<uint32_t>(m)), "/", dst_len);
+  if (!tp_dst.IsFull()) {
+    r.match.tp_dst = tp_dst;
+    absl::StrAppend(&text, ",tp_dst=", tp_dst.lo, "-", tp_dst.hi);
+  }
+  r.action = a;
+  absl::StrAppend(&text, ",actions=", a.kind == Action::Kind::kDrop ? "drop"
+                                                                    : absl::StrCat("output:", a.port));
+  t.text = text;
+  return t;
+}
+
+int Expected(const std::vector<TestRule>& rules, Flow f) {
+  f.Set(Field::kInPort, 1);
+  const Rule* best = nullptr;
+  for (const TestRule& t : rules)
+    if (t.rule.match.Matches(f) && (!best || RuleBeats(t.rule, *best))) best = &t.rule;
+  if (!best) return 0;                                  // no match
+  if (best->action.kind == Action::Kind::kDrop) return -1;  // rule drop
+  return static_cast<int>(best->action.port);
+}
+
+std::vector<TestRule> SampleRules() {
+  return {
+      MakeRule(1, 500, kIpProtoUdp, 0x0a000000, 16, {1000, 2000}, Action::Output(2)),
+      MakeRule(2, 400, kIpProtoUdp, 0x0a000000, 16, {}, Action::Output(3)),
+      MakeRule(3, 300, kIpProtoTcp, 0x0a010000, 16, {443, 443}, Action::Output(2)),
+      MakeRule(4, 250, 0, 0x0a010000, 16, {}, Action::Drop()),
+      MakeRule(5, 200, kIpProtoTcp, 0x0a000000, 8, {0, 1023}, Action::Output(3)),
+      MakeRule(6, 100, 0, 0x0a020000, 15, {}, Action::Output(2)),
+      // 10.8.0.0/13 and everything outside 10/8: no match.
+  };
+}
+
+std::vector<Flow> SampleFlows(int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<Flow> flows;
+  const uint16_t ports[] = {53, 443, 1000, 1500, 2000, 2001, 8080, 80};
+  for (int i = 0; i < n; ++i) {
+    Flow f;
+    f.Set(Field::kEthDst, 0x020000000002);
+    f.Set(Field::kEthSrc, 0x020000000001);
+    f.Set(Field::kEthType, kEthTypeIpv4);
+    f.Set(Field::kIpv4Src, 0xc0a80000 | (rng() & 0xffff));
+    const uint32_t dst = rng() % 8 == 0 ? 0x0b000001 + (rng() & 0xff)
+                                        : 0x0a000000 | ((rng() % 12) << 16) | (rng() & 0xffff);
+    f.Set(Field::kIpv4Dst, dst);
+    f.Set(Field::kNwProto, rng() % 2 ? kIpProtoUdp : kIpProtoTcp);
+    f.Set(Field::kNwTtl, 64);
+    f.Set(Field::kTpSrc, 1024 + rng() % 60000);
+    f.Set(Field::kTpDst, ports[rng() % 8]);
+    flows.push_back(f);
+  }
+  return flows;
+}
+
+// ---- running the daemon ----
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/flowclassd_e2e_XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~TempDir() {
+    if (!::testing::Test::HasFailure()) std::system(("rm -rf " + path_).c_str());
+  }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+class Daemon {
+ public:
+  Daemon(const TempDir& dir, std::vector<std::string> args) : out_(dir.File("stdout.txt")) {
+    static int seq = 0;
+    args.insert(args.begin(), kDaemon);
+    args.push_back("--file-prefix");
+    args.push_back(absl::StrCat("fce2e_", getpid(), "_", seq++));
+    pid_ = fork();
+    if (pid_ == 0) {
+      const int fd = open(out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      std::vector<char*> argv;
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(kDaemon, argv.data());
+      _exit(127);
+    }
+  }
+  ~Daemon() {
+    if (pid_ > 0 && !exited_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  // Exit code, or -1 on timeout (the process is then killed), -2 on a signal.
+  int Wait(double seconds) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    int status = 0;
+    while (std::chrono::steady_clock::now() < end) {
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        exited_ = true;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -2;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    exited_ = true;
+    return -1;
+  }
+  void Signal(int sig) { kill(pid_, sig); }
+  std::string Output() const { return ReadFile(out_); }
+
+  // Sum of rx= over the last "stats" line of every PMD.
+  uint64_t LastRx(int pmds) const {
+    std::map<std::string, uint64_t> last;
+    for (absl::string_view line : absl::StrSplit(Output(), '\n')) {
+      if (!absl::StartsWith(line, "stats pmd=")) continue;
+      std::string pmd;
+      uint64_t rx = 0;
+      for (absl::string_view kv : absl::StrSplit(line, ' ')) {
+        if (absl::StartsWith(kv, "pmd=")) pmd = std::string(kv.substr(4));
+        if (absl::StartsWith(kv, "rx=")) (void)absl::SimpleAtoi(kv.substr(3), &rx);
+      }
+      last[pmd] = rx;
+    }
+    if (static_cast<int>(last.size()) < pmds) return 0;
+    uint64_t sum = 0;
+    for (auto& [p, rx] : last) sum += rx;
+    return sum;
+  }
+
+ private:
+  std::string out_;
+  pid_t pid_ = -1;
+  bool exited_ = false;
+};
+
+// key=value fields of the first output line starting with `prefix`.
+std::map<std::string, uint64_t> Fields(const std::string& output, const std::string& prefix) {
+  std::map<std::string, uint64_t> m;
+  for (absl::string_view line : absl::StrSplit(output, '\n')) {
+    if (!absl::StartsWith(line, prefix)) continue;
+    for (absl::string_view kv : absl::StrSplit(line, ' ')) {
+      std::pair<std::string, std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
+      uint64_t v;
+      if (absl::SimpleAtoi(p.second, &v)) m[p.first] = v;
+    }
+    break;
+  }
+  return m;
+}
+
+std::string Config(const std::string& lcores, const std::string& lcore_map,
+                   const std::string& port1_args, int rx_queues,
+                   const std::string& port2_args, const std::string& port3_args,
+                   const std::string& rules) {
+  return absl::StrCat(R"(
+eal:
+  hugepages: false
+  memory_mb: 256
+  pci: false
+  lcore_map: ")", lcore_map, R"("
+  log_level: error
+pmd:
+  lcores: [)", lcores, R"(]
+  idle_sleep_us: 50
+mempool:
+  mbufs: 16383
+ports:
+  - number: 1
+    device: net_pcap0
+    args: ")", port1_args, R"("
+    rx_queues: )", rx_queues, R"(
+  - number: 2
+    device: net_pcap1
+    args: ")", port2_args, R"("
+    poll: false
+  - number: 3
+    device: net_pcap2
+    args: ")", port3_args, R"("
+    poll: false
+rules:
+  file: )", rules, R"(
+stats:
+  interval_ms: 100
+)");
+}
+
+void WriteRules(const std::string& path, const std::vector<TestRule>& rules) {
+  std::string text = "# flowclassd e2e sample rules\n";
+  for (const TestRule& r : rules) text += r.text + "\n";
+  WriteFile(path, text);
+}
+
+TEST(FlowclassdPcapTest, OnePmdEveryPacketWhereTheReferenceSays) {
+  TempDir dir;
+  const std::vector<TestRule> rules = SampleRules();
+  WriteRules(dir.File("rules.txt"), rules);
+  const std::vector<Flow> flows = SampleFlows(300, 1);
+  constexpr int kPackets = 4000;
+  std::vector<Frame> in;
+  std::map<int, std::vector<Frame>> want;  // port -> frames in order
+  uint64_t want_drops = 0, want_nomatch = 0;
+  std::mt19937 rng(3);
+  for (int i = 0; i < kPackets; ++i) {
+    const Flow& f = flows[rng() % flows.size()];
+    Frame fr = BuildFrameFromFlow(f, 60 + rng() % 200);
+    const int e = Expected(rules, f);
+    if (e > 0) want[e].push_back(fr);
+    else if (e < 0) ++want_drops;
+    else ++want_nomatch;
+    in.push_back(std::move(fr));
+  }
+  ASSERT_GT(want[2].size() * want[3].size() * want_drops * want_nomatch, 0u);
+  WritePcap(dir.File("in.pcap"), in);
+  WriteFile(dir.File("d.yaml"),
+            Config("1", "0@0,1@1", "rx_pcap=" + dir.File("in.pcap"), 1,
+                   "tx_pcap=" + dir.File("out2.pcap"), "tx_pcap=" + dir.File("out3.pcap"),
+                   dir.File("rules.txt")));
+
+  Daemon d(dir, {"-c", dir.File("d.yaml")});
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (d.LastRx(1) < kPackets && std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  d.Signal(SIGTERM);
+  ASSERT_EQ(d.Wait(30), 0) << d.Output();
+  const std::string out = d.Output();
+  EXPECT_THAT(out, HasSubstr("flowclassd: stopping (SIGTERM)"));
+  EXPECT_THAT(out, HasSubstr("flowclassd: stopped"));
+
+  auto total = Fields(out, "final total");
+  EXPECT_EQ(total["rx"], static_cast<uint64_t>(kPackets)) << out;
+  EXPECT_EQ(total["rx"], total["tx"] + total["tx_dropped"] + total["rule_drops"] +
+                             total["no_match"] + total["bad_port"]);
+  EXPECT_EQ(total["rule_drops"], want_drops);
+  EXPECT_EQ(total["no_match"], want_nomatch);
+  EXPECT_EQ(total["gen"], 1u);
+  // Output pcaps: exactly the reference's frames, in order.
+  const std::vector<Frame> out2 = ReadPcap(dir.File("out2.pcap"));
+  const std::vector<Frame> out3 = ReadPcap(dir.File("out3.pcap"));
+  EXPECT_EQ(out2.size(), want[2].size());
+  EXPECT_EQ(out3.size(), want[3].size());
+  EXPECT_TRUE(out2 == want[2]) << "port 2 frames differ from the reference";
+  EXPECT_TRUE(out3 == want[3]) << "port 3 frames differ from the reference";
+  EXPECT_EQ(Fields(out, "final port=2")["tx"], want[2].size());
+  EXPECT_EQ(Fields(out, "final port=3")["dev_opackets"], want[3].size());
+}
+
+TEST(FlowclassdPcapTest, TwoPmdsTwoQueuesCountersAddUp) {
+  TempDir dir;
+  const std::vector<TestRule> rules = SampleRules();
+  WriteRules(dir.File("rules.txt"), rules);
+  const std::vector<Flow> flows = SampleFlows(200, 2);
+  std::vector<Frame> q[2];
+  std::map<int, std::multiset<Frame>> want;
+  uint64_t want_not_sent = 0;
+  for (int i = 0; i < 3000; ++i) {
+    const Flow& f = flows[static_cast<size_t>(i) % flows.size()];
+    Frame fr = BuildFrameFromFlow(f, 64 + i % 7);
+    const int e = Expected(rules, f);
+    if (e > 0) want[e].insert(fr);
+    else ++want_not_sent;
+    q[i % 3 == 0 ? 1 : 0].push_back(std::move(fr));  // uneven split
+  }
+  WritePcap(dir.File("in0.pcap"), q[0]);
+  WritePcap(dir.File("in1.pcap"), q[1]);
+  // net_pcap: one rx queue per rx_pcap, one tx queue per tx_pcap (one per PMD).
+  WriteFile(dir.File("d.yaml"),
+            Config("1,2", "0@0,1@1,2@1",
+                   "rx_pcap=" + dir.File("in0.pcap") + ",rx_pcap=" + dir.File("in1.pcap") +
+                       ",tx_pcap=" + dir.File("out1a.pcap") + ",tx_pcap=" + dir.File("out1b.pcap"),
+                   2,
+                   "tx_pcap=" + dir.File("out2a.pcap") + ",tx_pcap=" + dir.File("out2b.pcap"),
+                   "tx_pcap=" + dir.File("out3a.pcap") + ",tx_pcap=" + dir.File("out3b.pcap"),
+                   dir.File("rules.txt")));
+  Daemon d(dir, {"-c", dir.File("d.yaml")});
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (d.LastRx(2) < 3000 && std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  d.Signal(SIGINT);
+  ASSERT_EQ(d.Wait(30), 0) << d.Output();
+  const std::string out = d.Output();
+  EXPECT_THAT(out, HasSubstr("stopping (SIGINT)"));
+  EXPECT_THAT(out, HasSubstr("pmd 0 on lcore 1 polls 1:0"));
+  EXPECT_THAT(out, HasSubstr("pmd 1 on lcore 2 polls 1:1"));
+
+  auto p0 = Fields(out, "final pmd=0");
+  auto p1 = Fields(out, "final pmd=1");
+  auto total = Fields(out, "final total");
+  EXPECT_EQ(p0["rx"], q[0].size());
+  EXPECT_EQ(p1["rx"], q[1].size());
+  EXPECT_EQ(total["rx"], p0["rx"] + p1["rx"]);
+  EXPECT_EQ(total["tx"], p0["tx"] + p1["tx"]);
+  EXPECT_EQ(total["rx"], total["tx"] + total["tx_dropped"] + total["rule_drops"] +
+                             total["no_match"] + total["bad_port"]);
+  EXPECT_EQ(total["rule_drops"] + total["no_match"], want_not_sent);
+  for (int port : {2, 3}) {
+    std::multiset<Frame> got;
+    for (const char* suffix : {"a", "b"})
+      for (Frame& f : ReadPcap(dir.File(absl::StrCat("out", port, suffix, ".pcap"))))
+        got.insert(std::move(f));
+    EXPECT_EQ(got.size(), want[port].size()) << "port " << port;
+    EXPECT_TRUE(got == want[port]) << "port " << port;
+  }
+}
+
+TEST(FlowclassdPcapTest, CheckConfigAndExitCodes) {
+  TempDir dir;
+  WriteRules(dir.File("rules.txt"), SampleRules());
+  WritePcap(dir.File("in.pcap"), {BuildFrameFromFlow(SampleFlows(1, 1)[0], 64)});
+  const std::string good = Config("1", "0@0,1@1", "rx_pcap=" + dir.File("in.pcap"), 1,
+                                  "tx_pcap=" + dir.File("o2.pcap"),
+                                  "tx_pcap=" + dir.File("o3.pcap"), dir.File("rules.txt"));
+  WriteFile(dir.File("good.yaml"), good);
+  struct Case {
+    std::vector<std::string> args;
+    int code;
+    std::string message;
+  } cases[] = {
+      {{"--check-config", dir.File("good.yaml")}, 0, "6 rules ok"},
+      {{"--check-config", dir.File("good.yaml"), "--set", "pmd.burst=99"}, 3,
+       "pmd.burst: 99 is outside 1..32"},
+      {{"--check-config", dir.File("missing.yaml")}, 3, "cannot open config file"},
+      {{"--check-config", dir.File("good.yaml"), "--rules", dir.File("none.txt")}, 7,
+       "rules error"},
+      {{"--bogus"}, 2, "unknown argument"},
+      {{}, 2, "no config file"},
+      // EAL cannot use an lcore the machine does not have.
+      {{"-c", dir.File("good.yaml"), "--set", "eal.lcore_map=", "--lcores", "200"}, 4,
+       "EAL error"},
+      {{"-c", dir.File("good.yaml"), "--set", "ports.1.device=net_bogus0"}, 5,
+       "cannot probe device \"net_bogus0"},
+      {{"-c", dir.File("good.yaml"), "--set", "mempool.mbufs=50000000"}, 6,
+       "mempool error: mempool.mbufs"},
+  };
+  for (const Case& c : cases) {
+    Daemon d(dir, c.args);
+    EXPECT_EQ(d.Wait(30), c.code) << absl::StrJoin(c.args, " ") << "\n" << d.Output();
+    EXPECT_THAT(d.Output(), HasSubstr(c.message)) << absl::StrJoin(c.args, " ");
+  }
+  // run.duration_s: a clean exit on its own, counters flushed.
+  Daemon d(dir, {"-c", dir.File("good.yaml"), "--duration-s", "1"});
+  EXPECT_EQ(d.Wait(30), 0) << d.Output();
+  EXPECT_THAT(d.Output(), HasSubstr("stopping (duration reached)"));
+  EXPECT_EQ(Fields(d.Output(), "final total")["rx"], 1u);
+}
+
+}  // namespace
+}  // namespace flowclass
