@@ -93,9 +93,10 @@ void PrintStats(const char* tag, const DataplaneStats& s, bool ports) {
     absl::StrAppendFormat(
         &out,
         "%s total gen=%d rx=%d tx=%d tx_dropped=%d rule_drops=%d no_match=%d "
-        "bad_port=%d\n",
+        "bad_port=%d busy_cycles=%d idle_cycles=%d tsc_hz=%d\n",
         tag, s.generation, t.rx_packets, t.tx_packets, t.tx_dropped,
-        t.rule_drops, t.no_match, t.bad_port);
+        t.rule_drops, t.no_match, t.bad_port, t.busy_cycles, t.idle_cycles,
+        s.tsc_hz);
   }
   std::fputs(out.c_str(), stdout);
   std::fflush(stdout);
