@@ -38,6 +38,8 @@ std::string DataplaneStats::ToString() const {
                                   generation, rules.rules, rules.subtables);
   for (const PmdCounters& p : pmds) {
     const uint64_t total = p.busy_cycles + p.idle_cycles;
+    PipelineSnapshot snap;
+    snap.stats = p.pipeline;
     absl::StrAppendFormat(
         &s,
         "pmd %d lcore %d (generation %d):\n  rx packets: %d\n  tx packets: %d\n"
@@ -47,7 +49,8 @@ std::string DataplaneStats::ToString() const {
         p.pmd, p.lcore, p.generation, p.rx_packets, p.tx_packets, p.tx_dropped,
         p.rule_drops, p.no_match, p.bad_port, p.parse_errors, p.busy_cycles,
         total ? 100.0 * static_cast<double>(p.busy_cycles) / total : 0.0,
-        p.idle_cycles, p.CyclesPerPacket(), p.pipeline.ToString());
+        p.idle_cycles, p.CyclesPerPacket(),
+        Pipeline::FormatStats(snap));
   }
   for (const PortCounters& p : ports) {
     absl::StrAppendFormat(

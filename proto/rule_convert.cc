@@ -16,12 +16,12 @@
 namespace flowclass {
 namespace {
 
-absl::Status Bad(std::string_view field, std::string_view problem) {
+absl::Status Bad(absl::string_view field, absl::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", problem));
 }
 
 // Wraps an address-parser error with the proto field name.
-absl::Status WithField(std::string_view field, const absl::Status& s) {
+absl::Status WithField(absl::string_view field, const absl::Status& s) {
   if (s.ok()) return s;
   return absl::Status(s.code(), absl::StrCat(field, ": ", s.message()));
 }
@@ -37,7 +37,7 @@ void SetRaw(Match* m, Field f, uint64_t value, uint64_t mask) {
   m->mask.Set(f, mask);
 }
 
-absl::Status MaskedFromProto(std::string_view name, const v1::MaskedValue& mv,
+absl::Status MaskedFromProto(absl::string_view name, const v1::MaskedValue& mv,
                              Field f, Match* m) {
   const int bits = InfoOf(f).bits;
   const uint64_t full = WidthMask(bits);
@@ -52,7 +52,7 @@ absl::Status MaskedFromProto(std::string_view name, const v1::MaskedValue& mv,
   return absl::OkStatus();
 }
 
-absl::Status PortFromProto(std::string_view name, const v1::PortMatch& pm,
+absl::Status PortFromProto(absl::string_view name, const v1::PortMatch& pm,
                            Field f, PortRange* range, Match* m) {
   switch (pm.kind_case()) {
     case v1::PortMatch::kExact:
@@ -78,7 +78,7 @@ absl::Status PortFromProto(std::string_view name, const v1::PortMatch& pm,
   return Bad(name, "empty PortMatch (set exact, masked or range)");
 }
 
-absl::Status VlanFromProto(std::string_view name, const v1::VlanMatch& v,
+absl::Status VlanFromProto(absl::string_view name, const v1::VlanMatch& v,
                            Field f, Match* m) {
   if (v.untagged()) {
     if (v.has_vid() || v.has_pcp())
@@ -290,7 +290,7 @@ void VlanToProto(const Match& m, Field f, v1::VlanMatch* out) {
 
 }  // namespace
 
-absl::Status ParseIpv4Masked(std::string_view text, uint32_t* value,
+absl::Status ParseIpv4Masked(absl::string_view text, uint32_t* value,
                              uint32_t* mask) {
   const std::string t(text);
   const size_t slash = t.find('/');
@@ -318,7 +318,7 @@ absl::Status ParseIpv4Masked(std::string_view text, uint32_t* value,
   return absl::OkStatus();
 }
 
-absl::Status ParseIpv6Masked(std::string_view text, absl::uint128* value,
+absl::Status ParseIpv6Masked(absl::string_view text, absl::uint128* value,
                              absl::uint128* mask) {
   const std::string t(text);
   const size_t slash = t.find('/');
@@ -352,13 +352,13 @@ absl::Status ParseIpv6Masked(std::string_view text, absl::uint128* value,
   return absl::OkStatus();
 }
 
-absl::Status ParseMacMasked(std::string_view text, uint64_t* value,
+absl::Status ParseMacMasked(absl::string_view text, uint64_t* value,
                             uint64_t* mask) {
-  auto parse = [](std::string_view s, uint64_t* out) {
-    std::vector<std::string_view> parts = absl::StrSplit(s, ':');
+  auto parse = [](absl::string_view s, uint64_t* out) {
+    std::vector<absl::string_view> parts = absl::StrSplit(s, ':');
     if (parts.size() != 6) return false;
     uint64_t v = 0;
-    for (std::string_view p : parts) {
+    for (absl::string_view p : parts) {
       if (p.empty() || p.size() > 2) return false;
       uint32_t byte = 0;
       for (char c : p) {
@@ -373,13 +373,13 @@ absl::Status ParseMacMasked(std::string_view text, uint64_t* value,
     return true;
   };
   const size_t slash = text.find('/');
-  const std::string_view addr = text.substr(0, slash);
+  const absl::string_view addr = text.substr(0, slash);
   if (!parse(addr, value))
     return absl::InvalidArgumentError(
         absl::StrCat("\"", addr, "\" is not an Ethernet address (aa:bb:cc:dd:ee:ff)"));
   *mask = 0xffffffffffffULL;
-  if (slash == std::string_view::npos) return absl::OkStatus();
-  const std::string_view m = text.substr(slash + 1);
+  if (slash == absl::string_view::npos) return absl::OkStatus();
+  const absl::string_view m = text.substr(slash + 1);
   if (!parse(m, mask))
     return absl::InvalidArgumentError(
         absl::StrCat("\"", m, "\" is not an Ethernet mask"));
@@ -432,16 +432,16 @@ std::string FormatMacMasked(uint64_t value, uint64_t mask) {
   return absl::StrCat(text(value), "/", text(mask));
 }
 
-std::string ErrorField(std::string_view message) {
-  std::string_view m = message;
+std::string ErrorField(absl::string_view message) {
+  absl::string_view m = message;
   if (absl::StartsWith(m, "operation ")) {
     const size_t p = m.find("): ");
-    if (p == std::string_view::npos) return "";
+    if (p == absl::string_view::npos) return "";
     m = m.substr(p + 3);
   }
   const size_t colon = m.find(": ");
-  if (colon == std::string_view::npos) return "";
-  const std::string_view f = m.substr(0, colon);
+  if (colon == absl::string_view::npos) return "";
+  const absl::string_view f = m.substr(0, colon);
   for (char c : f)
     if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_') return "";
   return std::string(f);

@@ -25,7 +25,7 @@
 
 #include <cstdint>
 #include <string>
-#include <string_view>
+#include "absl/strings/string_view.h"
 
 #include "absl/numeric/int128.h"
 #include "absl/status/status.h"
@@ -49,11 +49,11 @@ void ActionToProto(const Action& in, v1::Action* out);
 // "2001:db8::/32", "2001:db8::/ffff::", "aa:bb:cc:dd:ee:ff[/mask]").  The
 // value is returned as written (not masked).  INVALID_ARGUMENT without a
 // field prefix.
-absl::Status ParseIpv4Masked(std::string_view text, uint32_t* value,
+absl::Status ParseIpv4Masked(absl::string_view text, uint32_t* value,
                              uint32_t* mask);
-absl::Status ParseIpv6Masked(std::string_view text, absl::uint128* value,
+absl::Status ParseIpv6Masked(absl::string_view text, absl::uint128* value,
                              absl::uint128* mask);
-absl::Status ParseMacMasked(std::string_view text, uint64_t* value,
+absl::Status ParseMacMasked(absl::string_view text, uint64_t* value,
                             uint64_t* mask);
 // "/len" when the mask is a prefix, "/mask" otherwise, nothing when exact.
 std::string FormatIpv4Masked(uint32_t value, uint32_t mask);
@@ -63,7 +63,7 @@ std::string FormatMacMasked(uint64_t value, uint64_t mask);
 // The field named at the start of an error message: "ipv4_src" for
 // "ipv4_src: bad" and for "operation 3 (rule id 7): ipv4_src: bad"; "" when
 // there is none.
-std::string ErrorField(std::string_view message);
+std::string ErrorField(absl::string_view message);
 
 }  // namespace flowclass
 

@@ -25,7 +25,6 @@ TEST(RuleConvertTest, RandomRulesRoundTrip) {
   int structured = 0;
   for (int i = 1; i <= kRandomRules; ++i) {
     const Rule r = gen.NextRule(static_cast<uint64_t>(i));
-    r.match.value.Get(Field::kInPort);
     v1::Rule p;
     RuleToProto(r, &p);
     structured += p.text().empty();

@@ -472,7 +472,13 @@ absl::StatusOr<std::unique_ptr<DpdkDataplane>> DpdkDataplane::Create(
     auto& pmd = impl->pmds[i];
     pmd.index = i;
     pmd.lcore = o.pmd_lcores[i];
-    pmd.pipeline = std::make_unique<Pipeline>(o.pipeline);
+    // (grpc branch: build fix of the merged tree, Pipeline has a factory.)
+    absl::StatusOr<std::unique_ptr<Pipeline>> pipeline = Pipeline::Create(o.pipeline);
+    if (!pipeline.ok()) {
+      stage = SetupStage::kOptions;
+      return pipeline.status();
+    }
+    pmd.pipeline = *std::move(pipeline);
     pmd.counters = std::make_unique<PmdCounterBlock>();
     pmd.dp = impl.get();
   }

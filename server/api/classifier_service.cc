@@ -37,7 +37,7 @@ grpc::Status TooManyStreams(uint32_t limit) {
 }
 
 // OK, or why the call must not change anything any more.
-grpc::Status CheckAlive(grpc::ServerContext* ctx, std::string_view what) {
+grpc::Status CheckAlive(grpc::ServerContext* ctx, absl::string_view what) {
   if (ctx->deadline() <= std::chrono::system_clock::now())
     return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
                         absl::StrCat("deadline passed before ", what,
@@ -52,7 +52,7 @@ grpc::Status CheckAlive(grpc::ServerContext* ctx, std::string_view what) {
 // The ApplyBatch error's code, made precise for id problems.
 absl::StatusCode RefineCode(const absl::Status& s) {
   if (s.code() != absl::StatusCode::kInvalidArgument) return s.code();
-  const std::string_view m = s.message();
+  const absl::string_view m = s.message();
   if (absl::StrContains(m, "): id: ") && absl::StrContains(m, "already exists"))
     return absl::StatusCode::kAlreadyExists;
   if (absl::StrContains(m, "): id: ") && absl::StrContains(m, "unknown rule id"))
@@ -61,15 +61,15 @@ absl::StatusCode RefineCode(const absl::Status& s) {
 }
 
 // "operation 3 (rule id 17): ..." -> 3 and 17.
-void ParseOpPrefix(std::string_view m, uint32_t* index, uint64_t* id) {
+void ParseOpPrefix(absl::string_view m, uint32_t* index, uint64_t* id) {
   if (!absl::StartsWith(m, "operation ")) return;
   m.remove_prefix(10);
   const size_t sp = m.find(' ');
-  if (sp == std::string_view::npos) return;
+  if (sp == absl::string_view::npos) return;
   absl::SimpleAtoi(m.substr(0, sp), index);
   const size_t idp = m.find("(rule id ");
   const size_t close = m.find(')');
-  if (idp == std::string_view::npos || close == std::string_view::npos) return;
+  if (idp == absl::string_view::npos || close == absl::string_view::npos) return;
   absl::SimpleAtoi(m.substr(idp + 9, close - idp - 9), id);
 }
 
@@ -347,7 +347,7 @@ grpc::Status ClassifierService::SetConfig(grpc::ServerContext* ctx,
                                           v1::Config* resp) {
   const v1::Config& c = req->config();
   std::vector<std::pair<std::string, std::string>> sets;
-  auto mode = [](std::string_view field, v1::CacheMode m, bool allow_auto,
+  auto mode = [](absl::string_view field, v1::CacheMode m, bool allow_auto,
                  std::string* out) -> absl::Status {
     switch (m) {
       case v1::CACHE_MODE_ON: *out = "on"; return absl::OkStatus();

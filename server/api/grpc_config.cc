@@ -7,7 +7,7 @@
 
 namespace flowclass {
 
-bool IsLoopbackAddress(std::string_view address) {
+bool IsLoopbackAddress(absl::string_view address) {
   std::string a(address);
   if (a == "localhost") return true;
   if (a.size() > 2 && a.front() == '[' && a.back() == ']') a = a.substr(1, a.size() - 2);
@@ -23,7 +23,7 @@ bool IsLoopbackAddress(std::string_view address) {
 }
 
 absl::Status ValidateGrpcServerConfig(const GrpcServerConfig& c) {
-  auto bad = [](std::string_view key, std::string_view problem) {
+  auto bad = [](absl::string_view key, absl::string_view problem) {
     return absl::InvalidArgumentError(absl::StrCat("grpc.", key, ": ", problem));
   };
   if (c.address.empty()) return bad("address", "required");

@@ -17,7 +17,7 @@
 
 #include <cstdint>
 #include <string>
-#include <string_view>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
 
@@ -39,7 +39,7 @@ struct GrpcServerConfig {
 };
 
 // True for 127.0.0.0/8, ::1 and "localhost".
-bool IsLoopbackAddress(std::string_view address);
+bool IsLoopbackAddress(absl::string_view address);
 
 // INVALID_ARGUMENT naming the key (prefix "grpc.").
 absl::Status ValidateGrpcServerConfig(const GrpcServerConfig& config);

@@ -14,6 +14,8 @@
 namespace flowclass {
 namespace {
 
+constexpr int kUnaryStreamHeadroom = 16;
+
 absl::StatusOr<std::string> ReadPem(const std::string& key, const std::string& path) {
   std::ifstream in(path);
   if (!in)
@@ -81,8 +83,12 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(
   builder.RegisterService(server->service_.get());
   builder.SetMaxReceiveMessageSize(static_cast<int>(config.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(config.max_message_bytes));
+  // The HTTP/2 limit queues streams past it silently; keep it above ours
+  // (which refuses with RESOURCE_EXHAUSTED) so that unary calls still get
+  // through while every streaming slot is taken.
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
-                             static_cast<int>(config.max_concurrent_streams));
+                             static_cast<int>(config.max_concurrent_streams) +
+                                 kUnaryStreamHeadroom);
   server->server_ = builder.BuildAndStart();
   if (!server->server_ || port == 0)
     return absl::UnavailableError(absl::StrCat(

@@ -8,8 +8,9 @@
 //   grpc.health.v1.Health     "" and "flowclass.v1.Classifier" SERVING
 //   server reflection         (grpcurl, grpc_cli can list and call methods)
 // and the configured limits: max_message_bytes for receive and send,
-// max_concurrent_streams per HTTP/2 connection and (for streaming calls)
-// server-wide, max_batch_ops per RuleBatch.  With port 0 the kernel picks a
+// max_concurrent_streams open streaming calls server-wide (one more is
+// refused with RESOURCE_EXHAUSTED; the HTTP/2 per-connection stream limit is
+// set 16 above it so unary calls still pass), max_batch_ops per RuleBatch.  With port 0 the kernel picks a
 // free port; port() tells which.  Errors: INVALID_ARGUMENT naming the config
 // key; NOT_FOUND for a TLS file that cannot be read; UNAVAILABLE when the
 // address cannot be bound.
