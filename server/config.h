@@ -25,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "dataplane/dpdk/dpdk_dataplane.h"
+#include "server/api/grpc_config.h"
 
 namespace flowclass {
 
@@ -36,6 +37,10 @@ struct DaemonConfig {
   uint32_t stats_interval_ms = 1000;  // stats.interval_ms; 0 = no periodic line
   bool stats_final = true;            // stats.final: full dump at exit
   uint32_t run_duration_s = 0;        // run.duration_s; 0 = until a signal
+  // ---- grpc: (issue 6, the flowclass.v1 API) ----
+  // Present section = server enabled (grpc.enabled: false turns it off).
+  // Keys and security rules: server/api/grpc_config.h, docs/api.md.
+  GrpcServerConfig grpc;
 };
 
 // Parses YAML text (`origin` names it in errors) with overrides applied.
