@@ -17,8 +17,14 @@ CLASSBENCH ?= ../shared/workloads/classbench
 JOBS       ?= $(shell nproc)
 
 # Debian packages the build and the tests need.
-DEB_PACKAGES := cmake ninja-build g++ pkg-config python3 libabsl-dev libgtest-dev \
-                libgmock-dev libbenchmark-dev libdpdk-dev libpcap-dev libyaml-cpp-dev
+DEB_PACKAGES := cmake ninja-build g++ pkg-config python3 openssl libabsl-dev \
+                libgtest-dev libgmock-dev libbenchmark-dev \
+                libdpdk-dev libpcap-dev libyaml-cpp-dev \
+                libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
+                prometheus-cpp-dev prometheus
+# Node.js + npm run the foreign gRPC client test.  Checked by command, not by
+# package: NodeSource's nodejs (which bundles npm) conflicts with Debian's npm.
+NODE_PACKAGES := nodejs npm
 
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
@@ -38,6 +44,9 @@ deps:
 	for p in $(DEB_PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' "$$p" 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
 	done; \
+	if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
+	  missing="$$missing $(NODE_PACKAGES)"; \
+	fi; \
 	if [ -n "$$missing" ]; then \
 	  echo "== installing Debian packages:$$missing"; \
 	  $(SUDO) apt-get update -q; \
@@ -64,6 +73,8 @@ build-asan: deps $(BUILD_ASAN)/build.ninja
 	ninja -C $(BUILD_ASAN) -j $(JOBS)
 
 test: build build-asan
+	@echo "== Node gRPC client dependencies (npm ci, pinned by tests/node/package-lock.json)"
+	tests/node/setup.sh $(BUILD)
 	@echo "== tests (RelWithDebInfo)"
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 	@echo "== unit tests under ASan+UBSan"

@@ -1,10 +1,12 @@
 // flowclassctl — the flowclass command-line tool.
 //
-// Subcommands available now: replay (offline).  The gRPC subcommands
-// (add-rules, stats, ...) arrive with the control API.
+// Subcommands: replay (offline, here) and the flowclass.v1 client commands
+// add-rules, del-rules, dump-rules, stats, config, trace, lookup-impl
+// (client/rpc/ctl_commands.h).  docs/flowclassctl.md documents them all.
 //
 // Exit codes: 0 success; 1 replay finished with mismatches; 2 usage error;
-// 3 bad input (a file that cannot be read or parsed, a rejected rule set).
+// 3 bad input (a file that cannot be read or parsed, a rejected rule set);
+// 4 the server rejected the request; 5 the server could not be reached.
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -14,6 +16,7 @@
 
 #include "absl/strings/numbers.h"
 #include "client/replay.h"
+#include "client/rpc/ctl_commands.h"
 #include "dataplane/subtable_lookup.h"
 
 namespace flowclass {
@@ -28,10 +31,22 @@ constexpr char kMainHelp[] =
     "usage: flowclassctl <command> [options]\n"
     "\n"
     "commands:\n"
-    "  replay    classify a ClassBench trace offline against a rule file\n"
+    "  replay      classify a ClassBench trace offline against a rule file\n"
+    "%s"
     "\n"
     "Run 'flowclassctl <command> --help' for the options of a command.\n"
-    "Exit codes: 0 ok, 1 replay mismatches, 2 usage error, 3 bad input.\n";
+    "Exit codes: 0 ok, 1 replay mismatches, 2 usage error, 3 bad input,\n"
+    "            4 rejected by the server, 5 server unreachable.\n";
+
+// kMainHelp with the gRPC commands filled in.
+const std::string& MainHelp() {
+  static const std::string* h = [] {
+    char buf[4096];
+    std::snprintf(buf, sizeof(buf), kMainHelp, kRpcCommandsHelp);
+    return new std::string(buf);
+  }();
+  return *h;
+}
 
 constexpr char kReplayHelp[] =
     "usage: flowclassctl replay [options] RULES TRACE\n"
@@ -183,13 +198,16 @@ int Replay(const std::vector<std::string_view>& args) {
 
 int main(int argc, char** argv) {
   using namespace flowclass;
-  if (argc < 2) return Usage("missing command", kMainHelp);
+  if (argc < 2) return Usage("missing command", MainHelp().c_str());
   const std::string_view cmd = argv[1];
   std::vector<std::string_view> args(argv + 2, argv + argc);
   if (cmd == "-h" || cmd == "--help" || cmd == "help") {
-    std::fputs(kMainHelp, stdout);
+    std::fputs(MainHelp().c_str(), stdout);
     return kExitOk;
   }
   if (cmd == "replay") return Replay(args);
-  return Usage("unknown command '" + std::string(cmd) + "'", kMainHelp);
+  if (const absl::string_view rpc_cmd(cmd.data(), cmd.size()); IsRpcCommand(rpc_cmd)) {
+    return RunRpcCommand(rpc_cmd, std::vector<absl::string_view>(argv + 2, argv + argc));
+  }
+  return Usage("unknown command '" + std::string(cmd) + "'", MainHelp().c_str());
 }

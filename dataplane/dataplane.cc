@@ -37,7 +37,7 @@ PmdCounters DataplaneStats::Total() const {
 
 namespace {
 // The pipeline block of one PMD: the full snapshot when the PMD reported one,
-// its counters otherwise.  (PmdStats has no ToString on main; fixed here.)
+// its counters otherwise.
 std::string FormatPipeline(const PmdCounters& p) {
   if (p.has_snapshot) return Pipeline::FormatStats(p.snapshot);
   PipelineSnapshot s;

@@ -127,6 +127,26 @@ struct DataplaneStats {
   std::string ToString() const;
 };
 
+// What Dataplane::Trace found for one key (control path, see Trace below).
+struct TraceResult {
+  uint64_t generation = 0;     // rule set traced against
+  bool matched = false;        // false: no rule matched (the packet is dropped)
+  Rule rule;                   // the winning rule when matched
+  Flow megaflow_mask;          // wildcard mask RuleTable::Lookup reported
+  int rule_subtables_visited = 0;  // RuleTable subtables probed
+  // Where a PMD would find the answer ("emc", "smc", "cd", "megaflow",
+  // "upcall"), or "slow_path" when only the rule table was consulted.
+  std::string layer = "slow_path";
+  // Megaflow subtables a PMD would probe, in order; empty when unknown.
+  std::vector<uint32_t> megaflow_subtables_visited;
+};
+
+// Packets classified by one rule.
+struct RuleHit {
+  uint64_t id = 0;
+  uint64_t hits = 0;
+};
+
 class Dataplane {
  public:
   virtual ~Dataplane() = default;
@@ -148,6 +168,25 @@ class Dataplane {
   virtual std::map<std::string, std::string> GetConfig() const = 0;
   virtual absl::StatusOr<std::string> GetConfig(absl::string_view key) const = 0;
   virtual absl::Status SetConfig(absl::string_view key, absl::string_view value) = 0;
+
+  // ---- Added with the gRPC API (issue 6).  Each has a default answering
+  // UNIMPLEMENTED, so older implementations keep compiling. ----
+
+  // A copy of rule `id` of the acknowledged rule set; NOT_FOUND otherwise.
+  virtual absl::StatusOr<Rule> GetRule(uint64_t id) const {
+    (void)id;
+    return absl::UnimplementedError("GetRule: not supported by this dataplane");
+  }
+  // Classifies `key` on the calling (control) thread against the
+  // acknowledged rule set, without touching any PMD or its caches.
+  virtual absl::StatusOr<TraceResult> Trace(const FlowKey& key) const {
+    (void)key;
+    return absl::UnimplementedError("Trace: not supported by this dataplane");
+  }
+  // Packets classified per rule (rules without hits may be left out).
+  virtual absl::StatusOr<std::vector<RuleHit>> RuleHits() const {
+    return absl::UnimplementedError("RuleHits: not supported by this dataplane");
+  }
 };
 
 }  // namespace flowclass

@@ -341,6 +341,28 @@ absl::StatusOr<DaemonConfig> Convert(const YAML::Node& root) {
   FC_RETURN_IF_ERROR(metrics.CheckNoUnknownKeys());
   FC_RETURN_IF_ERROR(ValidateMetricsOptions(c.metrics));
   // ---- end metrics ----
+  // ---- grpc: (issue 6) ----
+  {
+    YAML::Node gnode = top.Get("grpc");
+    MapReader g(gnode, "grpc");
+    FC_RETURN_IF_ERROR(g.CheckIsMap());
+    GrpcServerConfig& gc = c.grpc;
+    gc.enabled = gnode && !gnode.IsNull();
+    FC_RETURN_IF_ERROR(g.Bool("enabled", &gc.enabled));
+    FC_RETURN_IF_ERROR(g.String("address", &gc.address));
+    FC_RETURN_IF_ERROR(g.Int("port", &gc.port, 0, 65535));
+    FC_RETURN_IF_ERROR(g.Bool("plaintext", &gc.plaintext));
+    FC_RETURN_IF_ERROR(g.Bool("allow_plaintext_remote", &gc.allow_plaintext_remote));
+    FC_RETURN_IF_ERROR(g.String("tls_cert_file", &gc.tls_cert_file));
+    FC_RETURN_IF_ERROR(g.String("tls_key_file", &gc.tls_key_file));
+    FC_RETURN_IF_ERROR(g.String("tls_ca_file", &gc.tls_ca_file));
+    FC_RETURN_IF_ERROR(g.Bool("require_client_cert", &gc.require_client_cert));
+    FC_RETURN_IF_ERROR(g.Int("max_message_bytes", &gc.max_message_bytes, 1024, 1 << 30));
+    FC_RETURN_IF_ERROR(g.Int("max_batch_ops", &gc.max_batch_ops, 1, 1 << 24));
+    FC_RETURN_IF_ERROR(g.Int("max_concurrent_streams", &gc.max_concurrent_streams, 1, 10000));
+    FC_RETURN_IF_ERROR(g.CheckNoUnknownKeys());
+    if (gc.enabled) FC_RETURN_IF_ERROR(ValidateGrpcServerConfig(gc));
+  }
 
   FC_RETURN_IF_ERROR(top.CheckNoUnknownKeys());
   return c;
@@ -421,6 +443,11 @@ std::string DescribeConfig(const DaemonConfig& c) {
                                                    c.metrics.top_subtables)
                                     : "off",
                   "\n");
+  if (c.grpc.enabled)  // issue 6
+    absl::StrAppend(&s, "grpc: ", GrpcListenAddress(c.grpc),
+                    c.grpc.plaintext ? " plaintext" : " tls",
+                    c.grpc.require_client_cert ? " (client certificates required)" : "",
+                    "\n");
   return s;
 }
 

@@ -23,6 +23,7 @@
 #include "absl/strings/str_format.h"
 #include "dataplane/dpdk/dpdk_dataplane.h"
 #include "dataplane/rule_format.h"
+#include "server/api/grpc_server.h"  // issue 6
 #include "server/config.h"
 #include "server/metrics/metrics_exporter.h"    // metrics (issue 7)
 #include "server/metrics/observed_dataplane.h"  // metrics (issue 7)
@@ -292,6 +293,25 @@ int Main(int argc, char** argv) {
   }
   std::fflush(stdout);
 
+  // ---- gRPC API (issue 6): started once the PMDs run, stopped first. ----
+  std::unique_ptr<GrpcServer> grpc_server;
+  if (config->grpc.enabled) {
+    absl::StatusOr<std::unique_ptr<GrpcServer>> gs =
+        StartGrpcServer(&dataplane, config->grpc);
+    if (!gs.ok()) {
+      std::fprintf(stderr, "flowclassd: config error: %s\n",
+                   std::string(gs.status().message()).c_str());
+      dataplane.Stop();
+      dp->reset();
+      return finish(kExitConfig);
+    }
+    grpc_server = *std::move(gs);
+    std::printf("flowclassd: grpc listening on %s (%s)\n", grpc_server->target().c_str(),
+                config->grpc.plaintext ? "plaintext" : "tls");
+    std::fflush(stdout);
+  }
+  // ---- end gRPC API ----
+
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   auto next_stats = start + std::chrono::milliseconds(config->stats_interval_ms);
@@ -309,6 +329,7 @@ int Main(int argc, char** argv) {
   const int sig = g_signal.load();
   std::printf("flowclassd: stopping (%s)\n",
               sig ? (sig == SIGINT ? "SIGINT" : "SIGTERM") : "duration reached");
+  if (grpc_server) grpc_server->Shutdown();  // issue 6: no API calls past here
   metrics.reset();  // metrics (issue 7): no scrape while the dataplane stops
   dataplane.Stop();
   const DataplaneStats final_stats = dataplane.Stats();

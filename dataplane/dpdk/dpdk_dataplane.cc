@@ -688,6 +688,26 @@ void DpdkDataplane::Impl::TakeSnapshot(const Pmd& pmd, PmdCounters* p) const {
 }
 // ---- end metrics ----
 
+absl::StatusOr<Rule> DpdkDataplane::GetRule(uint64_t id) const {
+  std::lock_guard<std::mutex> lock(impl_->apply_mu);
+  const Rule* r = impl_->publisher->Current()->table.Find(id);
+  if (!r) return absl::NotFoundError(absl::StrCat("rule id ", id, ": no such rule"));
+  return *r;
+}
+
+absl::StatusOr<TraceResult> DpdkDataplane::Trace(const FlowKey& key) const {
+  std::lock_guard<std::mutex> lock(impl_->apply_mu);
+  const PublishedTable* cur = impl_->publisher->Current();
+  TraceResult t;
+  t.generation = cur->generation;
+  const Rule* r = cur->table.Lookup(key, &t.megaflow_mask, &t.rule_subtables_visited);
+  if (r) {
+    t.matched = true;
+    t.rule = *r;
+  }
+  return t;
+}
+
 DataplaneStats DpdkDataplane::Stats() const {
   const Impl& d = *impl_;
   DataplaneStats s;

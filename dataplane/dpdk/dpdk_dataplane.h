@@ -147,6 +147,10 @@ class DpdkDataplane final : public Dataplane {
   std::map<std::string, std::string> GetConfig() const override;
   absl::StatusOr<std::string> GetConfig(absl::string_view key) const override;
   absl::Status SetConfig(absl::string_view key, absl::string_view value) override;
+  // Added with the gRPC API: both read the published table on the calling
+  // (control) thread under the apply mutex; Trace reports layer "slow_path".
+  absl::StatusOr<Rule> GetRule(uint64_t id) const override;
+  absl::StatusOr<TraceResult> Trace(const FlowKey& key) const override;
 
  private:
   struct Impl;

@@ -112,7 +112,7 @@ TEST(MetricsExporterTest, ServesCollectorAndApplyLatencyAndPassesPromtool) {
   EXPECT_THAT(h.body, HasSubstr("flowclass_pmd_packets_total{pmd=\"0\",layer=\"emc\"} 1500"));
 
   // promtool: valid exposition and no lint warning (it prints nothing).
-  if (std::string(FLOWCLASS_PROMTOOL).empty()) GTEST_SKIP() << "promtool not installed";
+  if (std::string(FLOWCLASS_PROMTOOL).empty()) GTEST_FAIL() << "promtool not installed (make test installs Debian package prometheus)";
   auto [rc, out] = PromtoolCheckMetrics(h.body);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_EQ(out, "") << out;
@@ -121,7 +121,7 @@ TEST(MetricsExporterTest, ServesCollectorAndApplyLatencyAndPassesPromtool) {
 TEST(MetricsExporterTest, PromtoolCatchesALintProblem) {
   // The check above is only worth something if promtool does complain about
   // a convention breach: a counter without _total.
-  if (std::string(FLOWCLASS_PROMTOOL).empty()) GTEST_SKIP() << "promtool not installed";
+  if (std::string(FLOWCLASS_PROMTOOL).empty()) GTEST_FAIL() << "promtool not installed (make test installs Debian package prometheus)";
   auto [rc, out] = PromtoolCheckMetrics(
       "# HELP flowclass_bad a counter\n# TYPE flowclass_bad counter\nflowclass_bad 1\n");
   EXPECT_NE(rc, 0);

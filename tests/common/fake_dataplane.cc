@@ -84,6 +84,35 @@ absl::Status FakeDataplane::SetConfig(absl::string_view key, absl::string_view v
   return absl::OkStatus();
 }
 
+absl::StatusOr<Rule> FakeDataplane::GetRule(uint64_t id) const {
+  absl::MutexLock lock(&mu_);
+  const Rule* r = table_->Find(id);
+  if (!r) return absl::NotFoundError(absl::StrCat("rule id ", id, ": no such rule"));
+  return *r;
+}
+
+absl::StatusOr<TraceResult> FakeDataplane::Trace(const FlowKey& key) const {
+  absl::MutexLock lock(&mu_);
+  TraceResult t;
+  t.generation = table_->generation();
+  const Rule* r = table_->Lookup(key, &t.megaflow_mask, &t.rule_subtables_visited);
+  if (r) {
+    t.matched = true;
+    t.rule = *r;
+  }
+  return t;
+}
+
+absl::StatusOr<std::vector<RuleHit>> FakeDataplane::RuleHits() const {
+  absl::MutexLock lock(&mu_);
+  return rule_hits_;
+}
+
+void FakeDataplane::SetRuleHits(std::vector<RuleHit> hits) {
+  absl::MutexLock lock(&mu_);
+  rule_hits_ = std::move(hits);
+}
+
 void FakeDataplane::FailNextApply(absl::Status status) {
   absl::MutexLock lock(&mu_);
   fail_next_ = std::move(status);

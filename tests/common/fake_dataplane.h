@@ -35,6 +35,9 @@ class FakeDataplane final : public Dataplane {
   std::map<std::string, std::string> GetConfig() const override;
   absl::StatusOr<std::string> GetConfig(absl::string_view key) const override;
   absl::Status SetConfig(absl::string_view key, absl::string_view value) override;
+  absl::StatusOr<Rule> GetRule(uint64_t id) const override;
+  absl::StatusOr<TraceResult> Trace(const FlowKey& key) const override;
+  absl::StatusOr<std::vector<RuleHit>> RuleHits() const override;
 
   // ---- test controls ----
   // The next ApplyBatch returns `status` (not OK) and changes nothing.
@@ -45,6 +48,8 @@ class FakeDataplane final : public Dataplane {
   // FAILED_PRECONDITION.  Defaults: pmd.tx_retries=4 (mutable),
   // pmd.idle_sleep_us=0 (mutable), pmd.burst=32, pmd.lcores=1.
   void DefineConfig(std::string key, std::string value, bool mutable_at_runtime);
+  // What RuleHits() reports.
+  void SetRuleHits(std::vector<RuleHit> hits);
   // Every successfully applied batch, in order.
   std::vector<std::vector<RuleOp>> applied_batches() const;
   // Classifies one key with the current table (nullptr: no match).
@@ -61,6 +66,7 @@ class FakeDataplane final : public Dataplane {
   DataplaneStats stats_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, ConfigEntry> config_ ABSL_GUARDED_BY(mu_);
   std::vector<std::vector<RuleOp>> batches_ ABSL_GUARDED_BY(mu_);
+  std::vector<RuleHit> rule_hits_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace flowclass

@@ -237,7 +237,7 @@ std::vector<std::vector<uint8_t>> Frames(int n, uint32_t seed, uint32_t dst_base
 }
 
 TEST(MetricsPrometheusTest, RealPrometheusAgreesWithFlowclassdStats) {
-  if (std::string(FLOWCLASS_PROMETHEUS).empty()) GTEST_SKIP() << "prometheus not installed";
+  if (std::string(FLOWCLASS_PROMETHEUS).empty()) GTEST_FAIL() << "prometheus not installed (make test installs it)";
   TempDir dir;
   constexpr int kFinitePackets = 3000;
   WritePcap(dir.File("in1.pcap"), Frames(kFinitePackets, 1, 0x0a000000));

@@ -1,0 +1,521 @@
+#include "client/rpc/ctl_commands.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/rpc/flowclass_client.h"
+#include "dataplane/rule_format.h"
+#include "proto/rule_convert.h"
+
+namespace flowclass {
+
+const char kRpcCommandsHelp[] =
+    "  add-rules   stream a rule file (native or ClassBench) to flowclassd\n"
+    "  del-rules   delete rules by id, by cookie, or all\n"
+    "  dump-rules  print the rule set in native text (feeds add-rules)\n"
+    "  stats       PMD counters, like ovs-appctl dpif-netdev/pmd-stats-show\n"
+    "  config      get or set run-time configuration keys\n"
+    "  trace       classify one flow or packet on the control core\n"
+    "  lookup-impl get or set subtable lookup implementation priorities\n";
+
+namespace {
+
+constexpr char kConnHelp[] =
+    "connection options (every command that talks to flowclassd):\n"
+    "  --server HOST:PORT   flowclassd's gRPC address (default $FLOWCLASS_SERVER,\n"
+    "                       else 127.0.0.1:50051)\n"
+    "  --plaintext          no TLS (the server must have grpc.plaintext: true)\n"
+    "  --ca FILE            PEM CA that signed the server certificate\n"
+    "  --cert FILE --key FILE  client certificate and key (mutual TLS)\n"
+    "  --server-name NAME   TLS name to verify instead of HOST\n"
+    "  --timeout-ms N       deadline per call (default 30000)\n"
+    "exit codes: 0 ok, 2 usage, 3 bad input file, 4 rejected by the server,\n"
+    "            5 server unreachable (connect, TLS, deadline)\n";
+
+struct Command {
+  const char* name;
+  const char* help;
+};
+
+constexpr char kAddHelp[] =
+    "usage: flowclassctl add-rules [options] FILE\n"
+    "Streams the rules of FILE in batches on one ApplyRules stream and waits\n"
+    "for every ack.  Each batch is atomic; at the first rejected batch no\n"
+    "more are sent (up to --window - 1 batches behind it may still apply).\n"
+    "  --format auto|native|classbench   (default auto)\n"
+    "  --batch-size N        operations per batch (default 1000)\n"
+    "  --window N            batches in flight (default 8)\n"
+    "  --replace             send replace instead of insert\n"
+    "  --cookie C            set this cookie on every rule\n"
+    "  --classbench-ports N  ClassBench rule L gets output:((L-1)%N)+1\n"
+    "  --progress auto|on|off  progress bar on stderr (auto: on a terminal)\n"
+    "Prints: add-rules: rules=N batches=B generation=G seconds=S rules_per_s=R\n";
+constexpr char kDelHelp[] =
+    "usage: flowclassctl del-rules [options] [ID...] [--cookie C]... | --all\n"
+    "Deletes the given ids and every rule with each cookie in ONE batch\n"
+    "(all or nothing: an unknown id rejects the batch), or every rule.\n";
+constexpr char kDumpHelp[] =
+    "usage: flowclassctl dump-rules [options]\n"
+    "Prints rules in native text, (priority desc, id asc).\n"
+    "  --cookie C  --min-priority N  --max-priority N  --limit N\n"
+    "  --hits      append '# hits=N' to each line\n";
+constexpr char kStatsHelp[] =
+    "usage: flowclassctl stats [options]\n"
+    "  --watch SECONDS   repeat every SECONDS until interrupted\n"
+    "  --count N         with --watch: stop after N reports\n"
+    "  --rule-hits       also per-rule hit counts\n";
+constexpr char kConfigHelp[] =
+    "usage: flowclassctl config get [KEY]\n"
+    "       flowclassctl config set KEY=VALUE [KEY=VALUE]...\n"
+    "Keys are the dotted names of flowclassd's YAML (pmd.tx_retries,\n"
+    "pipeline.emc_insert_inv_prob, ...).  set is all or nothing.\n";
+constexpr char kTraceHelp[] =
+    "usage: flowclassctl trace [options] FLOW\n"
+    "       flowclassctl trace [options] --packet-hex HEX [--in-port N]\n"
+    "FLOW is native match text with exact values, e.g.\n"
+    "  in_port=1,udp,nw_src=10.0.0.1,nw_dst=10.0.0.2,tp_src=5,tp_dst=53\n"
+    "Prints the key, the layer, the megaflow, the rule and its action.\n";
+constexpr char kLookupHelp[] =
+    "usage: flowclassctl lookup-impl get\n"
+    "       flowclassctl lookup-impl set NAME PRIORITY\n"
+    "Subtable lookup implementations and their priorities (OVS\n"
+    "dpif-netdev/subtable-lookup-prio-get/-set).\n";
+
+const std::map<std::string, const char*, std::less<>>& Helps() {
+  static const auto* m = new std::map<std::string, const char*, std::less<>>{
+      {"add-rules", kAddHelp}, {"del-rules", kDelHelp}, {"dump-rules", kDumpHelp},
+      {"stats", kStatsHelp},   {"config", kConfigHelp}, {"trace", kTraceHelp},
+      {"lookup-impl", kLookupHelp}};
+  return *m;
+}
+
+int Usage(absl::string_view cmd, const std::string& msg) {
+  std::fprintf(stderr, "flowclassctl %s: %s\n\n%s\n%s", std::string(cmd).c_str(),
+               msg.c_str(), Helps().find(cmd)->second, kConnHelp);
+  return kCtlExitUsage;
+}
+
+int Fail(absl::string_view cmd, const absl::Status& s) {
+  std::fprintf(stderr, "flowclassctl %s: %s: %s\n", std::string(cmd).c_str(),
+               absl::StatusCodeToString(s.code()).c_str(), std::string(s.message()).c_str());
+  switch (s.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kCancelled:
+    case absl::StatusCode::kUnauthenticated:
+    case absl::StatusCode::kUnknown:
+      return kCtlExitUnavailable;
+    default:
+      return kCtlExitRejected;
+  }
+}
+
+// Parsed command line: connection options taken out, the rest left.
+struct Args {
+  ClientOptions conn;
+  std::vector<std::string> flags;  // "--name" or "--name=value" kept in order
+  std::map<std::string, std::vector<std::string>> values;
+  std::vector<std::string> positional;
+  bool help = false;
+};
+
+// Options that take a value (for every command).
+bool TakesValue(absl::string_view a) {
+  static const char* const kWithValue[] = {
+      "--server", "--ca", "--cert", "--key", "--server-name", "--timeout-ms", "--format",
+      "--batch-size", "--window", "--cookie", "--classbench-ports", "--progress",
+      "--min-priority", "--max-priority", "--limit", "--watch", "--count",
+      "--packet-hex", "--in-port"};
+  for (const char* k : kWithValue)
+    if (a == k) return true;
+  return false;
+}
+
+absl::Status ParseArgs(const std::vector<absl::string_view>& in, Args* out) {
+  if (const char* env = std::getenv("FLOWCLASS_SERVER")) out->conn.target = env;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const std::string a(in[i]);
+    if (a == "-h" || a == "--help") {
+      out->help = true;
+    } else if (a == "--plaintext") {
+      out->conn.plaintext = true;
+    } else if (a.rfind("--", 0) == 0 && a.size() > 2) {
+      std::string name = a, value;
+      const size_t eq = a.find('=');
+      if (eq != std::string::npos) {
+        name = a.substr(0, eq);
+        value = a.substr(eq + 1);
+      } else if (TakesValue(a)) {
+        if (i + 1 >= in.size()) return absl::InvalidArgumentError(a + " needs a value");
+        value = std::string(in[++i]);
+      }
+      if (name == "--server") out->conn.target = value;
+      else if (name == "--ca") out->conn.ca_file = value;
+      else if (name == "--cert") out->conn.cert_file = value;
+      else if (name == "--key") out->conn.key_file = value;
+      else if (name == "--server-name") out->conn.server_name = value;
+      else if (name == "--timeout-ms") {
+        int64_t ms = 0;
+        if (!absl::SimpleAtoi(value, &ms) || ms < 0)
+          return absl::InvalidArgumentError("--timeout-ms needs a whole number >= 0");
+        out->conn.timeout = std::chrono::milliseconds(ms);
+      } else {
+        out->flags.push_back(name);
+        out->values[name].push_back(value);
+      }
+    } else {
+      out->positional.push_back(a);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Every flag given must be in `allowed`.
+absl::Status OnlyFlags(const Args& a, std::initializer_list<const char*> allowed) {
+  for (const std::string& f : a.flags) {
+    bool ok = false;
+    for (const char* k : allowed) ok |= f == k;
+    if (!ok) return absl::InvalidArgumentError(absl::StrCat("unknown option '", f, "'"));
+  }
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status FlagNumber(const Args& a, const char* name, T* out) {
+  auto it = a.values.find(name);
+  if (it == a.values.end()) return absl::OkStatus();
+  if (!absl::SimpleAtoi(it->second.back(), out))
+    return absl::InvalidArgumentError(absl::StrCat(name, " needs a whole number"));
+  return absl::OkStatus();
+}
+
+std::string FlagString(const Args& a, const char* name, std::string dflt) {
+  auto it = a.values.find(name);
+  return it == a.values.end() ? dflt : it->second.back();
+}
+
+bool HasFlag(const Args& a, const char* name) { return a.values.count(name) > 0; }
+
+absl::StatusOr<std::unique_ptr<FlowclassClient>> Dial(const Args& a) {
+  return FlowclassClient::Connect(a.conn);
+}
+
+// ------------------------------------------------------------------ commands
+
+int AddRules(absl::string_view cmd, const Args& a) {
+  if (absl::Status s = OnlyFlags(a, {"--format", "--batch-size", "--window", "--replace",
+                                      "--cookie", "--classbench-ports", "--progress"});
+      !s.ok())
+    return Usage(cmd, std::string(s.message()));
+  if (a.positional.size() != 1) return Usage(cmd, "expected one FILE");
+  ApplyOptions ao;
+  uint64_t cookie = 0;
+  uint32_t cb_ports = 0;
+  for (absl::Status s : {FlagNumber(a, "--batch-size", &ao.batch_size),
+                         FlagNumber(a, "--window", &ao.window), FlagNumber(a, "--cookie", &cookie),
+                         FlagNumber(a, "--classbench-ports", &cb_ports)})
+    if (!s.ok()) return Usage(cmd, std::string(s.message()));
+  if (ao.batch_size == 0 || ao.window == 0)
+    return Usage(cmd, "--batch-size and --window must be at least 1");
+  const std::string fmt = FlagString(a, "--format", "auto");
+  RuleFormat rf = RuleFormat::kAuto;
+  if (fmt == "native") rf = RuleFormat::kNative;
+  else if (fmt == "classbench") rf = RuleFormat::kClassBench;
+  else if (fmt != "auto") return Usage(cmd, "--format: auto, native or classbench");
+  const std::string progress = FlagString(a, "--progress", "auto");
+  if (progress != "auto" && progress != "on" && progress != "off")
+    return Usage(cmd, "--progress: auto, on or off");
+  const bool bar = progress == "on" || (progress == "auto" && isatty(STDERR_FILENO));
+
+  ClassBenchOptions cbo;
+  cbo.num_ports = cb_ports;
+  absl::StatusOr<std::vector<Rule>> rules = LoadRuleFile(a.positional[0], rf, cbo);
+  if (!rules.ok()) {
+    std::fprintf(stderr, "flowclassctl add-rules: %s\n",
+                 std::string(rules.status().message()).c_str());
+    return kCtlExitBadInput;
+  }
+  std::vector<RuleOp> ops;
+  ops.reserve(rules->size());
+  for (Rule& r : *rules) {
+    if (HasFlag(a, "--cookie")) r.cookie = cookie;
+    ops.push_back(HasFlag(a, "--replace") ? RuleOp::Replace(std::move(r))
+                                          : RuleOp::Insert(std::move(r)));
+  }
+  auto client = Dial(a);
+  if (!client.ok()) return Usage(cmd, std::string(client.status().message()));
+  const auto start = std::chrono::steady_clock::now();
+  if (bar) {
+    ao.progress = [&](size_t done, size_t total) {
+      const double s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const int width = 30;
+      const int fill = total ? static_cast<int>(width * done / total) : width;
+      std::fprintf(stderr, "\r[%s%s] %3d%% %zu/%zu rules %.0f rules/s",
+                   std::string(static_cast<size_t>(fill), '#').c_str(),
+                   std::string(static_cast<size_t>(width - fill), ' ').c_str(),
+                   total ? static_cast<int>(100 * done / total) : 100, done, total,
+                   s > 0 ? static_cast<double>(done) / s : 0.0);
+      std::fflush(stderr);
+    };
+  }
+  absl::StatusOr<ApplyResult> r = (*client)->ApplyOps(ops, ao);
+  if (bar) std::fputs("\n", stderr);
+  if (!r.ok()) return Fail(cmd, r.status());
+  if (r->first_error.has_value()) {
+    const v1::BatchAck& e = *r->first_error;
+    std::fprintf(stderr, "flowclassctl add-rules: batch %llu rejected: %s: %s\n",
+                 static_cast<unsigned long long>(e.batch_id()),
+                 absl::StatusCodeToString(static_cast<absl::StatusCode>(e.status_code())).c_str(),
+                 e.status_message().c_str());
+    for (const v1::OpError& oe : e.errors()) {
+      const size_t idx = (e.batch_id() - ao.first_batch_id) * ao.batch_size + oe.op_index();
+      if (idx < ops.size())
+        std::fprintf(stderr, "  rule #%zu of %s (field %s): %s\n", idx + 1,
+                     a.positional[0].c_str(), oe.field().empty() ? "-" : oe.field().c_str(),
+                     ops[idx].rule.ToString().c_str());
+    }
+    std::fprintf(stderr, "flowclassctl add-rules: %llu of %zu rules applied before it\n",
+                 static_cast<unsigned long long>(r->ops_applied), ops.size());
+    return kCtlExitRejected;
+  }
+  std::printf("add-rules: rules=%llu batches=%llu generation=%llu seconds=%.3f rules_per_s=%.0f\n",
+              static_cast<unsigned long long>(r->ops_applied),
+              static_cast<unsigned long long>(r->batches_acked),
+              static_cast<unsigned long long>(r->generation), r->seconds,
+              r->seconds > 0 ? static_cast<double>(r->ops_applied) / r->seconds : 0.0);
+  return kCtlExitOk;
+}
+
+int DelRules(absl::string_view cmd, const Args& a) {
+  if (absl::Status s = OnlyFlags(a, {"--cookie", "--all"}); !s.ok())
+    return Usage(cmd, std::string(s.message()));
+  const bool all = HasFlag(a, "--all");
+  v1::RuleBatch batch;
+  batch.set_batch_id(1);
+  for (const std::string& p : a.positional) {
+    uint64_t id = 0;
+    if (!absl::SimpleAtoi(p, &id)) return Usage(cmd, "ID '" + p + "' is not a number");
+    batch.add_ops()->set_delete_id(id);
+  }
+  if (auto it = a.values.find("--cookie"); it != a.values.end())
+    for (const std::string& c : it->second) {
+      uint64_t v = 0;
+      if (!absl::SimpleAtoi(c, &v) &&
+          !(c.rfind("0x", 0) == 0 && absl::SimpleHexAtoi(c.substr(2), &v)))
+        return Usage(cmd, "--cookie '" + c + "' is not a number");
+      batch.add_ops()->set_delete_cookie(v);
+    }
+  if (all == (batch.ops_size() > 0)) return Usage(cmd, "give ids and/or --cookie, or --all");
+  auto client = Dial(a);
+  if (!client.ok()) return Usage(cmd, std::string(client.status().message()));
+  absl::StatusOr<v1::BatchAck> ack = all ? (*client)->DeleteAll() : (*client)->ApplyBatch(batch);
+  if (!ack.ok()) return Fail(cmd, ack.status());
+  if (ack->status_code() != 0) return Fail(cmd, AckStatus(*ack));
+  std::printf("del-rules: deleted=%u generation=%llu\n", ack->deleted(),
+              static_cast<unsigned long long>(ack->generation()));
+  return kCtlExitOk;
+}
+
+int DumpRules(absl::string_view cmd, const Args& a) {
+  if (absl::Status s =
+          OnlyFlags(a, {"--cookie", "--min-priority", "--max-priority", "--limit", "--hits"});
+      !s.ok())
+    return Usage(cmd, std::string(s.message()));
+  if (!a.positional.empty()) return Usage(cmd, "no positional arguments");
+  v1::ListRulesRequest req;
+  uint64_t cookie = 0, limit = 0;
+  uint32_t lo = 0, hi = 0;
+  for (absl::Status s : {FlagNumber(a, "--cookie", &cookie), FlagNumber(a, "--limit", &limit),
+                         FlagNumber(a, "--min-priority", &lo),
+                         FlagNumber(a, "--max-priority", &hi)})
+    if (!s.ok()) return Usage(cmd, std::string(s.message()));
+  if (HasFlag(a, "--cookie")) req.set_cookie(cookie);
+  if (HasFlag(a, "--min-priority")) req.set_min_priority(lo);
+  if (HasFlag(a, "--max-priority")) req.set_max_priority(hi);
+  req.set_limit(limit);
+  auto client = Dial(a);
+  if (!client.ok()) return Usage(cmd, std::string(client.status().message()));
+  absl::StatusOr<std::vector<v1::Rule>> rules = (*client)->ListRules(req);
+  if (!rules.ok()) return Fail(cmd, rules.status());
+  std::string out;
+  for (const v1::Rule& p : *rules) {
+    Rule r;
+    if (absl::Status s = RuleFromProto(p, &r); !s.ok()) return Fail(cmd, s);
+    absl::StrAppend(&out, r.ToString());
+    if (HasFlag(a, "--hits")) absl::StrAppend(&out, "  # hits=", p.hits());
+    out += '\n';
+  }
+  std::fputs(out.c_str(), stdout);
+  return kCtlExitOk;
+}
+
+int Stats(absl::string_view cmd, const Args& a) {
+  if (absl::Status s = OnlyFlags(a, {"--watch", "--count", "--rule-hits"}); !s.ok())
+    return Usage(cmd, std::string(s.message()));
+  double watch = 0;
+  uint64_t count = 0;
+  if (HasFlag(a, "--watch") && (!absl::SimpleAtod(FlagString(a, "--watch", ""), &watch) ||
+                                watch <= 0))
+    return Usage(cmd, "--watch needs a number of seconds > 0");
+  if (absl::Status s = FlagNumber(a, "--count", &count); !s.ok())
+    return Usage(cmd, std::string(s.message()));
+  auto client = Dial(a);
+  if (!client.ok()) return Usage(cmd, std::string(client.status().message()));
+  for (uint64_t n = 1;; ++n) {
+    absl::StatusOr<v1::Stats> st = (*client)->GetStats(false, HasFlag(a, "--rule-hits"));
+    if (!st.ok()) return Fail(cmd, st.status());
+    if (watch > 0 && isatty(STDOUT_FILENO)) std::fputs("\033[H\033[2J", stdout);
+    std::fputs(FormatStats(*st).c_str(), stdout);
+    std::fflush(stdout);
+    if (watch <= 0 || (count && n >= count)) break;
+    std::this_thread::sleep_for(std::chrono::duration<double>(watch));
+  }
+  return kCtlExitOk;
+}
+
+int Config(absl::string_view cmd, const Args& a) {
+  if (absl::Status s = OnlyFlags(a, {}); !s.ok()) return Usage(cmd, std::string(s.message()));
+  if (a.positional.empty()) return Usage(cmd, "expected get or set");
+  const std::string& verb = a.positional[0];
+  auto client = Dial(a);
+  if (!client.ok()) return Usage(cmd, std::string(client.status().message()));
+  if (verb == "get") {
+    if (a.positional.size() > 2) return Usage(cmd, "get takes at most one KEY");
+    absl::StatusOr<v1::Config> c = (*client)->GetConfig();
+    if (!c.ok()) return Fail(cmd, c.status());
+    std::map<std::string, std::string> sorted(c->values().begin(), c->values().end());
+    if (a.positional.size() == 2) {
+      auto it = sorted.find(a.positional[1]);
+      if (it == sorted.end())
+        return Fail(cmd, absl::NotFoundError(absl::StrCat("config key \"", a.positional[1],
+                                                          "\": unknown")));
+      std::printf("%s\n", it->second.c_str());
+      return kCtlExitOk;
+    }
+    for (const auto& [k, v] : sorted) std::printf("%s=%s\n", k.c_str(), v.c_str());
+    return kCtlExitOk;
+  }
+  if (verb == "set") {
+    if (a.positional.size() < 2) return Usage(cmd, "set needs KEY=VALUE");
+    v1::Config set;
+    for (size_t i = 1; i < a.positional.size(); ++i) {
+      const std::string& kv = a.positional[i];
+      const size_t eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0) return Usage(cmd, "'" + kv + "' is not KEY=VALUE");
+      (*set.mutable_values())[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+    absl::StatusOr<v1::Config> c = (*client)->SetConfig(set);
+    if (!c.ok()) return Fail(cmd, c.status());
+    for (const auto& [k, v] : set.values())
+      std::printf("%s=%s\n", k.c_str(), c->values().count(k) ? c->values().at(k).c_str() : "?");
+    return kCtlExitOk;
+  }
+  return Usage(cmd, "expected get or set, not '" + verb + "'");
+}
+
+int Trace(absl::string_view cmd, const Args& a) {
+  if (absl::Status s = OnlyFlags(a, {"--packet-hex", "--in-port"}); !s.ok())
+    return Usage(cmd, std::string(s.message()));
+  v1::TraceRequest req;
+  if (HasFlag(a, "--packet-hex")) {
+    if (!a.positional.empty()) return Usage(cmd, "give FLOW or --packet-hex, not both");
+    const std::string hex = FlagString(a, "--packet-hex", "");
+    bool hex_ok = hex.size() % 2 == 0;
+    for (char ch : hex) hex_ok &= absl::ascii_isxdigit(static_cast<unsigned char>(ch));
+    if (!hex_ok) return Usage(cmd, "--packet-hex: not an even-length hex string");
+    const std::string bytes = absl::HexStringToBytes(hex);
+    req.set_packet(bytes);
+    uint32_t in_port = 0;
+    if (absl::Status s = FlagNumber(a, "--in-port", &in_port); !s.ok())
+      return Usage(cmd, std::string(s.message()));
+    req.set_in_port(in_port);
+  } else {
+    if (a.positional.size() != 1) return Usage(cmd, "expected one FLOW");
+    req.set_flow(a.positional[0]);
+  }
+  auto client = Dial(a);
+  if (!client.ok()) return Usage(cmd, std::string(client.status().message()));
+  absl::StatusOr<v1::TraceResponse> t = (*client)->Trace(req);
+  if (!t.ok()) return Fail(cmd, t.status());
+  std::printf("key: %s\nlayer: %s\nmegaflow: %s\nrule subtables visited: %u\n",
+              t->key().c_str(), t->layer().c_str(), t->megaflow().c_str(),
+              t->rule_subtables_visited());
+  if (t->subtables_visited_size()) {
+    std::string s;
+    for (uint32_t v : t->subtables_visited()) absl::StrAppend(&s, s.empty() ? "" : ",", v);
+    std::printf("megaflow subtables visited: %s\n", s.c_str());
+  }
+  if (t->rule_id())
+    std::printf("rule: %s\n", t->rule().c_str());
+  else
+    std::printf("rule: none (no rule matched)\n");
+  std::printf("action: %s\ngeneration: %llu\n",
+              t->action().has_drop() ? "drop"
+                                     : absl::StrCat("output:", t->action().output_port()).c_str(),
+              static_cast<unsigned long long>(t->generation()));
+  return kCtlExitOk;
+}
+
+int LookupImpl(absl::string_view cmd, const Args& a) {
+  if (absl::Status s = OnlyFlags(a, {}); !s.ok()) return Usage(cmd, std::string(s.message()));
+  if (a.positional.empty()) return Usage(cmd, "expected get or set");
+  auto client = Dial(a);
+  if (!client.ok()) return Usage(cmd, std::string(client.status().message()));
+  absl::StatusOr<v1::Config> c;
+  if (a.positional[0] == "get" && a.positional.size() == 1) {
+    c = (*client)->GetConfig();
+  } else if (a.positional[0] == "set" && a.positional.size() == 3) {
+    uint32_t prio = 0;
+    if (!absl::SimpleAtoi(a.positional[2], &prio))
+      return Usage(cmd, "PRIORITY must be a whole number");
+    v1::Config set;
+    v1::LookupImpl* li = set.add_lookup_impls();
+    li->set_name(a.positional[1]);
+    li->set_priority(prio);
+    c = (*client)->SetConfig(set);
+  } else {
+    return Usage(cmd, "expected 'get' or 'set NAME PRIORITY'");
+  }
+  if (!c.ok()) return Fail(cmd, c.status());
+  if (c->lookup_impls_size() == 0) std::printf("(the dataplane reports no lookup implementations)\n");
+  for (const v1::LookupImpl& li : c->lookup_impls())
+    std::printf("%-16s priority %u%s\n", li.name().c_str(), li.priority(),
+                li.available() ? "" : " (not available on this CPU)");
+  return kCtlExitOk;
+}
+
+}  // namespace
+
+bool IsRpcCommand(absl::string_view cmd) { return Helps().count(cmd) > 0; }
+
+int RunRpcCommand(absl::string_view cmd, const std::vector<absl::string_view>& raw) {
+  Args a;
+  if (absl::Status s = ParseArgs(raw, &a); !s.ok()) return Usage(cmd, std::string(s.message()));
+  if (a.help) {
+    std::printf("%s\n%s", Helps().find(cmd)->second, kConnHelp);
+    return kCtlExitOk;
+  }
+  if (cmd == "add-rules") return AddRules(cmd, a);
+  if (cmd == "del-rules") return DelRules(cmd, a);
+  if (cmd == "dump-rules") return DumpRules(cmd, a);
+  if (cmd == "stats") return Stats(cmd, a);
+  if (cmd == "config") return Config(cmd, a);
+  if (cmd == "trace") return Trace(cmd, a);
+  if (cmd == "lookup-impl") return LookupImpl(cmd, a);
+  return Usage(cmd, "unknown command");
+}
+
+}  // namespace flowclass

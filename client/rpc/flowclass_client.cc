@@ -1,0 +1,299 @@
+#include "client/rpc/flowclass_client.h"
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/security/credentials.h>
+
+#include <condition_variable>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "proto/rule_convert.h"
+
+namespace flowclass {
+namespace {
+
+absl::StatusOr<std::string> ReadFile(const std::string& what, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat(what, ": cannot read \"", path, "\""));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+absl::Status FromGrpcStatus(const grpc::Status& s) {
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
+absl::Status AckStatus(const v1::BatchAck& ack) {
+  if (ack.status_code() == 0) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(ack.status_code()),
+                      absl::StrCat("batch ", ack.batch_id(), ": ", ack.status_message()));
+}
+
+absl::StatusOr<std::unique_ptr<FlowclassClient>> FlowclassClient::Connect(
+    const ClientOptions& o) {
+  std::shared_ptr<grpc::ChannelCredentials> creds;
+  if (o.plaintext) {
+    if (!o.ca_file.empty() || !o.cert_file.empty() || !o.key_file.empty())
+      return absl::InvalidArgumentError("--plaintext: cannot be combined with --ca/--cert/--key");
+    creds = grpc::InsecureChannelCredentials();
+  } else {
+    grpc::SslCredentialsOptions ssl;
+    if (!o.ca_file.empty()) {
+      absl::StatusOr<std::string> ca = ReadFile("--ca", o.ca_file);
+      if (!ca.ok()) return ca.status();
+      ssl.pem_root_certs = *ca;
+    }
+    if (o.cert_file.empty() != o.key_file.empty())
+      return absl::InvalidArgumentError("--cert and --key: give both or neither");
+    if (!o.cert_file.empty()) {
+      absl::StatusOr<std::string> cert = ReadFile("--cert", o.cert_file);
+      if (!cert.ok()) return cert.status();
+      absl::StatusOr<std::string> key = ReadFile("--key", o.key_file);
+      if (!key.ok()) return key.status();
+      ssl.pem_cert_chain = *cert;
+      ssl.pem_private_key = *key;
+    }
+    creds = grpc::SslCredentials(ssl);
+  }
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(o.max_message_bytes);
+  args.SetMaxSendMessageSize(o.max_message_bytes);
+  if (!o.server_name.empty()) args.SetSslTargetNameOverride(o.server_name);
+  auto c = std::unique_ptr<FlowclassClient>(new FlowclassClient());
+  c->options_ = o;
+  c->channel_ = grpc::CreateCustomChannel(o.target, creds, args);
+  if (!c->channel_) return absl::InvalidArgumentError(absl::StrCat("bad target ", o.target));
+  c->stub_ = v1::Classifier::NewStub(c->channel_);
+  return c;
+}
+
+void FlowclassClient::SetDeadline(grpc::ClientContext* ctx) const {
+  if (options_.timeout.count() > 0)
+    ctx->set_deadline(std::chrono::system_clock::now() + options_.timeout);
+}
+
+absl::Status FlowclassClient::WaitForReady(std::chrono::milliseconds timeout) {
+  if (channel_->WaitForConnected(std::chrono::system_clock::now() + timeout))
+    return absl::OkStatus();
+  return absl::UnavailableError(
+      absl::StrCat("cannot connect to ", options_.target, " within ", timeout.count(), " ms"));
+}
+
+absl::StatusOr<ApplyResult> FlowclassClient::ApplyOps(absl::Span<const RuleOp> ops,
+                                                      const ApplyOptions& o) {
+  if (o.batch_size == 0 || o.window == 0)
+    return absl::InvalidArgumentError("batch_size and window must be at least 1");
+  const size_t n_batches = (ops.size() + o.batch_size - 1) / o.batch_size;
+  ApplyResult result;
+  if (n_batches == 0) return result;
+
+  grpc::ClientContext ctx;
+  // A stream has no natural deadline: allow `timeout` per window of batches.
+  if (options_.timeout.count() > 0)
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     options_.timeout * static_cast<int64_t>(1 + n_batches / o.window));
+  std::unique_ptr<grpc::ClientReaderWriter<v1::RuleBatch, v1::BatchAck>> stream =
+      stub_->ApplyRules(&ctx);
+
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t in_flight = 0;
+  bool stop = false;
+  const auto start = std::chrono::steady_clock::now();
+  std::thread writer([&] {
+    v1::RuleBatch batch;
+    for (size_t b = 0; b < n_batches; ++b) {
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return stop || in_flight < o.window; });
+        if (stop) break;
+        ++in_flight;
+      }
+      batch.Clear();
+      batch.set_batch_id(o.first_batch_id + b);
+      const size_t lo = b * o.batch_size;
+      const size_t hi = std::min(ops.size(), lo + o.batch_size);
+      for (size_t i = lo; i < hi; ++i) RuleOpToProto(ops[i], batch.add_ops());
+      if (!stream->Write(batch)) break;  // the stream ended; Finish says why
+    }
+    stream->WritesDone();
+  });
+
+  v1::BatchAck ack;
+  size_t acked_ops = 0;
+  while (stream->Read(&ack)) {
+    ++result.batches_acked;
+    const uint64_t b = ack.batch_id() - o.first_batch_id;
+    const size_t batch_ops =
+        b < n_batches ? std::min(ops.size(), (b + 1) * o.batch_size) - b * o.batch_size : 0;
+    if (ack.status_code() == 0) {
+      result.ops_applied += batch_ops;
+      result.generation = ack.generation();
+    } else if (!result.first_error.has_value()) {
+      result.first_error = ack;
+    }
+    acked_ops += batch_ops;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      --in_flight;
+      if (ack.status_code() != 0) stop = true;
+    }
+    cv.notify_all();
+    if (o.progress) o.progress(acked_ops, ops.size());
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stop = true;
+  }
+  cv.notify_all();
+  writer.join();
+  const grpc::Status st = stream->Finish();
+  result.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!st.ok()) return FromGrpcStatus(st);
+  return result;
+}
+
+absl::StatusOr<v1::BatchAck> FlowclassClient::ApplyBatch(const v1::RuleBatch& batch) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  auto stream = stub_->ApplyRules(&ctx);
+  stream->Write(batch);
+  stream->WritesDone();
+  v1::BatchAck ack;
+  const bool got = stream->Read(&ack);
+  const grpc::Status st = stream->Finish();
+  if (!st.ok()) return FromGrpcStatus(st);
+  if (!got) return absl::InternalError("ApplyRules: the stream ended without an ack");
+  return ack;
+}
+
+absl::StatusOr<std::vector<v1::Rule>> FlowclassClient::ListRules(
+    const v1::ListRulesRequest& req) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  auto reader = stub_->ListRules(&ctx, req);
+  std::vector<v1::Rule> out;
+  v1::Rule r;
+  while (reader->Read(&r)) out.push_back(r);
+  const grpc::Status st = reader->Finish();
+  if (!st.ok()) return FromGrpcStatus(st);
+  return out;
+}
+
+#define FC_UNARY(method, req, resp_type)          \
+  grpc::ClientContext ctx;                        \
+  SetDeadline(&ctx);                              \
+  resp_type resp;                                 \
+  const grpc::Status st = stub_->method(&ctx, req, &resp); \
+  if (!st.ok()) return FromGrpcStatus(st);        \
+  return resp
+
+absl::StatusOr<v1::Rule> FlowclassClient::GetRule(uint64_t id) {
+  v1::GetRuleRequest req;
+  req.set_id(id);
+  FC_UNARY(GetRule, req, v1::Rule);
+}
+
+absl::StatusOr<v1::BatchAck> FlowclassClient::DeleteAll() {
+  v1::DeleteAllRequest req;
+  FC_UNARY(DeleteAll, req, v1::BatchAck);
+}
+
+absl::StatusOr<v1::Stats> FlowclassClient::GetStats(bool include_subtables,
+                                                    bool include_rule_hits) {
+  v1::GetStatsRequest req;
+  req.set_include_subtables(include_subtables);
+  req.set_include_rule_hits(include_rule_hits);
+  FC_UNARY(GetStats, req, v1::Stats);
+}
+
+absl::StatusOr<v1::Config> FlowclassClient::GetConfig() {
+  v1::GetConfigRequest req;
+  FC_UNARY(GetConfig, req, v1::Config);
+}
+
+absl::StatusOr<v1::Config> FlowclassClient::SetConfig(const v1::Config& config) {
+  v1::SetConfigRequest req;
+  *req.mutable_config() = config;
+  FC_UNARY(SetConfig, req, v1::Config);
+}
+
+absl::StatusOr<v1::TraceResponse> FlowclassClient::Trace(const v1::TraceRequest& req) {
+  FC_UNARY(Trace, req, v1::TraceResponse);
+}
+
+#undef FC_UNARY
+
+absl::StatusOr<bool> FlowclassClient::Healthy(const std::string& service) {
+  auto stub = grpc::health::v1::Health::NewStub(channel_);
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  grpc::health::v1::HealthCheckRequest req;
+  req.set_service(service);
+  grpc::health::v1::HealthCheckResponse resp;
+  const grpc::Status st = stub->Check(&ctx, req, &resp);
+  if (!st.ok()) return FromGrpcStatus(st);
+  return resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+}
+
+std::string FormatStats(const v1::Stats& s) {
+  std::string out = absl::StrFormat("generation %d, %d rules\n", s.generation(), s.rules());
+  auto block = [&](const std::string& title, const v1::PmdStats& p) {
+    const uint64_t total_cycles = p.cycles_busy() + p.cycles_idle();
+    absl::StrAppendFormat(
+        &out,
+        "%s:\n"
+        "  packets received: %d\n"
+        "  emc hits: %d\n"
+        "  smc hits: %d\n"
+        "  megaflow hits: %d\n"
+        "    of which cd hits: %d (cd false hits %d, cd %s)\n"
+        "  avg. subtable lookups per megaflow hit: %.2f\n"
+        "  miss with success upcall: %d\n"
+        "  miss with failed upcall: %d\n"
+        "  no rule matched (dropped): %d\n"
+        "  idle cycles: %d (%.2f%%)\n"
+        "  processing cycles: %d (%.2f%%)\n"
+        "  avg cycles per packet: %.2f\n"
+        "  rule set generation: %d\n",
+        title, p.packets(), p.emc_hits(), p.smc_hits(), p.megaflow_hits(), p.cd_hits(),
+        p.cd_false_hits(), p.cd_enabled() ? "on" : "off",
+        p.avg_subtable_lookups_per_hit(), p.upcall_ok(), p.upcall_failed(), p.no_match(),
+        p.cycles_idle(),
+        total_cycles ? 100.0 * static_cast<double>(p.cycles_idle()) / total_cycles : 0.0,
+        p.cycles_busy(),
+        total_cycles ? 100.0 * static_cast<double>(p.cycles_busy()) / total_cycles : 0.0,
+        p.avg_cycles_per_packet(), p.generation());
+    if (p.emc_entries() || p.smc_entries())
+      absl::StrAppendFormat(&out, "  emc occupancy: %d/%d  smc occupancy: %d/%d\n",
+                            p.emc_occupancy(), p.emc_entries(), p.smc_occupancy(),
+                            p.smc_entries());
+    for (const v1::SubtableStats& st : p.subtable())
+      absl::StrAppendFormat(&out, "  subtable %d port %d rank %d hits %d megaflows %d %s %s\n",
+                            st.id(), st.in_port(), st.rank(), st.hits(), st.megaflows(),
+                            st.lookup_impl(), st.mask());
+  };
+  for (const v1::PmdStats& p : s.pmd())
+    block(absl::StrFormat("pmd thread %d (lcore %d)", p.pmd(), p.lcore()), p);
+  block("total", s.total());
+  for (const v1::PortStats& p : s.port())
+    absl::StrAppendFormat(&out,
+                          "port %d (%s): rx %d tx %d tx_dropped %d rx_errors %d rx_missed %d\n",
+                          p.port(), p.name(), p.rx_packets(), p.tx_packets(),
+                          p.tx_dropped(), p.rx_errors(), p.rx_missed());
+  for (const v1::RuleHits& h : s.rule_hits())
+    absl::StrAppendFormat(&out, "rule %d: %d hits\n", h.id(), h.hits());
+  return out;
+}
+
+}  // namespace flowclass

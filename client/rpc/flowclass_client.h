@@ -1,0 +1,119 @@
+// flowclass_client.h — a small C++ client of the flowclass.v1 API.
+//
+// Contract
+// --------
+// FlowclassClient wraps one gRPC channel to one flowclassd.  Every method
+// returns absl::Status(Or): the server's gRPC status is passed through with
+// its code and message; transport problems come back as UNAVAILABLE /
+// DEADLINE_EXCEEDED / UNAUTHENTICATED as gRPC reports them.  Unary calls get
+// the deadline `ClientOptions::timeout`; streams get it per batch window
+// (see ApplyOps).
+//
+// ApplyOps streams operations in batches of `batch_size` on one ApplyRules
+// stream, keeping up to `window` batches in flight (a writer thread sends,
+// the calling thread reads acks), so that the network round trip is not
+// paid per batch.  It stops sending at the first rejected batch; batches
+// already sent behind it (at most window - 1) are still processed by the
+// server and their acks are counted.  Each batch is atomic on the server;
+// the whole call is not.
+//
+// Threads: a FlowclassClient may be used from several threads at once (gRPC
+// stubs are thread-safe); ApplyOps uses one extra thread for its duration.
+#ifndef FLOWCLASS_CLIENT_RPC_FLOWCLASS_CLIENT_H_
+#define FLOWCLASS_CLIENT_RPC_FLOWCLASS_CLIENT_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "dataplane/rule_table.h"
+#include "flowclass/v1/flowclass.grpc.pb.h"
+
+namespace grpc {
+class Channel;
+class Status;
+}  // namespace grpc
+
+namespace flowclass {
+
+struct ClientOptions {
+  std::string target = "127.0.0.1:50051";  // host:port
+  bool plaintext = false;     // no TLS (the server must be configured so)
+  std::string ca_file;        // PEM CA that signed the server certificate
+  std::string cert_file;      // PEM client certificate (mutual TLS)
+  std::string key_file;       // PEM client key (mutual TLS)
+  std::string server_name;    // TLS name to check instead of the target host
+  std::chrono::milliseconds timeout{30000};  // per call; 0 = none
+  int max_message_bytes = 64 << 20;          // receive limit on the client side
+};
+
+struct ApplyOptions {
+  size_t batch_size = 1000;   // operations per RuleBatch (>= 1)
+  size_t window = 8;          // batches in flight (>= 1)
+  uint64_t first_batch_id = 1;
+  // Called on the calling thread after each ack: ops acknowledged so far.
+  std::function<void(size_t acked_ops, size_t total_ops)> progress;
+};
+
+struct ApplyResult {
+  uint64_t batches_acked = 0;    // acks received (OK or not)
+  uint64_t ops_applied = 0;      // operations in OK acks
+  uint64_t generation = 0;       // of the last OK ack
+  double seconds = 0;            // first send to last ack
+  std::optional<v1::BatchAck> first_error;  // the first rejected batch
+};
+
+class FlowclassClient {
+ public:
+  static absl::StatusOr<std::unique_ptr<FlowclassClient>> Connect(
+      const ClientOptions& options);
+
+  // Waits until the channel is connected (or `timeout` passes).
+  absl::Status WaitForReady(std::chrono::milliseconds timeout);
+
+  absl::StatusOr<ApplyResult> ApplyOps(absl::Span<const RuleOp> ops,
+                                       const ApplyOptions& options = {});
+  // One batch on its own stream.
+  absl::StatusOr<v1::BatchAck> ApplyBatch(const v1::RuleBatch& batch);
+  absl::StatusOr<std::vector<v1::Rule>> ListRules(const v1::ListRulesRequest& req = {});
+  absl::StatusOr<v1::Rule> GetRule(uint64_t id);
+  absl::StatusOr<v1::BatchAck> DeleteAll();
+  absl::StatusOr<v1::Stats> GetStats(bool include_subtables = false,
+                                     bool include_rule_hits = false);
+  absl::StatusOr<v1::Config> GetConfig();
+  absl::StatusOr<v1::Config> SetConfig(const v1::Config& config);
+  absl::StatusOr<v1::TraceResponse> Trace(const v1::TraceRequest& req);
+  // grpc.health.v1 Check of `service` ("" = the whole server): true if SERVING.
+  absl::StatusOr<bool> Healthy(const std::string& service = "");
+
+  v1::Classifier::Stub* stub() { return stub_.get(); }
+  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
+
+ private:
+  FlowclassClient() = default;
+  void SetDeadline(grpc::ClientContext* ctx) const;
+
+  ClientOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Classifier::Stub> stub_;
+};
+
+// grpc::Status -> absl::Status (same code and message).
+absl::Status FromGrpcStatus(const grpc::Status& s);
+
+// A BatchAck that failed, as a Status (OK for an OK ack).
+absl::Status AckStatus(const v1::BatchAck& ack);
+
+// `pmd-stats-show`-like text: one block per PMD, then totals and ports.
+std::string FormatStats(const v1::Stats& stats);
+
+}  // namespace flowclass
+
+#endif  // FLOWCLASS_CLIENT_RPC_FLOWCLASS_CLIENT_H_

@@ -1,0 +1,574 @@
+#include "proto/rule_convert.h"
+
+#include <arpa/inet.h>
+
+#include <bit>
+#include <cstring>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "dataplane/rule_format.h"
+
+namespace flowclass {
+namespace {
+
+absl::Status Bad(absl::string_view field, absl::string_view problem) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", problem));
+}
+
+// Wraps an address-parser error with the proto field name.
+absl::Status WithField(absl::string_view field, const absl::Status& s) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(field, ": ", s.message()));
+}
+
+uint64_t WidthMask(int bits) {
+  return bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
+}
+
+// Sets a field's value and mask without masking the value (ValidateRule must
+// see stray bits).
+void SetRaw(Match* m, Field f, uint64_t value, uint64_t mask) {
+  m->value.Set(f, value);
+  m->mask.Set(f, mask);
+}
+
+absl::Status MaskedFromProto(absl::string_view name, const v1::MaskedValue& mv,
+                             Field f, Match* m) {
+  const int bits = InfoOf(f).bits;
+  const uint64_t full = WidthMask(bits);
+  const uint64_t mask = mv.has_mask() ? mv.mask() : full;
+  if (mv.value() > full)
+    return Bad(name, absl::StrFormat("value 0x%x does not fit %d bits",
+                                     mv.value(), bits));
+  if (mask > full)
+    return Bad(name,
+               absl::StrFormat("mask 0x%x does not fit %d bits", mask, bits));
+  SetRaw(m, f, mv.value(), mask);
+  return absl::OkStatus();
+}
+
+absl::Status PortFromProto(absl::string_view name, const v1::PortMatch& pm,
+                           Field f, PortRange* range, Match* m) {
+  switch (pm.kind_case()) {
+    case v1::PortMatch::kExact:
+      if (pm.exact() > 0xffff)
+        return Bad(name, absl::StrCat("port ", pm.exact(), " exceeds 65535"));
+      SetRaw(m, f, pm.exact(), 0xffff);
+      return absl::OkStatus();
+    case v1::PortMatch::kMasked:
+      return MaskedFromProto(name, pm.masked(), f, m);
+    case v1::PortMatch::kRange:
+      if (pm.range().lo() > 0xffff || pm.range().hi() > 0xffff)
+        return Bad(name, absl::StrCat("range ", pm.range().lo(), "-",
+                                      pm.range().hi(), " exceeds 65535"));
+      if (pm.range().lo() > pm.range().hi())
+        return Bad(name, absl::StrCat("range ", pm.range().lo(), "-",
+                                      pm.range().hi(), " has lo > hi"));
+      range->lo = static_cast<uint16_t>(pm.range().lo());
+      range->hi = static_cast<uint16_t>(pm.range().hi());
+      return absl::OkStatus();
+    case v1::PortMatch::KIND_NOT_SET:
+      break;
+  }
+  return Bad(name, "empty PortMatch (set exact, masked or range)");
+}
+
+absl::Status VlanFromProto(absl::string_view name, const v1::VlanMatch& v,
+                           Field f, Match* m) {
+  if (v.untagged()) {
+    if (v.has_vid() || v.has_pcp())
+      return Bad(name, "untagged with vid or pcp");
+    SetRaw(m, f, 0, kVlanPresent);
+    return absl::OkStatus();
+  }
+  uint64_t value = kVlanPresent, mask = kVlanPresent;
+  if (v.has_vid()) {
+    if (v.vid() > kVlanVidMask)
+      return Bad(name, absl::StrCat("vid ", v.vid(), " exceeds 4095"));
+    value |= v.vid();
+    mask |= kVlanVidMask;
+  }
+  if (v.has_pcp()) {
+    if (v.pcp() > 7) return Bad(name, absl::StrCat("pcp ", v.pcp(), " exceeds 7"));
+    value |= uint64_t{v.pcp()} << kVlanPcpShift;
+    mask |= uint64_t{7} << kVlanPcpShift;
+  }
+  SetRaw(m, f, value, mask);
+  return absl::OkStatus();
+}
+
+absl::Status MatchFromProto(const v1::Match& p, Match* m) {
+  if (p.has_in_port()) SetRaw(m, Field::kInPort, p.in_port(), 0xffffffffu);
+  if (p.has_eth_type()) {
+    if (p.eth_type() > 0xffff)
+      return Bad("eth_type", absl::StrFormat("0x%x does not fit 16 bits",
+                                             p.eth_type()));
+    SetRaw(m, Field::kEthType, p.eth_type(), 0xffff);
+  }
+  uint64_t v = 0, mk = 0;
+  if (p.has_eth_src()) {
+    if (auto s = ParseMacMasked(p.eth_src(), &v, &mk); !s.ok())
+      return WithField("eth_src", s);
+    SetRaw(m, Field::kEthSrc, v, mk);
+  }
+  if (p.has_eth_dst()) {
+    if (auto s = ParseMacMasked(p.eth_dst(), &v, &mk); !s.ok())
+      return WithField("eth_dst", s);
+    SetRaw(m, Field::kEthDst, v, mk);
+  }
+  if (p.has_vlan()) {
+    if (auto s = VlanFromProto("vlan", p.vlan(), Field::kVlan0Tci, m); !s.ok())
+      return s;
+  }
+  if (p.has_inner_vlan()) {
+    if (auto s =
+            VlanFromProto("inner_vlan", p.inner_vlan(), Field::kVlan1Tci, m);
+        !s.ok())
+      return s;
+  }
+  bool ipv4 = false, ipv6 = false;
+  uint32_t a4 = 0, m4 = 0;
+  if (p.has_ipv4_src()) {
+    if (auto s = ParseIpv4Masked(p.ipv4_src(), &a4, &m4); !s.ok())
+      return WithField("ipv4_src", s);
+    SetRaw(m, Field::kIpv4Src, a4, m4);
+    ipv4 = true;
+  }
+  if (p.has_ipv4_dst()) {
+    if (auto s = ParseIpv4Masked(p.ipv4_dst(), &a4, &m4); !s.ok())
+      return WithField("ipv4_dst", s);
+    SetRaw(m, Field::kIpv4Dst, a4, m4);
+    ipv4 = true;
+  }
+  absl::uint128 a6 = 0, m6 = 0;
+  if (p.has_ipv6_src()) {
+    if (auto s = ParseIpv6Masked(p.ipv6_src(), &a6, &m6); !s.ok())
+      return WithField("ipv6_src", s);
+    SetRaw(m, Field::kIpv6SrcHi, absl::Uint128High64(a6), absl::Uint128High64(m6));
+    SetRaw(m, Field::kIpv6SrcLo, absl::Uint128Low64(a6), absl::Uint128Low64(m6));
+    ipv6 = true;
+  }
+  if (p.has_ipv6_dst()) {
+    if (auto s = ParseIpv6Masked(p.ipv6_dst(), &a6, &m6); !s.ok())
+      return WithField("ipv6_dst", s);
+    SetRaw(m, Field::kIpv6DstHi, absl::Uint128High64(a6), absl::Uint128High64(m6));
+    SetRaw(m, Field::kIpv6DstLo, absl::Uint128Low64(a6), absl::Uint128Low64(m6));
+    ipv6 = true;
+  }
+  if (ipv4 && ipv6) return Bad("ipv6_src", "IPv4 and IPv6 fields in one match");
+  if (!p.has_eth_type() && ipv4) SetRaw(m, Field::kEthType, kEthTypeIpv4, 0xffff);
+  if (!p.has_eth_type() && ipv6) SetRaw(m, Field::kEthType, kEthTypeIpv6, 0xffff);
+  if (p.has_ip_proto())
+    if (auto s = MaskedFromProto("ip_proto", p.ip_proto(), Field::kNwProto, m); !s.ok())
+      return s;
+  if (p.has_ip_tos())
+    if (auto s = MaskedFromProto("ip_tos", p.ip_tos(), Field::kNwTos, m); !s.ok())
+      return s;
+  if (p.has_ip_ttl())
+    if (auto s = MaskedFromProto("ip_ttl", p.ip_ttl(), Field::kNwTtl, m); !s.ok())
+      return s;
+  if (p.has_ip_frag()) {
+    const int f = static_cast<int>(p.ip_frag());
+    if (f == v1::FRAG_UNSPECIFIED)
+      return Bad("ip_frag", "FRAG_UNSPECIFIED (say which fragments: FRAG_NO, "
+                            "FRAG_YES, FRAG_FIRST, FRAG_LATER, FRAG_NOT_LATER)");
+    if (f < 1 || f > static_cast<int>(std::size(kFragNames)))
+      return Bad("ip_frag", absl::StrCat("unknown value ", f));
+    SetRaw(m, Field::kNwFrag, kFragNames[f - 1].value, kFragNames[f - 1].mask);
+  }
+  if (p.has_tp_src())
+    if (auto s = PortFromProto("tp_src", p.tp_src(), Field::kTpSrc, &m->tp_src, m);
+        !s.ok())
+      return s;
+  if (p.has_tp_dst())
+    if (auto s = PortFromProto("tp_dst", p.tp_dst(), Field::kTpDst, &m->tp_dst, m);
+        !s.ok())
+      return s;
+  if (p.has_tcp_flags())
+    if (auto s = MaskedFromProto("tcp_flags", p.tcp_flags(), Field::kTcpFlags, m);
+        !s.ok())
+      return s;
+  return absl::OkStatus();
+}
+
+absl::Status ActionFromProto(const v1::Action& a, Action* out) {
+  switch (a.kind_case()) {
+    case v1::Action::kDrop:
+      *out = Action::Drop();
+      return absl::OkStatus();
+    case v1::Action::kOutputPort:
+      if (a.output_port() > kMaxPortNumber)
+        return Bad("action", absl::StrCat("output port ", a.output_port(),
+                                          " exceeds ", kMaxPortNumber));
+      *out = Action::Output(a.output_port());
+      return absl::OkStatus();
+    case v1::Action::KIND_NOT_SET:
+      break;
+  }
+  return Bad("action", "not set (drop or output_port)");
+}
+
+// True when the structured form can express every field of `m`.
+bool Structurable(const Match& m) {
+  auto exact_or_none = [&](Field f) {
+    const uint64_t mk = m.mask.Get(f);
+    return mk == 0 || mk == WidthMask(InfoOf(f).bits);
+  };
+  if (!exact_or_none(Field::kInPort) || !exact_or_none(Field::kEthType))
+    return false;
+  for (Field f : {Field::kVlan0Tci, Field::kVlan1Tci}) {
+    const uint64_t mk = m.mask.Get(f), v = m.value.Get(f);
+    if (mk == 0) continue;
+    if (!(mk & kVlanPresent)) return false;
+    const uint64_t rest = mk & ~uint64_t{kVlanPresent};
+    if (!(v & kVlanPresent)) {  // untagged
+      if (rest != 0 || v != 0) return false;
+      continue;
+    }
+    if ((rest & kVlanVidMask) != 0 && (rest & kVlanVidMask) != kVlanVidMask)
+      return false;
+    const uint64_t pcp = rest & ~uint64_t{kVlanVidMask};
+    if (pcp != 0 && pcp != (uint64_t{7} << kVlanPcpShift)) return false;
+    if ((v & ~mk) != 0) return false;
+  }
+  const uint64_t fm = m.mask.Get(Field::kNwFrag);
+  if (fm != 0) {
+    bool found = false;
+    for (const FragName& n : kFragNames)
+      found |= n.mask == fm && n.value == m.value.Get(Field::kNwFrag);
+    if (!found) return false;
+  }
+  // IPv4 and IPv6 fields without their implied eth_type would come back
+  // with one: keep such (invalid) rules verbatim in text.
+  const bool has4 = m.mask.Get(Field::kIpv4Src) || m.mask.Get(Field::kIpv4Dst);
+  const bool has6 = m.mask.w[kWordIpv6SrcHi] || m.mask.w[kWordIpv6SrcLo] ||
+                    m.mask.w[kWordIpv6DstHi] || m.mask.w[kWordIpv6DstLo];
+  if ((has4 || has6) && m.mask.Get(Field::kEthType) == 0) return false;
+  if (has4 && has6) return false;
+  // Port ranges combined with a mask on the same field: only text keeps both.
+  if (!m.tp_src.IsFull() && m.mask.Get(Field::kTpSrc)) return false;
+  if (!m.tp_dst.IsFull() && m.mask.Get(Field::kTpDst)) return false;
+  // Bits set in a value outside its mask cannot be written structurally for
+  // fields whose proto form is "exact or absent".
+  for (Field f : {Field::kInPort, Field::kEthType})
+    if (m.mask.Get(f) == 0 && m.value.Get(f) != 0) return false;
+  return true;
+}
+
+void MaskedToProto(const Match& m, Field f, v1::MaskedValue* out) {
+  out->set_value(m.value.Get(f));
+  const uint64_t mk = m.mask.Get(f);
+  if (mk != WidthMask(InfoOf(f).bits)) out->set_mask(mk);
+}
+
+void PortToProto(const Match& m, Field f, const PortRange& r,
+                 v1::PortMatch* out) {
+  if (!r.IsFull()) {
+    out->mutable_range()->set_lo(r.lo);
+    out->mutable_range()->set_hi(r.hi);
+  } else if (m.mask.Get(f) == 0xffff) {
+    out->set_exact(static_cast<uint32_t>(m.value.Get(f)));
+  } else {
+    MaskedToProto(m, f, out->mutable_masked());
+  }
+}
+
+void VlanToProto(const Match& m, Field f, v1::VlanMatch* out) {
+  const uint64_t mk = m.mask.Get(f), v = m.value.Get(f);
+  if (!(v & kVlanPresent)) {
+    out->set_untagged(true);
+    return;
+  }
+  if (mk & kVlanVidMask) out->set_vid(static_cast<uint32_t>(v & kVlanVidMask));
+  if (mk >> kVlanPcpShift) out->set_pcp(static_cast<uint32_t>(v >> kVlanPcpShift));
+}
+
+}  // namespace
+
+absl::Status ParseIpv4Masked(absl::string_view text, uint32_t* value,
+                             uint32_t* mask) {
+  const std::string t(text);
+  const size_t slash = t.find('/');
+  const std::string addr = t.substr(0, slash);
+  in_addr a{};
+  if (inet_pton(AF_INET, addr.c_str(), &a) != 1)
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", addr, "\" is not an IPv4 address"));
+  *value = ntohl(a.s_addr);
+  *mask = 0xffffffffu;
+  if (slash == std::string::npos) return absl::OkStatus();
+  const std::string suffix = t.substr(slash + 1);
+  int len = 0;
+  if (absl::SimpleAtoi(suffix, &len) && suffix.find('.') == std::string::npos) {
+    if (len < 0 || len > 32)
+      return absl::InvalidArgumentError(
+          absl::StrCat("prefix length ", suffix, " is outside 0..32"));
+    *mask = len == 0 ? 0 : ~uint32_t{0} << (32 - len);
+    return absl::OkStatus();
+  }
+  if (inet_pton(AF_INET, suffix.c_str(), &a) != 1)
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", suffix, "\" is neither a prefix length nor an IPv4 mask"));
+  *mask = ntohl(a.s_addr);
+  return absl::OkStatus();
+}
+
+absl::Status ParseIpv6Masked(absl::string_view text, absl::uint128* value,
+                             absl::uint128* mask) {
+  const std::string t(text);
+  const size_t slash = t.find('/');
+  auto parse = [](const std::string& s, absl::uint128* out) {
+    in6_addr a{};
+    if (inet_pton(AF_INET6, s.c_str(), &a) != 1) return false;
+    uint64_t hi = 0, lo = 0;
+    for (int i = 0; i < 8; ++i) hi = hi << 8 | a.s6_addr[i];
+    for (int i = 8; i < 16; ++i) lo = lo << 8 | a.s6_addr[i];
+    *out = absl::MakeUint128(hi, lo);
+    return true;
+  };
+  const std::string addr = t.substr(0, slash);
+  if (!parse(addr, value))
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", addr, "\" is not an IPv6 address"));
+  *mask = ~absl::uint128(0);
+  if (slash == std::string::npos) return absl::OkStatus();
+  const std::string suffix = t.substr(slash + 1);
+  int len = 0;
+  if (absl::SimpleAtoi(suffix, &len) && suffix.find(':') == std::string::npos) {
+    if (len < 0 || len > 128)
+      return absl::InvalidArgumentError(
+          absl::StrCat("prefix length ", suffix, " is outside 0..128"));
+    *mask = len == 0 ? absl::uint128(0) : ~absl::uint128(0) << (128 - len);
+    return absl::OkStatus();
+  }
+  if (!parse(suffix, mask))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"", suffix, "\" is neither a prefix length nor an IPv6 mask"));
+  return absl::OkStatus();
+}
+
+absl::Status ParseMacMasked(absl::string_view text, uint64_t* value,
+                            uint64_t* mask) {
+  auto parse = [](absl::string_view s, uint64_t* out) {
+    std::vector<absl::string_view> parts = absl::StrSplit(s, ':');
+    if (parts.size() != 6) return false;
+    uint64_t v = 0;
+    for (absl::string_view p : parts) {
+      if (p.empty() || p.size() > 2) return false;
+      uint32_t byte = 0;
+      for (char c : p) {
+        if (!absl::ascii_isxdigit(static_cast<unsigned char>(c))) return false;
+        byte = byte * 16 + (absl::ascii_isdigit(static_cast<unsigned char>(c))
+                                ? c - '0'
+                                : absl::ascii_tolower(static_cast<unsigned char>(c)) - 'a' + 10);
+      }
+      v = v << 8 | byte;
+    }
+    *out = v;
+    return true;
+  };
+  const size_t slash = text.find('/');
+  const absl::string_view addr = text.substr(0, slash);
+  if (!parse(addr, value))
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", addr, "\" is not an Ethernet address (aa:bb:cc:dd:ee:ff)"));
+  *mask = 0xffffffffffffULL;
+  if (slash == absl::string_view::npos) return absl::OkStatus();
+  const absl::string_view m = text.substr(slash + 1);
+  if (!parse(m, mask))
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", m, "\" is not an Ethernet mask"));
+  return absl::OkStatus();
+}
+
+std::string FormatIpv4Masked(uint32_t value, uint32_t mask) {
+  auto dotted = [](uint32_t a) {
+    return absl::StrCat(a >> 24, ".", (a >> 16) & 255, ".", (a >> 8) & 255, ".",
+                        a & 255);
+  };
+  std::string s = dotted(value);
+  if (mask == 0xffffffffu) return s;
+  const int len = std::countl_one(mask);  // < 32 here
+  if ((len == 0 ? 0u : ~uint32_t{0} << (32 - len)) == mask)
+    return absl::StrCat(s, "/", len);
+  return absl::StrCat(s, "/", dotted(mask));
+}
+
+std::string FormatIpv6Masked(absl::uint128 value, absl::uint128 mask) {
+  auto text = [](absl::uint128 a) {
+    in6_addr x{};
+    uint64_t hi = absl::Uint128High64(a), lo = absl::Uint128Low64(a);
+    for (int i = 7; i >= 0; --i, hi >>= 8) x.s6_addr[i] = hi & 255;
+    for (int i = 15; i >= 8; --i, lo >>= 8) x.s6_addr[i] = lo & 255;
+    char buf[INET6_ADDRSTRLEN];
+    inet_ntop(AF_INET6, &x, buf, sizeof(buf));
+    return std::string(buf);
+  };
+  std::string s = text(value);
+  if (mask == ~absl::uint128(0)) return s;
+  // Prefix?  Count leading ones, check the rest is zero.
+  int len = 0;
+  absl::uint128 m = mask;
+  while (len < 128 && (m >> 127) == 1) {
+    m <<= 1;
+    ++len;
+  }
+  if (m == 0) return absl::StrCat(s, "/", len);
+  return absl::StrCat(s, "/", text(mask));
+}
+
+std::string FormatMacMasked(uint64_t value, uint64_t mask) {
+  auto text = [](uint64_t a) {
+    return absl::StrFormat("%02x:%02x:%02x:%02x:%02x:%02x", (a >> 40) & 255,
+                           (a >> 32) & 255, (a >> 24) & 255, (a >> 16) & 255,
+                           (a >> 8) & 255, a & 255);
+  };
+  if (mask == 0xffffffffffffULL) return text(value);
+  return absl::StrCat(text(value), "/", text(mask));
+}
+
+std::string ErrorField(absl::string_view message) {
+  absl::string_view m = message;
+  if (absl::StartsWith(m, "operation ")) {
+    const size_t p = m.find("): ");
+    if (p == absl::string_view::npos) return "";
+    m = m.substr(p + 3);
+  }
+  const size_t colon = m.find(": ");
+  if (colon == absl::string_view::npos) return "";
+  const absl::string_view f = m.substr(0, colon);
+  for (char c : f)
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_') return "";
+  return std::string(f);
+}
+
+absl::Status RuleFromProto(const v1::Rule& in, Rule* out) {
+  Rule r;
+  if (!in.text().empty()) {
+    if (in.has_match() || in.has_action())
+      return Bad("text", "set either text or match/action, not both");
+    absl::StatusOr<Rule> parsed = ParseNativeRule(in.text(), in.id());
+    if (!parsed.ok()) return Bad("text", parsed.status().message());
+    r = *std::move(parsed);
+    const std::string& t = in.text();
+    if (!absl::StrContains(t, "priority=")) r.priority = in.priority();
+    if (!absl::StrContains(t, "cookie=")) r.cookie = in.cookie();
+    *out = std::move(r);
+    return absl::OkStatus();
+  }
+  r.id = in.id();
+  r.priority = in.priority();
+  r.cookie = in.cookie();
+  if (absl::Status s = MatchFromProto(in.match(), &r.match); !s.ok()) return s;
+  if (!in.has_action()) return Bad("action", "required (drop or output_port)");
+  if (absl::Status s = ActionFromProto(in.action(), &r.action); !s.ok()) return s;
+  *out = std::move(r);
+  return absl::OkStatus();
+}
+
+void ActionToProto(const Action& in, v1::Action* out) {
+  if (in.kind == Action::Kind::kOutput) {
+    out->set_output_port(in.port);
+  } else {
+    out->mutable_drop();
+  }
+}
+
+void RuleToProto(const Rule& in, v1::Rule* out) {
+  out->Clear();
+  out->set_id(in.id);
+  out->set_priority(in.priority);
+  out->set_cookie(in.cookie);
+  const Match& m = in.match;
+  if (!Structurable(m) || (in.action.kind != Action::Kind::kDrop &&
+                           in.action.kind != Action::Kind::kOutput)) {
+    out->set_text(in.ToString());
+    return;
+  }
+  v1::Match* pm = out->mutable_match();
+  if (m.mask.Get(Field::kInPort))
+    pm->set_in_port(static_cast<uint32_t>(m.value.Get(Field::kInPort)));
+  if (m.mask.Get(Field::kEthType))
+    pm->set_eth_type(static_cast<uint32_t>(m.value.Get(Field::kEthType)));
+  if (m.mask.Get(Field::kEthSrc))
+    pm->set_eth_src(FormatMacMasked(m.value.Get(Field::kEthSrc), m.mask.Get(Field::kEthSrc)));
+  if (m.mask.Get(Field::kEthDst))
+    pm->set_eth_dst(FormatMacMasked(m.value.Get(Field::kEthDst), m.mask.Get(Field::kEthDst)));
+  if (m.mask.Get(Field::kVlan0Tci)) VlanToProto(m, Field::kVlan0Tci, pm->mutable_vlan());
+  if (m.mask.Get(Field::kVlan1Tci))
+    VlanToProto(m, Field::kVlan1Tci, pm->mutable_inner_vlan());
+  if (m.mask.Get(Field::kIpv4Src))
+    pm->set_ipv4_src(FormatIpv4Masked(static_cast<uint32_t>(m.value.Get(Field::kIpv4Src)),
+                                      static_cast<uint32_t>(m.mask.Get(Field::kIpv4Src))));
+  if (m.mask.Get(Field::kIpv4Dst))
+    pm->set_ipv4_dst(FormatIpv4Masked(static_cast<uint32_t>(m.value.Get(Field::kIpv4Dst)),
+                                      static_cast<uint32_t>(m.mask.Get(Field::kIpv4Dst))));
+  if (m.mask.Ipv6Src() != 0)
+    pm->set_ipv6_src(FormatIpv6Masked(m.value.Ipv6Src(), m.mask.Ipv6Src()));
+  if (m.mask.Ipv6Dst() != 0)
+    pm->set_ipv6_dst(FormatIpv6Masked(m.value.Ipv6Dst(), m.mask.Ipv6Dst()));
+  if (m.mask.Get(Field::kNwProto)) MaskedToProto(m, Field::kNwProto, pm->mutable_ip_proto());
+  if (m.mask.Get(Field::kNwTos)) MaskedToProto(m, Field::kNwTos, pm->mutable_ip_tos());
+  if (m.mask.Get(Field::kNwTtl)) MaskedToProto(m, Field::kNwTtl, pm->mutable_ip_ttl());
+  if (const uint64_t fm = m.mask.Get(Field::kNwFrag); fm != 0) {
+    for (size_t i = 0; i < std::size(kFragNames); ++i)
+      if (kFragNames[i].mask == fm && kFragNames[i].value == m.value.Get(Field::kNwFrag))
+        pm->set_ip_frag(static_cast<v1::Frag>(i + 1));
+  }
+  if (m.mask.Get(Field::kTpSrc) || !m.tp_src.IsFull())
+    PortToProto(m, Field::kTpSrc, m.tp_src, pm->mutable_tp_src());
+  if (m.mask.Get(Field::kTpDst) || !m.tp_dst.IsFull())
+    PortToProto(m, Field::kTpDst, m.tp_dst, pm->mutable_tp_dst());
+  if (m.mask.Get(Field::kTcpFlags))
+    MaskedToProto(m, Field::kTcpFlags, pm->mutable_tcp_flags());
+  ActionToProto(in.action, out->mutable_action());
+}
+
+absl::Status RuleOpFromProto(const v1::RuleOp& in, RuleOp* out) {
+  switch (in.op_case()) {
+    case v1::RuleOp::kInsert:
+    case v1::RuleOp::kReplace: {
+      Rule r;
+      const v1::Rule& p =
+          in.op_case() == v1::RuleOp::kInsert ? in.insert() : in.replace();
+      if (absl::Status s = RuleFromProto(p, &r); !s.ok()) return s;
+      *out = in.op_case() == v1::RuleOp::kInsert ? RuleOp::Insert(std::move(r))
+                                                  : RuleOp::Replace(std::move(r));
+      return absl::OkStatus();
+    }
+    case v1::RuleOp::kDeleteId:
+      if (in.delete_id() == 0) return Bad("delete_id", "rule id 0 is never valid");
+      *out = RuleOp::Delete(in.delete_id());
+      return absl::OkStatus();
+    case v1::RuleOp::kDeleteCookie:
+      *out = RuleOp::DeleteByCookie(in.delete_cookie());
+      return absl::OkStatus();
+    case v1::RuleOp::OP_NOT_SET:
+      break;
+  }
+  return Bad("op", "not set (insert, replace, delete_id or delete_cookie)");
+}
+
+void RuleOpToProto(const RuleOp& in, v1::RuleOp* out) {
+  switch (in.kind) {
+    case RuleOp::Kind::kInsert:
+      RuleToProto(in.rule, out->mutable_insert());
+      break;
+    case RuleOp::Kind::kReplace:
+      RuleToProto(in.rule, out->mutable_replace());
+      break;
+    case RuleOp::Kind::kDelete:
+      out->set_delete_id(in.id);
+      break;
+    case RuleOp::Kind::kDeleteByCookie:
+      out->set_delete_cookie(in.cookie);
+      break;
+  }
+}
+
+}  // namespace flowclass

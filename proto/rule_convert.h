@@ -1,0 +1,70 @@
+// rule_convert.h — flowclass.v1 messages <-> dataplane types (Rule, RuleOp).
+//
+// Contract
+// --------
+// The one place that knows both the proto and the dataplane's rule model; the
+// server (server/api) and the client library (client/rpc) both use it, so the
+// two ends always agree on what a message means.
+//
+// * RuleFromProto / RuleOpFromProto are syntactic: every value must parse and
+//   fit its field, enums must be values this build knows, a oneof must be set.
+//   Errors are INVALID_ARGUMENT "<field>: <problem>" with the proto's field
+//   name ("ipv4_src: \"10.0.0.300\" is not an IPv4 address").  Semantic checks
+//   (value inside mask, IPv4 fields need eth_type 0x0800, ...) are left to
+//   ValidateRule, which the RuleTable applies to every rule; to let it see
+//   them, values are stored unmasked.
+// * RuleToProto always produces a message that RuleFromProto turns back into
+//   an equal Rule (tested over random rule sets).  It uses the structured
+//   form, or the native text form when a field cannot be expressed in the
+//   structured form (a partially masked in_port, eth_type or VLAN TCI, an
+//   nw_frag mask that is not one of the ip_frag keywords).
+// * Plain functions, no shared state: any thread.  Control path only (they
+//   allocate).
+#ifndef FLOWCLASS_PROTO_RULE_CONVERT_H_
+#define FLOWCLASS_PROTO_RULE_CONVERT_H_
+
+#include <cstdint>
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/numeric/int128.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "dataplane/flow.h"
+#include "dataplane/rule.h"
+#include "dataplane/rule_table.h"
+#include "flowclass/v1/flowclass.pb.h"
+
+namespace flowclass {
+
+absl::Status RuleFromProto(const v1::Rule& in, Rule* out);
+void RuleToProto(const Rule& in, v1::Rule* out);
+
+absl::Status RuleOpFromProto(const v1::RuleOp& in, RuleOp* out);
+void RuleOpToProto(const RuleOp& in, v1::RuleOp* out);
+
+void ActionToProto(const Action& in, v1::Action* out);
+
+// Address syntax of the API ("10.0.0.0/8", "10.0.0.0/255.0.255.0",
+// "2001:db8::/32", "2001:db8::/ffff::", "aa:bb:cc:dd:ee:ff[/mask]").  The
+// value is returned as written (not masked).  INVALID_ARGUMENT without a
+// field prefix.
+absl::Status ParseIpv4Masked(absl::string_view text, uint32_t* value,
+                             uint32_t* mask);
+absl::Status ParseIpv6Masked(absl::string_view text, absl::uint128* value,
+                             absl::uint128* mask);
+absl::Status ParseMacMasked(absl::string_view text, uint64_t* value,
+                            uint64_t* mask);
+// "/len" when the mask is a prefix, "/mask" otherwise, nothing when exact.
+std::string FormatIpv4Masked(uint32_t value, uint32_t mask);
+std::string FormatIpv6Masked(absl::uint128 value, absl::uint128 mask);
+std::string FormatMacMasked(uint64_t value, uint64_t mask);
+
+// The field named at the start of an error message: "ipv4_src" for
+// "ipv4_src: bad" and for "operation 3 (rule id 7): ipv4_src: bad"; "" when
+// there is none.
+std::string ErrorField(absl::string_view message);
+
+}  // namespace flowclass
+
+#endif  // FLOWCLASS_PROTO_RULE_CONVERT_H_

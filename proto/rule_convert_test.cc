@@ -1,0 +1,175 @@
+// Round trips Rule -> proto -> Rule over random rule sets, and the error
+// messages of every malformed input the structured form can carry.
+#include "proto/rule_convert.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "dataplane/rule_format.h"
+#include "tests/common/random_rules.h"
+
+namespace flowclass {
+namespace {
+
+using ::testing::HasSubstr;
+
+#ifdef __SANITIZE_ADDRESS__
+constexpr int kRandomRules = 3000;
+#else
+constexpr int kRandomRules = 20000;
+#endif
+
+TEST(RuleConvertTest, RandomRulesRoundTrip) {
+  RandomRuleGen gen(7);
+  int structured = 0;
+  for (int i = 1; i <= kRandomRules; ++i) {
+    const Rule r = gen.NextRule(static_cast<uint64_t>(i));
+    v1::Rule p;
+    RuleToProto(r, &p);
+    structured += p.text().empty();
+    // The wire form too.
+    v1::Rule wire;
+    ASSERT_TRUE(wire.ParseFromString(p.SerializeAsString()));
+    Rule back;
+    ASSERT_TRUE(RuleFromProto(wire, &back).ok()) << r.ToString() << "\n" << p.DebugString();
+    ASSERT_EQ(back, r) << r.ToString() << "\n" << p.DebugString() << "\n" << back.ToString();
+  }
+  // Random rules use arbitrary masks on in_port/eth_type rarely: most must
+  // travel in the structured form.
+  EXPECT_GT(structured, kRandomRules * 8 / 10);
+}
+
+TEST(RuleConvertTest, StructuredFieldsMapToFlowFields) {
+  v1::Rule p;
+  p.set_id(9);
+  p.set_priority(100);
+  p.set_cookie(0xabc);
+  v1::Match* m = p.mutable_match();
+  m->set_in_port(3);
+  m->set_ipv4_src("10.1.0.0/16");
+  m->set_ipv4_dst("192.168.0.1/255.255.0.255");
+  m->mutable_ip_proto()->set_value(17);
+  m->mutable_tp_dst()->mutable_range()->set_lo(1000);
+  m->mutable_tp_dst()->mutable_range()->set_hi(2000);
+  m->mutable_tp_src()->set_exact(53);
+  m->mutable_vlan()->set_vid(100);
+  m->set_ip_frag(v1::FRAG_NO);
+  p.mutable_action()->set_output_port(2);
+  Rule r;
+  ASSERT_TRUE(RuleFromProto(p, &r).ok());
+  EXPECT_EQ(r.id, 9u);
+  EXPECT_EQ(r.priority, 100u);
+  EXPECT_EQ(r.cookie, 0xabcu);
+  EXPECT_EQ(r.match.value.Get(Field::kEthType), kEthTypeIpv4);  // implied
+  EXPECT_EQ(r.match.mask.Get(Field::kIpv4Src), 0xffff0000u);
+  EXPECT_EQ(r.match.value.Get(Field::kIpv4Src), 0x0a010000u);
+  EXPECT_EQ(r.match.mask.Get(Field::kIpv4Dst), 0xffff00ffu);
+  EXPECT_EQ(r.match.tp_dst, (PortRange{1000, 2000}));
+  EXPECT_EQ(r.match.value.Get(Field::kTpSrc), 53u);
+  EXPECT_EQ(r.match.value.Get(Field::kVlan0Tci), kVlanPresent | 100u);
+  EXPECT_EQ(r.match.mask.Get(Field::kNwFrag), kFragAny);
+  EXPECT_EQ(r.action, Action::Output(2));
+  EXPECT_TRUE(ValidateRule(r).ok()) << ValidateRule(r);
+}
+
+TEST(RuleConvertTest, TextFormFillsInFromFields) {
+  v1::Rule p;
+  p.set_id(4);
+  p.set_cookie(7);
+  p.set_text("priority=5,udp,nw_src=10.0.0.0/8,tp_dst=1000-2000,actions=output:2");
+  Rule r;
+  ASSERT_TRUE(RuleFromProto(p, &r).ok());
+  EXPECT_EQ(r.id, 4u);
+  EXPECT_EQ(r.priority, 5u);
+  EXPECT_EQ(r.cookie, 7u);
+  EXPECT_EQ(r.match.tp_dst, (PortRange{1000, 2000}));
+}
+
+struct BadCase {
+  const char* name;
+  void (*fill)(v1::Rule*);
+  const char* field;
+  const char* text;
+};
+
+TEST(RuleConvertTest, MalformedInputNamesTheField) {
+  const BadCase cases[] = {
+      {"bad ipv4", [](v1::Rule* p) { p->mutable_match()->set_ipv4_src("10.0.0.300"); },
+       "ipv4_src", "not an IPv4 address"},
+      {"ipv4 prefix 33", [](v1::Rule* p) { p->mutable_match()->set_ipv4_dst("10.0.0.0/33"); },
+       "ipv4_dst", "outside 0..32"},
+      {"bad ipv6", [](v1::Rule* p) { p->mutable_match()->set_ipv6_src("2001:db8::g"); },
+       "ipv6_src", "not an IPv6 address"},
+      {"bad mac", [](v1::Rule* p) { p->mutable_match()->set_eth_dst("aa:bb:cc"); },
+       "eth_dst", "not an Ethernet address"},
+      {"eth_type wide", [](v1::Rule* p) { p->mutable_match()->set_eth_type(0x10000); },
+       "eth_type", "16 bits"},
+      {"proto wide", [](v1::Rule* p) { p->mutable_match()->mutable_ip_proto()->set_value(300); },
+       "ip_proto", "8 bits"},
+      {"unknown frag", [](v1::Rule* p) { p->mutable_match()->set_ip_frag(static_cast<v1::Frag>(42)); },
+       "ip_frag", "unknown value 42"},
+      {"frag unspecified",
+       [](v1::Rule* p) { p->mutable_match()->set_ip_frag(v1::FRAG_UNSPECIFIED); }, "ip_frag",
+       "FRAG_UNSPECIFIED"},
+      {"empty port", [](v1::Rule* p) { p->mutable_match()->mutable_tp_dst(); }, "tp_dst",
+       "empty PortMatch"},
+      {"port range reversed",
+       [](v1::Rule* p) {
+         p->mutable_match()->mutable_tp_src()->mutable_range()->set_lo(9);
+         p->mutable_match()->mutable_tp_src()->mutable_range()->set_hi(3);
+       },
+       "tp_src", "lo > hi"},
+      {"vid wide", [](v1::Rule* p) { p->mutable_match()->mutable_vlan()->set_vid(5000); },
+       "vlan", "exceeds 4095"},
+      {"no action", [](v1::Rule* p) { p->clear_action(); }, "action", "required"},
+      {"empty action", [](v1::Rule* p) { p->mutable_action()->Clear(); }, "action", "not set"},
+      {"text and match",
+       [](v1::Rule* p) { p->set_text("ip,actions=drop"); }, "text", "either text"},
+  };
+  for (const BadCase& c : cases) {
+    v1::Rule p;
+    p.set_id(1);
+    p.mutable_action()->mutable_drop();
+    p.mutable_match()->set_in_port(1);
+    c.fill(&p);
+    Rule r;
+    const absl::Status s = RuleFromProto(p, &r);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.name;
+    EXPECT_EQ(ErrorField(s.message()), c.field) << c.name << ": " << s;
+    EXPECT_THAT(s.message(), HasSubstr(c.text)) << c.name;
+  }
+}
+
+TEST(RuleConvertTest, OpsRoundTripAndEmptyOpIsRejected) {
+  RuleOp in = RuleOp::DeleteByCookie(77);
+  v1::RuleOp p;
+  RuleOpToProto(in, &p);
+  RuleOp out;
+  ASSERT_TRUE(RuleOpFromProto(p, &out).ok());
+  EXPECT_EQ(out.kind, RuleOp::Kind::kDeleteByCookie);
+  EXPECT_EQ(out.cookie, 77u);
+  const absl::Status s = RuleOpFromProto(v1::RuleOp(), &out);
+  EXPECT_EQ(ErrorField(s.message()), "op");
+  p.Clear();
+  p.set_delete_id(0);
+  EXPECT_EQ(ErrorField(RuleOpFromProto(p, &out).message()), "delete_id");
+}
+
+TEST(RuleConvertTest, AddressFormatting) {
+  EXPECT_EQ(FormatIpv4Masked(0x0a000000, 0xff000000), "10.0.0.0/8");
+  EXPECT_EQ(FormatIpv4Masked(0x0a000001, 0xffffffff), "10.0.0.1");
+  EXPECT_EQ(FormatIpv4Masked(0x0a000001, 0xff00ff00), "10.0.0.1/255.0.255.0");
+  EXPECT_EQ(FormatIpv4Masked(0, 0), "0.0.0.0/0");
+  EXPECT_EQ(FormatMacMasked(0x001122334455, 0xffffffffffff), "00:11:22:33:44:55");
+  absl::uint128 v, m;
+  ASSERT_TRUE(ParseIpv6Masked("2001:db8::/32", &v, &m).ok());
+  EXPECT_EQ(FormatIpv6Masked(v, m), "2001:db8::/32");
+  ASSERT_TRUE(ParseIpv6Masked("2001:db8::1/ffff::ff", &v, &m).ok());
+  EXPECT_EQ(FormatIpv6Masked(v, m), "2001:db8::1/ffff::ff");
+  EXPECT_EQ(ErrorField("operation 3 (rule id 7): ipv4_src: bad"), "ipv4_src");
+  EXPECT_EQ(ErrorField("no field here"), "");
+}
+
+}  // namespace
+}  // namespace flowclass

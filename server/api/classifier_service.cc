@@ -1,0 +1,469 @@
+#include "server/api/classifier_service.h"
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "dataplane/packet_parser.h"
+#include "dataplane/rule_format.h"
+#include "proto/rule_convert.h"
+
+namespace flowclass {
+namespace {
+
+// Counts an open streaming call; refuses one past the limit.
+class StreamSlot {
+ public:
+  StreamSlot(std::atomic<uint32_t>* open, uint32_t limit) : open_(open) {
+    ok_ = open_->fetch_add(1) < limit;
+  }
+  ~StreamSlot() { open_->fetch_sub(1); }
+  bool ok() const { return ok_; }
+
+ private:
+  std::atomic<uint32_t>* open_;
+  bool ok_;
+};
+
+grpc::Status TooManyStreams(uint32_t limit) {
+  return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                      absl::StrCat("grpc.max_concurrent_streams: ", limit,
+                                   " streaming calls are already open"));
+}
+
+// OK, or why the call must not change anything any more.
+grpc::Status CheckAlive(grpc::ServerContext* ctx, absl::string_view what) {
+  if (ctx->deadline() <= std::chrono::system_clock::now())
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                        absl::StrCat("deadline passed before ", what,
+                                     "; nothing was applied"));
+  if (ctx->IsCancelled())
+    return grpc::Status(grpc::StatusCode::CANCELLED,
+                        absl::StrCat("call cancelled before ", what,
+                                     "; nothing was applied"));
+  return grpc::Status::OK;
+}
+
+// The ApplyBatch error's code, made precise for id problems.
+absl::StatusCode RefineCode(const absl::Status& s) {
+  if (s.code() != absl::StatusCode::kInvalidArgument) return s.code();
+  const absl::string_view m = s.message();
+  if (absl::StrContains(m, "): id: ") && absl::StrContains(m, "already exists"))
+    return absl::StatusCode::kAlreadyExists;
+  if (absl::StrContains(m, "): id: ") && absl::StrContains(m, "unknown rule id"))
+    return absl::StatusCode::kNotFound;
+  return s.code();
+}
+
+// "operation 3 (rule id 17): ..." -> 3 and 17.
+void ParseOpPrefix(absl::string_view m, uint32_t* index, uint64_t* id) {
+  if (!absl::StartsWith(m, "operation ")) return;
+  m.remove_prefix(10);
+  const size_t sp = m.find(' ');
+  if (sp == absl::string_view::npos) return;
+  absl::SimpleAtoi(m.substr(0, sp), index);
+  const size_t idp = m.find("(rule id ");
+  const size_t close = m.find(')');
+  if (idp == absl::string_view::npos || close == absl::string_view::npos) return;
+  absl::SimpleAtoi(m.substr(idp + 9, close - idp - 9), id);
+}
+
+uint64_t OpRuleId(const v1::RuleOp& op) {
+  switch (op.op_case()) {
+    case v1::RuleOp::kInsert: return op.insert().id();
+    case v1::RuleOp::kReplace: return op.replace().id();
+    case v1::RuleOp::kDeleteId: return op.delete_id();
+    default: return 0;
+  }
+}
+
+void Reject(v1::BatchAck* ack, absl::StatusCode code, std::string message,
+            int op_index, uint64_t rule_id, std::string field) {
+  ack->set_status_code(static_cast<int>(code));
+  ack->set_status_message(message);
+  if (op_index >= 0) {
+    v1::OpError* e = ack->add_errors();
+    e->set_op_index(static_cast<uint32_t>(op_index));
+    e->set_rule_id(rule_id);
+    e->set_field(std::move(field));
+    e->set_message(std::move(message));
+    e->set_code(static_cast<int>(code));
+  }
+}
+
+void FillPmd(const PmdCounters& p, v1::PmdStats* out) {
+  out->set_pmd(p.pmd);
+  out->set_lcore(p.lcore);
+  out->set_packets(p.rx_packets ? p.rx_packets : p.pipeline.packets);
+  out->set_emc_hits(p.pipeline.emc_hits);
+  out->set_smc_hits(p.pipeline.smc_hits);
+  out->set_cd_hits(p.pipeline.cd_hits);
+  out->set_cd_false_hits(p.pipeline.cd_false_hits);
+  out->set_megaflow_hits(p.pipeline.megaflow_hits);
+  out->set_subtable_lookups(p.pipeline.subtable_lookups);
+  out->set_avg_subtable_lookups_per_hit(p.pipeline.AvgSubtableLookupsPerHit());
+  out->set_upcall_ok(p.pipeline.upcall_ok);
+  out->set_upcall_failed(p.pipeline.upcall_failed);
+  out->set_no_match(p.no_match ? p.no_match : p.pipeline.no_match);
+  out->set_cycles_busy(p.busy_cycles);
+  out->set_cycles_idle(p.idle_cycles);
+  out->set_avg_cycles_per_packet(p.CyclesPerPacket());
+  out->set_generation(p.generation);
+}
+
+// Config keys behind the named fields of v1::Config.
+constexpr char kKeyEmcInvProb[] = "pipeline.emc_insert_inv_prob";
+constexpr char kKeySmc[] = "pipeline.smc";
+constexpr char kKeyCd[] = "pipeline.cd";
+constexpr char kKeyRanking[] = "pipeline.ranking_interval_ms";
+constexpr char kKeyForceScalar[] = "dpcls.force_scalar";
+constexpr char kLookupPrioPrefix[] = "dpcls.lookup_prio.";
+constexpr char kLookupAvailPrefix[] = "dpcls.lookup_available.";
+
+v1::CacheMode ModeFromText(const std::string& s) {
+  if (s == "on" || s == "true") return v1::CACHE_MODE_ON;
+  if (s == "off" || s == "false") return v1::CACHE_MODE_OFF;
+  if (s == "auto") return v1::CACHE_MODE_AUTO;
+  return v1::CACHE_MODE_UNSPECIFIED;
+}
+
+void ConfigFromMap(const std::map<std::string, std::string>& m, v1::Config* out) {
+  uint32_t n = 0;
+  for (const auto& [k, v] : m) {
+    (*out->mutable_values())[k] = v;
+    if (k == kKeyEmcInvProb && absl::SimpleAtoi(v, &n)) out->set_emc_insert_inv_prob(n);
+    if (k == kKeyRanking && absl::SimpleAtoi(v, &n)) out->set_ranking_interval_ms(n);
+    if (k == kKeySmc) out->set_smc(ModeFromText(v));
+    if (k == kKeyCd) out->set_cd(ModeFromText(v));
+    if (k == kKeyForceScalar) out->set_force_scalar(v == "true" || v == "on");
+    if (absl::StartsWith(k, kLookupPrioPrefix) && absl::SimpleAtoi(v, &n)) {
+      v1::LookupImpl* li = out->add_lookup_impls();
+      li->set_name(k.substr(std::strlen(kLookupPrioPrefix)));
+      li->set_priority(n);
+      auto a = m.find(kLookupAvailPrefix + li->name());
+      li->set_available(a == m.end() || a->second == "true");
+    }
+  }
+}
+
+}  // namespace
+
+grpc::Status ToGrpcStatus(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+ClassifierService::ClassifierService(Dataplane* dp, const GrpcServerConfig& config)
+    : dp_(dp), config_(config) {}
+
+v1::BatchAck ClassifierService::ApplyOne(const v1::RuleBatch& batch) {
+  return ApplyLimited(batch, config_.max_batch_ops);
+}
+
+v1::BatchAck ClassifierService::ApplyLimited(const v1::RuleBatch& batch,
+                                             uint64_t max_ops) {
+  v1::BatchAck ack;
+  ack.set_batch_id(batch.batch_id());
+  if (static_cast<uint64_t>(batch.ops_size()) > max_ops) {
+    Reject(&ack, absl::StatusCode::kResourceExhausted,
+           absl::StrCat("grpc.max_batch_ops: batch ", batch.batch_id(), " has ",
+                        batch.ops_size(), " operations, limit ", max_ops),
+           -1, 0, "");
+    ack.set_generation(dp_->generation());
+    return ack;
+  }
+  std::vector<RuleOp> ops(static_cast<size_t>(batch.ops_size()));
+  for (int i = 0; i < batch.ops_size(); ++i) {
+    const absl::Status s = RuleOpFromProto(batch.ops(i), &ops[static_cast<size_t>(i)]);
+    if (!s.ok()) {
+      const uint64_t id = OpRuleId(batch.ops(i));
+      Reject(&ack, s.code(),
+             absl::StrCat("operation ", i, " (rule id ", id, "): ", s.message()), i,
+             id, ErrorField(s.message()));
+      ack.set_generation(dp_->generation());
+      return ack;
+    }
+  }
+  absl::StatusOr<BatchResult> r = dp_->ApplyBatch(ops);
+  if (!r.ok()) {
+    uint32_t index = 0;
+    uint64_t id = 0;
+    const std::string msg(r.status().message());
+    const bool per_op = absl::StartsWith(msg, "operation ");
+    if (per_op) ParseOpPrefix(msg, &index, &id);
+    Reject(&ack, RefineCode(r.status()), msg, per_op ? static_cast<int>(index) : -1,
+           id, per_op ? ErrorField(msg) : "");
+    ack.set_generation(dp_->generation());
+    return ack;
+  }
+  ack.set_generation(r->generation);
+  ack.set_inserted(static_cast<uint32_t>(r->inserted));
+  ack.set_replaced(static_cast<uint32_t>(r->replaced));
+  ack.set_deleted(static_cast<uint32_t>(r->deleted));
+  return ack;
+}
+
+grpc::Status ClassifierService::ApplyRules(
+    grpc::ServerContext* ctx,
+    grpc::ServerReaderWriter<v1::BatchAck, v1::RuleBatch>* stream) {
+  StreamSlot slot(&open_streams_, config_.max_concurrent_streams);
+  if (!slot.ok()) return TooManyStreams(config_.max_concurrent_streams);
+  v1::RuleBatch batch;
+  while (stream->Read(&batch)) {
+    if (grpc::Status s = CheckAlive(
+            ctx, absl::StrCat("batch ", batch.batch_id(), " was applied"));
+        !s.ok())
+      return s;
+    const v1::BatchAck ack = ApplyOne(batch);
+    if (!stream->Write(ack)) return grpc::Status::OK;  // client went away
+  }
+  // Read() fails at the client's half-close, or when the transport gave up
+  // (deadline, cancellation, a message over the size limit).
+  if (ctx->IsCancelled())
+    return grpc::Status(grpc::StatusCode::CANCELLED, "stream cancelled");
+  return grpc::Status::OK;
+}
+
+grpc::Status ClassifierService::ListRules(grpc::ServerContext* ctx,
+                                          const v1::ListRulesRequest* req,
+                                          grpc::ServerWriter<v1::Rule>* writer) {
+  StreamSlot slot(&open_streams_, config_.max_concurrent_streams);
+  if (!slot.ok()) return TooManyStreams(config_.max_concurrent_streams);
+  if (req->has_min_priority() && req->has_max_priority() &&
+      req->min_priority() > req->max_priority())
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("min_priority: ", req->min_priority(),
+                                     " is above max_priority ", req->max_priority()));
+  absl::flat_hash_map<uint64_t, uint64_t> hits;
+  if (absl::StatusOr<std::vector<RuleHit>> h = dp_->RuleHits(); h.ok())
+    for (const RuleHit& rh : *h) hits[rh.id] = rh.hits;
+  const std::vector<Rule> rules = dp_->ListRules();
+  uint64_t sent = 0;
+  v1::Rule out;
+  for (const Rule& r : rules) {
+    if (req->has_cookie() && r.cookie != req->cookie()) continue;
+    if (req->has_min_priority() && r.priority < req->min_priority()) continue;
+    if (req->has_max_priority() && r.priority > req->max_priority()) continue;
+    if (req->limit() && sent >= req->limit()) break;
+    if (ctx->IsCancelled())
+      return grpc::Status(grpc::StatusCode::CANCELLED, "ListRules cancelled");
+    RuleToProto(r, &out);
+    if (auto it = hits.find(r.id); it != hits.end()) out.set_hits(it->second);
+    if (!writer->Write(out)) return grpc::Status::OK;
+    ++sent;
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ClassifierService::GetRule(grpc::ServerContext*,
+                                        const v1::GetRuleRequest* req,
+                                        v1::Rule* resp) {
+  if (req->id() == 0)
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "id: rule id 0 is never valid");
+  absl::StatusOr<Rule> r = dp_->GetRule(req->id());
+  if (!r.ok()) return ToGrpcStatus(r.status());
+  RuleToProto(*r, resp);
+  if (absl::StatusOr<std::vector<RuleHit>> h = dp_->RuleHits(); h.ok())
+    for (const RuleHit& rh : *h)
+      if (rh.id == req->id()) resp->set_hits(rh.hits);
+  return grpc::Status::OK;
+}
+
+grpc::Status ClassifierService::DeleteAll(grpc::ServerContext* ctx,
+                                          const v1::DeleteAllRequest*,
+                                          v1::BatchAck* resp) {
+  // List, then delete those ids in one batch.  A concurrent writer may delete
+  // one of them first (NOT_FOUND): list again, a few times.
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    if (grpc::Status s = CheckAlive(ctx, "DeleteAll was applied"); !s.ok()) return s;
+    v1::RuleBatch batch;
+    for (const Rule& r : dp_->ListRules()) batch.add_ops()->set_delete_id(r.id);
+    *resp = ApplyLimited(batch, /*max_ops=*/~uint64_t{0});
+    if (resp->status_code() != static_cast<int>(absl::StatusCode::kNotFound)) break;
+  }
+  if (resp->status_code() != 0)
+    return grpc::Status(static_cast<grpc::StatusCode>(resp->status_code()),
+                        resp->status_message());
+  return grpc::Status::OK;
+}
+
+grpc::Status ClassifierService::GetStats(grpc::ServerContext*,
+                                         const v1::GetStatsRequest* req,
+                                         v1::Stats* resp) {
+  const DataplaneStats s = dp_->Stats();
+  resp->set_generation(s.generation);
+  resp->set_rules(s.rules.rules);
+  for (const PmdCounters& p : s.pmds) FillPmd(p, resp->add_pmd());
+  PmdCounters total = s.Total();
+  FillPmd(total, resp->mutable_total());
+  // Total() does not sum every pipeline counter: finish here.
+  uint64_t cd_hits = 0, cd_false = 0;
+  for (const PmdCounters& p : s.pmds) {
+    cd_hits += p.pipeline.cd_hits;
+    cd_false += p.pipeline.cd_false_hits;
+  }
+  resp->mutable_total()->set_cd_hits(cd_hits);
+  resp->mutable_total()->set_cd_false_hits(cd_false);
+  resp->mutable_total()->set_subtables(static_cast<uint32_t>(s.rules.subtables));
+  for (const PortCounters& p : s.ports) {
+    v1::PortStats* ps = resp->add_port();
+    ps->set_port(p.number);
+    ps->set_name(p.device);
+    ps->set_rx_packets(p.dev_ipackets);
+    ps->set_tx_packets(p.tx_packets);
+    ps->set_tx_dropped(p.tx_dropped);
+    ps->set_rx_errors(p.dev_ierrors);
+    ps->set_rx_missed(p.dev_imissed);
+  }
+  if (req->include_rule_hits()) {
+    absl::StatusOr<std::vector<RuleHit>> h = dp_->RuleHits();
+    if (!h.ok() && h.status().code() != absl::StatusCode::kUnimplemented)
+      return ToGrpcStatus(h.status());
+    if (h.ok())
+      for (const RuleHit& rh : *h) {
+        v1::RuleHits* out = resp->add_rule_hits();
+        out->set_id(rh.id);
+        out->set_hits(rh.hits);
+      }
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ClassifierService::GetConfig(grpc::ServerContext*,
+                                          const v1::GetConfigRequest*,
+                                          v1::Config* resp) {
+  ConfigFromMap(dp_->GetConfig(), resp);
+  return grpc::Status::OK;
+}
+
+grpc::Status ClassifierService::SetConfig(grpc::ServerContext* ctx,
+                                          const v1::SetConfigRequest* req,
+                                          v1::Config* resp) {
+  const v1::Config& c = req->config();
+  std::vector<std::pair<std::string, std::string>> sets;
+  auto mode = [](absl::string_view field, v1::CacheMode m, bool allow_auto,
+                 std::string* out) -> absl::Status {
+    switch (m) {
+      case v1::CACHE_MODE_ON: *out = "on"; return absl::OkStatus();
+      case v1::CACHE_MODE_OFF: *out = "off"; return absl::OkStatus();
+      case v1::CACHE_MODE_AUTO:
+        if (allow_auto) {
+          *out = "auto";
+          return absl::OkStatus();
+        }
+        break;
+      default: break;
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": ", v1::CacheMode_Name(m).empty() ? absl::StrCat("unknown value ", m)
+                                                   : v1::CacheMode_Name(m),
+        " is not allowed here (", allow_auto ? "ON, OFF or AUTO" : "ON or OFF", ")"));
+  };
+  if (c.has_emc_insert_inv_prob())
+    sets.emplace_back(kKeyEmcInvProb, absl::StrCat(c.emc_insert_inv_prob()));
+  std::string v;
+  if (c.has_smc()) {
+    if (absl::Status s = mode("smc", c.smc(), false, &v); !s.ok()) return ToGrpcStatus(s);
+    sets.emplace_back(kKeySmc, v);
+  }
+  if (c.has_cd()) {
+    if (absl::Status s = mode("cd", c.cd(), true, &v); !s.ok()) return ToGrpcStatus(s);
+    sets.emplace_back(kKeyCd, v);
+  }
+  if (c.has_ranking_interval_ms())
+    sets.emplace_back(kKeyRanking, absl::StrCat(c.ranking_interval_ms()));
+  for (const v1::LookupImpl& li : c.lookup_impls()) {
+    if (li.name().empty())
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "lookup_impls.name: required");
+    sets.emplace_back(kLookupPrioPrefix + li.name(), absl::StrCat(li.priority()));
+  }
+  if (c.has_force_scalar())
+    sets.emplace_back(kKeyForceScalar, c.force_scalar() ? "true" : "false");
+  std::map<std::string, std::string> values(c.values().begin(), c.values().end());
+  for (const auto& [k, val] : values) sets.emplace_back(k, val);
+
+  if (grpc::Status s = CheckAlive(ctx, "SetConfig was applied"); !s.ok()) return s;
+  // Remember old values (also proves every key exists), set in order, and
+  // put back what was set if one fails.
+  std::vector<std::string> old;
+  for (const auto& [k, val] : sets) {
+    absl::StatusOr<std::string> o = dp_->GetConfig(k);
+    if (!o.ok()) return ToGrpcStatus(o.status());
+    old.push_back(*o);
+  }
+  for (size_t i = 0; i < sets.size(); ++i) {
+    absl::Status s = dp_->SetConfig(sets[i].first, sets[i].second);
+    if (!s.ok()) {
+      for (size_t j = i; j-- > 0;) (void)dp_->SetConfig(sets[j].first, old[j]);
+      return ToGrpcStatus(s);
+    }
+  }
+  ConfigFromMap(dp_->GetConfig(), resp);
+  return grpc::Status::OK;
+}
+
+grpc::Status ClassifierService::Trace(grpc::ServerContext*,
+                                      const v1::TraceRequest* req,
+                                      v1::TraceResponse* resp) {
+  FlowKey key;
+  switch (req->what_case()) {
+    case v1::TraceRequest::kPacket:
+      key = ParsePacket(reinterpret_cast<const uint8_t*>(req->packet().data()),
+                        req->packet().size(), req->in_port());
+      break;
+    case v1::TraceRequest::kFlow: {
+      std::string line = req->flow();
+      if (!absl::StrContains(line, "actions="))
+        line = line.empty() ? "actions=drop" : line + ",actions=drop";
+      absl::StatusOr<Rule> r = ParseNativeRule(line, 1);
+      if (!r.ok())
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            absl::StrCat("flow: ", r.status().message()));
+      for (int f = 0; f < kFieldCount; ++f) {
+        const FieldInfo& fi = kFieldInfo[f];
+        const uint64_t m = r->match.mask.Get(static_cast<Field>(f));
+        if (m != 0 && m != (fi.Mask() >> fi.shift))
+          return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                              absl::StrCat("flow: ", fi.name,
+                                           ": a mask is not allowed in a trace (exact values only)"));
+      }
+      if (!r->match.tp_src.IsFull() || !r->match.tp_dst.IsFull())
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            "flow: tp_src/tp_dst: a range is not allowed in a trace");
+      key = FlowKey::FromFlow(r->match.value);
+      break;
+    }
+    case v1::TraceRequest::WHAT_NOT_SET:
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "what: set packet or flow");
+  }
+  absl::StatusOr<TraceResult> t = dp_->Trace(key);
+  if (!t.ok()) return ToGrpcStatus(t.status());
+  resp->set_key(key.ToString());
+  resp->set_parse_flags(key.flags);
+  resp->set_layer(t->layer);
+  Flow mask = t->megaflow_mask;
+  mask.Set(Field::kInPort, 0xffffffffu);  // megaflows always match in_port exactly
+  const Flow value = key.ToFlow() & mask;
+  resp->set_megaflow(value.ToString(mask));
+  resp->set_generation(t->generation);
+  resp->set_rule_subtables_visited(static_cast<uint32_t>(t->rule_subtables_visited));
+  for (uint32_t s : t->megaflow_subtables_visited) resp->add_subtables_visited(s);
+  if (t->matched) {
+    resp->set_rule_id(t->rule.id);
+    resp->set_rule(t->rule.ToString());
+    ActionToProto(t->rule.action, resp->mutable_action());
+  } else {
+    resp->mutable_action()->mutable_drop();
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace flowclass

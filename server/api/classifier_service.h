@@ -1,0 +1,77 @@
+// classifier_service.h — flowclass.v1.Classifier over a `Dataplane`.
+//
+// Contract
+// --------
+// The service only translates: proto messages in, dataplane calls, proto
+// messages out (rule_convert.h does the rule model).  Every semantic rule
+// lives in the Dataplane / RuleTable; the service adds the API's own limits:
+//   * max_batch_ops operations per RuleBatch (RESOURCE_EXHAUSTED ack, nothing
+//     applied, the stream goes on);
+//   * max_concurrent_streams open streaming calls (ApplyRules and ListRules)
+//     server-wide: one more is refused with RESOURCE_EXHAUSTED;
+//   * deadlines: a batch or a mutating unary call whose deadline has passed
+//     (or whose call was cancelled) is not applied; the call ends with
+//     DEADLINE_EXCEEDED (CANCELLED).
+// Message size limits are the server's (grpc_server.h).
+//
+// ApplyRules handles one stream on one thread: read a batch, convert it
+// (first bad operation -> INVALID_ARGUMENT ack naming index, id and field),
+// Dataplane::ApplyBatch (atomic; its errors are mapped to ALREADY_EXISTS for
+// a duplicate id, NOT_FOUND for an unknown id, else kept), write the ack.
+// Acks are therefore in batch order; across streams, batches are applied in
+// the order the Dataplane serialises them.
+//
+// Threads: gRPC calls the methods from its thread pool, concurrently.  The
+// service's own state is atomics; the Dataplane serialises the rest.
+#ifndef FLOWCLASS_SERVER_API_CLASSIFIER_SERVICE_H_
+#define FLOWCLASS_SERVER_API_CLASSIFIER_SERVICE_H_
+
+#include <atomic>
+#include <cstdint>
+
+#include "dataplane/dataplane.h"
+#include "flowclass/v1/flowclass.grpc.pb.h"
+#include "server/api/grpc_config.h"
+
+namespace flowclass {
+
+class ClassifierService final : public v1::Classifier::Service {
+ public:
+  // `dp` must outlive the service.
+  ClassifierService(Dataplane* dp, const GrpcServerConfig& config);
+
+  grpc::Status ApplyRules(
+      grpc::ServerContext* ctx,
+      grpc::ServerReaderWriter<v1::BatchAck, v1::RuleBatch>* stream) override;
+  grpc::Status ListRules(grpc::ServerContext* ctx, const v1::ListRulesRequest* req,
+                         grpc::ServerWriter<v1::Rule>* writer) override;
+  grpc::Status GetRule(grpc::ServerContext* ctx, const v1::GetRuleRequest* req,
+                       v1::Rule* resp) override;
+  grpc::Status DeleteAll(grpc::ServerContext* ctx, const v1::DeleteAllRequest* req,
+                         v1::BatchAck* resp) override;
+  grpc::Status GetStats(grpc::ServerContext* ctx, const v1::GetStatsRequest* req,
+                        v1::Stats* resp) override;
+  grpc::Status GetConfig(grpc::ServerContext* ctx, const v1::GetConfigRequest* req,
+                         v1::Config* resp) override;
+  grpc::Status SetConfig(grpc::ServerContext* ctx, const v1::SetConfigRequest* req,
+                         v1::Config* resp) override;
+  grpc::Status Trace(grpc::ServerContext* ctx, const v1::TraceRequest* req,
+                     v1::TraceResponse* resp) override;
+
+  // Processes one batch as ApplyRules does (exposed for tests and DeleteAll).
+  v1::BatchAck ApplyOne(const v1::RuleBatch& batch);
+
+ private:
+  v1::BatchAck ApplyLimited(const v1::RuleBatch& batch, uint64_t max_ops);
+
+  Dataplane* dp_;
+  GrpcServerConfig config_;
+  std::atomic<uint32_t> open_streams_{0};
+};
+
+// absl::Status -> grpc::Status (same code, same message).
+grpc::Status ToGrpcStatus(const absl::Status& s);
+
+}  // namespace flowclass
+
+#endif  // FLOWCLASS_SERVER_API_CLASSIFIER_SERVICE_H_

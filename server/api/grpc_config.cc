@@ -1,0 +1,71 @@
+#include "server/api/grpc_config.h"
+
+#include <arpa/inet.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace flowclass {
+
+bool IsLoopbackAddress(absl::string_view address) {
+  std::string a(address);
+  if (a == "localhost") return true;
+  if (a.size() > 2 && a.front() == '[' && a.back() == ']') a = a.substr(1, a.size() - 2);
+  in_addr v4{};
+  if (inet_pton(AF_INET, a.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  if (inet_pton(AF_INET6, a.c_str(), &v6) == 1) {
+    for (int i = 0; i < 15; ++i)
+      if (v6.s6_addr[i] != 0) return false;
+    return v6.s6_addr[15] == 1;
+  }
+  return false;
+}
+
+absl::Status ValidateGrpcServerConfig(const GrpcServerConfig& c) {
+  auto bad = [](absl::string_view key, absl::string_view problem) {
+    return absl::InvalidArgumentError(absl::StrCat("grpc.", key, ": ", problem));
+  };
+  if (c.address.empty()) return bad("address", "required");
+  {
+    std::string a = c.address;
+    if (a.size() > 2 && a.front() == '[' && a.back() == ']') a = a.substr(1, a.size() - 2);
+    in_addr v4{};
+    in6_addr v6{};
+    if (a != "localhost" && inet_pton(AF_INET, a.c_str(), &v4) != 1 &&
+        inet_pton(AF_INET6, a.c_str(), &v6) != 1)
+      return bad("address", absl::StrCat("\"", c.address,
+                                         "\" is not an IP address or localhost"));
+  }
+  if (c.port > 65535) return bad("port", absl::StrCat(c.port, " is outside 0..65535"));
+  if (c.plaintext) {
+    if (!c.tls_cert_file.empty() || !c.tls_key_file.empty())
+      return bad("plaintext", "true together with tls_cert_file/tls_key_file");
+    if (c.require_client_cert)
+      return bad("require_client_cert", "needs TLS (plaintext is true)");
+    if (!IsLoopbackAddress(c.address) && !c.allow_plaintext_remote)
+      return bad("allow_plaintext_remote",
+                 absl::StrCat("plaintext on non-loopback address ", c.address,
+                              " needs allow_plaintext_remote: true"));
+  } else {
+    if (c.tls_cert_file.empty())
+      return bad("tls_cert_file", "required unless plaintext: true");
+    if (c.tls_key_file.empty()) return bad("tls_key_file", "required with tls_cert_file");
+    if (c.require_client_cert && c.tls_ca_file.empty())
+      return bad("tls_ca_file", "required with require_client_cert: true");
+  }
+  if (c.max_message_bytes < 1024)
+    return bad("max_message_bytes", absl::StrCat(c.max_message_bytes, " is below 1024"));
+  if (c.max_batch_ops < 1) return bad("max_batch_ops", "must be at least 1");
+  if (c.max_concurrent_streams < 1)
+    return bad("max_concurrent_streams", "must be at least 1");
+  return absl::OkStatus();
+}
+
+std::string GrpcListenAddress(const GrpcServerConfig& c) {
+  const bool v6 = absl::StrContains(c.address, ':') && c.address.front() != '[';
+  return v6 ? absl::StrCat("[", c.address, "]:", c.port)
+            : absl::StrCat(c.address, ":", c.port);
+}
+
+}  // namespace flowclass

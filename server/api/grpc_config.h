@@ -1,0 +1,52 @@
+// grpc_config.h — the settings of flowclassd's gRPC server (`grpc:` in the
+// YAML config), without any gRPC dependency so that config parsing and
+// `flowclassd --check-config` do not link gRPC.
+//
+// Contract
+// --------
+// Security is explicit: the server speaks TLS (tls_cert_file + tls_key_file)
+// unless `plaintext: true` is written in the config.  Plaintext binds to
+// loopback only; a plaintext listener on any other address (0.0.0.0, a
+// node IP) also needs `allow_plaintext_remote: true`.  `require_client_cert`
+// (mutual TLS) needs `tls_ca_file`, the CA that signs client certificates.
+// ValidateGrpcServerConfig checks all of this without touching the files;
+// every error names the key ("grpc.tls_key_file: required with tls_cert_file").
+// Plain values: any thread.
+#ifndef FLOWCLASS_SERVER_API_GRPC_CONFIG_H_
+#define FLOWCLASS_SERVER_API_GRPC_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/status.h"
+
+namespace flowclass {
+
+struct GrpcServerConfig {
+  bool enabled = false;              // the daemon starts a server only if set
+  std::string address = "127.0.0.1"; // IPv4/IPv6 literal or "localhost"
+  uint32_t port = 50051;             // 0: a free port, read back from the server
+  bool plaintext = false;            // must be explicit; loopback unless...
+  bool allow_plaintext_remote = false;
+  std::string tls_cert_file;         // PEM server certificate (chain)
+  std::string tls_key_file;          // PEM private key
+  std::string tls_ca_file;           // PEM CA for client certificates
+  bool require_client_cert = false;  // mutual TLS
+  uint32_t max_message_bytes = 4u << 20;   // per message, both directions
+  uint32_t max_batch_ops = 100000;         // operations per RuleBatch
+  uint32_t max_concurrent_streams = 32;    // open streaming calls, server-wide
+};
+
+// True for 127.0.0.0/8, ::1 and "localhost".
+bool IsLoopbackAddress(absl::string_view address);
+
+// INVALID_ARGUMENT naming the key (prefix "grpc.").
+absl::Status ValidateGrpcServerConfig(const GrpcServerConfig& config);
+
+// "127.0.0.1:50051", "[::1]:50051".
+std::string GrpcListenAddress(const GrpcServerConfig& config);
+
+}  // namespace flowclass
+
+#endif  // FLOWCLASS_SERVER_API_GRPC_CONFIG_H_

@@ -1,0 +1,105 @@
+#include "server/api/grpc_server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/security/server_credentials.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "server/api/classifier_service.h"
+
+namespace flowclass {
+namespace {
+
+constexpr int kUnaryStreamHeadroom = 16;
+
+absl::StatusOr<std::string> ReadPem(const std::string& key, const std::string& path) {
+  std::ifstream in(path);
+  if (!in)
+    return absl::NotFoundError(absl::StrCat("grpc.", key, ": cannot read \"", path, "\""));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (ss.str().find("-----BEGIN") == std::string::npos)
+    return absl::InvalidArgumentError(
+        absl::StrCat("grpc.", key, ": \"", path, "\" is not a PEM file"));
+  return ss.str();
+}
+
+}  // namespace
+
+GrpcServer::~GrpcServer() { Shutdown(); }
+
+std::string GrpcServer::target() const {
+  GrpcServerConfig c = config_;
+  c.port = static_cast<uint32_t>(port_);
+  return GrpcListenAddress(c);
+}
+
+void GrpcServer::Shutdown(std::chrono::milliseconds grace) {
+  if (shut_down_ || !server_) return;
+  shut_down_ = true;
+  if (auto* h = server_->GetHealthCheckService()) h->Shutdown();
+  server_->Shutdown(std::chrono::system_clock::now() + grace);
+  server_->Wait();
+}
+
+absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(
+    Dataplane* dp, const GrpcServerConfig& config) {
+  if (absl::Status s = ValidateGrpcServerConfig(config); !s.ok()) return s;
+  std::shared_ptr<grpc::ServerCredentials> creds;
+  if (config.plaintext) {
+    creds = grpc::InsecureServerCredentials();
+  } else {
+    absl::StatusOr<std::string> cert = ReadPem("tls_cert_file", config.tls_cert_file);
+    if (!cert.ok()) return cert.status();
+    absl::StatusOr<std::string> key = ReadPem("tls_key_file", config.tls_key_file);
+    if (!key.ok()) return key.status();
+    grpc::SslServerCredentialsOptions opts(
+        config.require_client_cert
+            ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+            : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+    if (!config.tls_ca_file.empty()) {
+      absl::StatusOr<std::string> ca = ReadPem("tls_ca_file", config.tls_ca_file);
+      if (!ca.ok()) return ca.status();
+      opts.pem_root_certs = *ca;
+    }
+    opts.pem_key_cert_pairs.push_back({*key, *cert});
+    creds = grpc::SslServerCredentials(opts);
+  }
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+
+  auto server = std::unique_ptr<GrpcServer>(new GrpcServer());
+  server->config_ = config;
+  server->service_ = std::make_unique<ClassifierService>(dp, config);
+
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(GrpcListenAddress(config), creds, &port);
+  builder.RegisterService(server->service_.get());
+  builder.SetMaxReceiveMessageSize(static_cast<int>(config.max_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(config.max_message_bytes));
+  // The HTTP/2 limit queues streams past it silently; keep it above ours
+  // (which refuses with RESOURCE_EXHAUSTED) so that unary calls still get
+  // through while every streaming slot is taken.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             static_cast<int>(config.max_concurrent_streams) +
+                                 kUnaryStreamHeadroom);
+  server->server_ = builder.BuildAndStart();
+  if (!server->server_ || port == 0)
+    return absl::UnavailableError(absl::StrCat(
+        "grpc.address/port: cannot listen on ", GrpcListenAddress(config),
+        " (in use, or not an address of this host)"));
+  server->port_ = port;
+  if (auto* h = server->server_->GetHealthCheckService()) {
+    h->SetServingStatus("", true);
+    h->SetServingStatus("flowclass.v1.Classifier", true);
+  }
+  return server;
+}
+
+}  // namespace flowclass

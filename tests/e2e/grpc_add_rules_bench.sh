@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Benchmark (not a ctest): stream N ClassBench-derived rules in batches from
+# `flowclassctl add-rules` into a running flowclassd whose PMD forwards
+# looping pcap traffic, and report
+#   * rules/s end to end (every batch acked, i.e. published to the PMD),
+#   * the PMD's rx rate before and during the stream,
+#   * the accounting identity at exit (no packet unaccounted).
+# Everything runs on 127.0.0.1; the daemon is stopped by its PID.
+#
+#   tests/e2e/grpc_add_rules_bench.sh BUILD_DIR [RULES=1000000] [BATCH=1000] [SEED_SET]
+#
+# Rules: the 5-tuples of SEED_SET (default neurocuts/acl1_10k) replicated over
+# in_port 1..ceil(RULES/|set|), ids 1..RULES, first-match priorities.
+set -euo pipefail
+build="${1:?usage: grpc_add_rules_bench.sh BUILD_DIR [RULES] [BATCH] [SEED_SET]}"
+rules="${2:-1000000}"
+batch="${3:-1000}"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+seed="${4:-$here/../../../shared/workloads/classbench/neurocuts/acl1_10k}"
+work="$(mktemp -d /tmp/flowclass_grpc_bench_XXXXXX)"
+daemon_pid=""
+cleanup() {
+  if [ -n "$daemon_pid" ] && kill -0 "$daemon_pid" 2>/dev/null; then kill -9 "$daemon_pid"; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+python3 - "$seed" "$rules" "$work/rules.txt" <<'PY'
+import sys
+seed, n, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+base = []
+for line in open(seed):
+    f = line.split()
+    if not f or not f[0].startswith('@'):
+        continue
+    src, dst = f[0][1:], f[1]
+    sp = (int(f[2]), int(f[4])); dp = (int(f[5]), int(f[7]))
+    proto, pmask = (int(x, 16) for x in f[8].split('/'))
+    m = f"nw_src={src},nw_dst={dst}"
+    if pmask:
+        m += f",nw_proto={proto}"
+    if sp != (0, 65535):
+        m += f",tp_src={sp[0]}-{sp[1]}"
+    if dp != (0, 65535):
+        m += f",tp_dst={dp[0]}-{dp[1]}"
+    base.append(m)
+with open(out, 'w') as o:
+    for i in range(n):
+        port = i // len(base) + 1
+        o.write(f"id={i+1},priority={n-i},in_port={port},ip,{base[i % len(base)]},actions=output:2\n")
+PY
+
+# Traffic: UDP/TCP frames on in_port 1 (the first copy of the seed set).
+python3 - "$work/in.pcap" <<'PY'
+import struct, sys, random
+random.seed(1)
+out = open(sys.argv[1], 'wb')
+out.write(struct.pack('<IHHiIII', 0xa1b2c3d4, 2, 4, 0, 0, 65535, 1))
+def csum(b):
+    s = sum(struct.unpack('!%dH' % (len(b)//2), b)); s = (s >> 16) + (s & 0xffff); s += s >> 16
+    return (~s) & 0xffff
+for i in range(4096):
+    src = random.getrandbits(32); dst = random.getrandbits(32)
+    proto = random.choice([6, 17])
+    l4 = struct.pack('!HHIIHHHH', random.randrange(65536), random.randrange(65536), 0, 0, 0x5010, 512, 0, 0) if proto == 6 \
+        else struct.pack('!HHHH', random.randrange(65536), random.randrange(65536), 8, 0)
+    ip = struct.pack('!BBHHHBBHII', 0x45, 0, 20 + len(l4), i & 0xffff, 0, 64, proto, 0, src, dst)
+    ip = ip[:10] + struct.pack('!H', csum(ip)) + ip[12:]
+    frame = bytes.fromhex('020000000002020000000001') + b'\x08\x00' + ip + l4
+    frame += b'\x00' * max(0, 60 - len(frame))
+    out.write(struct.pack('<IIII', i // 1000000, i % 1000000, len(frame), len(frame)) + frame)
+PY
+
+cat > "$work/d.yaml" <<YAML
+eal:
+  hugepages: false
+  memory_mb: 512
+  pci: false
+  lcore_map: "0@0,1@1"
+  log_level: error
+pmd:
+  lcores: [1]
+mempool:
+  mbufs: 16383
+ports:
+  - number: 1
+    device: net_pcap0
+    args: "rx_pcap=$work/in.pcap,infinite_rx=1"
+  - number: 2
+    device: net_pcap1
+    args: "tx_pcap=/dev/null"
+    poll: false
+stats:
+  interval_ms: 0
+  final: false
+grpc:
+  address: 127.0.0.1
+  port: 0
+  plaintext: true
+  max_batch_ops: 100000
+YAML
+
+"$build/server/flowclassd" -c "$work/d.yaml" --file-prefix "fcgrpcbench_$$" > "$work/daemon.log" 2>&1 &
+daemon_pid=$!
+target=""
+for _ in $(seq 1 300); do
+  target="$(sed -n 's/^flowclassd: grpc listening on \([^ ]*\).*/\1/p' "$work/daemon.log")"
+  [ -n "$target" ] && break
+  sleep 0.1
+done
+[ -n "$target" ] || { cat "$work/daemon.log"; echo "daemon did not start"; exit 1; }
+ctl() { "$build/client/flowclassctl" "$@" --plaintext --server "$target"; }
+rx() { ctl stats | awk '/^total:/{t=1} t && /packets received:/{print $3; exit}'; }
+now() { date +%s.%N; }
+
+p0=$(rx); t0=$(now); sleep 3; p1=$(rx); t1=$(now)
+base_pps=$(python3 -c "print(($p1-$p0)/($t1-$t0))")
+ta=$(now); pa=$(rx)
+ctl add-rules --batch-size "$batch" --progress off "$work/rules.txt" | tee "$work/add.txt"
+tb=$(now); pb=$(rx)
+during_pps=$(python3 -c "print(($pb-$pa)/($tb-$ta))")
+gen=$(ctl stats | awk '/^pmd thread 0/{t=1} t && /rule set generation:/{print $4; exit}')
+
+kill -TERM "$daemon_pid"; wait "$daemon_pid" || true; daemon_pid=""
+final="$(grep '^final total' "$work/daemon.log")"
+python3 - "$base_pps" "$during_pps" "$final" "$gen" <<'PY'
+import sys
+base, during, final, gen = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4]
+f = {k: int(v) for k, v in (kv.split('=') for kv in final.split()[2:]) if v.isdigit()}
+acc = f['tx'] + f['tx_dropped'] + f['rule_drops'] + f['no_match'] + f['bad_port']
+print(f"pmd rx: {base/1e6:.3f} Mpps before, {during/1e6:.3f} Mpps during add-rules "
+      f"({100*(1-during/base) if base else 0:.1f}% loss); pmd generation after: {gen}")
+print(f"accounting at exit: rx={f['rx']} accounted={acc} {'OK' if acc == f['rx'] else 'MISMATCH'}")
+PY

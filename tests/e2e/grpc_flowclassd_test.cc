@@ -1,0 +1,358 @@
+// The full path: a real flowclassd (net_pcap vdevs, traffic looping from a
+// pcap) with its gRPC server on 127.0.0.1:0, driven by the real flowclassctl
+// binary and the C++ client library.  Checks add-rules/dump-rules/trace/
+// del-rules/config/stats end to end, that PMDs report the acked generation,
+// that a rejected file changes nothing, and that every packet is accounted
+// for at exit.  Each daemon gets its own --file-prefix and is stopped by PID.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "client/rpc/flowclass_client.h"
+#include "dataplane/rule_format.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/common/packet_builder.h"
+
+namespace flowclass {
+namespace {
+
+using ::testing::HasSubstr;
+
+const char* const kDaemon = FLOWCLASS_BINARY_DIR "/server/flowclassd";
+const char* const kCtl = FLOWCLASS_BINARY_DIR "/client/flowclassctl";
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+void WriteFile(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+void WritePcap(const std::string& path, const std::vector<std::vector<uint8_t>>& frames) {
+  std::ofstream out(path, std::ios::binary);
+  const uint32_t hdr[6] = {0xa1b2c3d4, 0x00040002, 0, 0, 65535, 1};
+  out.write(reinterpret_cast<const char*>(hdr), sizeof(hdr));
+  uint32_t i = 0;
+  for (const auto& f : frames) {
+    const uint32_t rec[4] = {i / 1000000, i % 1000000, static_cast<uint32_t>(f.size()),
+                             static_cast<uint32_t>(f.size())};
+    ++i;
+    out.write(reinterpret_cast<const char*>(rec), sizeof(rec));
+    out.write(reinterpret_cast<const char*>(f.data()), static_cast<std::streamsize>(f.size()));
+  }
+}
+
+struct CmdResult {
+  int code = -1;
+  std::string out;  // stdout and stderr
+};
+
+CmdResult Ctl(const std::string& args) {
+  CmdResult r;
+  FILE* p = popen(absl::StrCat("timeout 120 ", kCtl, " ", args, " 2>&1").c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+  const int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/flowclass_grpc_e2e_XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~TempDir() {
+    if (!::testing::Test::HasFailure()) std::system(("rm -rf " + path_).c_str());
+  }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+class Daemon {
+ public:
+  Daemon(const TempDir& dir, std::vector<std::string> args) : out_(dir.File("stdout.txt")) {
+    args.insert(args.begin(), kDaemon);
+    args.push_back("--file-prefix");
+    args.push_back(absl::StrCat("fcgrpc_", getpid()));
+    pid_ = fork();
+    if (pid_ == 0) {
+      const int fd = open(out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      std::vector<char*> argv;
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(kDaemon, argv.data());
+      _exit(127);
+    }
+  }
+  ~Daemon() {
+    if (pid_ > 0 && !exited_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  // "127.0.0.1:PORT" once the daemon printed it, "" after `seconds`.
+  std::string WaitForGrpc(double seconds) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < end) {
+      for (absl::string_view line : absl::StrSplit(ReadFile(out_), '\n')) {
+        constexpr absl::string_view kTag = "flowclassd: grpc listening on ";
+        if (absl::StartsWith(line, kTag)) {
+          line.remove_prefix(kTag.size());
+          return std::string(line.substr(0, line.find(' ')));
+        }
+      }
+      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        exited_ = true;
+        return "";
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return "";
+  }
+  int Stop(double seconds) {
+    kill(pid_, SIGTERM);
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    int status = 0;
+    while (std::chrono::steady_clock::now() < end) {
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        exited_ = true;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -2;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return -1;
+  }
+  std::string Output() const { return ReadFile(out_); }
+
+ private:
+  std::string out_;
+  pid_t pid_ = -1;
+  bool exited_ = false;
+};
+
+std::string DaemonConfig(const TempDir& dir, const std::string& grpc_extra) {
+  return absl::StrCat(R"(
+eal:
+  hugepages: false
+  memory_mb: 256
+  pci: false
+  lcore_map: "0@0,1@1"
+  log_level: error
+pmd:
+  lcores: [1]
+  idle_sleep_us: 50
+mempool:
+  mbufs: 8191
+ports:
+  - number: 1
+    device: net_pcap0
+    args: "rx_pcap=)", dir.File("in.pcap"), R"(,infinite_rx=1"
+  - number: 2
+    device: net_pcap1
+    args: "tx_pcap=/dev/null"
+    poll: false
+stats:
+  interval_ms: 0
+  final: false
+grpc:
+  address: 127.0.0.1
+  port: 0
+  plaintext: true
+)", grpc_extra);
+}
+
+// Rules: id i, udp to 10.<i/256>.<i%256>.0/24, tp_dst ranges, two cookies.
+std::string RuleFile(int n, int first_id) {
+  std::string s = "# grpc e2e rules\n";
+  for (int i = first_id; i < first_id + n; ++i)
+    absl::StrAppend(&s, "id=", i, ",priority=", 100 + i % 7, ",cookie=", 1 + i % 2,
+                    ",udp,nw_dst=10.", (i / 256) % 256, ".", i % 256, ".0/24,tp_dst=",
+                    1000 + i % 50, "-", 2000 + i % 300, ",actions=",
+                    i % 5 == 0 ? "drop" : "output:2", "\n");
+  return s;
+}
+
+TEST(GrpcFlowclassdTest, FlowclassctlAgainstARealDaemon) {
+  TempDir dir;
+  std::vector<std::vector<uint8_t>> frames;
+  std::mt19937 rng(1);
+  for (int i = 0; i < 512; ++i) {
+    const uint32_t dst = 0x0a000000 | ((rng() % 8) << 8) | (rng() & 0xff);
+    frames.push_back(PacketBuilder()
+                         .Eth(0x020000000001, 0x020000000002)
+                         .Ipv4(0xc0a80001, dst)
+                         .Udp(static_cast<uint16_t>(1024 + rng() % 1000),
+                              static_cast<uint16_t>(900 + rng() % 1500))
+                         .PadTo(64)
+                         .Build());
+  }
+  WritePcap(dir.File("in.pcap"), frames);
+  WriteFile(dir.File("d.yaml"), DaemonConfig(dir, ""));
+  Daemon d(dir, {"-c", dir.File("d.yaml")});
+  const std::string target = d.WaitForGrpc(30);
+  ASSERT_FALSE(target.empty()) << d.Output();
+  const std::string conn = absl::StrCat("--plaintext --server ", target);
+
+  // add-rules: 2000 rules in batches of 100 -> generation 20.
+  WriteFile(dir.File("rules.txt"), RuleFile(2000, 1));
+  CmdResult r = Ctl(absl::StrCat("add-rules ", conn, " --batch-size 100 --progress off ",
+                                 dir.File("rules.txt")));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("add-rules: rules=2000 batches=20 generation=20 "));
+
+  // After the ack, every PMD classifies with generation 20, and traffic flows.
+  ClientOptions co;
+  co.target = target;
+  co.plaintext = true;
+  auto client = FlowclassClient::Connect(co);
+  ASSERT_TRUE(client.ok());
+  auto st = (*client)->GetStats();
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->generation(), 20u);
+  EXPECT_EQ(st->rules(), 2000u);
+  ASSERT_EQ(st->pmd_size(), 1);
+  EXPECT_EQ(st->pmd(0).generation(), 20u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto st2 = (*client)->GetStats();
+  ASSERT_TRUE(st2.ok());
+  EXPECT_GT(st2->total().packets(), st->total().packets());
+  EXPECT_EQ((*client)->Healthy("flowclass.v1.Classifier").value_or(false), true);
+
+  // dump-rules gives back exactly the file's rules.
+  r = Ctl("dump-rules " + conn);
+  ASSERT_EQ(r.code, 0) << r.out.substr(0, 500);
+  auto dumped = ParseNativeRules(r.out);
+  auto want = ParseNativeRules(RuleFile(2000, 1));
+  ASSERT_TRUE(dumped.ok()) << dumped.status();
+  ASSERT_TRUE(want.ok());
+  ASSERT_EQ(dumped->size(), 2000u);
+  std::map<uint64_t, Rule> by_id;
+  for (const Rule& x : *want) by_id[x.id] = x;
+  for (const Rule& x : *dumped) EXPECT_EQ(x, by_id[x.id]) << x.ToString();
+
+  // trace agrees with a linear scan over the rules.
+  const std::string flow = "in_port=1,udp,nw_src=192.168.0.1,nw_dst=10.3.7.9,tp_src=5,tp_dst=1500";
+  r = Ctl(absl::StrCat("trace ", conn, " ", flow));
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto key = ParseNativeRule(flow + ",actions=drop", 1);
+  ASSERT_TRUE(key.ok());
+  const Rule* best = nullptr;
+  for (const Rule& x : *want)
+    if (x.match.Matches(key->match.value) && (!best || RuleBeats(x, *best))) best = &x;
+  ASSERT_NE(best, nullptr);
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat("rule: id=", best->id, ",")));
+  EXPECT_THAT(r.out, HasSubstr("layer: slow_path"));
+  EXPECT_THAT(r.out, HasSubstr("generation: 20"));
+
+  // A file that parses but the server rejects (an IPv4 field on an ARP
+  // rule): exit 4, names the field and the rule, nothing changes.
+  WriteFile(dir.File("bad.txt"),
+            "id=5000,priority=1,udp,nw_dst=10.0.0.0/8,actions=drop\n"
+            "id=5001,priority=1,dl_type=0x0806,nw_src=10.0.0.1,actions=drop\n");
+  r = Ctl(absl::StrCat("add-rules ", conn, " --progress off ", dir.File("bad.txt")));
+  EXPECT_EQ(r.code, 4) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("ipv4_src"));
+  EXPECT_THAT(r.out, HasSubstr("rule #2 of"));
+  st = (*client)->GetStats();
+  EXPECT_EQ(st->generation(), 20u);
+  EXPECT_EQ(st->rules(), 2000u);
+
+  // del-rules by cookie and by id; an unknown id rejects the whole batch.
+  r = Ctl(absl::StrCat("del-rules ", conn, " --cookie 2"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("deleted=1000 generation=21"));
+  // (odd ids had cookie 2 and are gone)
+  r = Ctl(absl::StrCat("del-rules ", conn, " 2 3"));
+  EXPECT_EQ(r.code, 4) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("NOT_FOUND"));
+  r = Ctl(absl::StrCat("del-rules ", conn, " 2 4"));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("deleted=2 generation=22"));
+  r = Ctl("dump-rules " + conn + " --cookie 1 --limit 5");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 5);
+
+  // config: a runtime key, a start-up key, an unknown key.
+  r = Ctl("config get " + conn + " pmd.tx_retries");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out, "4\n");
+  r = Ctl("config set " + conn + " pmd.tx_retries=2");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(Ctl("config get " + conn + " pmd.tx_retries").out, "2\n");
+  r = Ctl("config set " + conn + " pmd.burst=8");
+  EXPECT_EQ(r.code, 4) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("FAILED_PRECONDITION"));
+  r = Ctl("config set " + conn + " no.such.key=1");
+  EXPECT_EQ(r.code, 4);
+  r = Ctl("stats " + conn);
+  EXPECT_EQ(r.code, 0);
+  EXPECT_THAT(r.out, HasSubstr("pmd thread 0 (lcore 1)"));
+  EXPECT_THAT(r.out, HasSubstr("miss with success upcall"));
+
+  // Stop: every packet received is accounted for.
+  ASSERT_EQ(d.Stop(30), 0) << d.Output();
+  const std::string out = d.Output();
+  std::map<std::string, uint64_t> f;
+  for (absl::string_view line : absl::StrSplit(out, '\n')) {
+    if (!absl::StartsWith(line, "final total ")) continue;
+    for (absl::string_view kv : absl::StrSplit(line, ' ')) {
+      std::pair<std::string, std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
+      uint64_t v;
+      if (absl::SimpleAtoi(p.second, &v)) f[p.first] = v;
+    }
+  }
+  ASSERT_GT(f["rx"], 0u) << out;
+  EXPECT_EQ(f["rx"], f["tx"] + f["tx_dropped"] + f["rule_drops"] + f["no_match"] + f["bad_port"])
+      << out;
+}
+
+TEST(GrpcFlowclassdTest, UnreachableServerAndPlaintextRemoteConfig) {
+  // Nothing listens on port 1 of loopback: exit 5.
+  CmdResult r = Ctl("stats --plaintext --server 127.0.0.1:1 --timeout-ms 2000");
+  EXPECT_EQ(r.code, 5) << r.out;
+  // Plaintext on a non-loopback address needs allow_plaintext_remote.
+  TempDir dir;
+  WriteFile(dir.File("in.pcap"), "");
+  std::string cfg = DaemonConfig(dir, "");
+  cfg.replace(cfg.find("address: 127.0.0.1"), 18, "address: 0.0.0.0");
+  WriteFile(dir.File("d.yaml"), cfg);
+  FILE* p = popen(absl::StrCat(kDaemon, " --check-config ", dir.File("d.yaml"), " 2>&1").c_str(),
+                  "r");
+  ASSERT_NE(p, nullptr);
+  char buf[4096];
+  std::string out;
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  const int st = pclose(p);
+  EXPECT_EQ(WEXITSTATUS(st), 3) << out;
+  EXPECT_THAT(out, HasSubstr("grpc.allow_plaintext_remote"));
+}
+
+}  // namespace
+}  // namespace flowclass

@@ -1,0 +1,89 @@
+// A foreign client: tests/node/client.js (Node, @grpc/grpc-js +
+// @grpc/proto-loader loading the .proto at run time) against a real gRPC
+// server on 127.0.0.1 over a FakeDataplane.  Needs node and the packages
+// tests/node/setup.sh installs into the build dir; skipped (with the command
+// to run) when they are missing.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/api/grpc_server.h"
+#include "tests/common/fake_dataplane.h"
+
+namespace flowclass {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct CmdResult {
+  int code = -1;
+  std::string out;
+};
+
+CmdResult RunCommand(const std::string& cmd) {
+  CmdResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+  const int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+TEST(GrpcNodeTest, NodeClientStreamsBatchesAndReadsStats) {
+  const std::string modules = std::string(FLOWCLASS_BINARY_DIR) + "/node-client/node_modules";
+  if (RunCommand("node --version").code != 0)
+    GTEST_FAIL() << "node is not installed (make test installs it)";
+  if (!std::filesystem::exists(modules + "/@grpc/grpc-js"))
+    GTEST_FAIL() << "run tests/node/setup.sh " << FLOWCLASS_BINARY_DIR << " first";
+
+  FakeDataplane fake;
+  DataplaneStats s;
+  PmdCounters p;
+  p.rx_packets = 42;
+  s.pmds.push_back(p);
+  fake.SetStats(s);
+  GrpcServerConfig cfg;
+  cfg.plaintext = true;
+  cfg.port = 0;
+  auto server = StartGrpcServer(&fake, cfg);
+  ASSERT_TRUE(server.ok()) << server.status();
+
+  const std::string src = FLOWCLASS_SOURCE_DIR;
+  const CmdResult r = RunCommand(absl::StrCat("NODE_PATH=", modules, " timeout 60 node ", src,
+                                        "/tests/node/client.js ", (*server)->target(), " ",
+                                        src, "/proto 2>&1"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  // Batches 1..5 applied (generations 1..5), 6 rejected naming op 1 and
+  // ipv4_src with the generation unchanged, 7 deleted the 250 even ids.
+  for (int b = 1; b <= 5; ++b)
+    EXPECT_THAT(r.out, HasSubstr(absl::StrCat("{\"batch_id\":\"", b,
+                                              "\",\"status_code\":0,\"generation\":\"", b,
+                                              "\",\"inserted\":100,\"deleted\":0")));
+  EXPECT_THAT(r.out, HasSubstr("{\"batch_id\":\"6\",\"status_code\":3,\"generation\":\"5\","
+                               "\"inserted\":0,\"deleted\":0,\"error_index\":1,"
+                               "\"error_field\":\"ipv4_src\"}"));
+  EXPECT_THAT(r.out, HasSubstr("{\"batch_id\":\"7\",\"status_code\":0,\"generation\":\"6\","
+                               "\"inserted\":0,\"deleted\":250"));
+  EXPECT_THAT(r.out, HasSubstr("\"stats\":{\"rules\":\"250\",\"generation\":\"6\",\"pmds\":1,"
+                               "\"total_packets\":\"42\"}"));
+  EXPECT_THAT(r.out, HasSubstr("\"listed_cookie1\":250"));
+  EXPECT_THAT(r.out, HasSubstr("\"rule7\":{\"ipv4_src\":\"10.7.0.0/16\",\"tp_dst_hi\":2007,"
+                               "\"output_port\":2}"));
+  EXPECT_THAT(r.out, HasSubstr("\"missing_code\":5"));  // NOT_FOUND
+  // And the dataplane agrees.
+  EXPECT_EQ(fake.generation(), 6u);
+  EXPECT_EQ(fake.ListRules().size(), 250u);
+  for (const Rule& rule : fake.ListRules()) EXPECT_EQ(rule.id % 2, 1u);
+}
+
+}  // namespace
+}  // namespace flowclass
