@@ -171,6 +171,13 @@ struct DpdkDataplane::Impl {
   rte_mempool* pool = nullptr;
   std::unique_ptr<RulePublisher> publisher;
   std::mutex apply_mu;  // serialises ApplyBatch (control plane only)
+  // Left-right tables (guarded by apply_mu): the table the PMDs stopped using
+  // at the last publication, and the batch that made the published table
+  // from it.  The next ApplyBatch replays `shadow_pending` on the shadow
+  // (bringing it level with the published table) and then applies its own
+  // batch, so a batch costs O(batch), not a copy of the whole rule set.
+  std::unique_ptr<PublishedTable> shadow;
+  std::vector<RuleOp> shadow_pending;
   mutable std::mutex snap_mu;  // metrics: one snapshot request at a time
 
   struct Pmd {
@@ -641,11 +648,23 @@ absl::StatusOr<BatchResult> DpdkDataplane::ApplyBatch(absl::Span<const RuleOp> o
     r.generation = cur->generation;
     return r;
   }
-  auto next = std::make_unique<PublishedTable>(cur->table, 0);
+  std::unique_ptr<PublishedTable> next = std::move(d.shadow);
+  if (next && !d.shadow_pending.empty() &&
+      !next->table.ApplyBatch(d.shadow_pending).ok()) {
+    next.reset();  // cannot happen (same batch, same state); copy instead
+  }
+  d.shadow_pending.clear();
+  if (!next || next->table.generation() != cur->table.generation()) {
+    next = std::make_unique<PublishedTable>(cur->table, cur->generation);
+  }
   absl::StatusOr<BatchResult> r = next->table.ApplyBatch(ops);
-  if (!r.ok()) return r.status();
+  if (!r.ok()) {
+    d.shadow = std::move(next);  // unchanged (all or nothing), level with cur
+    return r.status();
+  }
   next->generation = next->table.generation();
-  d.publisher->PublishAndWait(std::move(next));
+  d.shadow = d.publisher->PublishAndWait(std::move(next));
+  d.shadow_pending.assign(ops.begin(), ops.end());
   return r;
 }
 

@@ -72,11 +72,12 @@ class RulePublisher {
   const PublishedTable* Current() const {
     return published_.load(std::memory_order_acquire);
   }
-  // Publishes `next` and returns once no reader can still use the old version
-  // (which is freed before returning).  `waited_readers`, if not null, gets
+  // Publishes `next` and returns once no reader can still use the old version,
+  // which is handed back to the caller (the writer may reuse it as the shadow
+  // of a left-right pair, or drop it).  `waited_readers`, if not null, gets
   // how many reader slots were online and had to be waited for.
-  void PublishAndWait(std::unique_ptr<PublishedTable> next,
-                      int* waited_readers = nullptr) {
+  std::unique_ptr<PublishedTable> PublishAndWait(
+      std::unique_ptr<PublishedTable> next, int* waited_readers = nullptr) {
     const uint64_t gen = next->generation;
     const PublishedTable* old =
         published_.exchange(next.release(), std::memory_order_seq_cst);
@@ -96,7 +97,7 @@ class RulePublisher {
       }
     }
     if (waited_readers) *waited_readers = waited;
-    delete old;
+    return std::unique_ptr<PublishedTable>(const_cast<PublishedTable*>(old));
   }
 
   // ---- reader i (its own thread only) ----
