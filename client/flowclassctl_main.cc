@@ -16,7 +16,17 @@
 
 #include "absl/strings/numbers.h"
 #include "client/replay.h"
+#if FLOWCLASS_WITH_RPC
 #include "client/rpc/ctl_commands.h"
+#else
+// Built without the gRPC client (the classifier-only sanitizer build):
+// only the offline commands exist.
+namespace flowclass {
+inline constexpr char kRpcCommandsHelp[] = "";
+inline bool IsRpcCommand(absl::string_view) { return false; }
+inline int RunRpcCommand(absl::string_view, std::vector<absl::string_view>) { return 2; }
+}  // namespace flowclass
+#endif
 #include "dataplane/subtable_lookup.h"
 
 namespace flowclass {

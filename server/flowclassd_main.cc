@@ -297,7 +297,7 @@ int Main(int argc, char** argv) {
   std::unique_ptr<GrpcServer> grpc_server;
   if (config->grpc.enabled) {
     absl::StatusOr<std::unique_ptr<GrpcServer>> gs =
-        StartGrpcServer(&dataplane, config->grpc);
+        StartGrpcServer(&observed, config->grpc);  // batches timed for /metrics
     if (!gs.ok()) {
       std::fprintf(stderr, "flowclassd: config error: %s\n",
                    std::string(gs.status().message()).c_str());

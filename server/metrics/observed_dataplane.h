@@ -67,6 +67,15 @@ class ObservedDataplane final : public Dataplane {
   absl::Status SetConfig(absl::string_view key, absl::string_view value) override {
     return inner_->SetConfig(key, value);
   }
+  absl::StatusOr<Rule> GetRule(uint64_t id) const override {
+    return inner_->GetRule(id);
+  }
+  absl::StatusOr<TraceResult> Trace(const FlowKey& key) const override {
+    return inner_->Trace(key);
+  }
+  absl::StatusOr<std::vector<RuleHit>> RuleHits() const override {
+    return inner_->RuleHits();
+  }
 
  private:
   Dataplane* inner_;
