@@ -14,7 +14,8 @@
 //   CD   stores (signature, subtable id): on hit only that subtable is probed.
 //
 // Memory: the pool is a fixed array allocated once; Alloc/Free never touch the
-// heap.  Indices are stable for a megaflow's life.  `version` is bumped on
+// heap.  It also keeps a dense list of the live slots, so walks over live
+// megaflows (revalidation) cost O(live), not O(capacity).  Indices are stable for a megaflow's life.  `version` is bumped on
 // Free, so an old (index, version) pair can never name a new megaflow.
 //
 // Threads: a pool belongs to one PMD thread (single writer, single reader).
@@ -63,11 +64,12 @@ struct Megaflow {
 class MegaflowPool {
  public:
   explicit MegaflowPool(uint32_t capacity)
-      : slots_(capacity), free_(capacity) {
+      : slots_(capacity), free_(capacity), live_pos_(capacity) {
     for (uint32_t i = 0; i < capacity; ++i) {
       slots_[i].index = i;
       free_[i] = capacity - 1 - i;  // hand out low indices first
     }
+    live_list_.reserve(capacity);
   }
   MegaflowPool(const MegaflowPool&) = delete;
   MegaflowPool& operator=(const MegaflowPool&) = delete;
@@ -79,7 +81,8 @@ class MegaflowPool {
     free_.pop_back();  // never reallocates: capacity reserved in the ctor
     m->live = true;
     m->hits = 0;
-    ++live_;
+    live_pos_[m->index] = static_cast<uint32_t>(live_list_.size());
+    live_list_.push_back(m->index);  // never reallocates: reserved
     return m;
   }
   void Free(Megaflow* m) {
@@ -87,7 +90,12 @@ class MegaflowPool {
     m->live = false;
     ++m->version;
     free_.push_back(m->index);
-    --live_;
+    // Swap-remove from the live list.
+    const uint32_t pos = live_pos_[m->index];
+    const uint32_t last = live_list_.back();
+    live_list_[pos] = last;
+    live_pos_[last] = pos;
+    live_list_.pop_back();
   }
   Megaflow& Get(uint32_t index) { return slots_[index]; }
   const Megaflow& Get(uint32_t index) const { return slots_[index]; }
@@ -96,12 +104,17 @@ class MegaflowPool {
            slots_[index].version == version;
   }
   uint32_t capacity() const { return static_cast<uint32_t>(slots_.size()); }
-  uint32_t live() const { return live_; }
+  uint32_t live() const { return static_cast<uint32_t>(live_list_.size()); }
+  // Index of the k-th live megaflow, k < live(), in no particular order.
+  // Free() moves the last entry into the freed position, so a walk that may
+  // free the megaflow it visits must go from live()-1 down to 0.
+  uint32_t LiveIndex(uint32_t k) const { return live_list_[k]; }
 
  private:
   std::vector<Megaflow> slots_;
   std::vector<uint32_t> free_;
-  uint32_t live_ = 0;
+  std::vector<uint32_t> live_list_;  // indices of live slots
+  std::vector<uint32_t> live_pos_;   // slot index -> position in live_list_
 };
 
 }  // namespace flowclass

@@ -53,6 +53,7 @@ PmdStats& PmdStats::operator+=(const PmdStats& o) {
   cycles += o.cycles;
   revalidations += o.revalidations;
   megaflows_revalidated_out += o.megaflows_revalidated_out;
+  megaflows_rechecked += o.megaflows_rechecked;
   return *this;
 }
 
@@ -94,11 +95,12 @@ Pipeline::~Pipeline() {
   if (dpcls_) dpcls_->Clear();
 }
 
-void Pipeline::SetRuleTable(const RuleTable* table) {
+void Pipeline::SetRuleTable(const RuleTable* table,
+                            const RuleChangeSet* changes) {
   table_ = table;
   ++stats_.revalidations;
   if (config_.revalidate && table_ != nullptr) {
-    Revalidate();
+    Revalidate(changes);
   } else {
     stats_.megaflows_revalidated_out += dpcls_->megaflow_count();
     dpcls_->Clear();
@@ -112,10 +114,16 @@ void Pipeline::SetRuleTable(const RuleTable* table) {
 // new table gives `value` the same verdict with a megaflow mask wc inside
 // `mask`: every key K it covers agrees with `value` on mask, hence on wc, and
 // RuleTable guarantees that keys agreeing on wc get the same rule.
-void Pipeline::Revalidate() {
-  for (uint32_t i = 0; i < pool_.capacity(); ++i) {
-    Megaflow& mf = pool_.Get(i);
-    if (!mf.live) continue;
+void Pipeline::Revalidate(const RuleChangeSet* changes) {
+  uint64_t removed = 0;
+  // Backwards: Remove() frees the megaflow, which moves the last live entry
+  // (already visited) into its place.
+  for (uint32_t k = pool_.live(); k-- > 0;) {
+    Megaflow& mf = pool_.Get(pool_.LiveIndex(k));
+    if (changes && !changes->MayAffect(mf.value, mf.mask, mf.verdict.rule_id)) {
+      continue;  // see RuleChangeSet: provably unchanged
+    }
+    ++stats_.megaflows_rechecked;
     Flow wc;
     const Rule* r = table_->Lookup(mf.value, &wc);
     const Verdict v = r ? Verdict{r->id, r->action} : Verdict{};
@@ -125,13 +133,16 @@ void Pipeline::Revalidate() {
     }
     if (!keep) {
       dpcls_->Remove(&mf);  // frees it: EMC entries die by version
-      ++stats_.megaflows_revalidated_out;
+      ++removed;
     }
   }
-  // CD entries may name subtables that were just destroyed (and whose ids may
-  // be reused): harmless (a probe that misses is a false hit), but flushing
-  // keeps the false-hit counter meaningful.  SMC entries are verified.
-  cd_->Flush();
+  stats_.megaflows_revalidated_out += removed;
+  // A removal may destroy a subtable whose id is later reused: CD entries
+  // naming it would then suggest the wrong subtable.  Harmless (a probe that
+  // misses is a false hit) but flushing keeps the false-hit counter honest.
+  // Without removals no subtable died, and the 4 MiB flush is skipped.
+  // SMC entries are verified on every hit.
+  if (removed) cd_->Flush();
 }
 
 void Pipeline::SetEmcInsertInvProb(uint32_t inv_prob) {

@@ -28,7 +28,8 @@
 // the new table (default: a megaflow survives only if the new table gives its
 // value the same verdict with a megaflow mask inside the old one, which
 // proves every key it covers keeps its verdict) or flushes everything
-// (`revalidate = false`).  Caches pointing at removed megaflows die with them
+// (`revalidate = false`).  Given the batch's RuleChangeSet, only megaflows
+// the batch may affect are looked up again.  Caches pointing at removed megaflows die with them
 // (EMC by version, SMC by verification, CD by subtable probe).  After
 // SetRuleTable returns, no result derived from the old table survives.
 //
@@ -73,6 +74,7 @@ struct PmdStats {
   uint64_t cycles = 0;            // TSC cycles spent in ProcessBurst
   uint64_t revalidations = 0;     // SetRuleTable calls
   uint64_t megaflows_revalidated_out = 0;  // megaflows removed by them
+  uint64_t megaflows_rechecked = 0;  // slow-path lookups revalidation made
 
   PmdStats& operator+=(const PmdStats& o);
   double AvgSubtableLookupsPerHit() const {
@@ -124,7 +126,11 @@ class Pipeline {
 
   // Installs the table to classify against (may be nullptr: everything
   // misses with verdict "no rule").  Revalidates or flushes the caches.
-  void SetRuleTable(const RuleTable* table);
+  // `changes`, when given, must describe exactly the step from the table
+  // installed now to `table` (MakeRuleChangeSet of that batch): megaflows it
+  // cannot affect are kept without a slow-path lookup.
+  void SetRuleTable(const RuleTable* table,
+                    const RuleChangeSet* changes = nullptr);
 
   // keys[0..n) -> verdicts[0..n); 0 <= n <= kMaxBurst.  verdicts[n..] are
   // not written.
@@ -164,7 +170,7 @@ class Pipeline {
   // One burst whose keys all have the same in_port (bits of `todo`).
   void ProcessPort(uint32_t in_port, const FlowKey* keys, uint32_t todo,
                    Megaflow** mf);
-  void Revalidate();
+  void Revalidate(const RuleChangeSet* changes);
   void MaybePeriodic();
 
   PipelineConfig config_;

@@ -30,10 +30,12 @@ struct Combo {
   bool revalidate;
   bool tiny;        // tiny caches and megaflow limit: collisions, failed upcalls
   bool const_hash;  // every table's hash is a constant
+  bool targeted = true;  // pass the batch's RuleChangeSet to SetRuleTable
   std::string Name() const {
     return absl::StrCat("emc", emc ? "On" : "Off", "_smc", smc ? "On" : "Off",
                         "_cd", std::string(CdModeName(cd)), revalidate ? "_revalidate" : "_flush",
-                        tiny ? "_tiny" : "", const_hash ? "_consthash" : "");
+                        tiny ? "_tiny" : "", const_hash ? "_consthash" : "",
+                        targeted ? "" : "_fullcheck");
   }
 };
 
@@ -106,10 +108,11 @@ TEST_P(PipelineDifferential, MatchesReferenceThroughRuleChanges) {
       if (b % 100 == 99) {
         // A rule change between bursts: copy, apply, swap, revalidate.
         std::vector<RuleOp> ops = gen.NextBatch(6, &live, &next_id);
+        const RuleChangeSet changes = MakeRuleChangeSet(*table, ops);
         auto next = std::make_unique<RuleTable>(*table);
         ASSERT_TRUE(next->ApplyBatch(ops).ok());
         ASSERT_TRUE(ref.ApplyBatch(ops).ok());
-        pipeline.SetRuleTable(next.get());
+        pipeline.SetRuleTable(next.get(), combo.targeted ? &changes : nullptr);
         table = std::move(next);
         // New rules bring new flows.
         for (int i = 0; i < 20; ++i) {
@@ -165,6 +168,9 @@ std::vector<Combo> AllCombos() {
   v.push_back({false, false, CdMode::kOff, true, /*tiny=*/true, false});
   v.push_back({true, true, CdMode::kOn, true, false, /*const_hash=*/true});
   v.push_back({false, true, CdMode::kAuto, true, true, /*const_hash=*/true});
+  // Full revalidation (no change set).
+  v.push_back({true, false, CdMode::kOff, true, false, false, /*targeted=*/false});
+  v.push_back({false, false, CdMode::kOff, true, false, false, /*targeted=*/false});
   return v;
 }
 
@@ -265,8 +271,12 @@ TEST(Pipeline, RevalidationKeepsUnaffectedMegaflows) {
   Rule b2 = b;
   b2.action = Action::Output(5);
   RuleTable t2(t1);
-  ASSERT_TRUE(t2.ApplyBatch({RuleOp::Replace(b2)}).ok());
-  (*p)->SetRuleTable(&t2);
+  const std::vector<RuleOp> ops = {RuleOp::Replace(b2)};
+  const RuleChangeSet changes = MakeRuleChangeSet(t1, ops);
+  ASSERT_TRUE(t2.ApplyBatch(ops).ok());
+  (*p)->SetRuleTable(&t2, &changes);
+  // Only b's megaflow names a changed rule or overlaps a changed match.
+  EXPECT_EQ((*p)->stats().megaflows_rechecked, 1u);
   (*p)->ProcessBurst(keys, 2, v);
   EXPECT_EQ(v[0].action, Action::Output(1));
   EXPECT_EQ(v[1].action, Action::Output(5));  // stale megaflow would say 2

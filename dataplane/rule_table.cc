@@ -566,4 +566,96 @@ std::vector<std::pair<uint16_t, uint16_t>> RangeToPrefixes(uint16_t lo,
   return out;
 }
 
+std::vector<const Rule*> RuleTable::RulesWithCookie(uint64_t cookie) const {
+  std::vector<const Rule*> out;
+  if (auto c = impl_->by_cookie.find(cookie); c != impl_->by_cookie.end()) {
+    for (uint64_t id : c->second) {
+      if (const Rule* r = Find(id)) out.push_back(r);
+    }
+  }
+  return out;
+}
+
+namespace {
+
+void AddChangedMatch(RuleChangeSet* cs, const Match& m) {
+  if (m.mask.Get(Field::kInPort) == 0xffffffffu) {
+    cs->by_in_port[static_cast<uint32_t>(m.value.Get(Field::kInPort))]
+        .push_back(m);
+  } else {
+    cs->any_in_port.push_back(m);
+  }
+}
+
+bool Overlaps(const Match& m, const Flow& value, const Flow& mask) {
+  for (int i = 0; i < kFlowWords; ++i) {
+    if ((m.value.w[i] ^ value.w[i]) & m.mask.w[i] & mask.w[i]) return false;
+  }
+  return true;  // port ranges: assume they overlap (conservative)
+}
+
+}  // namespace
+
+size_t RuleChangeSet::size() const {
+  size_t n = any_in_port.size();
+  for (const auto& [port, v] : by_in_port) n += v.size();
+  return n;
+}
+
+bool RuleChangeSet::MayAffect(const Flow& value, const Flow& mask,
+                              uint64_t rule_id) const {
+  if (rule_id != 0 && removed_ids.contains(rule_id)) return true;
+  if (auto it = by_in_port.find(static_cast<uint32_t>(value.Get(Field::kInPort)));
+      it != by_in_port.end()) {
+    for (const Match& m : it->second) {
+      if (Overlaps(m, value, mask)) return true;
+    }
+  }
+  for (const Match& m : any_in_port) {
+    if (Overlaps(m, value, mask)) return true;
+  }
+  return false;
+}
+
+void RuleChangeSet::Clear() {
+  removed_ids.clear();
+  by_in_port.clear();
+  any_in_port.clear();
+}
+
+RuleChangeSet MakeRuleChangeSet(const RuleTable& before,
+                                absl::Span<const RuleOp> ops) {
+  RuleChangeSet cs;
+  auto remove_old = [&](uint64_t id) {
+    cs.removed_ids.insert(id);
+    if (const Rule* old = before.Find(id)) AddChangedMatch(&cs, old->match);
+  };
+  for (const RuleOp& op : ops) {
+    switch (op.kind) {
+      case RuleOp::Kind::kInsert:
+        AddChangedMatch(&cs, op.rule.match);
+        break;
+      case RuleOp::Kind::kReplace:
+        remove_old(op.rule.id);
+        AddChangedMatch(&cs, op.rule.match);
+        break;
+      case RuleOp::Kind::kDelete:
+        remove_old(op.id);
+        break;
+      case RuleOp::Kind::kDeleteByCookie:
+        for (const Rule* r : before.RulesWithCookie(op.cookie)) remove_old(r->id);
+        // Rules inserted earlier in this batch with this cookie: their
+        // matches are already in the set; their ids must count as removed.
+        for (const RuleOp& o : ops) {
+          if ((o.kind == RuleOp::Kind::kInsert || o.kind == RuleOp::Kind::kReplace) &&
+              o.rule.cookie == op.cookie) {
+            cs.removed_ids.insert(o.rule.id);
+          }
+        }
+        break;
+    }
+  }
+  return cs;
+}
+
 }  // namespace flowclass

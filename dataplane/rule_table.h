@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -97,6 +98,8 @@ class RuleTable {
                      int* subtables_visited = nullptr) const;
 
   const Rule* Find(uint64_t id) const;
+  // Rules carrying `cookie` (control path; allocates).
+  std::vector<const Rule*> RulesWithCookie(uint64_t cookie) const;
   size_t size() const;
   RuleTableStats Stats() const;
   uint64_t generation() const;
@@ -108,6 +111,36 @@ class RuleTable {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// What a batch changed, for targeted megaflow revalidation.  A cached result
+// (value, mask, verdict) computed under the old table stays right under the
+// new one when (a) its rule (verdict.rule_id) was neither deleted nor
+// replaced, and (b) no changed match overlaps it: the old winner is still
+// there and no new or changed rule can match any key it covers (removing a
+// losing rule never changes the winner).  `matches` holds every match the
+// batch inserted, and the old and new matches of every rule it replaced or
+// deleted; bucketed by exact in_port so that a megaflow (whose in_port is
+// always exact) checks only the matches that can concern its port.
+//
+// Built by the control plane (allocates); read by PMDs (no allocation).
+struct RuleChangeSet {
+  absl::flat_hash_set<uint64_t> removed_ids;  // deleted or replaced
+  absl::flat_hash_map<uint32_t, std::vector<Match>> by_in_port;
+  std::vector<Match> any_in_port;  // in_port not matched exactly
+  size_t size() const;             // number of matches
+
+  // True when a megaflow (value, mask) computed before the change may now
+  // be wrong.  Port ranges are treated as overlapping whenever the other
+  // fields overlap (conservative).
+  bool MayAffect(const Flow& value, const Flow& mask, uint64_t rule_id) const;
+
+  void Clear();
+};
+
+// The change set of `ops` applied to `before` (the table before the batch).
+// Call it before applying ops.  Ops are not validated here.
+RuleChangeSet MakeRuleChangeSet(const RuleTable& before,
+                                absl::Span<const RuleOp> ops);
 
 // Splits [lo, hi] into the minimal list of (value, mask) prefixes over a
 // 16-bit field.  Exposed for tests and for the ACL backend.

@@ -253,6 +253,7 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
   Verdict verdicts[kMaxBurst];
 
   const PublishedTable* current = nullptr;
+  uint64_t current_generation = 0;
   SnapshotMailbox& box = *pmd.mailbox;             // metrics (issue 7)
   uint64_t snap_served = box.req.load(std::memory_order_relaxed);
   box.live.store(true, std::memory_order_release);
@@ -269,9 +270,14 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
     }
     // Quiescent point: install the published table, then report it.
     const PublishedTable* v = publisher->Load();
-    if (v != current) {
-      pipeline.SetRuleTable(&v->table);
+    if (v != current || v->generation != current_generation) {
+      // The change set describes exactly one step: use it only when this
+      // PMD had the previous generation installed.
+      const bool one_step = current != nullptr && v->has_changes &&
+                            v->generation == current_generation + 1;
+      pipeline.SetRuleTable(&v->table, one_step ? &v->changes : nullptr);
       current = v;
+      current_generation = v->generation;
       // Counter first: Quiescent's release store publishes it, so a Stats()
       // after the ack already shows the new generation.
       c.generation.store(v->generation, std::memory_order_relaxed);
@@ -657,11 +663,14 @@ absl::StatusOr<BatchResult> DpdkDataplane::ApplyBatch(absl::Span<const RuleOp> o
   if (!next || next->table.generation() != cur->table.generation()) {
     next = std::make_unique<PublishedTable>(cur->table, cur->generation);
   }
+  // Computed against the published table, i.e. the state before `ops`.
+  next->changes = MakeRuleChangeSet(cur->table, ops);
   absl::StatusOr<BatchResult> r = next->table.ApplyBatch(ops);
   if (!r.ok()) {
     d.shadow = std::move(next);  // unchanged (all or nothing), level with cur
     return r.status();
   }
+  next->has_changes = true;
   next->generation = next->table.generation();
   d.shadow = d.publisher->PublishAndWait(std::move(next));
   d.shadow_pending.assign(ops.begin(), ops.end());

@@ -54,6 +54,10 @@ struct PublishedTable {
   PublishedTable(const RuleTable& t, uint64_t gen) : table(t), generation(gen) {}
   RuleTable table;
   uint64_t generation;
+  // What the batch that produced `generation` changed relative to
+  // generation - 1 (for targeted revalidation); empty for the initial table.
+  RuleChangeSet changes;
+  bool has_changes = false;
 };
 
 class RulePublisher {
