@@ -96,6 +96,31 @@ void Reject(v1::BatchAck* ack, absl::StatusCode code, std::string message,
   }
 }
 
+// What only the PMD itself can read (cache occupancy, CD state, the
+// megaflow classifier's subtables): present when the PMD answered the
+// snapshot request of this Stats() call (see DataplaneStats).
+void FillPmdSnapshot(const PipelineSnapshot& snap, bool include_subtables,
+                     v1::PmdStats* out) {
+  out->set_cd_enabled(snap.cd_enabled);
+  out->set_emc_occupancy(snap.emc_occupancy);
+  out->set_emc_entries(snap.emc_entries);
+  out->set_smc_occupancy(snap.smc_occupancy);
+  out->set_smc_entries(snap.smc_entries);
+  out->set_megaflows(snap.megaflows);
+  out->set_subtables(static_cast<uint32_t>(snap.subtables));
+  if (!include_subtables) return;
+  for (const SubtableInfo& t : snap.subtable) {
+    v1::SubtableStats* st = out->add_subtable();
+    st->set_id(t.id);
+    st->set_in_port(t.in_port);
+    st->set_mask(t.mask.ToString());
+    st->set_megaflows(t.megaflows);
+    st->set_hits(t.hits);
+    st->set_rank(static_cast<uint32_t>(t.rank));
+    st->set_lookup_impl(t.lookup_fn);
+  }
+}
+
 void FillPmd(const PmdCounters& p, v1::PmdStats* out) {
   out->set_pmd(p.pmd);
   out->set_lcore(p.lcore);
@@ -299,7 +324,18 @@ grpc::Status ClassifierService::GetStats(grpc::ServerContext*,
   const DataplaneStats s = dp_->Stats();
   resp->set_generation(s.generation);
   resp->set_rules(s.rules.rules);
-  for (const PmdCounters& p : s.pmds) FillPmd(p, resp->add_pmd());
+  uint64_t snap_megaflows = 0, snap_subtables = 0;
+  bool any_snapshot = false;
+  for (const PmdCounters& p : s.pmds) {
+    v1::PmdStats* out = resp->add_pmd();
+    FillPmd(p, out);
+    if (p.has_snapshot) {
+      FillPmdSnapshot(p.snapshot, req->include_subtables(), out);
+      snap_megaflows += p.snapshot.megaflows;
+      snap_subtables += p.snapshot.subtables;
+      any_snapshot = true;
+    }
+  }
   PmdCounters total = s.Total();
   FillPmd(total, resp->mutable_total());
   // Total() does not sum every pipeline counter: finish here.
@@ -310,7 +346,11 @@ grpc::Status ClassifierService::GetStats(grpc::ServerContext*,
   }
   resp->mutable_total()->set_cd_hits(cd_hits);
   resp->mutable_total()->set_cd_false_hits(cd_false);
-  resp->mutable_total()->set_subtables(static_cast<uint32_t>(s.rules.subtables));
+  if (any_snapshot) {
+    // Megaflow-classifier figures summed over the PMDs that answered.
+    resp->mutable_total()->set_megaflows(snap_megaflows);
+    resp->mutable_total()->set_subtables(static_cast<uint32_t>(snap_subtables));
+  }
   for (const PortCounters& p : s.ports) {
     v1::PortStats* ps = resp->add_port();
     ps->set_port(p.number);

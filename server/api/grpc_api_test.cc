@@ -454,6 +454,24 @@ TEST_F(ApiTest, StatsTotalsAndRuleHits) {
     p.pipeline.subtable_lookups = 30;
     p.pipeline.upcall_ok = 5;
     p.pipeline.cd_hits = 3;
+    if (i == 1) {  // PMD 1 answered the snapshot request, PMD 0 did not
+      p.has_snapshot = true;
+      p.snapshot.cd_enabled = true;
+      p.snapshot.emc_occupancy = 12;
+      p.snapshot.emc_entries = 8192;
+      p.snapshot.smc_entries = 1024;
+      p.snapshot.megaflows = 9;
+      p.snapshot.subtables = 2;
+      SubtableInfo t;
+      t.id = 4;
+      t.in_port = 1;
+      t.mask.Set(Field::kInPort, 0xffffffff);
+      t.megaflows = 7;
+      t.hits = 99;
+      t.rank = 0;
+      t.lookup_fn = "avx512";
+      p.snapshot.subtable.push_back(t);
+    }
     s.pmds.push_back(p);
   }
   PortCounters port;
@@ -464,13 +482,26 @@ TEST_F(ApiTest, StatsTotalsAndRuleHits) {
   fake_->SetStats(s);
   fake_->SetRuleHits({{1, 40}, {2, 2}});
   ASSERT_EQ(Apply(Batch(1, {Insert(MakeRule(1)), Insert(MakeRule(2))})).status_code(), kOk);
-  auto st = client_->GetStats(false, true);
+  auto st = client_->GetStats(/*include_subtables=*/true, /*include_rule_hits=*/true);
   ASSERT_TRUE(st.ok()) << st.status();
   EXPECT_EQ(st->generation(), 1u);
   EXPECT_EQ(st->rules(), 2u);
   ASSERT_EQ(st->pmd_size(), 2);
   EXPECT_EQ(st->pmd(1).lcore(), 2u);
   EXPECT_EQ(st->pmd(1).packets(), 200u);
+  // The PMD snapshot: occupancy, CD state, megaflow-classifier subtables.
+  EXPECT_TRUE(st->pmd(1).cd_enabled());
+  EXPECT_EQ(st->pmd(1).emc_occupancy(), 12u);
+  EXPECT_EQ(st->pmd(1).emc_entries(), 8192u);
+  EXPECT_EQ(st->pmd(1).smc_entries(), 1024u);
+  EXPECT_EQ(st->pmd(1).megaflows(), 9u);
+  ASSERT_EQ(st->pmd(1).subtable_size(), 1);
+  EXPECT_EQ(st->pmd(1).subtable(0).hits(), 99u);
+  EXPECT_EQ(st->pmd(1).subtable(0).lookup_impl(), "avx512");
+  EXPECT_EQ(st->pmd(1).subtable(0).mask(), "in_port=4294967295");
+  EXPECT_EQ(st->pmd(0).emc_entries(), 0u);  // no snapshot from PMD 0
+  EXPECT_EQ(st->total().megaflows(), 9u);
+  EXPECT_EQ(st->total().subtables(), 2u);
   EXPECT_EQ(st->total().packets(), 300u);
   EXPECT_EQ(st->total().emc_hits(), 30u);
   EXPECT_EQ(st->total().megaflow_hits(), 40u);
