@@ -345,6 +345,11 @@ absl::Status Pipeline::SetLookupPriority(std::string_view name,
   return s;
 }
 
+void Pipeline::SetLookupPriorities(const LookupPriorities& priorities) {
+  dpcls_->SetLookupPriorities(priorities);
+  config_.dpcls.lookup = dpcls_->lookup_priorities();
+}
+
 PipelineSnapshot Pipeline::Snapshot() const {
   PipelineSnapshot s;
   s.stats = stats_;

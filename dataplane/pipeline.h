@@ -150,6 +150,7 @@ class Pipeline {
   // one re-probes every existing subtable.  INVALID_ARGUMENT naming the
   // implementation or the priority.
   absl::Status SetLookupPriority(std::string_view name, int priority);
+  void SetLookupPriorities(const LookupPriorities& priorities);
   const LookupPriorities& lookup_priorities() const {
     return dpcls_->lookup_priorities();
   }

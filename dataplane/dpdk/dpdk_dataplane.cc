@@ -17,11 +17,13 @@
 #include <mutex>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "dataplane/dpdk/rule_publisher.h"
 #include "dataplane/packet_parser.h"
+#include "dataplane/subtable_lookup.h"
 
 namespace flowclass {
 namespace {
@@ -85,6 +87,27 @@ struct alignas(64) SnapshotMailbox {
   std::atomic<bool> final{false};  // snap holds the PMD's last state
   PipelineSnapshot snap;
 };
+
+// Run-time pipeline settings (SetConfig "pipeline.*" / "dpcls.*").  Same
+// handshake as the snapshot mailbox, the other way round: the control thread
+// (holding apply_mu) writes Impl::knobs, bumps Impl::knobs_version (release)
+// and waits until every live PMD has stored that version in `knobs_ack`; a
+// PMD applies `knobs` to its Pipeline at the top of an iteration when it
+// sees a new version (acquire).  The writer never writes `knobs` before the
+// previous version is acknowledged, so the two never touch it at once.
+struct PipelineKnobs {
+  uint32_t emc_insert_inv_prob = 100;
+  bool smc = false;
+  CdMode cd = CdMode::kAuto;
+  uint32_t ranking_interval_ms = 1000;
+  LookupPriorities lookup;
+};
+struct alignas(64) KnobsMailbox {
+  std::atomic<uint64_t> ack{0};
+};
+// How long SetConfig waits for every PMD to take new pipeline settings.
+constexpr auto kKnobsWait = std::chrono::seconds(2);
+
 // How long Stats() waits for a PMD to answer a snapshot request.
 constexpr auto kSnapshotWait = std::chrono::milliseconds(200);
 // ---- end metrics ----
@@ -178,6 +201,9 @@ struct DpdkDataplane::Impl {
   // batch, so a batch costs O(batch), not a copy of the whole rule set.
   std::unique_ptr<PublishedTable> shadow;
   std::vector<RuleOp> shadow_pending;
+  // Run-time pipeline settings (see KnobsMailbox): written under apply_mu.
+  PipelineKnobs knobs;
+  std::atomic<uint64_t> knobs_version{0};
   mutable std::mutex snap_mu;  // metrics: one snapshot request at a time
 
   struct Pmd {
@@ -188,6 +214,7 @@ struct DpdkDataplane::Impl {
     std::unique_ptr<PmdCounterBlock> counters;
     std::unique_ptr<CounterLine[]> rxq_counters;  // metrics: one per rxq
     std::unique_ptr<SnapshotMailbox> mailbox;     // metrics: snapshot service
+    std::unique_ptr<KnobsMailbox> knobs_box;      // run-time pipeline settings
     Impl* dp = nullptr;
     bool launched = false;
   };
@@ -203,6 +230,9 @@ struct DpdkDataplane::Impl {
   ~Impl();
   static int PmdMain(void* arg);
   void TakeSnapshot(const Pmd& pmd, PmdCounters* p) const;  // metrics
+  // SetConfig of a "pipeline.*" / "dpcls.*" key: validate, publish to the
+  // PMDs, wait until each live PMD runs with it.
+  absl::Status SetKnob(absl::string_view key, absl::string_view value);
   void PmdLoop(Pmd& pmd);
 };
 
@@ -259,8 +289,22 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
   box.live.store(true, std::memory_order_release);
   CounterLine* rxq_lines = pmd.rxq_counters.get();
   publisher->Online(pmd.index);
+  uint64_t knobs_seen = 0;
   while (!stop.load(std::memory_order_relaxed)) {
     const uint64_t t0 = rte_rdtsc();
+    // Run-time pipeline settings (see KnobsMailbox).
+    if (const uint64_t kv = knobs_version.load(std::memory_order_acquire);
+        kv != knobs_seen) {
+      pipeline.SetEmcInsertInvProb(knobs.emc_insert_inv_prob);
+      pipeline.SetSmcEnabled(knobs.smc);
+      pipeline.SetCdMode(knobs.cd);
+      pipeline.SetRankingIntervalMs(knobs.ranking_interval_ms);
+      if (!(pipeline.lookup_priorities() == knobs.lookup)) {
+        pipeline.SetLookupPriorities(knobs.lookup);
+      }
+      knobs_seen = kv;
+      pmd.knobs_box->ack.store(kv, std::memory_order_release);
+    }
     // Metrics: answer a snapshot request (see SnapshotMailbox).
     const uint64_t snap_req = box.req.load(std::memory_order_relaxed);
     if (snap_req != snap_served) {
@@ -425,6 +469,11 @@ absl::StatusOr<std::unique_ptr<DpdkDataplane>> DpdkDataplane::Create(
 
   auto impl = std::make_unique<Impl>();
   impl->opts = o;
+  impl->knobs.emc_insert_inv_prob = o.pipeline.emc_config.insert_inv_prob;
+  impl->knobs.smc = o.pipeline.smc;
+  impl->knobs.cd = o.pipeline.cd.mode;
+  impl->knobs.ranking_interval_ms = o.pipeline.ranking_interval_ms;
+  impl->knobs.lookup = o.pipeline.dpcls.lookup;
   impl->tx_retries.store(o.tx_retries);
   impl->idle_sleep_us.store(o.idle_sleep_us);
   impl->port_index_by_number.assign(kMaxPortNumber + 1, -1);
@@ -572,6 +621,7 @@ absl::StatusOr<std::unique_ptr<DpdkDataplane>> DpdkDataplane::Create(
     pmd.pipeline = std::move(*pipeline);
     pmd.counters = std::make_unique<PmdCounterBlock>();
     pmd.mailbox = std::make_unique<SnapshotMailbox>();
+    pmd.knobs_box = std::make_unique<KnobsMailbox>();
     pmd.dp = impl.get();
   }
   int next = 0;
@@ -832,6 +882,21 @@ std::map<std::string, std::string> DpdkDataplane::GetConfig() const {
   m["ports"] = absl::StrJoin(d.ports, ",", [](std::string* out, const PortState& p) {
     absl::StrAppend(out, p.opts.number, "=", p.opts.device);
   });
+  // Run-time pipeline settings (every PMD runs with these once SetConfig
+  // returned).
+  const PipelineKnobs& k = d.knobs;
+  m["pipeline.emc_insert_inv_prob"] = absl::StrCat(k.emc_insert_inv_prob);
+  m["pipeline.smc"] = k.smc ? "on" : "off";
+  m["pipeline.cd"] = std::string(CdModeName(k.cd));
+  m["pipeline.ranking_interval_ms"] = absl::StrCat(k.ranking_interval_ms);
+  m["dpcls.force_scalar"] = k.lookup.force_scalar ? "true" : "false";
+  for (int i = 0; i < kLookupImplCount; ++i) {
+    const auto id = static_cast<LookupImplId>(i);
+    m[absl::StrCat("dpcls.lookup_prio.", LookupImplName(id))] =
+        absl::StrCat(k.lookup.Get(id));
+    m[absl::StrCat("dpcls.lookup_available.", LookupImplName(id))] =
+        LookupImplAvailable(id) ? "true" : "false";
+  }
   return m;
 }
 
@@ -854,11 +919,72 @@ absl::Status DpdkDataplane::SetConfig(absl::string_view key, absl::string_view v
     else d.idle_sleep_us.store(v);
     return absl::OkStatus();
   }
+  if (absl::StartsWith(key, "pipeline.") ||
+      (absl::StartsWith(key, "dpcls.") &&
+       !absl::StartsWith(key, "dpcls.lookup_available."))) {
+    return d.SetKnob(key, value);
+  }
   auto m = GetConfig();
   if (m.count(std::string(key)))
     return absl::FailedPreconditionError(
         absl::StrCat(key, ": can only be set at start-up (config file)"));
   return absl::NotFoundError(absl::StrCat("config key \"", key, "\": unknown"));
+}
+
+absl::Status DpdkDataplane::Impl::SetKnob(absl::string_view key,
+                                         absl::string_view value) {
+  std::lock_guard<std::mutex> lock(apply_mu);
+  PipelineKnobs k = knobs;
+  const std::string v(value);
+  auto bad = [&](absl::string_view want) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(key, ": \"", value, "\" is not ", want));
+  };
+  uint32_t n = 0;
+  if (key == "pipeline.emc_insert_inv_prob") {
+    if (!absl::SimpleAtoi(value, &n)) return bad("a whole number (0 disables)");
+    k.emc_insert_inv_prob = n;
+  } else if (key == "pipeline.smc") {
+    if (v != "on" && v != "off") return bad("on or off");
+    k.smc = v == "on";
+  } else if (key == "pipeline.cd") {
+    absl::StatusOr<CdMode> mode = ParseCdMode(v);
+    if (!mode.ok()) return bad("on, off or auto");
+    k.cd = *mode;
+  } else if (key == "pipeline.ranking_interval_ms") {
+    if (!absl::SimpleAtoi(value, &n) || n > 3600000) {
+      return bad("a whole number of milliseconds in 0..3600000");
+    }
+    k.ranking_interval_ms = n;
+  } else if (key == "dpcls.force_scalar") {
+    if (v != "true" && v != "false") return bad("true or false");
+    k.lookup.force_scalar = v == "true";
+  } else if (absl::StartsWith(key, "dpcls.lookup_prio.")) {
+    int prio = 0;
+    if (!absl::SimpleAtoi(value, &prio)) return bad("an integer priority");
+    const std::string name(key.substr(std::string_view("dpcls.lookup_prio.").size()));
+    if (absl::Status s = k.lookup.Set(name, prio); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(key, ": ", s.message()));
+    }
+  } else {
+    return absl::NotFoundError(absl::StrCat("config key \"", key, "\": unknown"));
+  }
+  knobs = k;  // every live PMD acknowledged the previous version
+  const uint64_t version = knobs_version.fetch_add(1, std::memory_order_acq_rel) + 1;
+  const auto deadline = std::chrono::steady_clock::now() + kKnobsWait;
+  for (const Pmd& pmd : pmds) {
+    while (pmd.mailbox->live.load(std::memory_order_acquire) &&
+           pmd.knobs_box->ack.load(std::memory_order_acquire) < version) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            key, ": PMD ", pmd.index, " did not take the new setting within ",
+            std::chrono::duration_cast<std::chrono::milliseconds>(kKnobsWait).count(),
+            " ms"));
+      }
+      std::this_thread::yield();
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace flowclass

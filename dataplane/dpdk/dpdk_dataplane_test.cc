@@ -609,5 +609,69 @@ TEST(DpdkDataplaneTest, RuntimeConfigAndRejectedBatches) {
   EXPECT_TRUE(WaitFor([&] { return (*dp)->Stats().pmds[0].generation == 1; }, 5));
 }
 
+TEST(DpdkDataplaneTest, PipelineSettingsReachTheRunningPmds) {
+  RingPort p1 = RingPort::Make("knob1", 1, 1);
+  RingPort p2 = RingPort::Make("knob2", 1, 1);
+  DpdkDataplaneOptions o;
+  o.ports = {Port(1, p1.name), Port(2, p2.name, false)};
+  o.pmd_lcores = {1};
+  o.idle_sleep_us = 20;
+  auto dp = DpdkDataplane::Create(o);
+  ASSERT_TRUE(dp.ok()) << dp.status();
+  ASSERT_TRUE((*dp)->ApplyBatch({RuleOp::Insert(
+                   DstPrefixRule(1, 1, 0x0a000000, 8, Action::Output(2)))})
+                  .ok());
+  ASSERT_TRUE((*dp)->Start().ok());
+
+  // Defaults as configured, then changed while the PMD runs.
+  EXPECT_EQ(*(*dp)->GetConfig("pipeline.smc"), "off");
+  EXPECT_EQ(*(*dp)->GetConfig("pipeline.emc_insert_inv_prob"), "100");
+  ASSERT_TRUE((*dp)->SetConfig("pipeline.emc_insert_inv_prob", "0").ok());
+  ASSERT_TRUE((*dp)->SetConfig("pipeline.smc", "on").ok());
+  ASSERT_TRUE((*dp)->SetConfig("pipeline.cd", "off").ok());
+  ASSERT_TRUE((*dp)->SetConfig("pipeline.ranking_interval_ms", "50").ok());
+  ASSERT_TRUE((*dp)->SetConfig("dpcls.lookup_prio.avx512", "0").ok());
+  ASSERT_TRUE((*dp)->SetConfig("dpcls.lookup_prio.specialised", "0").ok());
+  EXPECT_EQ(*(*dp)->GetConfig("pipeline.smc"), "on");
+  EXPECT_EQ(*(*dp)->GetConfig("pipeline.cd"), "off");
+  EXPECT_EQ(*(*dp)->GetConfig("dpcls.lookup_prio.avx512"), "0");
+  // Bad values name the key and change nothing.
+  const absl::Status bad = (*dp)->SetConfig("pipeline.cd", "sometimes");
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("pipeline.cd"), std::string::npos);
+  EXPECT_EQ((*dp)->SetConfig("dpcls.lookup_prio.nosuch", "1").code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*dp)->SetConfig("dpcls.lookup_available.generic", "false").code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(*(*dp)->GetConfig("pipeline.cd"), "off");
+
+  // 20 flows, each sent 10 times: with EMC insertion off and the SMC on,
+  // repeats are SMC hits, and the only subtable uses the generic lookup.
+  constexpr int kFlows = 20, kRounds = 10;
+  for (int r = 0; r < kRounds; ++r) {
+    for (int f = 0; f < kFlows; ++f) {
+      rte_mbuf* m = MakePacket(UdpFlow(0xc0a80001, 0x0a000000 + f, 1000, 53),
+                               static_cast<uint64_t>(r * kFlows + f));
+      ASSERT_NE(m, nullptr);
+      while (rte_ring_enqueue(p1.rx[0], m) != 0) std::this_thread::yield();
+    }
+    // One round at a time, so that repeats find what the round before cached.
+    ASSERT_TRUE(WaitFor([&] { return TotalRx(**dp) == uint64_t((r + 1) * kFlows); }, 10));
+  }
+  const DataplaneStats s = (*dp)->Stats();
+  (*dp)->Stop();
+  std::vector<std::pair<uint32_t, uint64_t>> got;
+  DrainRing(p2.tx, 2, &got);
+  EXPECT_EQ(got.size(), size_t{kFlows * kRounds});
+  const PmdCounters& pmd = s.pmds.at(0);
+  EXPECT_EQ(pmd.pipeline.emc_hits, 0u);
+  EXPECT_EQ(pmd.pipeline.cd_hits, 0u);
+  EXPECT_GE(pmd.pipeline.smc_hits, uint64_t{kFlows * (kRounds - 1)} - 5);
+  ASSERT_TRUE(pmd.has_snapshot);
+  EXPECT_FALSE(pmd.snapshot.cd_enabled);
+  ASSERT_FALSE(pmd.snapshot.subtable.empty());
+  EXPECT_EQ(pmd.snapshot.subtable[0].lookup_fn, "generic");
+}
+
 }  // namespace
 }  // namespace flowclass
