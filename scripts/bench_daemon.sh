@@ -6,7 +6,7 @@
 # (distinct (nw_src, nw_dst) prefix-length pairs; every packet matches),
 # reports Mpps and cycles/packet from flowclassd's own final counters, and
 # dpdk-testpmd io-forwarding on the same vdevs in the same run.  Prints a
-# Markdown table (tests/bench/README-daemon.md keeps the last results).
+# Markdown table (tests/bench/README.md keeps the last results).
 #
 #   scripts/bench_daemon.sh [BUILD_DIR]
 # Environment: BENCH_SECONDS (5), BENCH_FLOWS ("100 1000000"),
