@@ -15,16 +15,11 @@
 #include "server/metrics/dataplane_collector.h"
 #include "server/metrics/observed_dataplane.h"
 #include "server/metrics/test_json.h"
+#include "tests/common/e2e_util.h"
 
 namespace flowclass {
 namespace {
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // Metric names a PromQL expression (or any text) references.
 std::set<std::string> MetricNames(const std::string& text) {

@@ -30,6 +30,7 @@
 #include "dataplane/flow.h"
 #include "dataplane/rule.h"
 #include "tests/common/packet_builder.h"
+#include "tests/common/e2e_util.h"
 
 namespace flowclass {
 namespace {
@@ -152,27 +153,7 @@ std::vector<Flow> SampleFlows(int n, uint32_t seed) {
 }
 
 // ---- running the daemon ----
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/flowclassd_e2e_XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    if (!::testing::Test::HasFailure()) std::system(("rm -rf " + path_).c_str());
-  }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
 
- private:
-  std::string path_;
-};
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 void WriteFile(const std::string& path, const std::string& text) {
   std::ofstream(path) << text;
@@ -319,7 +300,7 @@ void WriteRules(const std::string& path, const std::vector<TestRule>& rules) {
 }
 
 TEST(FlowclassdPcapTest, OnePmdEveryPacketWhereTheReferenceSays) {
-  TempDir dir;
+  TempDir dir("flowclassd_e2e");
   const std::vector<TestRule> rules = SampleRules();
   WriteRules(dir.File("rules.txt"), rules);
   const std::vector<Flow> flows = SampleFlows(300, 1);
@@ -373,7 +354,7 @@ TEST(FlowclassdPcapTest, OnePmdEveryPacketWhereTheReferenceSays) {
 }
 
 TEST(FlowclassdPcapTest, TwoPmdsTwoQueuesCountersAddUp) {
-  TempDir dir;
+  TempDir dir("flowclassd_e2e");
   const std::vector<TestRule> rules = SampleRules();
   WriteRules(dir.File("rules.txt"), rules);
   const std::vector<Flow> flows = SampleFlows(200, 2);
@@ -431,7 +412,7 @@ TEST(FlowclassdPcapTest, TwoPmdsTwoQueuesCountersAddUp) {
 }
 
 TEST(FlowclassdPcapTest, CheckConfigAndExitCodes) {
-  TempDir dir;
+  TempDir dir("flowclassd_e2e");
   WriteRules(dir.File("rules.txt"), SampleRules());
   WritePcap(dir.File("in.pcap"), {BuildFrameFromFlow(SampleFlows(1, 1)[0], 64)});
   const std::string good = Config("1", "0@0,1@1", "rx_pcap=" + dir.File("in.pcap"), 1,

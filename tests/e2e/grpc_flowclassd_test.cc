@@ -29,6 +29,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/common/packet_builder.h"
+#include "tests/common/e2e_util.h"
 
 namespace flowclass {
 namespace {
@@ -38,27 +39,7 @@ using ::testing::HasSubstr;
 const char* const kDaemon = FLOWCLASS_BINARY_DIR "/server/flowclassd";
 const char* const kCtl = FLOWCLASS_BINARY_DIR "/client/flowclassctl";
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-void WriteFile(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
-void WritePcap(const std::string& path, const std::vector<std::vector<uint8_t>>& frames) {
-  std::ofstream out(path, std::ios::binary);
-  const uint32_t hdr[6] = {0xa1b2c3d4, 0x00040002, 0, 0, 65535, 1};
-  out.write(reinterpret_cast<const char*>(hdr), sizeof(hdr));
-  uint32_t i = 0;
-  for (const auto& f : frames) {
-    const uint32_t rec[4] = {i / 1000000, i % 1000000, static_cast<uint32_t>(f.size()),
-                             static_cast<uint32_t>(f.size())};
-    ++i;
-    out.write(reinterpret_cast<const char*>(rec), sizeof(rec));
-    out.write(reinterpret_cast<const char*>(f.data()), static_cast<std::streamsize>(f.size()));
-  }
-}
 
 struct CmdResult {
   int code = -1;
@@ -77,20 +58,6 @@ CmdResult Ctl(const std::string& args) {
   return r;
 }
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/flowclass_grpc_e2e_XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    if (!::testing::Test::HasFailure()) std::system(("rm -rf " + path_).c_str());
-  }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 class Daemon {
  public:
@@ -199,7 +166,7 @@ std::string RuleFile(int n, int first_id) {
 }
 
 TEST(GrpcFlowclassdTest, FlowclassctlAgainstARealDaemon) {
-  TempDir dir;
+  TempDir dir("flowclass_grpc_e2e");
   std::vector<std::vector<uint8_t>> frames;
   std::mt19937 rng(1);
   for (int i = 0; i < 512; ++i) {
@@ -337,7 +304,7 @@ TEST(GrpcFlowclassdTest, UnreachableServerAndPlaintextRemoteConfig) {
   CmdResult r = Ctl("stats --plaintext --server 127.0.0.1:1 --timeout-ms 2000");
   EXPECT_EQ(r.code, 5) << r.out;
   // Plaintext on a non-loopback address needs allow_plaintext_remote.
-  TempDir dir;
+  TempDir dir("flowclass_grpc_e2e");
   WriteFile(dir.File("in.pcap"), "");
   std::string cfg = DaemonConfig(dir, "");
   cfg.replace(cfg.find("address: 127.0.0.1"), 18, "address: 0.0.0.0");

@@ -45,6 +45,7 @@
 #include "server/metrics/test_http.h"
 #include "server/metrics/test_json.h"
 #include "tests/common/packet_builder.h"
+#include "tests/common/e2e_util.h"
 
 namespace flowclass {
 namespace {
@@ -55,42 +56,8 @@ using Clock = std::chrono::steady_clock;
 
 const char* const kDaemon = FLOWCLASS_BINARY_DIR "/server/flowclassd";
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-void WriteFile(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
-void WritePcap(const std::string& path, const std::vector<std::vector<uint8_t>>& frames) {
-  std::ofstream out(path, std::ios::binary);
-  const uint32_t hdr[6] = {0xa1b2c3d4, 0x00040002, 0, 0, 65535, 1};
-  out.write(reinterpret_cast<const char*>(hdr), sizeof(hdr));
-  uint32_t i = 0;
-  for (const auto& f : frames) {
-    const uint32_t rec[4] = {i / 1000000, i % 1000000, static_cast<uint32_t>(f.size()),
-                             static_cast<uint32_t>(f.size())};
-    ++i;
-    out.write(reinterpret_cast<const char*>(rec), sizeof(rec));
-    out.write(reinterpret_cast<const char*>(f.data()), static_cast<std::streamsize>(f.size()));
-  }
-}
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/flowclass_metrics_e2e_XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    if (!::testing::Test::HasFailure()) std::system(("rm -rf " + path_).c_str());
-  }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 // A child process with stdout+stderr in a file; killed by PID if still alive.
 class Process {
@@ -238,7 +205,7 @@ std::vector<std::vector<uint8_t>> Frames(int n, uint32_t seed, uint32_t dst_base
 
 TEST(MetricsPrometheusTest, RealPrometheusAgreesWithFlowclassdStats) {
   if (std::string(FLOWCLASS_PROMETHEUS).empty()) GTEST_FAIL() << "prometheus not installed (make test installs it)";
-  TempDir dir;
+  TempDir dir("flowclass_metrics_e2e");
   constexpr int kFinitePackets = 3000;
   WritePcap(dir.File("in1.pcap"), Frames(kFinitePackets, 1, 0x0a000000));
   WritePcap(dir.File("in4.pcap"), Frames(64, 2, 0x0b000000));
