@@ -1,5 +1,6 @@
 #include "dataplane/pipeline.h"
 
+#include <algorithm>
 #include <bit>
 
 #include "absl/strings/str_cat.h"
@@ -103,6 +104,9 @@ void Pipeline::SetRuleTable(const RuleTable* table,
     Revalidate(changes);
   } else {
     stats_.megaflows_revalidated_out += dpcls_->megaflow_count();
+    for (uint32_t k = 0; k < pool_.live(); ++k) {
+      RetireHits(pool_.Get(pool_.LiveIndex(k)));
+    }
     dpcls_->Clear();
     emc_.Flush();
     smc_->Flush();
@@ -132,6 +136,7 @@ void Pipeline::Revalidate(const RuleChangeSet* changes) {
       keep = (wc.w[w] & ~mf.mask.w[w]) == 0;
     }
     if (!keep) {
+      RetireHits(mf);
       dpcls_->Remove(&mf);  // frees it: EMC entries die by version
       ++removed;
     }
@@ -143,6 +148,12 @@ void Pipeline::Revalidate(const RuleChangeSet* changes) {
   // Without removals no subtable died, and the 4 MiB flush is skipped.
   // SMC entries are verified on every hit.
   if (removed) cd_->Flush();
+}
+
+void Pipeline::RetireHits(const Megaflow& mf) {
+  if (mf.verdict.rule_id != 0 && mf.hits != 0) {
+    retired_rule_hits_[mf.verdict.rule_id] += mf.hits;
+  }
 }
 
 void Pipeline::SetEmcInsertInvProb(uint32_t inv_prob) {
@@ -364,6 +375,13 @@ PipelineSnapshot Pipeline::Snapshot() const {
   s.megaflows = dpcls_->megaflow_count();
   s.subtables = dpcls_->subtable_count();
   s.subtable = dpcls_->Subtables();
+  absl::flat_hash_map<uint64_t, uint64_t> hits = retired_rule_hits_;
+  for (uint32_t k = 0; k < pool_.live(); ++k) {
+    const Megaflow& mf = pool_.Get(pool_.LiveIndex(k));
+    if (mf.verdict.rule_id != 0 && mf.hits != 0) hits[mf.verdict.rule_id] += mf.hits;
+  }
+  s.rule_hits.assign(hits.begin(), hits.end());
+  std::sort(s.rule_hits.begin(), s.rule_hits.end());
   return s;
 }
 

@@ -47,6 +47,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "dataplane/cuckoo_distributor.h"
 #include "dataplane/emc.h"
@@ -114,6 +115,10 @@ struct PipelineSnapshot {
   uint64_t megaflows = 0;
   uint64_t subtables = 0;
   std::vector<SubtableInfo> subtable;  // by port, then rank
+  // Packets classified per rule id (rule 0, "no rule", left out), sorted by
+  // id: hits of live megaflows plus those of megaflows already removed.
+  // Packets of failed upcalls (not cached) are not attributed.
+  std::vector<std::pair<uint64_t, uint64_t>> rule_hits;
 };
 
 class Pipeline {
@@ -172,6 +177,8 @@ class Pipeline {
   void ProcessPort(uint32_t in_port, const FlowKey* keys, uint32_t todo,
                    Megaflow** mf);
   void Revalidate(const RuleChangeSet* changes);
+  // Adds a megaflow's hits to retired_rule_hits_ before it is removed.
+  void RetireHits(const Megaflow& mf);
   void MaybePeriodic();
 
   PipelineConfig config_;
@@ -189,6 +196,10 @@ class Pipeline {
   uint32_t cd_group_size_;
   std::unique_ptr<uint32_t[]> cd_group_;
   PmdStats stats_;
+  // Hits of megaflows removed by revalidation or flushes, per rule id.
+  // Updated only when megaflows are removed (a rule change, at a quiescent
+  // point), never per packet.
+  absl::flat_hash_map<uint64_t, uint64_t> retired_rule_hits_;
   // Verdict carriers for packets whose upcall could not install a megaflow.
   Megaflow uncached_[kMaxBurst];
   // Interval accounting for the CD controller.

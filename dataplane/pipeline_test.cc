@@ -283,7 +283,11 @@ TEST(Pipeline, RevalidationKeepsUnaffectedMegaflows) {
   EXPECT_EQ((*p)->stats().megaflow_hits, 1u);  // a's megaflow survived
   EXPECT_EQ((*p)->stats().upcall_ok, 3u);      // b's was revalidated out
   EXPECT_EQ((*p)->stats().megaflows_revalidated_out, 1u);
-  (*p)->SetRuleTable(nullptr);
+  // Per-rule hits survive the removal of b's first megaflow.
+  using Hits = std::vector<std::pair<uint64_t, uint64_t>>;
+  EXPECT_EQ((*p)->Snapshot().rule_hits, (Hits{{1, 2}, {2, 2}}));
+  (*p)->SetRuleTable(nullptr);  // flush: everything retired, nothing lost
+  EXPECT_EQ((*p)->Snapshot().rule_hits, (Hits{{1, 2}, {2, 2}}));
 }
 
 TEST(Pipeline, BadConfigIsRejectedNamingTheField) {

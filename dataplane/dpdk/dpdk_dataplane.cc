@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -771,6 +772,25 @@ absl::StatusOr<Rule> DpdkDataplane::GetRule(uint64_t id) const {
   const Rule* r = impl_->publisher->Current()->table.Find(id);
   if (!r) return absl::NotFoundError(absl::StrCat("rule id ", id, ": no such rule"));
   return *r;
+}
+
+absl::StatusOr<std::vector<RuleHit>> DpdkDataplane::RuleHits() const {
+  const DataplaneStats stats = Stats();
+  std::map<uint64_t, uint64_t> sum;
+  for (const PmdCounters& p : stats.pmds) {
+    if (!p.has_snapshot) {
+      return absl::UnavailableError(absl::StrCat(
+          "rule hits: PMD ", p.pmd, " did not answer the snapshot request"));
+    }
+    for (const auto& [id, hits] : p.snapshot.rule_hits) sum[id] += hits;
+  }
+  std::vector<RuleHit> out;
+  std::lock_guard<std::mutex> lock(impl_->apply_mu);
+  const RuleTable& table = impl_->publisher->Current()->table;
+  for (const auto& [id, hits] : sum) {
+    if (table.Find(id) != nullptr) out.push_back(RuleHit{id, hits});
+  }
+  return out;
 }
 
 absl::StatusOr<TraceResult> DpdkDataplane::Trace(const FlowKey& key) const {

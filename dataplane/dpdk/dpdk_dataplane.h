@@ -150,6 +150,9 @@ class DpdkDataplane final : public Dataplane {
   // Added with the gRPC API: both read the published table on the calling
   // (control) thread under the apply mutex; Trace reports layer "slow_path".
   absl::StatusOr<Rule> GetRule(uint64_t id) const override;
+  // Summed over the PMD snapshots of one Stats() call; only rules of the
+  // current rule set with at least one hit are listed.
+  absl::StatusOr<std::vector<RuleHit>> RuleHits() const override;
   absl::StatusOr<TraceResult> Trace(const FlowKey& key) const override;
 
  private:

@@ -251,6 +251,24 @@ TEST(DpdkDataplaneTest, ForwardsByRulesAndAccountsForEveryPacket) {
   }
   ASSERT_TRUE(WaitFor([&] { return TotalRx(**dp) == kPackets; }, 20))
       << (*dp)->Stats().ToString();
+  // Per-rule hits: every packet counted once, under its winning rule.
+  {
+    std::map<uint64_t, uint64_t> want_hits;
+    for (int i = 0; i < kPackets; ++i) {
+      Flow k = flows[static_cast<size_t>(i) % flows.size()];
+      k.Set(Field::kInPort, 1);
+      const Rule* best = nullptr;
+      for (const Rule& r : rules) {
+        if (r.match.Matches(k) && (!best || RuleBeats(r, *best))) best = &r;
+      }
+      if (best) ++want_hits[best->id];
+    }
+    absl::StatusOr<std::vector<RuleHit>> hits = (*dp)->RuleHits();
+    ASSERT_TRUE(hits.ok()) << hits.status();
+    std::map<uint64_t, uint64_t> got_hits;
+    for (const RuleHit& h : *hits) got_hits[h.id] = h.hits;
+    EXPECT_EQ(got_hits, want_hits);
+  }
   (*dp)->Stop();
 
   std::vector<std::pair<uint32_t, uint64_t>> got;
