@@ -1,6 +1,13 @@
 #include "tests/common/e2e_util.h"
 
+#include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
 
 #include <filesystem>
 #include <fstream>
@@ -46,6 +53,60 @@ TempDir::TempDir(const std::string& prefix) {
 TempDir::~TempDir() {
   std::error_code ec;
   if (!::testing::Test::HasFailure()) std::filesystem::remove_all(path_, ec);
+}
+
+ChildProcess::ChildProcess(std::vector<std::string> argv, const std::string& out)
+    : out_(out) {
+  pid_ = fork();
+  if (pid_ == 0) {
+    const int fd = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::vector<char*> args;
+    for (std::string& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+}
+
+ChildProcess::~ChildProcess() {
+  if (pid_ > 0 && !exited_) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+}
+
+void ChildProcess::Signal(int sig) {
+  if (pid_ > 0 && !exited_) kill(pid_, sig);
+}
+
+bool ChildProcess::Running() {
+  if (exited_) return false;
+  if (waitpid(pid_, &status_, WNOHANG) == pid_) exited_ = true;
+  return !exited_;
+}
+
+int ChildProcess::Wait(double seconds) {
+  const auto end = std::chrono::steady_clock::now() +
+                   std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    if (!Running()) return WIFEXITED(status_) ? WEXITSTATUS(status_) : -2;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+  exited_ = true;
+  return -1;
+}
+
+void RemoveEalRuntimeDir(const std::string& prefix) {
+  std::error_code ec;
+  const char* xdg = getenv("XDG_RUNTIME_DIR");
+  for (const std::string& base :
+       {std::string("/var/run/dpdk"), std::string(xdg ? xdg : "/tmp") + "/dpdk"}) {
+    std::filesystem::remove_all(base + "/" + prefix, ec);
+  }
 }
 
 }  // namespace flowclass

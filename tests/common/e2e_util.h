@@ -30,6 +30,34 @@ class TempDir {
   std::string path_;
 };
 
+// A child process (argv[0] is the binary's path) with stdout and stderr in
+// the file `out`; killed by PID at destruction if still running.
+class ChildProcess {
+ public:
+  ChildProcess(std::vector<std::string> argv, const std::string& out);
+  ~ChildProcess();
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  void Signal(int sig);
+  // Exit code; -1 on timeout (the process is then killed), -2 when it was
+  // ended by a signal.
+  int Wait(double seconds);
+  // False once the process has exited (reaps it; Wait() then returns -2).
+  bool Running();
+  std::string Output() const { return ReadFile(out_); }
+
+ private:
+  std::string out_;
+  int pid_ = -1;
+  bool exited_ = false;
+  int status_ = 0;
+};
+
+// Removes EAL's runtime directory of a unique --file-prefix (root:
+// /var/run/dpdk, others: $XDG_RUNTIME_DIR/dpdk or /tmp/dpdk).
+void RemoveEalRuntimeDir(const std::string& prefix);
+
 }  // namespace flowclass
 
 #endif  // FLOWCLASS_TESTS_COMMON_E2E_UTIL_H_

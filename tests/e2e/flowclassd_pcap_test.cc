@@ -163,58 +163,17 @@ class Daemon {
  public:
   // `name` distinguishes the stdout files of daemons running at once.
   Daemon(const TempDir& dir, std::vector<std::string> args, const std::string& name = "d")
-      : out_(dir.File(name + ".stdout.txt")) {
-    static int seq = 0;
-    prefix_ = absl::StrCat("fce2e_", getpid(), "_", seq++);
-    // Let a test make two daemons share a prefix (the second must fail).
-    for (size_t i = 0; i + 1 < args.size(); ++i)
-      if (args[i] == "--file-prefix") prefix_ = args[i + 1];
-    args.insert(args.begin(), kDaemon);
-    args.push_back("--file-prefix");
-    args.push_back(prefix_);
-    pid_ = fork();
-    if (pid_ == 0) {
-      const int fd = open(out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      std::vector<char*> argv;
-      for (std::string& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(kDaemon, argv.data());
-      _exit(127);
-    }
-  }
+      : prefix_(PrefixFor(args)),
+        proc_(WithBinary(std::move(args), prefix_), dir.File(name + ".stdout.txt")) {}
   ~Daemon() {
-    if (pid_ > 0 && !exited_) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    // EAL's runtime directory for our unique prefix (root: /var/run/dpdk,
-    // others: $XDG_RUNTIME_DIR/dpdk or /tmp/dpdk).
-    std::error_code ec;
-    const char* xdg = getenv("XDG_RUNTIME_DIR");
-    for (const std::string& base : {std::string("/var/run/dpdk"),
-                                   std::string(xdg ? xdg : "/tmp") + "/dpdk"})
-      std::filesystem::remove_all(base + "/" + prefix_, ec);
+    proc_.Signal(SIGKILL);
+    proc_.Wait(10);
+    RemoveEalRuntimeDir(prefix_);
   }
   // Exit code, or -1 on timeout (the process is then killed), -2 on a signal.
-  int Wait(double seconds) {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-    int status = 0;
-    while (std::chrono::steady_clock::now() < end) {
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        exited_ = true;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : -2;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    exited_ = true;
-    return -1;
-  }
-  void Signal(int sig) { kill(pid_, sig); }
-  std::string Output() const { return ReadFile(out_); }
+  int Wait(double seconds) { return proc_.Wait(seconds); }
+  void Signal(int sig) { proc_.Signal(sig); }
+  std::string Output() const { return proc_.Output(); }
 
   // Sum of rx= over the last "stats" line of every PMD.
   uint64_t LastRx(int pmds) const {
@@ -236,10 +195,23 @@ class Daemon {
   }
 
  private:
-  std::string out_;
+  // A unique EAL file prefix, unless the test passes its own (two daemons
+  // sharing one: the second must fail).
+  static std::string PrefixFor(const std::vector<std::string>& args) {
+    for (size_t i = 0; i + 1 < args.size(); ++i)
+      if (args[i] == "--file-prefix") return args[i + 1];
+    static int seq = 0;
+    return absl::StrCat("fce2e_", getpid(), "_", seq++);
+  }
+  static std::vector<std::string> WithBinary(std::vector<std::string> args,
+                                             const std::string& prefix) {
+    args.insert(args.begin(), kDaemon);
+    args.push_back("--file-prefix");
+    args.push_back(prefix);
+    return args;
+  }
   std::string prefix_;
-  pid_t pid_ = -1;
-  bool exited_ = false;
+  ChildProcess proc_;
 };
 
 // key=value fields of the first output line starting with `prefix`.

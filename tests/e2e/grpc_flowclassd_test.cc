@@ -61,66 +61,46 @@ CmdResult Ctl(const std::string& args) {
 
 class Daemon {
  public:
-  Daemon(const TempDir& dir, std::vector<std::string> args) : out_(dir.File("stdout.txt")) {
-    args.insert(args.begin(), kDaemon);
-    args.push_back("--file-prefix");
-    args.push_back(absl::StrCat("fcgrpc_", getpid()));
-    pid_ = fork();
-    if (pid_ == 0) {
-      const int fd = open(out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      std::vector<char*> argv;
-      for (std::string& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(kDaemon, argv.data());
-      _exit(127);
-    }
-  }
+  Daemon(const TempDir& dir, std::vector<std::string> args)
+      : prefix_(absl::StrCat("fcgrpc_", getpid())),
+        proc_(WithBinary(std::move(args), prefix_), dir.File("stdout.txt")) {}
   ~Daemon() {
-    if (pid_ > 0 && !exited_) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
+    proc_.Signal(SIGKILL);
+    proc_.Wait(10);
+    RemoveEalRuntimeDir(prefix_);
   }
   // "127.0.0.1:PORT" once the daemon printed it, "" after `seconds`.
   std::string WaitForGrpc(double seconds) {
     const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
     while (std::chrono::steady_clock::now() < end) {
-      for (absl::string_view line : absl::StrSplit(ReadFile(out_), '\n')) {
+      for (absl::string_view line : absl::StrSplit(proc_.Output(), '\n')) {
         constexpr absl::string_view kTag = "flowclassd: grpc listening on ";
         if (absl::StartsWith(line, kTag)) {
           line.remove_prefix(kTag.size());
           return std::string(line.substr(0, line.find(' ')));
         }
       }
-      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
-        exited_ = true;
-        return "";
-      }
+      if (!proc_.Running()) return "";
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     return "";
   }
   int Stop(double seconds) {
-    kill(pid_, SIGTERM);
-    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-    int status = 0;
-    while (std::chrono::steady_clock::now() < end) {
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        exited_ = true;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : -2;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return -1;
+    proc_.Signal(SIGTERM);
+    return proc_.Wait(seconds);
   }
-  std::string Output() const { return ReadFile(out_); }
+  std::string Output() const { return proc_.Output(); }
 
  private:
-  std::string out_;
-  pid_t pid_ = -1;
-  bool exited_ = false;
+  static std::vector<std::string> WithBinary(std::vector<std::string> args,
+                                             const std::string& prefix) {
+    args.insert(args.begin(), kDaemon);
+    args.push_back("--file-prefix");
+    args.push_back(prefix);
+    return args;
+  }
+  std::string prefix_;
+  ChildProcess proc_;
 };
 
 std::string DaemonConfig(const TempDir& dir, const std::string& grpc_extra) {

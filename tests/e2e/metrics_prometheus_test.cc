@@ -59,52 +59,6 @@ const char* const kDaemon = FLOWCLASS_BINARY_DIR "/server/flowclassd";
 
 
 
-// A child process with stdout+stderr in a file; killed by PID if still alive.
-class Process {
- public:
-  Process(std::vector<std::string> args, const std::string& out) : out_(out) {
-    pid_ = fork();
-    if (pid_ == 0) {
-      const int fd = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      std::vector<char*> argv;
-      for (std::string& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-  }
-  ~Process() {
-    if (pid_ > 0 && !exited_) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  void Signal(int sig) { kill(pid_, sig); }
-  // Exit code; -1 on timeout (then killed), -2 when killed by a signal.
-  int Wait(double seconds) {
-    const auto end = Clock::now() + std::chrono::duration<double>(seconds);
-    int status = 0;
-    while (Clock::now() < end) {
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        exited_ = true;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : -2;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    exited_ = true;
-    return -1;
-  }
-  std::string Output() const { return ReadFile(out_); }
-
- private:
-  std::string out_;
-  pid_t pid_ = -1;
-  bool exited_ = false;
-};
 
 int FreePort() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -133,15 +87,6 @@ std::map<std::string, double> Fields(const std::string& output, const std::strin
   return m;
 }
 
-// Removes EAL's runtime directory of a unique --file-prefix (root:
-// /var/run/dpdk, others: $XDG_RUNTIME_DIR/dpdk or /tmp/dpdk).
-void RemoveEalRuntimeDir(const std::string& prefix) {
-  std::error_code ec;
-  const char* xdg = getenv("XDG_RUNTIME_DIR");
-  for (const std::string& base :
-       {std::string("/var/run/dpdk"), std::string(xdg ? xdg : "/tmp") + "/dpdk"})
-    std::filesystem::remove_all(base + "/" + prefix, ec);
-}
 
 // Prometheus HTTP API client.
 class Prom {
@@ -236,7 +181,7 @@ metrics: {enabled: true, address: "127.0.0.1:0", top_subtables: 2}
     std::string prefix;
     ~Cleanup() { RemoveEalRuntimeDir(prefix); }
   } cleanup{prefix};  // runs after `daemon` is gone (declared before it)
-  Process daemon({kDaemon, "-c", dir.File("d.yaml"), "--file-prefix", prefix},
+  ChildProcess daemon({kDaemon, "-c", dir.File("d.yaml"), "--file-prefix", prefix},
                  dir.File("daemon.txt"));
   int metrics_port = 0;
   for (auto end = Clock::now() + std::chrono::seconds(20); Clock::now() < end && !metrics_port;) {
@@ -272,7 +217,7 @@ scrape_configs:
   - job_name: flowclassd
     static_configs: [{targets: ["127.0.0.1:)", metrics_port, R"("]}]
 )"));
-  Process prometheus({FLOWCLASS_PROMETHEUS, "--config.file=" + dir.File("prometheus.yml"),
+  ChildProcess prometheus({FLOWCLASS_PROMETHEUS, "--config.file=" + dir.File("prometheus.yml"),
                       "--storage.tsdb.path=" + dir.File("tsdb"),
                       absl::StrCat("--web.listen-address=127.0.0.1:", prom_port),
                       "--log.level=warn"},
