@@ -12,6 +12,7 @@
 #include "dataplane/megaflow.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/flow_gen.h"
 
 namespace flowclass {
 namespace {
@@ -20,25 +21,11 @@ using ::testing::HasSubstr;
 
 constexpr uint32_t kMarker = 0xdeadbeefu;
 
-// A random flow with every word non-zero-ish; distinct with overwhelming
-// probability.
-Flow RandomFlow(std::mt19937_64& rng) {
-  Flow f;
-  for (int i = 0; i < kFlowWords; ++i) f.w[i] = rng() | 1;
-  return f;
-}
-
-// A key with its hash forced to `hash` (collision tests).
-FlowKey WithHash(FlowKey k, uint64_t hash) {
-  k.hash = hash;
-  return k;
-}
-
 class EmcTest : public ::testing::Test {
  protected:
   EmcTest() : pool_(4096), rng_(42) {}
 
-  FlowKey NewKey() { return FlowKey::FromFlow(RandomFlow(rng_)); }
+  FlowKey NewKey() { return FlowKey::FromFlow(RandomDenseFlow(rng_)); }
 
   // A live exact megaflow covering `key`.
   uint32_t Install(const FlowKey& key) {

@@ -14,6 +14,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/flow_gen.h"
 
 // Counts every plain operator new in this binary, so tests can assert that
 // the hot path and Install/Remove never allocate.
@@ -160,19 +161,9 @@ class Generator {
   // A key near `value`: wildcarded bits random, sometimes one masked bit
   // flipped (a near miss).
   FlowKey KeyNear(const Flow& value, const Flow& mask) {
-    Flow f = RandomFlow(static_cast<uint32_t>(value.Get(Field::kInPort)));
-    for (int i = 0; i < kFlowWords; ++i)
-      f.w[i] = (f.w[i] & ~mask.w[i]) | value.w[i];
-    if (rng_() % 4 == 0) {
-      const int w = rng_() % kFlowWords;
-      if (w != kWordMeta && mask.w[w] != 0) {
-        uint64_t bit;
-        do bit = uint64_t{1} << (rng_() % 64);
-        while (!(mask.w[w] & bit));
-        f.w[w] ^= bit;
-      }
-    }
-    return FlowKey::FromFlow(f);
+    return KeyNearMegaflow(
+        RandomFlow(static_cast<uint32_t>(value.Get(Field::kInPort))), value,
+        mask, rng_);
   }
 
   bool Bit() { return rng_() & 1; }

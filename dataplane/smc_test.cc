@@ -13,6 +13,7 @@
 #include "dataplane/megaflow.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/flow_gen.h"
 
 namespace flowclass {
 namespace {
@@ -20,17 +21,6 @@ namespace {
 using ::testing::HasSubstr;
 
 constexpr uint32_t kMarker = 0xdeadbeefu;
-
-Flow RandomFlow(std::mt19937_64& rng) {
-  Flow f;
-  for (int i = 0; i < kFlowWords; ++i) f.w[i] = rng() | 1;
-  return f;
-}
-
-FlowKey WithHash(FlowKey k, uint64_t hash) {
-  k.hash = hash;
-  return k;
-}
 
 // Hash landing in `bucket` (low bits) with signature `sig` (top 16 bits).
 constexpr uint64_t HashFor(uint32_t bucket, uint16_t sig) {
@@ -41,7 +31,7 @@ class SmcTest : public ::testing::Test {
  protected:
   SmcTest() : pool_(4096), rng_(99) {}
 
-  FlowKey NewKey() { return FlowKey::FromFlow(RandomFlow(rng_)); }
+  FlowKey NewKey() { return FlowKey::FromFlow(RandomDenseFlow(rng_)); }
 
   // A live exact megaflow covering `key` only.
   uint32_t Install(const FlowKey& key) {

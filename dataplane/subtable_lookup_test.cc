@@ -18,6 +18,7 @@
 #include "dataplane/pipeline.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/flow_gen.h"
 
 namespace flowclass {
 namespace {
@@ -95,19 +96,9 @@ class ShapeGen {
   }
 
   FlowKey KeyNear(const Flow& value, const Flow& mask) {
-    Flow f = RandomFlow(static_cast<uint32_t>(value.Get(Field::kInPort)));
-    for (int i = 0; i < kFlowWords; ++i)
-      f.w[i] = (f.w[i] & ~mask.w[i]) | value.w[i];
-    if (rng_() % 4 == 0) {
-      const int w = 1 + rng_() % (kFlowWords - 1);
-      if (mask.w[w] != 0) {
-        uint64_t bit;
-        do bit = uint64_t{1} << (rng_() % 64);
-        while (!(mask.w[w] & bit));
-        f.w[w] ^= bit;
-      }
-    }
-    return FlowKey::FromFlow(f);
+    return KeyNearMegaflow(
+        RandomFlow(static_cast<uint32_t>(value.Get(Field::kInPort))), value,
+        mask, rng_);
   }
 
   bool Bit() { return rng_() & 1; }
