@@ -222,25 +222,31 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint8_t ParseToWords(const uint8_t* p,
   return 0;
 }
 
-// Packs w into *key.  Branch-free: every word is written to the next free
-// slot and the slot only advances when the word is non-zero, so slots past
-// n_words end up zero exactly as in FlowKey::FromFlow.
+// Packs w into *key, in place.  Branch-free: every word is written to the
+// next free slot and the slot only advances when the word is non-zero; the
+// words array is zeroed first, so slots past n_words end up zero exactly as
+// in FlowKey::FromFlow.  Writing the key where it lives (rather than packing a
+// local FlowKey and copying it out) matters: the copy reloads with 16-byte
+// loads what the pack loop stored 8 bytes at a time, and every such load
+// misses store forwarding (~12 cycles each, the largest cost of a parse).
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline void PackKey(const uint64_t* w,
                                                  uint8_t flags, FlowKey* key) {
-  FlowKey k;
+  uint64_t* out = key->words.data();
+  for (int i = 0; i < kFlowWords; ++i) out[i] = 0;
   unsigned n = 0;
   FlowMap map = 0;
+#pragma GCC unroll 16
   for (int i = 0; i < kFlowWords; ++i) {
-    k.words[n] = w[i];
+    out[n] = w[i];
     const unsigned nz = w[i] != 0;
     map |= static_cast<FlowMap>(nz << i);
     n += nz;
   }
-  k.map = map;
-  k.n_words = static_cast<uint8_t>(n);
-  k.flags = flags;
-  k.Finalize();
-  *key = k;
+  key->map = map;
+  key->n_words = static_cast<uint8_t>(n);
+  key->flags = flags;
+  key->reserved = 0;
+  key->Finalize();
 }
 
 }  // namespace
