@@ -71,6 +71,15 @@ Flow ParseExact(const std::vector<uint8_t>& frame, size_t len, uint8_t* flags) {
   EXPECT_EQ(key.flags, want.flags);
   EXPECT_EQ(key.words, want.words);
   EXPECT_EQ(key.hash, want.hash);
+  // ParseBurst (one frame) gives the same key.
+  const uint8_t* ptr = copy.get();
+  const uint16_t len16 = static_cast<uint16_t>(len);
+  FlowKey burst_key;
+  ParseBurst(&ptr, &len16, 1, kPort, &burst_key);
+  EXPECT_EQ(burst_key.map, want.map);
+  EXPECT_EQ(burst_key.flags, want.flags);
+  EXPECT_EQ(burst_key.words, want.words);
+  EXPECT_EQ(burst_key.hash, want.hash);
   return flow;
 }
 
@@ -817,6 +826,11 @@ TEST(ParserMutationTest, RandomBytesKeepKeysConsistent) {
           .Build(),
       EthAB().Vlan(3).Ipv6(kIp6A, kIp6B).Ipv6Routing(16).Icmpv6(1, 1).Build(),
       EthAB().Ipv4(kIpA, kIpB).Icmp(8, 0).Build(),
+      // The parser's IPv4 TCP/UDP fast path: mutations of the version/IHL,
+      // fragment, protocol, length and data-offset bytes must fall back to
+      // the general path with the same result.
+      EthAB().Ipv4(kIpA, kIpB).Tcp(1, 2, kTcpAck).Payload(8).Build(),
+      EthAB().Ipv4(kIpA, kIpB).Udp(3, 4).Payload(8).Build(),
   };
   int flagged = 0;
   for (int i = 0; i < kRandomIterations; ++i) {
