@@ -347,7 +347,25 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
 
       int n_drop = 0, n_used = 0;
       uint64_t rule_drops = 0, no_match = 0, bad_port = 0, parse_errors = 0;
-      for (int i = 0; i < n; ++i) {
+      // Common case first: the whole burst goes out of one port (a burst
+      // is usually a few flows with the same action), so the rx array is
+      // the tx array and nothing is regrouped.
+      bool one_port = verdicts[0].rule_id != 0 &&
+                      verdicts[0].action.kind == Action::Kind::kOutput;
+      const uint32_t port0 = verdicts[0].action.port;
+      for (int i = 1; i < n && one_port; ++i)
+        one_port = verdicts[i].rule_id != 0 &&
+                   verdicts[i].action.kind == Action::Kind::kOutput &&
+                   verdicts[i].action.port == port0;
+      const int p0 = one_port && port0 <= kMaxPortNumber
+                         ? port_index[port0] : -1;
+      if (p0 >= 0) {
+        for (int i = 0; i < n; ++i) parse_errors += keys[i].flags != 0;
+        std::memcpy(out[p0], rx, sizeof(rx[0]) * n);
+        out_n[p0] = n;
+        used[n_used++] = p0;
+      }
+      for (int i = 0; i < n && p0 < 0; ++i) {
         parse_errors += keys[i].flags != 0;
         const Verdict& vd = verdicts[i];
         if (vd.rule_id == 0) {
