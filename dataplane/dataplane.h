@@ -155,6 +155,23 @@ class Dataplane {
   // RuleTable; FAILED_PRECONDITION once the dataplane is stopped.
   virtual absl::StatusOr<BatchResult> ApplyBatch(absl::Span<const RuleOp> ops) = 0;
 
+  // Group commit: applies batches[0], batches[1], ... in order, each one
+  // atomically, with exactly the results of that many ApplyBatch calls
+  // (results[i] is batch i's; a rejected batch changes nothing and does not
+  // stop the ones after it; each accepted batch gets its own generation).
+  // The difference is when they become visible: an implementation may
+  // publish the whole group once, so a stream of small batches pays one
+  // grace period (and one PMD revalidation) per group instead of per batch.
+  // On return every accepted batch of the group is acknowledged in the sense
+  // above.  The default calls ApplyBatch once per batch.
+  virtual std::vector<absl::StatusOr<BatchResult>> ApplyBatches(
+      absl::Span<const absl::Span<const RuleOp>> batches) {
+    std::vector<absl::StatusOr<BatchResult>> out;
+    out.reserve(batches.size());
+    for (absl::Span<const RuleOp> b : batches) out.push_back(ApplyBatch(b));
+    return out;
+  }
+
   // Last acknowledged generation (0 before any batch).
   virtual uint64_t generation() const = 0;
 

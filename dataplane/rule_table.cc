@@ -617,6 +617,17 @@ bool RuleChangeSet::MayAffect(const Flow& value, const Flow& mask,
   return false;
 }
 
+void RuleChangeSet::Merge(RuleChangeSet&& later) {
+  removed_ids.insert(later.removed_ids.begin(), later.removed_ids.end());
+  for (auto& [port, v] : later.by_in_port) {
+    std::vector<Match>& dst = by_in_port[port];
+    dst.insert(dst.end(), v.begin(), v.end());
+  }
+  any_in_port.insert(any_in_port.end(), later.any_in_port.begin(),
+                     later.any_in_port.end());
+  later.Clear();
+}
+
 void RuleChangeSet::Clear() {
   removed_ids.clear();
   by_in_port.clear();

@@ -134,6 +134,10 @@ struct RuleChangeSet {
   // fields overlap (conservative).
   bool MayAffect(const Flow& value, const Flow& mask, uint64_t rule_id) const;
 
+  // Adds the changes of a later step: a megaflow that no step may affect is
+  // unchanged across all of them, so the union describes the whole sequence.
+  void Merge(RuleChangeSet&& later);
+
   void Clear();
 };
 

@@ -196,12 +196,12 @@ struct DpdkDataplane::Impl {
   std::unique_ptr<RulePublisher> publisher;
   std::mutex apply_mu;  // serialises ApplyBatch (control plane only)
   // Left-right tables (guarded by apply_mu): the table the PMDs stopped using
-  // at the last publication, and the batch that made the published table
-  // from it.  The next ApplyBatch replays `shadow_pending` on the shadow
+  // at the last publication, and the batches that made the published table
+  // from it.  The next ApplyBatches replays `shadow_pending` on the shadow
   // (bringing it level with the published table) and then applies its own
-  // batch, so a batch costs O(batch), not a copy of the whole rule set.
+  // batches, so a batch costs O(batch), not a copy of the whole rule set.
   std::unique_ptr<PublishedTable> shadow;
-  std::vector<RuleOp> shadow_pending;
+  std::vector<std::vector<RuleOp>> shadow_pending;  // batches, in order
   // Run-time pipeline settings (see KnobsMailbox): written under apply_mu.
   PipelineKnobs knobs;
   std::atomic<uint64_t> knobs_version{0};
@@ -316,10 +316,11 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
     // Quiescent point: install the published table, then report it.
     const PublishedTable* v = publisher->Load();
     if (v != current || v->generation != current_generation) {
-      // The change set describes exactly one step: use it only when this
-      // PMD had the previous generation installed.
+      // The change set describes the step from base_generation (one batch,
+      // or a group commit of several): use it only when this PMD had exactly
+      // that generation installed.
       const bool one_step = current != nullptr && v->has_changes &&
-                            v->generation == current_generation + 1;
+                            v->base_generation == current_generation;
       pipeline.SetRuleTable(&v->table, one_step ? &v->changes : nullptr);
       current = v;
       current_generation = v->generation;
@@ -714,36 +715,62 @@ int DpdkDataplane::EthPortOf(uint32_t number) const {
 }
 
 absl::StatusOr<BatchResult> DpdkDataplane::ApplyBatch(absl::Span<const RuleOp> ops) {
+  const absl::Span<const RuleOp> one[] = {ops};
+  return std::move(ApplyBatches(one).front());
+}
+
+std::vector<absl::StatusOr<BatchResult>> DpdkDataplane::ApplyBatches(
+    absl::Span<const absl::Span<const RuleOp>> batches) {
   Impl& d = *impl_;
+  std::vector<absl::StatusOr<BatchResult>> results;
+  results.reserve(batches.size());
   std::lock_guard<std::mutex> lock(d.apply_mu);
-  if (d.stopped) return absl::FailedPreconditionError("dataplane: stopped");
-  const PublishedTable* cur = d.publisher->Current();
-  if (ops.empty()) {
-    BatchResult r;
-    r.generation = cur->generation;
-    return r;
+  if (d.stopped) {
+    for (size_t i = 0; i < batches.size(); ++i)
+      results.push_back(absl::FailedPreconditionError("dataplane: stopped"));
+    return results;
   }
+  const PublishedTable* cur = d.publisher->Current();
+  // Bring the shadow level with `cur` by replaying the batches published
+  // last time, one by one (each was accepted, so each applies again).
   std::unique_ptr<PublishedTable> next = std::move(d.shadow);
-  if (next && !d.shadow_pending.empty() &&
-      !next->table.ApplyBatch(d.shadow_pending).ok()) {
-    next.reset();  // cannot happen (same batch, same state); copy instead
+  for (const std::vector<RuleOp>& b : d.shadow_pending) {
+    if (next && !next->table.ApplyBatch(b).ok()) next.reset();  // cannot happen
   }
   d.shadow_pending.clear();
   if (!next || next->table.generation() != cur->table.generation()) {
     next = std::make_unique<PublishedTable>(cur->table, cur->generation);
   }
-  // Computed against the published table, i.e. the state before `ops`.
-  next->changes = MakeRuleChangeSet(cur->table, ops);
-  absl::StatusOr<BatchResult> r = next->table.ApplyBatch(ops);
-  if (!r.ok()) {
-    d.shadow = std::move(next);  // unchanged (all or nothing), level with cur
-    return r.status();
+  RuleChangeSet changes;
+  std::vector<std::vector<RuleOp>> applied;
+  for (absl::Span<const RuleOp> ops : batches) {
+    if (ops.empty()) {  // nothing to apply: the generation so far
+      BatchResult r;
+      r.generation = applied.empty() ? cur->generation : next->table.generation();
+      results.push_back(r);
+      continue;
+    }
+    // Against the state before this batch (earlier ones of the group
+    // included): that is what a replaced or deleted rule looked like.
+    RuleChangeSet cs = MakeRuleChangeSet(next->table, ops);
+    absl::StatusOr<BatchResult> r = next->table.ApplyBatch(ops);
+    if (r.ok()) {  // all or nothing: a rejected batch left `next` as it was
+      changes.Merge(std::move(cs));
+      applied.emplace_back(ops.begin(), ops.end());
+    }
+    results.push_back(std::move(r));
   }
+  if (applied.empty()) {
+    d.shadow = std::move(next);  // level with cur
+    return results;
+  }
+  next->changes = std::move(changes);
   next->has_changes = true;
+  next->base_generation = cur->generation;
   next->generation = next->table.generation();
   d.shadow = d.publisher->PublishAndWait(std::move(next));
-  d.shadow_pending.assign(ops.begin(), ops.end());
-  return r;
+  d.shadow_pending = std::move(applied);
+  return results;
 }
 
 uint64_t DpdkDataplane::generation() const {

@@ -141,6 +141,9 @@ class DpdkDataplane final : public Dataplane {
 
   // Dataplane:
   absl::StatusOr<BatchResult> ApplyBatch(absl::Span<const RuleOp> ops) override;
+  // One publication (one grace period, one revalidation per PMD) per group.
+  std::vector<absl::StatusOr<BatchResult>> ApplyBatches(
+      absl::Span<const absl::Span<const RuleOp>> batches) override;
   uint64_t generation() const override;
   std::vector<Rule> ListRules() const override;
   DataplaneStats Stats() const override;

@@ -627,6 +627,82 @@ TEST(DpdkDataplaneTest, RuntimeConfigAndRejectedBatches) {
   EXPECT_TRUE(WaitFor([&] { return (*dp)->Stats().pmds[0].generation == 1; }, 5));
 }
 
+// Group commit: batches applied in order, each atomically, published once;
+// the left-right shadow then replays the whole group (several batches) and
+// stays exact over further groups.  Packets follow the last accepted batch
+// as soon as ApplyBatches returns.
+TEST(DpdkDataplaneTest, GroupCommitAppliesEachBatchAndPublishesOnce) {
+  RingPort in = RingPort::Make("grp1", 1, 1);
+  RingPort out2 = RingPort::Make("grp2", 1, 1);
+  RingPort out3 = RingPort::Make("grp3", 1, 1);
+  DpdkDataplaneOptions o;
+  o.ports = {Port(1, in.name), Port(2, out2.name, false), Port(3, out3.name, false)};
+  o.pmd_lcores = {3};
+  auto dp = DpdkDataplane::Create(o);
+  ASSERT_TRUE(dp.ok()) << dp.status();
+  ASSERT_TRUE((*dp)->Start().ok());
+  const uint32_t dst = 0x0a000001;
+  const Rule to2 = DstPrefixRule(1, 10, dst, 32, Action::Output(2));
+  Rule to3 = to2;
+  to3.action = Action::Output(3);
+  const std::vector<RuleOp> b0 = {RuleOp::Insert(to2)};
+  const std::vector<RuleOp> b1 = {RuleOp::Insert(DstPrefixRule(5, 1, 0, 0, Action::Drop())),
+                                  RuleOp::Delete(77)};  // rejected: unknown id
+  const std::vector<RuleOp> b2 = {RuleOp::Replace(to3)};
+  const std::vector<RuleOp> b3 = {};
+  const std::vector<RuleOp> b4 = {RuleOp::Insert(DstPrefixRule(6, 2, 0, 8, Action::Drop()))};
+  const absl::Span<const RuleOp> group[] = {b0, b1, b2, b3, b4};
+  const auto results = (*dp)->ApplyBatches(group);
+  ASSERT_EQ(results.size(), 5u);
+  ASSERT_TRUE(results[0].ok()) << results[0].status();
+  EXPECT_EQ(results[0]->generation, 1u);
+  EXPECT_EQ(results[1].status().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(results[2].ok()) << results[2].status();
+  EXPECT_EQ(results[2]->generation, 2u);
+  EXPECT_EQ(results[2]->replaced, 1u);
+  ASSERT_TRUE(results[3].ok());
+  EXPECT_EQ(results[3]->generation, 2u);  // empty: the generation so far
+  ASSERT_TRUE(results[4].ok());
+  EXPECT_EQ(results[4]->generation, 3u);
+  EXPECT_EQ((*dp)->generation(), 3u);
+  // Already installed on the PMD: the flow goes out of port 3, not 2.
+  EXPECT_EQ((*dp)->Stats().pmds[0].generation, 3u);
+  const int kPackets = 50;
+  for (int i = 0; i < kPackets; ++i) {
+    rte_mbuf* m = MakePacket(UdpFlow(0x0b000001, dst, 1000, 53), static_cast<uint64_t>(i));
+    ASSERT_NE(m, nullptr);
+    ASSERT_EQ(rte_ring_enqueue(in.rx[0], m), 0);
+  }
+  std::vector<std::pair<uint32_t, uint64_t>> got;
+  ASSERT_TRUE(WaitFor([&] {
+    DrainRing(out2.tx, 2, &got);
+    DrainRing(out3.tx, 3, &got);
+    return got.size() == static_cast<size_t>(kPackets);
+  }, 5));
+  for (const auto& [port, tag] : got) EXPECT_EQ(port, 3u) << "packet " << tag;
+
+  // Two more groups: each first replays the previous group on the shadow
+  // (three batches, then two), so both sides of the pair must stay exact.
+  const std::vector<RuleOp> c0 = {RuleOp::Delete(6)};
+  const std::vector<RuleOp> c1 = {RuleOp::Insert(DstPrefixRule(7, 3, 0, 16, Action::Drop()))};
+  const absl::Span<const RuleOp> group2[] = {c0, c1};
+  for (const auto& r : (*dp)->ApplyBatches(group2)) ASSERT_TRUE(r.ok()) << r.status();
+  const std::vector<RuleOp> d0 = {RuleOp::Delete(7)};
+  const absl::Span<const RuleOp> group3[] = {d0};
+  for (const auto& r : (*dp)->ApplyBatches(group3)) ASSERT_TRUE(r.ok()) << r.status();
+  // Twice more single batches so that each side has been brought level.
+  ASSERT_TRUE((*dp)->ApplyBatch({RuleOp::Insert(DstPrefixRule(8, 4, 0, 24, Action::Drop()))}).ok());
+  ASSERT_TRUE((*dp)->ApplyBatch({RuleOp::Delete(8)}).ok());
+  std::vector<uint64_t> ids;
+  for (const Rule& r : (*dp)->ListRules()) ids.push_back(r.id);
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(ids, std::vector<uint64_t>({1}));
+  EXPECT_EQ((*dp)->generation(), 8u);
+  auto one = (*dp)->GetRule(1);
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->action, Action::Output(3));
+}
+
 TEST(DpdkDataplaneTest, PipelineSettingsReachTheRunningPmds) {
   RingPort p1 = RingPort::Make("knob1", 1, 1);
   RingPort p2 = RingPort::Make("knob2", 1, 1);

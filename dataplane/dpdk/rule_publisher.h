@@ -54,10 +54,12 @@ struct PublishedTable {
   PublishedTable(const RuleTable& t, uint64_t gen) : table(t), generation(gen) {}
   RuleTable table;
   uint64_t generation;
-  // What the batch that produced `generation` changed relative to
-  // generation - 1 (for targeted revalidation); empty for the initial table.
+  // What the batches that produced `generation` changed relative to
+  // `base_generation` (for targeted revalidation; a group commit publishes
+  // several batches at once); empty for the initial table.
   RuleChangeSet changes;
   bool has_changes = false;
+  uint64_t base_generation = 0;
 };
 
 class RulePublisher {

@@ -1,6 +1,10 @@
 #include "server/api/classifier_service.h"
 
 #include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
 #include <map>
 #include <string>
 #include <vector>
@@ -192,45 +196,81 @@ v1::BatchAck ClassifierService::ApplyOne(const v1::RuleBatch& batch) {
 
 v1::BatchAck ClassifierService::ApplyLimited(const v1::RuleBatch& batch,
                                              uint64_t max_ops) {
-  v1::BatchAck ack;
-  ack.set_batch_id(batch.batch_id());
-  if (static_cast<uint64_t>(batch.ops_size()) > max_ops) {
-    Reject(&ack, absl::StatusCode::kResourceExhausted,
-           absl::StrCat("grpc.max_batch_ops: batch ", batch.batch_id(), " has ",
-                        batch.ops_size(), " operations, limit ", max_ops),
-           -1, 0, "");
-    ack.set_generation(dp_->generation());
-    return ack;
-  }
-  std::vector<RuleOp> ops(static_cast<size_t>(batch.ops_size()));
-  for (int i = 0; i < batch.ops_size(); ++i) {
-    const absl::Status s = RuleOpFromProto(batch.ops(i), &ops[static_cast<size_t>(i)]);
-    if (!s.ok()) {
-      const uint64_t id = OpRuleId(batch.ops(i));
-      Reject(&ack, s.code(),
-             absl::StrCat("operation ", i, " (rule id ", id, "): ", s.message()), i,
-             id, ErrorField(s.message()));
-      ack.set_generation(dp_->generation());
-      return ack;
+  return std::move(ApplyGroup({&batch, 1}, max_ops).front());
+}
+
+std::vector<v1::BatchAck> ClassifierService::ApplyGroup(
+    absl::Span<const v1::RuleBatch> batches, uint64_t max_ops) {
+  const size_t n = batches.size();
+  std::vector<v1::BatchAck> acks(n);
+  std::vector<std::vector<RuleOp>> ops(n);
+  std::vector<bool> rejected(n, false);  // before reaching the dataplane
+  for (size_t b = 0; b < n; ++b) {
+    const v1::RuleBatch& batch = batches[b];
+    v1::BatchAck& ack = acks[b];
+    ack.set_batch_id(batch.batch_id());
+    if (static_cast<uint64_t>(batch.ops_size()) > max_ops) {
+      Reject(&ack, absl::StatusCode::kResourceExhausted,
+             absl::StrCat("grpc.max_batch_ops: batch ", batch.batch_id(), " has ",
+                          batch.ops_size(), " operations, limit ", max_ops),
+             -1, 0, "");
+      rejected[b] = true;
+      continue;
+    }
+    ops[b].resize(static_cast<size_t>(batch.ops_size()));
+    for (int i = 0; i < batch.ops_size(); ++i) {
+      const absl::Status s = RuleOpFromProto(batch.ops(i), &ops[b][static_cast<size_t>(i)]);
+      if (!s.ok()) {
+        const uint64_t id = OpRuleId(batch.ops(i));
+        Reject(&ack, s.code(),
+               absl::StrCat("operation ", i, " (rule id ", id, "): ", s.message()), i,
+               id, ErrorField(s.message()));
+        rejected[b] = true;
+        ops[b].clear();
+        break;
+      }
     }
   }
-  absl::StatusOr<BatchResult> r = dp_->ApplyBatch(ops);
-  if (!r.ok()) {
-    uint32_t index = 0;
-    uint64_t id = 0;
-    const std::string msg(r.status().message());
-    const bool per_op = absl::StartsWith(msg, "operation ");
-    if (per_op) ParseOpPrefix(msg, &index, &id);
-    Reject(&ack, RefineCode(r.status()), msg, per_op ? static_cast<int>(index) : -1,
-           id, per_op ? ErrorField(msg) : "");
-    ack.set_generation(dp_->generation());
-    return ack;
+  std::vector<absl::Span<const RuleOp>> spans;
+  std::vector<size_t> which;  // spans[k] is batch which[k]
+  for (size_t b = 0; b < n; ++b) {
+    if (rejected[b]) continue;
+    spans.emplace_back(ops[b]);
+    which.push_back(b);
   }
-  ack.set_generation(r->generation);
-  ack.set_inserted(static_cast<uint32_t>(r->inserted));
-  ack.set_replaced(static_cast<uint32_t>(r->replaced));
-  ack.set_deleted(static_cast<uint32_t>(r->deleted));
-  return ack;
+  const uint64_t gen_before = dp_->generation();
+  std::vector<absl::StatusOr<BatchResult>> results;
+  if (!spans.empty()) results = dp_->ApplyBatches(spans);
+  // A rejected batch reports the generation it was judged against: that of
+  // the last accepted batch before it in the group, else the one before.
+  std::vector<const absl::StatusOr<BatchResult>*> result_of(n, nullptr);
+  for (size_t k = 0; k < which.size(); ++k) result_of[which[k]] = &results[k];
+  uint64_t gen = gen_before;
+  for (size_t b = 0; b < n; ++b) {
+    v1::BatchAck& ack = acks[b];
+    const absl::StatusOr<BatchResult>* r = result_of[b];
+    if (r == nullptr) {
+      ack.set_generation(gen);
+      continue;
+    }
+    if (!r->ok()) {
+      uint32_t index = 0;
+      uint64_t id = 0;
+      const std::string msg(r->status().message());
+      const bool per_op = absl::StartsWith(msg, "operation ");
+      if (per_op) ParseOpPrefix(msg, &index, &id);
+      Reject(&ack, RefineCode(r->status()), msg, per_op ? static_cast<int>(index) : -1,
+             id, per_op ? ErrorField(msg) : "");
+      ack.set_generation(gen);
+      continue;
+    }
+    gen = (*r)->generation;
+    ack.set_generation(gen);
+    ack.set_inserted(static_cast<uint32_t>((*r)->inserted));
+    ack.set_replaced(static_cast<uint32_t>((*r)->replaced));
+    ack.set_deleted(static_cast<uint32_t>((*r)->deleted));
+  }
+  return acks;
 }
 
 grpc::Status ClassifierService::ApplyRules(
@@ -238,18 +278,81 @@ grpc::Status ClassifierService::ApplyRules(
     grpc::ServerReaderWriter<v1::BatchAck, v1::RuleBatch>* stream) {
   StreamSlot slot(&open_streams_, config_.max_concurrent_streams);
   if (!slot.ok()) return TooManyStreams(config_.max_concurrent_streams);
-  v1::RuleBatch batch;
-  while (stream->Read(&batch)) {
-    if (grpc::Status s = CheckAlive(
-            ctx, absl::StrCat("batch ", batch.batch_id(), " was applied"));
-        !s.ok())
-      return s;
-    const v1::BatchAck ack = ApplyOne(batch);
-    if (!stream->Write(ack)) return grpc::Status::OK;  // client went away
+  // Group commit.  A reader thread takes batches off the stream while this
+  // thread applies the ones already received; whatever has queued up when
+  // the dataplane is free again is applied as one group (one publication,
+  // one grace period, one revalidation per PMD for all of it).  A client
+  // that waits for each ack gets groups of one; one that keeps a window of
+  // batches in flight (flowclassctl does) gets its window per publication.
+  // Acks are written one per batch, in order.  gRPC allows one Read and one
+  // Write in flight at a time on a stream, from different threads.
+  constexpr size_t kMaxQueued = 64;          // read-ahead, in batches
+  constexpr uint64_t kMaxGroupOps = 1 << 16;  // bounds the time to the first ack
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<v1::RuleBatch> queue;
+  bool closed = false;  // the reader is done (half-close, error, or told to)
+  bool stop = false;    // tells the reader to stop taking batches
+  std::thread reader([&] {
+    v1::RuleBatch batch;
+    while (stream->Read(&batch)) {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return queue.size() < kMaxQueued || stop; });
+      if (stop) break;
+      queue.push_back(std::move(batch));
+      batch = v1::RuleBatch();
+      cv.notify_all();
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    closed = true;
+    cv.notify_all();
+  });
+  grpc::Status status = grpc::Status::OK;
+  bool drained = false;
+  for (;;) {
+    std::vector<v1::RuleBatch> group;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return !queue.empty() || closed; });
+      if (queue.empty()) {
+        drained = true;
+        break;
+      }
+      uint64_t group_ops = 0;
+      while (!queue.empty() &&
+             (group.empty() ||
+              group_ops + static_cast<uint64_t>(queue.front().ops_size()) <= kMaxGroupOps)) {
+        group_ops += static_cast<uint64_t>(queue.front().ops_size());
+        group.push_back(std::move(queue.front()));
+        queue.pop_front();
+      }
+      cv.notify_all();
+    }
+    status = CheckAlive(ctx, absl::StrCat("batch ", group.front().batch_id(), " was applied"));
+    if (!status.ok()) break;
+    bool written = true;
+    for (const v1::BatchAck& ack : ApplyGroup(group, config_.max_batch_ops)) {
+      if (!stream->Write(ack)) {  // client went away
+        written = false;
+        break;
+      }
+    }
+    if (!written) break;
   }
+  if (!drained) {
+    // Leaving early: the reader may be blocked in Read() on a live stream.
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stop = true;
+      cv.notify_all();
+    }
+    ctx->TryCancel();
+  }
+  reader.join();
+  if (!status.ok()) return status;
   // Read() fails at the client's half-close, or when the transport gave up
   // (deadline, cancellation, a message over the size limit).
-  if (ctx->IsCancelled())
+  if (!drained || ctx->IsCancelled())
     return grpc::Status(grpc::StatusCode::CANCELLED, "stream cancelled");
   return grpc::Status::OK;
 }

@@ -28,7 +28,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <vector>
 
+#include "absl/types/span.h"
 #include "dataplane/dataplane.h"
 #include "flowclass/v1/flowclass.grpc.pb.h"
 #include "server/api/grpc_config.h"
@@ -60,6 +62,12 @@ class ClassifierService final : public v1::Classifier::Service {
 
   // Processes one batch as ApplyRules does (exposed for tests and DeleteAll).
   v1::BatchAck ApplyOne(const v1::RuleBatch& batch);
+
+  // Processes batches received back to back on one stream as one group
+  // commit (Dataplane::ApplyBatches): acks, one per batch and in order, are
+  // exactly those of ApplyOne called for each batch in turn.
+  std::vector<v1::BatchAck> ApplyGroup(absl::Span<const v1::RuleBatch> batches,
+                                       uint64_t max_ops);
 
  private:
   v1::BatchAck ApplyLimited(const v1::RuleBatch& batch, uint64_t max_ops);

@@ -2,8 +2,11 @@
 // 127.0.0.1 (port 0) and the C++ client library: batch atomicity, ordering,
 // generations, deletes by cookie, limits, deadlines, the bad-input table,
 // stats, config and trace.
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -317,9 +320,11 @@ class SlowDataplane final : public Dataplane {
   SlowDataplane(Dataplane* inner, std::chrono::milliseconds delay)
       : inner_(inner), delay_(delay) {}
   absl::StatusOr<BatchResult> ApplyBatch(absl::Span<const RuleOp> ops) override {
+    entered.fetch_add(1);
     std::this_thread::sleep_for(delay_);
     return inner_->ApplyBatch(ops);
   }
+  std::atomic<int> entered{0};  // ApplyBatch calls started
   uint64_t generation() const override { return inner_->generation(); }
   std::vector<Rule> ListRules() const override { return inner_->ListRules(); }
   DataplaneStats Stats() const override { return inner_->Stats(); }
@@ -345,9 +350,11 @@ TEST_F(ApiTest, DeadlinePassedBatchIsNotApplied) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(300));
   auto stream = client_->stub()->ApplyRules(&ctx);
-  // Batch 1 is read before the deadline and takes 600 ms to apply; batch 2
+  // Batch 1 is read before the deadline and takes 600 ms to apply; batch 2,
+  // sent once that apply has started (so it cannot join batch 1's group),
   // is looked at after the deadline and must not be applied.
   stream->Write(Batch(1, {Insert(MakeRule(1))}));
+  while (slow.entered.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   stream->Write(Batch(2, {Insert(MakeRule(2))}));
   stream->WritesDone();
   v1::BatchAck ack;
@@ -359,6 +366,91 @@ TEST_F(ApiTest, DeadlinePassedBatchIsNotApplied) {
   for (const Rule& r : inner.ListRules()) ids.push_back(r.id);
   EXPECT_EQ(ids, std::vector<uint64_t>({1}));
   EXPECT_EQ(inner.generation(), 1u);
+}
+
+// Records the groups ApplyRules hands to the dataplane; the first group
+// waits until `open` is set.
+class GateDataplane final : public Dataplane {
+ public:
+  explicit GateDataplane(Dataplane* inner) : inner_(inner) {}
+  absl::StatusOr<BatchResult> ApplyBatch(absl::Span<const RuleOp> ops) override {
+    return inner_->ApplyBatch(ops);
+  }
+  std::vector<absl::StatusOr<BatchResult>> ApplyBatches(
+      absl::Span<const absl::Span<const RuleOp>> batches) override {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      groups.push_back(batches.size());
+    }
+    while (!open.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return inner_->ApplyBatches(batches);
+  }
+  uint64_t generation() const override { return inner_->generation(); }
+  std::vector<Rule> ListRules() const override { return inner_->ListRules(); }
+  DataplaneStats Stats() const override { return inner_->Stats(); }
+  std::map<std::string, std::string> GetConfig() const override {
+    return inner_->GetConfig();
+  }
+  absl::StatusOr<std::string> GetConfig(absl::string_view k) const override {
+    return inner_->GetConfig(k);
+  }
+  absl::Status SetConfig(absl::string_view k, absl::string_view v) override {
+    return inner_->SetConfig(k, v);
+  }
+  std::vector<size_t> Groups() {
+    std::lock_guard<std::mutex> lock(mu);
+    return groups;
+  }
+  std::atomic<bool> open{false};
+
+ private:
+  Dataplane* inner_;
+  std::mutex mu;
+  std::vector<size_t> groups;
+};
+
+// Batches that queue up on a stream while the dataplane is busy are applied
+// as one group (one publication), with the acks of one batch at a time:
+// in order, each with its own generation, a bad batch rejected alone.
+TEST_F(ApiTest, QueuedBatchesAreAppliedAsOneGroupWithPerBatchAcks) {
+  FakeDataplane inner;
+  GateDataplane gate(&inner);
+  Start({}, {}, &gate);
+  grpc::ClientContext ctx;
+  auto stream = client_->stub()->ApplyRules(&ctx);
+  ASSERT_TRUE(stream->Write(Batch(1, {Insert(MakeRule(1))})));
+  while (gate.Groups().empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // The dataplane is held inside batch 1's group; these queue up behind it.
+  v1::Rule bad = MakeRule(4);
+  bad.mutable_match()->set_ipv4_src("10.0.0.300/24");
+  ASSERT_TRUE(stream->Write(Batch(2, {Insert(MakeRule(2))})));
+  ASSERT_TRUE(stream->Write(Batch(3, {Insert(MakeRule(3))})));
+  ASSERT_TRUE(stream->Write(Batch(4, {Insert(MakeRule(40)), Insert(bad)})));
+  ASSERT_TRUE(stream->Write(Batch(5, {Insert(MakeRule(2))})));  // duplicate id
+  ASSERT_TRUE(stream->Write(Batch(6, {DeleteId(1)})));
+  stream->WritesDone();
+  // Let the server's reader take them off the stream (synchronisation
+  // only: the assertions below hold for any grouping except "one each").
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  gate.open = true;
+  v1::BatchAck ack;
+  std::vector<std::pair<uint64_t, uint64_t>> seen;
+  std::vector<int> codes;
+  while (stream->Read(&ack)) {
+    seen.emplace_back(ack.batch_id(), ack.generation());
+    codes.push_back(ack.status_code());
+  }
+  ASSERT_TRUE(stream->Finish().ok());
+  EXPECT_EQ(seen, (std::vector<std::pair<uint64_t, uint64_t>>{
+                      {1, 1}, {2, 2}, {3, 3}, {4, 3}, {5, 3}, {6, 4}}));
+  EXPECT_EQ(codes, (std::vector<int>{kOk, kOk, kOk, kInvalid, kExists, kOk}));
+  // Batch 4 never reached the dataplane (its rule 40 is not there either).
+  std::vector<uint64_t> ids;
+  for (const Rule& r : inner.ListRules()) ids.push_back(r.id);
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(ids, std::vector<uint64_t>({2, 3}));
+  // Two groups: batch 1, then the four valid batches that queued behind it.
+  EXPECT_EQ(gate.Groups(), (std::vector<size_t>{1, 4}));
 }
 
 struct BadInput {

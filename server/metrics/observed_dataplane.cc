@@ -37,4 +37,13 @@ absl::StatusOr<BatchResult> ObservedDataplane::ApplyBatch(
   return r;
 }
 
+std::vector<absl::StatusOr<BatchResult>> ObservedDataplane::ApplyBatches(
+    absl::Span<const absl::Span<const RuleOp>> batches) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<absl::StatusOr<BatchResult>> r = inner_->ApplyBatches(batches);
+  const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+  for (const absl::StatusOr<BatchResult>& one : r) latency_->Observe(dt.count(), one.ok());
+  return r;
+}
+
 }  // namespace flowclass

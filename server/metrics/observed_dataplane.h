@@ -55,6 +55,10 @@ class ObservedDataplane final : public Dataplane {
       : inner_(inner), latency_(latency) {}
 
   absl::StatusOr<BatchResult> ApplyBatch(absl::Span<const RuleOp> ops) override;
+  // Forwarded as one group; every batch of it is observed with the group's
+  // wall time (from the call to its ack).
+  std::vector<absl::StatusOr<BatchResult>> ApplyBatches(
+      absl::Span<const absl::Span<const RuleOp>> batches) override;
   uint64_t generation() const override { return inner_->generation(); }
   std::vector<Rule> ListRules() const override { return inner_->ListRules(); }
   DataplaneStats Stats() const override { return inner_->Stats(); }

@@ -8,6 +8,7 @@
 # Everything runs on 127.0.0.1; the daemon is stopped by its PID.
 #
 #   tests/e2e/grpc_add_rules_bench.sh BUILD_DIR [RULES=1000000] [BATCH=1000] [SEED_SET]
+# Environment: CLIENT_CPUS (0) — CPUs for flowclassctl (taskset); empty = any.
 #
 # Rules: the 5-tuples of SEED_SET (default neurocuts/acl1_10k) replicated over
 # in_port 1..ceil(RULES/|set|), ids 1..RULES, first-match priorities.
@@ -71,6 +72,13 @@ for i in range(4096):
     out.write(struct.pack('<IIII', i // 1000000, i % 1000000, len(frame), len(frame)) + frame)
 PY
 
+# The PMD forwards every frame before the stream starts (a catch-all rule
+# loaded at start-up, below every streamed rule), so "before" and "during"
+# measure the same work: without it every frame is dropped as no-match
+# before the stream and transmitted during it, and the tx cost alone looks
+# like a loss.
+echo "id=4000000000,priority=0,in_port=1,ip,actions=output:2" > "$work/base_rules.txt"
+
 cat > "$work/d.yaml" <<YAML
 eal:
   hugepages: false
@@ -90,6 +98,8 @@ ports:
     device: net_pcap1
     args: "tx_pcap=/dev/null"
     poll: false
+rules:
+  file: $work/base_rules.txt
 stats:
   interval_ms: 0
   final: false
@@ -109,7 +119,15 @@ for _ in $(seq 1 300); do
   sleep 0.1
 done
 [ -n "$target" ] || { cat "$work/daemon.log"; echo "daemon did not start"; exit 1; }
-ctl() { "$build/client/flowclassctl" "$@" --plaintext --server "$target"; }
+# The client runs on the control CPU, off the PMD's core, as the controller
+# would in production (the PMD cores are isolated there).  Left unpinned on
+# this 2-CPU VM, the scheduler puts the client on the PMD's CPU whenever CPU
+# 0 is busy, and its time slices show up as PMD loss.  CLIENT_CPUS= (empty)
+# runs it unpinned.
+client_cpus="${CLIENT_CPUS-0}"
+pin=()
+[ -n "$client_cpus" ] && pin=(taskset -c "$client_cpus")
+ctl() { "${pin[@]}" "$build/client/flowclassctl" "$@" --plaintext --server "$target"; }
 rx() { ctl stats | awk '/^total:/{t=1} t && /packets received:/{print $3; exit}'; }
 now() { date +%s.%N; }
 
