@@ -59,7 +59,13 @@
 //
 // Every key returned is finalized (hash valid, absent words are zero), so a
 // parsed key equals FlowKey::FromFlow(ParsePacketToFlow(...), flags) bit for
-// bit.
+// bit.  ParsePacket and ParseBurst first try a straight-line path for the
+// common frame (untagged IPv4 without options, not a fragment, complete TCP
+// or UDP header, non-zero MAC and IP words) and fall back to the general
+// parser for anything else; ParsePacketToFlow always takes the general one,
+// which is how the tests hold the two paths to the same answer.
+// packet_parser_benchmark: ~7 ns per TCP/UDP IPv4 frame, ~14-17 ns for IPv6
+// and tagged mixes (tests/bench/README.md).
 #ifndef FLOWCLASS_DATAPLANE_PACKET_PARSER_H_
 #define FLOWCLASS_DATAPLANE_PACKET_PARSER_H_
 

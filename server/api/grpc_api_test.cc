@@ -74,6 +74,19 @@ v1::RuleOp DeleteCookie(uint64_t c) {
   return op;
 }
 
+// Reads a stream's acks to the end: (batch id, generation) and status codes.
+std::pair<std::vector<std::pair<uint64_t, uint64_t>>, std::vector<int>> ReadAcks(
+    grpc::ClientReaderWriter<v1::RuleBatch, v1::BatchAck>* stream) {
+  v1::BatchAck ack;
+  std::vector<std::pair<uint64_t, uint64_t>> seen;
+  std::vector<int> codes;
+  while (stream->Read(&ack)) {
+    seen.emplace_back(ack.batch_id(), ack.generation());
+    codes.push_back(ack.status_code());
+  }
+  return {seen, codes};
+}
+
 class ApiTest : public ::testing::Test {
  protected:
   void Start(GrpcServerConfig cfg = {}, RuleTableLimits limits = {},
@@ -197,13 +210,7 @@ TEST_F(ApiTest, StreamAcksInOrderWithGenerations) {
   ASSERT_TRUE(stream->Write(Batch(9, {})));
   ASSERT_TRUE(stream->Write(Batch(1, {DeleteId(300)})));
   stream->WritesDone();
-  v1::BatchAck ack;
-  std::vector<std::pair<uint64_t, uint64_t>> seen;
-  std::vector<int> codes;
-  while (stream->Read(&ack)) {
-    seen.emplace_back(ack.batch_id(), ack.generation());
-    codes.push_back(ack.status_code());
-  }
+  const auto [seen, codes] = ReadAcks(stream.get());
   ASSERT_TRUE(stream->Finish().ok());
   EXPECT_EQ(seen, (std::vector<std::pair<uint64_t, uint64_t>>{{7, 27}, {5, 27}, {9, 27}, {1, 28}}));
   EXPECT_EQ(codes, (std::vector<int>{kOk, kExists, kOk, kOk}));
@@ -314,17 +321,14 @@ TEST_F(ApiTest, LimitsBatchOpsRulesStreamsMessageSize) {
   EXPECT_EQ(fake_->ListRules().size(), 10u);
 }
 
-// A dataplane whose ApplyBatch takes `delay`.
-class SlowDataplane final : public Dataplane {
+// Forwards everything to `inner`; the test dataplanes below override the
+// apply path only.
+class ForwardingDataplane : public Dataplane {
  public:
-  SlowDataplane(Dataplane* inner, std::chrono::milliseconds delay)
-      : inner_(inner), delay_(delay) {}
+  explicit ForwardingDataplane(Dataplane* inner) : inner_(inner) {}
   absl::StatusOr<BatchResult> ApplyBatch(absl::Span<const RuleOp> ops) override {
-    entered.fetch_add(1);
-    std::this_thread::sleep_for(delay_);
     return inner_->ApplyBatch(ops);
   }
-  std::atomic<int> entered{0};  // ApplyBatch calls started
   uint64_t generation() const override { return inner_->generation(); }
   std::vector<Rule> ListRules() const override { return inner_->ListRules(); }
   DataplaneStats Stats() const override { return inner_->Stats(); }
@@ -338,8 +342,23 @@ class SlowDataplane final : public Dataplane {
     return inner_->SetConfig(k, v);
   }
 
- private:
+ protected:
   Dataplane* inner_;
+};
+
+// A dataplane whose ApplyBatch takes `delay`.
+class SlowDataplane final : public ForwardingDataplane {
+ public:
+  SlowDataplane(Dataplane* inner, std::chrono::milliseconds delay)
+      : ForwardingDataplane(inner), delay_(delay) {}
+  absl::StatusOr<BatchResult> ApplyBatch(absl::Span<const RuleOp> ops) override {
+    entered.fetch_add(1);
+    std::this_thread::sleep_for(delay_);
+    return inner_->ApplyBatch(ops);
+  }
+  std::atomic<int> entered{0};  // ApplyBatch calls started
+
+ private:
   std::chrono::milliseconds delay_;
 };
 
@@ -370,12 +389,9 @@ TEST_F(ApiTest, DeadlinePassedBatchIsNotApplied) {
 
 // Records the groups ApplyRules hands to the dataplane; the first group
 // waits until `open` is set.
-class GateDataplane final : public Dataplane {
+class GateDataplane final : public ForwardingDataplane {
  public:
-  explicit GateDataplane(Dataplane* inner) : inner_(inner) {}
-  absl::StatusOr<BatchResult> ApplyBatch(absl::Span<const RuleOp> ops) override {
-    return inner_->ApplyBatch(ops);
-  }
+  explicit GateDataplane(Dataplane* inner) : ForwardingDataplane(inner) {}
   std::vector<absl::StatusOr<BatchResult>> ApplyBatches(
       absl::Span<const absl::Span<const RuleOp>> batches) override {
     {
@@ -385,18 +401,6 @@ class GateDataplane final : public Dataplane {
     while (!open.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     return inner_->ApplyBatches(batches);
   }
-  uint64_t generation() const override { return inner_->generation(); }
-  std::vector<Rule> ListRules() const override { return inner_->ListRules(); }
-  DataplaneStats Stats() const override { return inner_->Stats(); }
-  std::map<std::string, std::string> GetConfig() const override {
-    return inner_->GetConfig();
-  }
-  absl::StatusOr<std::string> GetConfig(absl::string_view k) const override {
-    return inner_->GetConfig(k);
-  }
-  absl::Status SetConfig(absl::string_view k, absl::string_view v) override {
-    return inner_->SetConfig(k, v);
-  }
   std::vector<size_t> Groups() {
     std::lock_guard<std::mutex> lock(mu);
     return groups;
@@ -404,7 +408,6 @@ class GateDataplane final : public Dataplane {
   std::atomic<bool> open{false};
 
  private:
-  Dataplane* inner_;
   std::mutex mu;
   std::vector<size_t> groups;
 };
@@ -433,13 +436,7 @@ TEST_F(ApiTest, QueuedBatchesAreAppliedAsOneGroupWithPerBatchAcks) {
   // only: the assertions below hold for any grouping except "one each").
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   gate.open = true;
-  v1::BatchAck ack;
-  std::vector<std::pair<uint64_t, uint64_t>> seen;
-  std::vector<int> codes;
-  while (stream->Read(&ack)) {
-    seen.emplace_back(ack.batch_id(), ack.generation());
-    codes.push_back(ack.status_code());
-  }
+  const auto [seen, codes] = ReadAcks(stream.get());
   ASSERT_TRUE(stream->Finish().ok());
   EXPECT_EQ(seen, (std::vector<std::pair<uint64_t, uint64_t>>{
                       {1, 1}, {2, 2}, {3, 3}, {4, 3}, {5, 3}, {6, 4}}));
