@@ -348,6 +348,7 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
 
       int n_drop = 0, n_used = 0;
       uint64_t rule_drops = 0, no_match = 0, bad_port = 0, parse_errors = 0;
+      for (int i = 0; i < n; ++i) parse_errors += keys[i].flags != 0;
       // Common case first: the whole burst goes out of one port (a burst
       // is usually a few flows with the same action), so the rx array is
       // the tx array and nothing is regrouped.
@@ -361,13 +362,11 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
       const int p0 = one_port && port0 <= kMaxPortNumber
                          ? port_index[port0] : -1;
       if (p0 >= 0) {
-        for (int i = 0; i < n; ++i) parse_errors += keys[i].flags != 0;
         std::memcpy(out[p0], rx, sizeof(rx[0]) * n);
         out_n[p0] = n;
         used[n_used++] = p0;
       }
       for (int i = 0; i < n && p0 < 0; ++i) {
-        parse_errors += keys[i].flags != 0;
         const Verdict& vd = verdicts[i];
         if (vd.rule_id == 0) {
           ++no_match;

@@ -231,44 +231,39 @@ std::vector<v1::BatchAck> ClassifierService::ApplyGroup(
       }
     }
   }
-  std::vector<absl::Span<const RuleOp>> spans;
-  std::vector<size_t> which;  // spans[k] is batch which[k]
-  for (size_t b = 0; b < n; ++b) {
-    if (rejected[b]) continue;
-    spans.emplace_back(ops[b]);
-    which.push_back(b);
-  }
+  std::vector<absl::Span<const RuleOp>> spans;  // the batches not rejected
+  for (size_t b = 0; b < n; ++b)
+    if (!rejected[b]) spans.emplace_back(ops[b]);
   const uint64_t gen_before = dp_->generation();
   std::vector<absl::StatusOr<BatchResult>> results;
   if (!spans.empty()) results = dp_->ApplyBatches(spans);
   // A rejected batch reports the generation it was judged against: that of
   // the last accepted batch before it in the group, else the one before.
-  std::vector<const absl::StatusOr<BatchResult>*> result_of(n, nullptr);
-  for (size_t k = 0; k < which.size(); ++k) result_of[which[k]] = &results[k];
   uint64_t gen = gen_before;
+  size_t k = 0;  // next of `results`
   for (size_t b = 0; b < n; ++b) {
     v1::BatchAck& ack = acks[b];
-    const absl::StatusOr<BatchResult>* r = result_of[b];
-    if (r == nullptr) {
+    if (rejected[b]) {
       ack.set_generation(gen);
       continue;
     }
-    if (!r->ok()) {
+    const absl::StatusOr<BatchResult>& r = results[k++];
+    if (!r.ok()) {
       uint32_t index = 0;
       uint64_t id = 0;
-      const std::string msg(r->status().message());
+      const std::string msg(r.status().message());
       const bool per_op = absl::StartsWith(msg, "operation ");
       if (per_op) ParseOpPrefix(msg, &index, &id);
-      Reject(&ack, RefineCode(r->status()), msg, per_op ? static_cast<int>(index) : -1,
+      Reject(&ack, RefineCode(r.status()), msg, per_op ? static_cast<int>(index) : -1,
              id, per_op ? ErrorField(msg) : "");
       ack.set_generation(gen);
       continue;
     }
-    gen = (*r)->generation;
+    gen = r->generation;
     ack.set_generation(gen);
-    ack.set_inserted(static_cast<uint32_t>((*r)->inserted));
-    ack.set_replaced(static_cast<uint32_t>((*r)->replaced));
-    ack.set_deleted(static_cast<uint32_t>((*r)->deleted));
+    ack.set_inserted(static_cast<uint32_t>(r->inserted));
+    ack.set_replaced(static_cast<uint32_t>(r->replaced));
+    ack.set_deleted(static_cast<uint32_t>(r->deleted));
   }
   return acks;
 }
