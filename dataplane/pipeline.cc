@@ -236,6 +236,25 @@ void Pipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts) {
   stats_.cycles += Cycles() - t0;
 }
 
+// A key found below the EMC goes into the caches above the layer that
+// found it: the CD (when it did not suggest the subtable), SMC, EMC.
+void Pipeline::CacheAbove(const FlowKey& key, const Megaflow& mf, bool into_cd) {
+  if (into_cd) cd_->Insert(key, mf.subtable);
+  if (config_.smc) smc_->Insert(key, mf.index);
+  if (config_.emc) emc_.MaybeInsert(key, mf.index);
+}
+
+// Megaflow-classifier hits (through the CD or the ranked search): counts
+// first-rank hits for the CD controller and caches the keys above.
+void Pipeline::CacheMegaflowHits(const FlowKey* keys, uint32_t hits,
+                                 Megaflow* const* mf, bool into_cd) {
+  for (uint32_t m = hits; m; m &= m - 1) {
+    const int i = std::countr_zero(m);
+    if (dpcls_->RankOf(mf[i]->subtable) == 0) ++interval_.first_rank_hits;
+    CacheAbove(keys[i], *mf[i], into_cd);
+  }
+}
+
 void Pipeline::ProcessPort(uint32_t in_port, const FlowKey* keys,
                            uint32_t todo, Megaflow** mf) {
   if (config_.smc) {
@@ -297,12 +316,7 @@ void Pipeline::ProcessPort(uint32_t in_port, const FlowKey* keys,
     interval_.cd_hits += n_found;
     interval_.megaflow_hits += n_found;
     interval_.subtable_lookups += n_found;
-    for (uint32_t m = found; m; m &= m - 1) {
-      const int i = std::countr_zero(m);
-      if (dpcls_->RankOf(mf[i]->subtable) == 0) ++interval_.first_rank_hits;
-      if (config_.smc) smc_->Insert(keys[i], mf[i]->index);
-      if (config_.emc) emc_.MaybeInsert(keys[i], mf[i]->index);
-    }
+    CacheMegaflowHits(keys, found, mf, /*into_cd=*/false);
     todo &= ~found;
     if (!todo) return;
   }
@@ -314,13 +328,7 @@ void Pipeline::ProcessPort(uint32_t in_port, const FlowKey* keys,
   stats_.subtable_lookups += lookups;
   interval_.megaflow_hits += n_hits;
   interval_.subtable_lookups += lookups;
-  for (uint32_t m = hits; m; m &= m - 1) {
-    const int i = std::countr_zero(m);
-    if (dpcls_->RankOf(mf[i]->subtable) == 0) ++interval_.first_rank_hits;
-    if (cd_on) cd_->Insert(keys[i], mf[i]->subtable);
-    if (config_.smc) smc_->Insert(keys[i], mf[i]->index);
-    if (config_.emc) emc_.MaybeInsert(keys[i], mf[i]->index);
-  }
+  CacheMegaflowHits(keys, hits, mf, /*into_cd=*/cd_on);
   todo &= ~hits;
 
   // Upcalls.  A packet whose megaflow cannot be installed still gets the
@@ -338,9 +346,7 @@ void Pipeline::ProcessPort(uint32_t in_port, const FlowKey* keys,
       ++stats_.upcall_ok;
       ++installed->hits;
       mf[i] = installed;
-      if (cd_on) cd_->Insert(keys[i], installed->subtable);
-      if (config_.smc) smc_->Insert(keys[i], installed->index);
-      if (config_.emc) emc_.MaybeInsert(keys[i], installed->index);
+      CacheAbove(keys[i], *installed, /*into_cd=*/cd_on);
     } else {
       ++stats_.upcall_failed;
       uncached_[i].verdict = v;

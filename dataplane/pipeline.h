@@ -174,6 +174,9 @@ class Pipeline {
  private:
   explicit Pipeline(const PipelineConfig& config);
   // One burst whose keys all have the same in_port (bits of `todo`).
+  void CacheAbove(const FlowKey& key, const Megaflow& mf, bool into_cd);
+  void CacheMegaflowHits(const FlowKey* keys, uint32_t hits, Megaflow* const* mf,
+                         bool into_cd);
   void ProcessPort(uint32_t in_port, const FlowKey* keys, uint32_t todo,
                    Megaflow** mf);
   void Revalidate(const RuleChangeSet* changes);
