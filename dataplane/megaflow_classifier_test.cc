@@ -14,7 +14,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/common/flow_gen.h"
+#include "tests/common/megaflow_testing.h"
 
 // Counts every plain operator new in this binary, so tests can assert that
 // the hot path and Install/Remove never allocate.
@@ -45,56 +45,39 @@ constexpr int kScale = 5;  // ASan: fewer rounds, same coverage
 constexpr int kScale = 20;
 #endif
 
-uint64_t ConstantHash(const uint64_t*, int, uint64_t) { return 42; }
+using FieldValues = std::initializer_list<std::pair<Field, uint64_t>>;
 
-// Identity-like: no mixing and no basis, so equal masked words of two
-// subtables collide and only the owner check tells them apart.
-uint64_t IdentityHash(const uint64_t* words, int n, uint64_t) {
-  uint64_t h = 0;
-  for (int i = 0; i < n; ++i) h += words[i];
-  return h;
-}
-
-Flow PortMask() {
+// A megaflow mask: in_port exact, plus `fields` with their masks.
+Flow PortMask(FieldValues fields = {}) {
   Flow m;
   m.Set(Field::kInPort, 0xffffffff);
+  for (const auto& [field, mask] : fields) m.Set(field, mask);
   return m;
+}
+
+// A megaflow value: in_port `port`, plus `fields` with their values.
+Flow PortFlow(uint32_t port, FieldValues fields = {}) {
+  Flow v;
+  v.Set(Field::kInPort, port);
+  for (const auto& [field, value] : fields) v.Set(field, value);
+  return v;
 }
 
 Verdict Out(uint32_t port, uint64_t rule = 1) {
   return Verdict{rule, Action::Output(port)};
 }
 
-uint32_t BurstMap(int n) { return n >= 32 ? ~0u : (1u << n) - 1; }
-
-bool Overlap(const Flow& v1, const Flow& m1, const Flow& v2, const Flow& m2) {
-  for (int i = 0; i < kFlowWords; ++i)
-    if ((v1.w[i] ^ v2.w[i]) & m1.w[i] & m2.w[i]) return false;
-  return true;
-}
-
 // Brute-force reference: the list of installed megaflows.
-struct RefEntry {
-  Flow value;
-  Flow mask;
-  Megaflow* mf;
-};
+using RefEntry = InstalledMegaflow;
 
 class Reference {
  public:
   const Megaflow* Lookup(const FlowKey& key) const {
-    const Megaflow* found = nullptr;
-    for (const RefEntry& e : entries_) {
-      if (e.mf->Covers(key)) {
-        EXPECT_EQ(found, nullptr) << "reference megaflows overlap";
-        found = e.mf;
-      }
-    }
-    return found;
+    return CoveringMegaflow(entries_, key);
   }
   bool OverlapsAny(const Flow& value, const Flow& mask) const {
     for (const RefEntry& e : entries_)
-      if (Overlap(value, mask, e.value, e.mask)) return true;
+      if (MegaflowsOverlap(value, mask, e.value, e.mask)) return true;
     return false;
   }
   std::vector<RefEntry>& entries() { return entries_; }
@@ -113,9 +96,9 @@ class Reference {
 
 // Random megaflows over a few ports and mask shapes, with values from small
 // domains so keys near them both hit and narrowly miss.
-class Generator {
+class Generator : public RandomMegaflowGen<Generator> {
  public:
-  explicit Generator(uint64_t seed) : rng_(seed) {
+  explicit Generator(uint64_t seed) : RandomMegaflowGen(seed) {
     const uint32_t ports[] = {0, 1, 7, 0xffffffffu, 0x80000000u};
     ports_.assign(std::begin(ports), std::end(ports));
     for (int i = 0; i < 12; ++i) masks_.push_back(RandomMask());
@@ -158,23 +141,11 @@ class Generator {
     return f;
   }
 
-  // A key near `value`: wildcarded bits random, sometimes one masked bit
-  // flipped (a near miss).
-  FlowKey KeyNear(const Flow& value, const Flow& mask) {
-    return KeyNearMegaflow(
-        RandomFlow(static_cast<uint32_t>(value.Get(Field::kInPort))), value,
-        mask, rng_);
-  }
-
-  bool Bit() { return rng_() & 1; }
-  std::mt19937_64& rng() { return rng_; }
-
  private:
   static uint64_t PrefixMask(int len) {
     return len == 0 ? 0 : (0xffffffffull << (32 - len)) & 0xffffffffull;
   }
 
-  std::mt19937_64 rng_;
   std::vector<uint32_t> ports_;
   std::vector<Flow> masks_;
 };
@@ -237,24 +208,19 @@ TEST(MegaflowClassifierTest, CreateRejectsBadOptions) {
 
 // --------------------------------------------------------- differential ----
 
-struct HashCase {
-  const char* name;
-  uint64_t (*hash)(const uint64_t*, int, uint64_t);
-};
-
 class DifferentialTest : public ::testing::TestWithParam<HashCase> {};
 
 // Install/Remove churn with bursts of random keys near installed megaflows;
 // every key must give the reference's megaflow or a miss, and the
 // lookups_on_hits figure must be the sum of (rank + 1) over hits.
 TEST_P(DifferentialTest, MatchesLinearScanThroughChurn) {
-  const bool constant = GetParam().hash == &ConstantHash;
+  const bool constant = GetParam().fn == &ConstantHash;
   MegaflowPool pool(constant ? 64 : 512);
   MegaflowClassifierOptions options;
-  options.hash_override = GetParam().hash;
+  options.hash_override = GetParam().fn;
   auto c = MakeClassifier(&pool, options);
   Reference ref;
-  Generator gen(0xc1a55 + (GetParam().hash ? 1 : 0));
+  Generator gen(0xc1a55 + (GetParam().fn ? 1 : 0));
   std::mt19937_64& rng = gen.rng();
 
   int installed = 0, failed = 0, hits_checked = 0, misses_checked = 0;
@@ -345,12 +311,8 @@ TEST_P(DifferentialTest, MatchesLinearScanThroughChurn) {
   EXPECT_EQ(c->port_count(), 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Hashes, DifferentialTest,
-    ::testing::Values(HashCase{"good", nullptr},
-                      HashCase{"identity", &IdentityHash},
-                      HashCase{"constant", &ConstantHash}),
-    [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Hashes, DifferentialTest,
+                         ::testing::ValuesIn(kTestHashes), HashCaseName);
 
 // ------------------------------------------------------------- bursts ----
 
@@ -361,16 +323,13 @@ class BurstTest : public ::testing::TestWithParam<HashCase> {};
 TEST_P(BurstTest, EverySizeWritesOnlyHits) {
   MegaflowPool pool(64);
   MegaflowClassifierOptions options;
-  options.hash_override = GetParam().hash;
+  options.hash_override = GetParam().fn;
   auto c = MakeClassifier(&pool, options);
-  Flow mask = PortMask();
-  mask.Set(Field::kTpDst, 0xffff);
+  const Flow mask = PortMask({{Field::kTpDst, 0xffff}});
   std::vector<Megaflow*> mfs;
   for (int i = 0; i < 16; ++i) {
-    Flow v;
-    v.Set(Field::kInPort, 3);
-    v.Set(Field::kTpDst, 1000 + i);
-    Megaflow* mf = c->Install(v, mask, Out(i));
+    Megaflow* mf =
+        c->Install(PortFlow(3, {{Field::kTpDst, 1000 + i}}), mask, Out(i));
     ASSERT_NE(mf, nullptr) << i;
     mfs.push_back(mf);
   }
@@ -399,19 +358,13 @@ TEST_P(BurstTest, EverySizeWritesOnlyHits) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Hashes, BurstTest,
-    ::testing::Values(HashCase{"good", nullptr},
-                      HashCase{"identity", &IdentityHash},
-                      HashCase{"constant", &ConstantHash}),
-    [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Hashes, BurstTest, ::testing::ValuesIn(kTestHashes),
+                         HashCaseName);
 
 TEST(MegaflowClassifierTest, SparseTodoMapReadsAndWritesOnlyItsKeys) {
   MegaflowPool pool(16);
   auto c = MakeClassifier(&pool);
-  Flow v;
-  v.Set(Field::kInPort, 5);
-  Megaflow* mf = c->Install(v, PortMask(), Out(1));
+  Megaflow* mf = c->Install(PortFlow(5), PortMask(), Out(1));
   ASSERT_NE(mf, nullptr);
   FlowKey keys[kMaxBurst];
   for (auto& k : keys) k = MakeFiveTupleKey(1, 2, 3, 4, 6, 5);  // all hit
@@ -435,11 +388,9 @@ TEST(MegaflowClassifierTest, SparseTodoMapReadsAndWritesOnlyItsKeys) {
 TEST(MegaflowClassifierTest, InstallEqualMegaflowReturnsExisting) {
   MegaflowPool pool(16);
   auto c = MakeClassifier(&pool);
-  Flow mask = PortMask();
-  mask.Set(Field::kIpv4Dst, 0xffffff00);
-  Flow v;
-  v.Set(Field::kInPort, 1);
-  v.Set(Field::kIpv4Dst, 0x0a000001);  // bits outside the mask are dropped
+  const Flow mask = PortMask({{Field::kIpv4Dst, 0xffffff00}});
+  // Bits outside the mask are dropped.
+  Flow v = PortFlow(1, {{Field::kIpv4Dst, 0x0a000001}});
   Megaflow* a = c->Install(v, mask, Out(1));
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(a->value.Get(Field::kIpv4Dst), 0x0a000000u);
@@ -468,8 +419,7 @@ TEST(MegaflowClassifierTest, RemoveIgnoresDeadAndForeignMegaflows) {
   MegaflowPool pool(16);
   MegaflowPool other_pool(16);
   auto c = MakeClassifier(&pool);
-  Flow v;
-  v.Set(Field::kInPort, 1);
+  const Flow v = PortFlow(1);
   Megaflow* mf = c->Install(v, PortMask(), Out(1));
   ASSERT_NE(mf, nullptr);
   Megaflow* foreign = other_pool.Alloc();
@@ -495,17 +445,10 @@ TEST(MegaflowClassifierTest, LookupInSubtableRightWrongAndStaleIds) {
   MegaflowClassifierOptions options;
   options.max_subtables = 4;
   auto c = MakeClassifier(&pool, options);
-  Flow mask_a = PortMask();
-  mask_a.Set(Field::kTpDst, 0xffff);
-  Flow mask_b = PortMask();
-  mask_b.Set(Field::kIpv4Src, 0xffffffff);
-  Flow va, vb;
-  va.Set(Field::kInPort, 9);
-  va.Set(Field::kTpDst, 80);
-  vb.Set(Field::kInPort, 9);
-  vb.Set(Field::kIpv4Src, 0x01020304);
-  Megaflow* a = c->Install(va, mask_a, Out(1));
-  Megaflow* b = c->Install(vb, mask_b, Out(2));
+  Megaflow* a = c->Install(PortFlow(9, {{Field::kTpDst, 80}}),
+                            PortMask({{Field::kTpDst, 0xffff}}), Out(1));
+  Megaflow* b = c->Install(PortFlow(9, {{Field::kIpv4Src, 0x01020304}}),
+                            PortMask({{Field::kIpv4Src, 0xffffffff}}), Out(2));
   ASSERT_NE(a, nullptr);
   ASSERT_NE(b, nullptr);
   ASSERT_NE(a->subtable, b->subtable);
@@ -531,12 +474,8 @@ TEST(MegaflowClassifierTest, LookupInSubtableRightWrongAndStaleIds) {
   c->Remove(a);
   EXPECT_EQ(c->RankOf(id_a), -1);
   EXPECT_EQ(c->LookupInSubtable(id_a, keys, 0b11, out), 0u);
-  Flow mask_c = PortMask();
-  mask_c.Set(Field::kNwProto, 0xff);
-  Flow vc;
-  vc.Set(Field::kInPort, 9);
-  vc.Set(Field::kNwProto, 17);
-  Megaflow* mc = c->Install(vc, mask_c, Out(3));
+  Megaflow* mc = c->Install(PortFlow(9, {{Field::kNwProto, 17}}),
+                             PortMask({{Field::kNwProto, 0xff}}), Out(3));
   ASSERT_NE(mc, nullptr);
   EXPECT_EQ(mc->subtable, id_a);  // lowest free id reused
   EXPECT_EQ(c->LookupInSubtable(id_a, keys, 0b11, out), 0u);  // tcp keys
@@ -554,12 +493,8 @@ TEST(MegaflowClassifierTest, RankOrdersByRecentHitsAndDrivesLookupCost) {
   Megaflow* mf[3];
   const Field fields[3] = {Field::kTpDst, Field::kTpSrc, Field::kNwProto};
   for (int s = 0; s < 3; ++s) {
-    Flow mask = PortMask();
-    mask.Set(fields[s], 0xff);
-    Flow v;
-    v.Set(Field::kInPort, 1);
-    v.Set(fields[s], 50 + s);
-    mf[s] = c->Install(v, mask, Out(s));
+    mf[s] = c->Install(PortFlow(1, {{fields[s], 50 + s}}),
+                       PortMask({{fields[s], 0xff}}), Out(s));
     ASSERT_NE(mf[s], nullptr);
     EXPECT_EQ(c->RankOf(mf[s]->subtable), s);
   }
@@ -628,13 +563,11 @@ TEST(MegaflowClassifierTest, LookupsOnHitsSumsRankPlusOneOverABurst) {
   // shape distinct (keys have tp_src 0, so only tp_dst decides).
   std::vector<Megaflow*> mfs;
   for (int r = 0; r < 5; ++r) {
-    Flow mask = PortMask();
-    mask.Set(Field::kTpDst, 0xffff);
-    mask.Set(Field::kTpSrc, 0xffff >> r);  // a new shape per r
-    Flow v;
-    v.Set(Field::kInPort, 2);
-    v.Set(Field::kTpDst, 100 + r);
-    mfs.push_back(c->Install(v, mask, Out(r)));
+    // A new shape per r.
+    const Flow mask =
+        PortMask({{Field::kTpDst, 0xffff}, {Field::kTpSrc, 0xffff >> r}});
+    mfs.push_back(
+        c->Install(PortFlow(2, {{Field::kTpDst, 100 + r}}), mask, Out(r)));
     ASSERT_NE(mfs.back(), nullptr);
     ASSERT_EQ(c->RankOf(mfs.back()->subtable), r);
   }
@@ -653,19 +586,13 @@ TEST(MegaflowClassifierTest, LookupsOnHitsSumsRankPlusOneOverABurst) {
 TEST(MegaflowClassifierTest, PoolExhaustionFailsCleanly) {
   MegaflowPool pool(8);
   auto c = MakeClassifier(&pool);
-  Flow mask = PortMask();
-  mask.Set(Field::kTpDst, 0xffff);
+  const Flow mask = PortMask({{Field::kTpDst, 0xffff}});
   std::vector<Megaflow*> mfs;
   for (int i = 0; i < 8; ++i) {
-    Flow v;
-    v.Set(Field::kInPort, 1);
-    v.Set(Field::kTpDst, i);
-    mfs.push_back(c->Install(v, mask, Out(i)));
+    mfs.push_back(c->Install(PortFlow(1, {{Field::kTpDst, i}}), mask, Out(i)));
     ASSERT_NE(mfs.back(), nullptr);
   }
-  Flow v;
-  v.Set(Field::kInPort, 1);
-  v.Set(Field::kTpDst, 100);
+  Flow v = PortFlow(1, {{Field::kTpDst, 100}});
   EXPECT_EQ(c->Install(v, mask, Out(1)), nullptr);
   // A failed install of a new shape on a new port leaves nothing behind.
   v.Set(Field::kInPort, 2);
@@ -691,11 +618,9 @@ TEST(MegaflowClassifierTest, SubtableAndPortExhaustionFailCleanly) {
   options.max_ports = 2;
   auto c = MakeClassifier(&pool, options);
   auto install = [&](uint32_t port, int shape) {
-    Flow mask = PortMask();
-    mask.Set(Field::kTpDst, 0xffffu << shape & 0xffff);
-    Flow v;
-    v.Set(Field::kInPort, port);
-    return c->Install(v, mask, Out(port));
+    return c->Install(PortFlow(port),
+                      PortMask({{Field::kTpDst, 0xffffu << shape & 0xffff}}),
+                      Out(port));
   };
   Megaflow* p1s0 = install(1, 0);
   Megaflow* p1s1 = install(1, 1);
@@ -726,14 +651,10 @@ TEST(MegaflowClassifierTest, ConstantHashFillsBothBucketsThenFails) {
   MegaflowClassifierOptions options;
   options.hash_override = &ConstantHash;
   auto c = MakeClassifier(&pool, options);
-  Flow mask = PortMask();
-  mask.Set(Field::kTpDst, 0xffff);
+  const Flow mask = PortMask({{Field::kTpDst, 0xffff}});
   std::vector<Megaflow*> mfs;
   for (int i = 0; i < 17; ++i) {
-    Flow v;
-    v.Set(Field::kInPort, 4);
-    v.Set(Field::kTpDst, i);
-    Megaflow* mf = c->Install(v, mask, Out(i));
+    Megaflow* mf = c->Install(PortFlow(4, {{Field::kTpDst, i}}), mask, Out(i));
     if (i < 2 * internal::kBucketEntries) {
       ASSERT_NE(mf, nullptr) << i;
       mfs.push_back(mf);
@@ -749,10 +670,8 @@ TEST(MegaflowClassifierTest, ConstantHashFillsBothBucketsThenFails) {
   EXPECT_EQ(c->LookupBurst(4, keys, BurstMap(17), out, nullptr), 0xffffu);
   for (int i = 0; i < 16; ++i) EXPECT_EQ(out[i], mfs[i]);
   c->Remove(mfs[5]);
-  Flow v;
-  v.Set(Field::kInPort, 4);
-  v.Set(Field::kTpDst, 16);
-  Megaflow* again = c->Install(v, mask, Out(16));
+  Megaflow* again =
+      c->Install(PortFlow(4, {{Field::kTpDst, 16}}), mask, Out(16));
   ASSERT_NE(again, nullptr);
   EXPECT_EQ(c->LookupBurst(4, keys, BurstMap(17), out, nullptr),
             0x1ffffu & ~(1u << 5));
@@ -766,14 +685,11 @@ TEST(MegaflowClassifierTest, FullLoadWithCuckooMovesKeepsEverythingReachable) {
   MegaflowClassifierOptions options;
   options.table_entries = 1024;  // load factor 1.0 at pool capacity
   auto c = MakeClassifier(&pool, options);
-  Flow mask = PortMask();
-  mask.Set(Field::kIpv4Dst, 0xffffffff);
+  const Flow mask = PortMask({{Field::kIpv4Dst, 0xffffffff}});
   std::vector<Megaflow*> mfs;
   for (uint32_t i = 0; i < 1024; ++i) {
-    Flow v;
-    v.Set(Field::kInPort, 1);
-    v.Set(Field::kIpv4Dst, i * 2654435761u);
-    Megaflow* mf = c->Install(v, mask, Out(i));
+    Megaflow* mf = c->Install(PortFlow(1, {{Field::kIpv4Dst, i * 2654435761u}}),
+                              mask, Out(i));
     if (mf == nullptr) break;
     mfs.push_back(mf);
   }
@@ -798,11 +714,10 @@ TEST_P(HighLoadTest, CuckooChurnKeepsInvariants) {
   MegaflowPool pool(480);
   MegaflowClassifierOptions options;
   options.table_entries = 512;
-  options.hash_override = GetParam().hash;
+  options.hash_override = GetParam().fn;
   auto c = MakeClassifier(&pool, options);
-  Flow mask = PortMask();
-  mask.Set(Field::kIpv4Src, 0xffffffff);
-  mask.Set(Field::kIpv4Dst, 0xffffffff);
+  const Flow mask =
+      PortMask({{Field::kIpv4Src, 0xffffffff}, {Field::kIpv4Dst, 0xffffffff}});
   std::mt19937_64 rng(5);
   std::map<uint64_t, Megaflow*> live;
   size_t max_live = 0;
@@ -817,10 +732,8 @@ TEST_P(HighLoadTest, CuckooChurnKeepsInvariants) {
       }
       continue;
     }
-    Flow v;
-    v.Set(Field::kInPort, 1);
-    v.Set(Field::kIpv4Src, addrs * 0x9e3779b1u);
-    v.Set(Field::kIpv4Dst, addrs * 0x01000193u);
+    const Flow v = PortFlow(1, {{Field::kIpv4Src, addrs * 0x9e3779b1u},
+                                {Field::kIpv4Dst, addrs * 0x01000193u}});
     if (Megaflow* mf = c->Install(v, mask, Out(1))) {
       live[addrs] = mf;
     } else {
@@ -844,22 +757,17 @@ TEST_P(HighLoadTest, CuckooChurnKeepsInvariants) {
 }
 
 // The constant hash holds only 16 entries: covered by the tests above.
-INSTANTIATE_TEST_SUITE_P(
-    Hashes, HighLoadTest,
-    ::testing::Values(HashCase{"good", nullptr},
-                      HashCase{"identity", &IdentityHash}),
-    [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Hashes, HighLoadTest,
+                         ::testing::Values(kTestHashes[0], kTestHashes[1]),
+                         HashCaseName);
 
 // --------------------------------------------------------------- ports ----
 
 TEST(MegaflowClassifierTest, PortsAreIsolated) {
   MegaflowPool pool(64);
   auto c = MakeClassifier(&pool);
-  Flow mask = PortMask();
-  mask.Set(Field::kTpDst, 0xffff);
-  Flow v;
-  v.Set(Field::kTpDst, 22);
-  v.Set(Field::kInPort, 1);
+  const Flow mask = PortMask({{Field::kTpDst, 0xffff}});
+  Flow v = PortFlow(1, {{Field::kTpDst, 22}});
   Megaflow* m1 = c->Install(v, mask, Out(10));
   v.Set(Field::kInPort, 2);
   Megaflow* m2 = c->Install(v, mask, Out(20));
@@ -900,9 +808,7 @@ TEST(MegaflowClassifierTest, PortChurnKeepsEveryPortFindable) {
       c->Remove(it->second);
       present.erase(it);
     } else {
-      Flow v;
-      v.Set(Field::kInPort, port);
-      Megaflow* mf = c->Install(v, PortMask(), Out(port));
+      Megaflow* mf = c->Install(PortFlow(port), PortMask(), Out(port));
       if (present.size() < 8) {
         ASSERT_NE(mf, nullptr);
         present[port] = mf;
@@ -955,11 +861,8 @@ TEST(MegaflowClassifierTest, HotPathAndInstallRemoveRankNeverAllocate) {
 TEST(MegaflowClassifierTest, ClearEmptiesEverythingAndAllowsReuse) {
   MegaflowPool pool(32);
   auto c = MakeClassifier(&pool);
-  Flow v;
-  for (uint32_t p = 0; p < 4; ++p) {
-    v.Set(Field::kInPort, p);
-    ASSERT_NE(c->Install(v, PortMask(), Out(p)), nullptr);
-  }
+  for (uint32_t p = 0; p < 4; ++p)
+    ASSERT_NE(c->Install(PortFlow(p), PortMask(), Out(p)), nullptr);
   Megaflow* stale = &pool.Get(0);
   const uint32_t version = stale->version;
   c->Clear();
@@ -971,8 +874,7 @@ TEST(MegaflowClassifierTest, ClearEmptiesEverythingAndAllowsReuse) {
   FlowKey k = MakeFiveTupleKey(0, 0, 0, 0, 0, 1);
   Megaflow* out = nullptr;
   EXPECT_EQ(c->LookupBurst(1, &k, 1, &out, nullptr), 0u);
-  v.Set(Field::kInPort, 1);
-  Megaflow* mf = c->Install(v, PortMask(), Out(1));
+  Megaflow* mf = c->Install(PortFlow(1), PortMask(), Out(1));
   ASSERT_NE(mf, nullptr);
   EXPECT_EQ(c->LookupBurst(1, &k, 1, &out, nullptr), 1u);
   EXPECT_EQ(out, mf);
@@ -981,11 +883,9 @@ TEST(MegaflowClassifierTest, ClearEmptiesEverythingAndAllowsReuse) {
 TEST(MegaflowClassifierTest, DebugStringShowsPortsRanksAndMasks) {
   MegaflowPool pool(16);
   auto c = MakeClassifier(&pool);
-  Flow mask = PortMask();
-  mask.Set(Field::kIpv4Src, 0xffff0000);
-  Flow v;
-  v.Set(Field::kInPort, 12);
-  ASSERT_NE(c->Install(v, mask, Out(1)), nullptr);
+  ASSERT_NE(c->Install(PortFlow(12), PortMask({{Field::kIpv4Src, 0xffff0000}}),
+                       Out(1)),
+            nullptr);
   const std::string s = c->DebugString();
   EXPECT_THAT(s, HasSubstr("1 megaflows, 1 subtables, 1 ports"));
   EXPECT_THAT(s, HasSubstr("in_port 12:"));

@@ -18,7 +18,7 @@
 #include "dataplane/pipeline.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/common/flow_gen.h"
+#include "tests/common/megaflow_testing.h"
 
 namespace flowclass {
 namespace {
@@ -33,39 +33,17 @@ constexpr int kScale = 4;
 
 // Any difference the autovalidator finds while this hook is installed fails
 // the running test.  Tests that provoke differences on purpose swap it.
-void FailOnMismatch(const LookupMismatch& m) {
-  ADD_FAILURE() << "lookup autovalidator: " << m.impl
-                << " differs from generic on subtable " << m.subtable << " ("
-                << m.n_words << " words), key " << m.key_index;
-}
-class FailOnMismatchEnv : public ::testing::Environment {
- public:
-  void SetUp() override { SetLookupMismatchHook(&FailOnMismatch); }
-};
 const auto* const kEnv =
-    ::testing::AddGlobalTestEnvironment(new FailOnMismatchEnv);
-
-uint64_t ConstantHash(const uint64_t*, int, uint64_t) { return 42; }
-uint64_t IdentityHash(const uint64_t* words, int n, uint64_t) {
-  uint64_t h = 0;
-  for (int i = 0; i < n; ++i) h += words[i];
-  return h;
-}
+    ::testing::AddGlobalTestEnvironment(new FailOnLookupMismatchEnv);
 
 Verdict Out(uint64_t rule) { return Verdict{rule, Action::Output(1)}; }
-
-bool Overlap(const Flow& v1, const Flow& m1, const Flow& v2, const Flow& m2) {
-  for (int i = 0; i < kFlowWords; ++i)
-    if ((v1.w[i] ^ v2.w[i]) & m1.w[i] & m2.w[i]) return false;
-  return true;
-}
 
 // Random megaflows of every shape (1..9 words, in_port always exact), values
 // from small per-word domains so keys hit and narrowly miss, keys whose
 // wildcarded words are often zero (absent from the miniflow).
-class ShapeGen {
+class ShapeGen : public RandomMegaflowGen<ShapeGen> {
  public:
-  explicit ShapeGen(uint64_t seed) : rng_(seed) {}
+  explicit ShapeGen(uint64_t seed) : RandomMegaflowGen(seed) {}
 
   Flow MaskOfWords(int n_words) {
     Flow m;
@@ -94,23 +72,6 @@ class ShapeGen {
     f.Set(Field::kInPort, port);
     return f;
   }
-
-  FlowKey KeyNear(const Flow& value, const Flow& mask) {
-    return KeyNearMegaflow(
-        RandomFlow(static_cast<uint32_t>(value.Get(Field::kInPort))), value,
-        mask, rng_);
-  }
-
-  bool Bit() { return rng_() & 1; }
-  std::mt19937_64& rng() { return rng_; }
-
- private:
-  std::mt19937_64 rng_;
-};
-
-struct Installed {
-  Flow value, mask;
-  Megaflow* mf;
 };
 
 // A classifier populated with non-overlapping megaflows of every shape.
@@ -134,8 +95,8 @@ struct Fixture {
         const Flow value =
             gen.RandomFlow(shape_ports[gen.rng()() % 2]) & mask;
         bool overlaps = false;
-        for (const Installed& e : installed)
-          overlaps |= Overlap(value, mask, e.value, e.mask);
+        for (const InstalledMegaflow& e : installed)
+          overlaps |= MegaflowsOverlap(value, mask, e.value, e.mask);
         if (overlaps) continue;
         Megaflow* mf = dpcls->Install(value, mask, Out(installed.size() + 1));
         if (mf == nullptr) continue;  // constant hash: table full
@@ -146,14 +107,7 @@ struct Fixture {
     }
   }
   const Megaflow* Reference(const FlowKey& key) const {
-    const Megaflow* found = nullptr;
-    for (const Installed& e : installed) {
-      if (e.mf->Covers(key)) {
-        EXPECT_EQ(found, nullptr) << "reference megaflows overlap";
-        found = e.mf;
-      }
-    }
-    return found;
+    return CoveringMegaflow(installed, key);
   }
   uint32_t Port() { return ports[gen.rng()() % ports.size()]; }
   // A key of `port`: near one of its megaflows, or unrelated (1 in 8).
@@ -161,7 +115,8 @@ struct Fixture {
     auto it = by_port.find(port);
     if (it == by_port.end() || gen.rng()() % 8 == 0)
       return FlowKey::FromFlow(gen.RandomFlow(port));
-    const Installed& e = installed[it->second[gen.rng()() % it->second.size()]];
+    const InstalledMegaflow& e =
+        installed[it->second[gen.rng()() % it->second.size()]];
     return gen.KeyNear(e.value, e.mask);
   }
   FlowKey RandomKey() { return RandomKey(Port()); }
@@ -169,7 +124,7 @@ struct Fixture {
   MegaflowPool pool;
   ShapeGen gen;
   std::unique_ptr<MegaflowClassifier> dpcls;
-  std::vector<Installed> installed;
+  std::vector<InstalledMegaflow> installed;
   std::vector<uint32_t> ports;
   std::map<uint32_t, std::vector<size_t>> by_port;
 };
@@ -228,15 +183,8 @@ TYPED_TEST(LookupImplTest, EveryShapeUsesThisImplementation) {
   EXPECT_EQ(shapes.size(), size_t{kFlowWords}) << "a shape is missing";
 }
 
-struct HashCase {
-  const char* name;
-  uint64_t (*fn)(const uint64_t*, int, uint64_t);
-};
-
 TYPED_TEST(LookupImplTest, MatchesLinearScanForEveryShapeAndHash) {
-  const HashCase kHashes[] = {
-      {"good", nullptr}, {"identity", &IdentityHash}, {"constant", &ConstantHash}};
-  for (const HashCase& hc : kHashes) {
+  for (const HashCase& hc : kTestHashes) {
     SCOPED_TRACE(hc.name);
     Fixture f(this->Options(hc.fn), 7, 60);
     ASSERT_GT(f.installed.size(), hc.fn == &ConstantHash ? 8u : 200u);
@@ -276,7 +224,7 @@ TYPED_TEST(LookupImplTest, EveryBurstSizeWritesOnlyHits) {
       FlowKey keys[kMaxBurst];
       for (int i = 0; i < size; ++i) keys[i] = f.RandomKey(port);
       // Sparse todo maps too: every other key.
-      const uint32_t all = size >= 32 ? ~0u : (1u << size) - 1;
+      const uint32_t all = BurstMap(size);
       const uint32_t todo = rep % 2 ? all & 0x55555555u : all;
       Megaflow* out[kMaxBurst + 1];
       std::fill(std::begin(out), std::end(out), &marker);
@@ -297,7 +245,7 @@ TYPED_TEST(LookupImplTest, EveryBurstSizeWritesOnlyHits) {
 
 TYPED_TEST(LookupImplTest, LookupInSubtableFindsOnlyThatSubtable) {
   Fixture f(this->Options(), 5, 30);
-  for (const Installed& e : f.installed) {
+  for (const InstalledMegaflow& e : f.installed) {
     const FlowKey key = FlowKey::FromFlow(e.value);
     Megaflow* out[kMaxBurst] = {};
     EXPECT_EQ(f.dpcls->LookupInSubtable(e.mf->subtable, &key, 1, out), 1u);
@@ -333,7 +281,7 @@ TEST(LookupSelectionTest, SettingPrioritiesReprobesExistingSubtables) {
   for (const std::string& fn : LookupFns(*f.dpcls)) EXPECT_EQ(fn, "generic");
   EXPECT_EQ(f.dpcls->lookup_priorities().Get(LookupImplId::kGeneric), 200);
   // Lookups still answer (through the newly chosen function).
-  for (const Installed& e : f.installed) {
+  for (const InstalledMegaflow& e : f.installed) {
     const FlowKey key = FlowKey::FromFlow(e.value);
     Megaflow* out[1] = {};
     ASSERT_EQ(f.dpcls->LookupBurst(e.value.Get(Field::kInPort) & 0xffffffff,
@@ -496,7 +444,7 @@ class AutovalidatorTest : public ::testing::Test {
     Fixture f(o, 21, 20);
     *hits_seen = 0;
     for (int round = 0; round < 50; ++round) {
-      const Installed& e = f.installed[round % f.installed.size()];
+      const InstalledMegaflow& e = f.installed[round % f.installed.size()];
       const uint32_t port = static_cast<uint32_t>(e.value.Get(Field::kInPort));
       FlowKey keys[4] = {FlowKey::FromFlow(e.value), f.RandomKey(),
                          f.gen.KeyNear(e.value, e.mask),
@@ -556,10 +504,8 @@ TEST_F(AutovalidatorTest, ChecksEveryEligibleImplementation) {
 // Random differential traffic through the autovalidator (every shape, three
 // hashes); the hook installed by the environment fails on any difference.
 TEST(AutovalidatorRandomTest, NoDifferencesOverRandomTraffic) {
-  const HashCase kHashes[] = {
-      {"good", nullptr}, {"identity", &IdentityHash}, {"constant", &ConstantHash}};
   uint64_t lookups = 0;
-  for (const HashCase& hc : kHashes) {
+  for (const HashCase& hc : kTestHashes) {
     MegaflowClassifierOptions o;
     o.lookup = *LookupPriorities::Only("autovalidator");
     o.hash_override = hc.fn;
