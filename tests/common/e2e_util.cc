@@ -7,12 +7,16 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <thread>
-
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
+#include <utility>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 
 namespace flowclass {
@@ -43,6 +47,34 @@ void WritePcap(const std::string& path,
     out.write(reinterpret_cast<const char*>(f.data()),
               static_cast<std::streamsize>(f.size()));
   }
+}
+
+CmdResult RunCommand(const std::string& cmd) {
+  CmdResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+  const int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::map<std::string, uint64_t> OutputFields(const std::string& output,
+                                             const std::string& prefix) {
+  std::map<std::string, uint64_t> m;
+  for (absl::string_view line : absl::StrSplit(output, '\n')) {
+    if (!absl::StartsWith(line, prefix)) continue;
+    for (absl::string_view kv : absl::StrSplit(line, ' ')) {
+      std::pair<std::string, std::string> p =
+          absl::StrSplit(kv, absl::MaxSplits('=', 1));
+      uint64_t v;
+      if (absl::SimpleAtoi(p.second, &v)) m[p.first] = v;
+    }
+    break;
+  }
+  return m;
 }
 
 TempDir::TempDir(const std::string& prefix) {
@@ -98,6 +130,29 @@ int ChildProcess::Wait(double seconds) {
   waitpid(pid_, nullptr, 0);
   exited_ = true;
   return -1;
+}
+
+namespace {
+std::vector<std::string> EalArgv(const std::string& binary,
+                                 std::vector<std::string> args,
+                                 const std::string& prefix) {
+  args.insert(args.begin(), binary);
+  args.push_back("--file-prefix");
+  args.push_back(prefix);
+  return args;
+}
+}  // namespace
+
+EalDaemonProcess::EalDaemonProcess(const std::string& binary,
+                                   const std::vector<std::string>& args,
+                                   const std::string& prefix,
+                                   const std::string& out)
+    : ChildProcess(EalArgv(binary, args, prefix), out), prefix_(prefix) {}
+
+EalDaemonProcess::~EalDaemonProcess() {
+  Signal(SIGKILL);
+  Wait(10);
+  RemoveEalRuntimeDir(prefix_);
 }
 
 void RemoveEalRuntimeDir(const std::string& prefix) {

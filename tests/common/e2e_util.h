@@ -1,9 +1,11 @@
 // e2e_util.h — small helpers shared by the end-to-end tests that run real
-// processes (flowclassd, flowclassctl, prometheus): files, pcaps, temp dirs.
+// processes (flowclassd, flowclassctl, prometheus): files, pcaps, temp dirs,
+// shell commands, child processes and EAL daemons.
 #ifndef FLOWCLASS_TESTS_COMMON_E2E_UTIL_H_
 #define FLOWCLASS_TESTS_COMMON_E2E_UTIL_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -14,6 +16,20 @@ void WriteFile(const std::string& path, const std::string& text);
 // A classic (microsecond) pcap file of Ethernet frames.
 void WritePcap(const std::string& path,
                const std::vector<std::vector<uint8_t>>& frames);
+
+// Runs `cmd` with popen (a shell command line: add " 2>&1" to capture
+// stderr too) and returns its exit code (-1 when it could not be started or
+// did not exit normally) and its stdout.
+struct CmdResult {
+  int code = -1;
+  std::string out;
+};
+CmdResult RunCommand(const std::string& cmd);
+
+// The key=value fields with a numeric value of the first line of `output`
+// that starts with `prefix` (flowclassd's "stats" / "final" lines).
+std::map<std::string, uint64_t> OutputFields(const std::string& output,
+                                             const std::string& prefix);
 
 // A fresh directory /tmp/<prefix>_XXXXXX, removed at destruction unless the
 // current test failed (so its files can be inspected).
@@ -52,6 +68,21 @@ class ChildProcess {
   int pid_ = -1;
   bool exited_ = false;
   int status_ = 0;
+};
+
+// A flowclassd (or other EAL program) child: `binary` `args`... --file-prefix
+// `prefix`, stdout and stderr in `out`.  At destruction it is killed by PID
+// and EAL's runtime directory of `prefix` is removed.
+class EalDaemonProcess : public ChildProcess {
+ public:
+  EalDaemonProcess(const std::string& binary,
+                   const std::vector<std::string>& args,
+                   const std::string& prefix, const std::string& out);
+  ~EalDaemonProcess();
+  const std::string& prefix() const { return prefix_; }
+
+ private:
+  std::string prefix_;
 };
 
 // Removes EAL's runtime directory of a unique --file-prefix (root:

@@ -1,9 +1,6 @@
 // Replays every hypersplit ClassBench set (acl1, fw1, ipc1 at ~100 and ~1K
 // rules) through the pipeline and requires mismatches=0; also runs the real
 // flowclassctl binary to check the summary line and exit codes.
-#include <sys/wait.h>
-
-#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -12,6 +9,7 @@
 #include "client/replay.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/e2e_util.h"
 
 namespace flowclass {
 namespace {
@@ -75,17 +73,8 @@ INSTANTIATE_TEST_SUITE_P(
       return std::get<0>(info.param) + "_" + std::get<1>(info.param).name;
     });
 
-// Runs a shell command, returns (exit status, stdout).
-std::pair<int, std::string> RunCmd(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return {-1, ""};
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
+// Runs a shell command; out has its stdout and stderr.
+CmdResult RunCmd(const std::string& cmd) { return RunCommand(cmd + " 2>&1"); }
 
 TEST(FlowclassctlReplay, SummaryLineIsLastAndExitZero) {
   auto [code, out] = RunCmd(kCtl + " replay " + kDir + "fw1_100 " + kDir + "fw1_100_trace");
@@ -116,26 +105,26 @@ TEST(FlowclassctlReplay, MismatchesGiveExitOne) {
 }
 
 TEST(FlowclassctlReplay, BadInputsAreClearErrors) {
-  auto [code, out] = RunCmd(kCtl + " replay /nonexistent/rules " + kDir + "acl1_100_trace");
-  EXPECT_EQ(code, 3) << out;
-  EXPECT_THAT(out, ::testing::HasSubstr("/nonexistent/rules"));
+  CmdResult r = RunCmd(kCtl + " replay /nonexistent/rules " + kDir + "acl1_100_trace");
+  EXPECT_EQ(r.code, 3) << r.out;
+  EXPECT_THAT(r.out, ::testing::HasSubstr("/nonexistent/rules"));
 
   const std::string bad = ::testing::TempDir() + "/bad_rules";
   std::ofstream(bad) << "@10.0.0.0/8 0.0.0.0/0 0 : 65535 0 : 65535 0x06/0xFF\n"
                         "@10.0.0.0/33 0.0.0.0/0 0 : 65535 0 : 65535 0x06/0xFF\n";
-  std::tie(code, out) = RunCmd(kCtl + " replay " + bad + " " + kDir + "acl1_100_trace");
-  EXPECT_EQ(code, 3) << out;
-  EXPECT_THAT(out, ::testing::HasSubstr("line 2"));
+  r = RunCmd(kCtl + " replay " + bad + " " + kDir + "acl1_100_trace");
+  EXPECT_EQ(r.code, 3) << r.out;
+  EXPECT_THAT(r.out, ::testing::HasSubstr("line 2"));
 
-  std::tie(code, out) = RunCmd(kCtl + " replay --repeat 0 a b");
-  EXPECT_EQ(code, 2) << out;
-  std::tie(code, out) = RunCmd(kCtl + " replay onlyone");
-  EXPECT_EQ(code, 2) << out;
-  std::tie(code, out) = RunCmd(kCtl + " frobnicate");
-  EXPECT_EQ(code, 2) << out;
-  std::tie(code, out) = RunCmd(kCtl + " replay --help");
-  EXPECT_EQ(code, 0) << out;
-  EXPECT_THAT(out, ::testing::HasSubstr("replay: packets=N mismatches=M mpps=X.XX"));
+  r = RunCmd(kCtl + " replay --repeat 0 a b");
+  EXPECT_EQ(r.code, 2) << r.out;
+  r = RunCmd(kCtl + " replay onlyone");
+  EXPECT_EQ(r.code, 2) << r.out;
+  r = RunCmd(kCtl + " frobnicate");
+  EXPECT_EQ(r.code, 2) << r.out;
+  r = RunCmd(kCtl + " replay --help");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, ::testing::HasSubstr("replay: packets=N mismatches=M mpps=X.XX"));
 }
 
 }  // namespace

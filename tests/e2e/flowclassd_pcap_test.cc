@@ -40,21 +40,8 @@ using Frame = std::vector<uint8_t>;
 
 const char* const kDaemon = FLOWCLASS_BINARY_DIR "/server/flowclassd";
 
-// ---- pcap files (classic format, microsecond timestamps, Ethernet) ----
-void WritePcap(const std::string& path, const std::vector<Frame>& frames) {
-  std::ofstream out(path, std::ios::binary);
-  const uint32_t hdr[6] = {0xa1b2c3d4, 0x00040002, 0, 0, 65535, 1};
-  out.write(reinterpret_cast<const char*>(hdr), sizeof(hdr));
-  uint32_t i = 0;
-  for (const Frame& f : frames) {
-    const uint32_t rec[4] = {i / 1000000, i % 1000000, static_cast<uint32_t>(f.size()),
-                             static_cast<uint32_t>(f.size())};
-    ++i;
-    out.write(reinterpret_cast<const char*>(rec), sizeof(rec));
-    out.write(reinterpret_cast<const char*>(f.data()), static_cast<std::streamsize>(f.size()));
-  }
-}
-
+// ---- pcap files (classic format, microsecond timestamps, Ethernet; WritePcap
+// is e2e_util's) ----
 std::vector<Frame> ReadPcap(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::vector<Frame> frames;
@@ -154,26 +141,12 @@ std::vector<Flow> SampleFlows(int n, uint32_t seed) {
 
 // ---- running the daemon ----
 
-
-void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream(path) << text;
-}
-
-class Daemon {
+// Wait(), Signal() and Output() are ChildProcess's.
+class Daemon : public EalDaemonProcess {
  public:
   // `name` distinguishes the stdout files of daemons running at once.
-  Daemon(const TempDir& dir, std::vector<std::string> args, const std::string& name = "d")
-      : prefix_(PrefixFor(args)),
-        proc_(WithBinary(std::move(args), prefix_), dir.File(name + ".stdout.txt")) {}
-  ~Daemon() {
-    proc_.Signal(SIGKILL);
-    proc_.Wait(10);
-    RemoveEalRuntimeDir(prefix_);
-  }
-  // Exit code, or -1 on timeout (the process is then killed), -2 on a signal.
-  int Wait(double seconds) { return proc_.Wait(seconds); }
-  void Signal(int sig) { proc_.Signal(sig); }
-  std::string Output() const { return proc_.Output(); }
+  Daemon(const TempDir& dir, const std::vector<std::string>& args, const std::string& name = "d")
+      : EalDaemonProcess(kDaemon, args, PrefixFor(args), dir.File(name + ".stdout.txt")) {}
 
   // Sum of rx= over the last "stats" line of every PMD.
   uint64_t LastRx(int pmds) const {
@@ -193,6 +166,12 @@ class Daemon {
     for (auto& [p, rx] : last) sum += rx;
     return sum;
   }
+  // Until LastRx(pmds) reaches `packets`, for 30 s at the most.
+  void WaitForRx(int pmds, uint64_t packets) const {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (LastRx(pmds) < packets && std::chrono::steady_clock::now() < end)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
 
  private:
   // A unique EAL file prefix, unless the test passes its own (two daemons
@@ -203,31 +182,7 @@ class Daemon {
     static int seq = 0;
     return absl::StrCat("fce2e_", getpid(), "_", seq++);
   }
-  static std::vector<std::string> WithBinary(std::vector<std::string> args,
-                                             const std::string& prefix) {
-    args.insert(args.begin(), kDaemon);
-    args.push_back("--file-prefix");
-    args.push_back(prefix);
-    return args;
-  }
-  std::string prefix_;
-  ChildProcess proc_;
 };
-
-// key=value fields of the first output line starting with `prefix`.
-std::map<std::string, uint64_t> Fields(const std::string& output, const std::string& prefix) {
-  std::map<std::string, uint64_t> m;
-  for (absl::string_view line : absl::StrSplit(output, '\n')) {
-    if (!absl::StartsWith(line, prefix)) continue;
-    for (absl::string_view kv : absl::StrSplit(line, ' ')) {
-      std::pair<std::string, std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
-      uint64_t v;
-      if (absl::SimpleAtoi(p.second, &v)) m[p.first] = v;
-    }
-    break;
-  }
-  return m;
-}
 
 std::string Config(const std::string& lcores, const std::string& lcore_map,
                    const std::string& port1_args, int rx_queues,
@@ -298,16 +253,14 @@ TEST(FlowclassdPcapTest, OnePmdEveryPacketWhereTheReferenceSays) {
                    dir.File("rules.txt")));
 
   Daemon d(dir, {"-c", dir.File("d.yaml")});
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (d.LastRx(1) < kPackets && std::chrono::steady_clock::now() < end)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  d.WaitForRx(1, kPackets);
   d.Signal(SIGTERM);
   ASSERT_EQ(d.Wait(30), 0) << d.Output();
   const std::string out = d.Output();
   EXPECT_THAT(out, HasSubstr("flowclassd: stopping (SIGTERM)"));
   EXPECT_THAT(out, HasSubstr("flowclassd: stopped"));
 
-  auto total = Fields(out, "final total");
+  auto total = OutputFields(out, "final total");
   EXPECT_EQ(total["rx"], static_cast<uint64_t>(kPackets)) << out;
   EXPECT_EQ(total["rx"], total["tx"] + total["tx_dropped"] + total["rule_drops"] +
                              total["no_match"] + total["bad_port"]);
@@ -321,8 +274,8 @@ TEST(FlowclassdPcapTest, OnePmdEveryPacketWhereTheReferenceSays) {
   EXPECT_EQ(out3.size(), want[3].size());
   EXPECT_TRUE(out2 == want[2]) << "port 2 frames differ from the reference";
   EXPECT_TRUE(out3 == want[3]) << "port 3 frames differ from the reference";
-  EXPECT_EQ(Fields(out, "final port=2")["tx"], want[2].size());
-  EXPECT_EQ(Fields(out, "final port=3")["dev_opackets"], want[3].size());
+  EXPECT_EQ(OutputFields(out, "final port=2")["tx"], want[2].size());
+  EXPECT_EQ(OutputFields(out, "final port=3")["dev_opackets"], want[3].size());
 }
 
 TEST(FlowclassdPcapTest, TwoPmdsTwoQueuesCountersAddUp) {
@@ -353,9 +306,7 @@ TEST(FlowclassdPcapTest, TwoPmdsTwoQueuesCountersAddUp) {
                    "tx_pcap=" + dir.File("out3a.pcap") + ",tx_pcap=" + dir.File("out3b.pcap"),
                    dir.File("rules.txt")));
   Daemon d(dir, {"-c", dir.File("d.yaml")});
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (d.LastRx(2) < 3000 && std::chrono::steady_clock::now() < end)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  d.WaitForRx(2, 3000);
   d.Signal(SIGINT);
   ASSERT_EQ(d.Wait(30), 0) << d.Output();
   const std::string out = d.Output();
@@ -363,9 +314,9 @@ TEST(FlowclassdPcapTest, TwoPmdsTwoQueuesCountersAddUp) {
   EXPECT_THAT(out, HasSubstr("pmd 0 on lcore 1 polls 1:0"));
   EXPECT_THAT(out, HasSubstr("pmd 1 on lcore 2 polls 1:1"));
 
-  auto p0 = Fields(out, "final pmd=0");
-  auto p1 = Fields(out, "final pmd=1");
-  auto total = Fields(out, "final total");
+  auto p0 = OutputFields(out, "final pmd=0");
+  auto p1 = OutputFields(out, "final pmd=1");
+  auto total = OutputFields(out, "final total");
   EXPECT_EQ(p0["rx"], q[0].size());
   EXPECT_EQ(p1["rx"], q[1].size());
   EXPECT_EQ(total["rx"], p0["rx"] + p1["rx"]);
@@ -437,7 +388,7 @@ TEST(FlowclassdPcapTest, CheckConfigAndExitCodes) {
   Daemon d(dir, {"-c", dir.File("good.yaml"), "--duration-s", "1"});
   EXPECT_EQ(d.Wait(30), 0) << d.Output();
   EXPECT_THAT(d.Output(), HasSubstr("stopping (duration reached)"));
-  EXPECT_EQ(Fields(d.Output(), "final total")["rx"], 1u);
+  EXPECT_EQ(OutputFields(d.Output(), "final total")["rx"], 1u);
 }
 
 }  // namespace

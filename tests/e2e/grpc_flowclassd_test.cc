@@ -6,11 +6,9 @@
 // for at exit.  Each daemon gets its own --file-prefix and is stopped by PID.
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
 #include <fstream>
 #include <map>
 #include <random>
@@ -21,7 +19,6 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "client/rpc/flowclass_client.h"
@@ -39,68 +36,36 @@ using ::testing::HasSubstr;
 const char* const kDaemon = FLOWCLASS_BINARY_DIR "/server/flowclassd";
 const char* const kCtl = FLOWCLASS_BINARY_DIR "/client/flowclassctl";
 
-
-
-struct CmdResult {
-  int code = -1;
-  std::string out;  // stdout and stderr
-};
-
+// flowclassctl `args`; out has stdout and stderr.
 CmdResult Ctl(const std::string& args) {
-  CmdResult r;
-  FILE* p = popen(absl::StrCat("timeout 120 ", kCtl, " ", args, " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+  return RunCommand(absl::StrCat("timeout 120 ", kCtl, " ", args, " 2>&1"));
 }
 
-
-class Daemon {
+class Daemon : public EalDaemonProcess {
  public:
-  Daemon(const TempDir& dir, std::vector<std::string> args)
-      : prefix_(absl::StrCat("fcgrpc_", getpid())),
-        proc_(WithBinary(std::move(args), prefix_), dir.File("stdout.txt")) {}
-  ~Daemon() {
-    proc_.Signal(SIGKILL);
-    proc_.Wait(10);
-    RemoveEalRuntimeDir(prefix_);
-  }
+  Daemon(const TempDir& dir, const std::vector<std::string>& args)
+      : EalDaemonProcess(kDaemon, args, absl::StrCat("fcgrpc_", getpid()),
+                         dir.File("stdout.txt")) {}
   // "127.0.0.1:PORT" once the daemon printed it, "" after `seconds`.
   std::string WaitForGrpc(double seconds) {
     const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
     while (std::chrono::steady_clock::now() < end) {
-      for (absl::string_view line : absl::StrSplit(proc_.Output(), '\n')) {
+      for (absl::string_view line : absl::StrSplit(Output(), '\n')) {
         constexpr absl::string_view kTag = "flowclassd: grpc listening on ";
         if (absl::StartsWith(line, kTag)) {
           line.remove_prefix(kTag.size());
           return std::string(line.substr(0, line.find(' ')));
         }
       }
-      if (!proc_.Running()) return "";
+      if (!Running()) return "";
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     return "";
   }
   int Stop(double seconds) {
-    proc_.Signal(SIGTERM);
-    return proc_.Wait(seconds);
+    Signal(SIGTERM);
+    return Wait(seconds);
   }
-  std::string Output() const { return proc_.Output(); }
-
- private:
-  static std::vector<std::string> WithBinary(std::vector<std::string> args,
-                                             const std::string& prefix) {
-    args.insert(args.begin(), kDaemon);
-    args.push_back("--file-prefix");
-    args.push_back(prefix);
-    return args;
-  }
-  std::string prefix_;
-  ChildProcess proc_;
 };
 
 std::string DaemonConfig(const TempDir& dir, const std::string& grpc_extra) {
@@ -265,15 +230,8 @@ TEST(GrpcFlowclassdTest, FlowclassctlAgainstARealDaemon) {
   // Stop: every packet received is accounted for.
   ASSERT_EQ(d.Stop(30), 0) << d.Output();
   const std::string out = d.Output();
-  std::map<std::string, uint64_t> f;
-  for (absl::string_view line : absl::StrSplit(out, '\n')) {
-    if (!absl::StartsWith(line, "final total ")) continue;
-    for (absl::string_view kv : absl::StrSplit(line, ' ')) {
-      std::pair<std::string, std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
-      uint64_t v;
-      if (absl::SimpleAtoi(p.second, &v)) f[p.first] = v;
-    }
-  }
+  // (flowclassd prints one "final total" line.)
+  std::map<std::string, uint64_t> f = OutputFields(out, "final total ");
   ASSERT_GT(f["rx"], 0u) << out;
   EXPECT_EQ(f["rx"], f["tx"] + f["tx_dropped"] + f["rule_drops"] + f["no_match"] + f["bad_port"])
       << out;
@@ -289,16 +247,11 @@ TEST(GrpcFlowclassdTest, UnreachableServerAndPlaintextRemoteConfig) {
   std::string cfg = DaemonConfig(dir, "");
   cfg.replace(cfg.find("address: 127.0.0.1"), 18, "address: 0.0.0.0");
   WriteFile(dir.File("d.yaml"), cfg);
-  FILE* p = popen(absl::StrCat(kDaemon, " --check-config ", dir.File("d.yaml"), " 2>&1").c_str(),
-                  "r");
-  ASSERT_NE(p, nullptr);
-  char buf[4096];
-  std::string out;
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  const int st = pclose(p);
-  EXPECT_EQ(WEXITSTATUS(st), 3) << out;
-  EXPECT_THAT(out, HasSubstr("grpc.allow_plaintext_remote"));
+  const CmdResult check =
+      RunCommand(absl::StrCat(kDaemon, " --check-config ", dir.File("d.yaml"), " 2>&1"));
+  ASSERT_NE(check.code, -1) << kDaemon << " could not run or did not exit";
+  EXPECT_EQ(check.code, 3) << check.out;
+  EXPECT_THAT(check.out, HasSubstr("grpc.allow_plaintext_remote"));
 }
 
 }  // namespace

@@ -3,9 +3,6 @@
 // server on 127.0.0.1 over a FakeDataplane.  Needs node and the packages
 // tests/node/setup.sh installs into the build dir; skipped (with the command
 // to run) when they are missing.
-#include <sys/wait.h>
-
-#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -14,29 +11,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/api/grpc_server.h"
+#include "tests/common/e2e_util.h"
 #include "tests/common/fake_dataplane.h"
 
 namespace flowclass {
 namespace {
 
 using ::testing::HasSubstr;
-
-struct CmdResult {
-  int code = -1;
-  std::string out;
-};
-
-CmdResult RunCommand(const std::string& cmd) {
-  CmdResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
 
 TEST(GrpcNodeTest, NodeClientStreamsBatchesAndReadsStats) {
   const std::string modules = std::string(FLOWCLASS_BINARY_DIR) + "/node-client/node_modules";

@@ -4,8 +4,6 @@
 // replays and over random rule sets, with 0 differences.  The EMC, SMC and
 // Cuckoo Distributor are off so every packet reaches the subtables.
 // Any difference fails the running test (mismatch hook) and is counted.
-#include <sys/wait.h>
-
 #include <cstdio>
 #include <algorithm>
 #include <bit>
@@ -22,6 +20,8 @@
 #include "dataplane/subtable_lookup.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/e2e_util.h"
+#include "tests/common/megaflow_testing.h"
 #include "tests/common/random_rules.h"
 
 namespace flowclass {
@@ -39,17 +39,9 @@ constexpr uint64_t kPerReplay = 900'000;   // x 6 sets = 5.4M
 constexpr uint64_t kRandomLookups = 5'000'000;
 #endif
 
-void FailOnMismatch(const LookupMismatch& m) {
-  ADD_FAILURE() << "lookup autovalidator: " << m.impl
-                << " differs from generic on subtable " << m.subtable << " ("
-                << m.n_words << " words), key " << m.key_index;
-}
-class FailOnMismatchEnv : public ::testing::Environment {
- public:
-  void SetUp() override { SetLookupMismatchHook(&FailOnMismatch); }
-};
+// Any difference fails the running test.
 const auto* const kEnv =
-    ::testing::AddGlobalTestEnvironment(new FailOnMismatchEnv);
+    ::testing::AddGlobalTestEnvironment(new FailOnLookupMismatchEnv);
 
 PipelineConfig ValidatingConfig() {
   PipelineConfig c;
@@ -149,16 +141,8 @@ TEST(AutovalidatedRandomTraffic, ZeroDifferencesOverManyShapes) {
               static_cast<unsigned long long>(lookups), shapes.size());
 }
 
-std::pair<int, std::string> RunCmd(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return {-1, ""};
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
+// Runs a shell command; out has its stdout and stderr.
+CmdResult RunCmd(const std::string& cmd) { return RunCommand(cmd + " 2>&1"); }
 
 TEST(FlowclassctlLookup, EveryChoiceReplaysWithTheSameSummary) {
   for (const char* impl : {"generic", "specialised", "avx512", "autovalidator"}) {
@@ -171,14 +155,14 @@ TEST(FlowclassctlLookup, EveryChoiceReplaysWithTheSameSummary) {
                          "mpps=[0-9]+\\.[0-9][0-9]\n$"));
     EXPECT_THAT(out, ::testing::HasSubstr(std::string(impl) + "=255"));
   }
-  auto [code, out] = RunCmd(kCtl + " replay --lookup sse2 a b");
-  EXPECT_EQ(code, 2) << out;
-  EXPECT_THAT(out, ::testing::HasSubstr("--lookup takes generic"));
-  std::tie(code, out) = RunCmd(kCtl + " replay --lookup");
-  EXPECT_EQ(code, 2) << out;
+  CmdResult r = RunCmd(kCtl + " replay --lookup sse2 a b");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, ::testing::HasSubstr("--lookup takes generic"));
+  r = RunCmd(kCtl + " replay --lookup");
+  EXPECT_EQ(r.code, 2) << r.out;
   if (!CpuHasAvx512Lookup()) {
-    std::tie(code, out) = RunCmd(kCtl + " replay --lookup avx512 a b");
-    EXPECT_EQ(code, 2) << out;
+    r = RunCmd(kCtl + " replay --lookup avx512 a b");
+    EXPECT_EQ(r.code, 2) << r.out;
     GTEST_SKIP() << "avx512 replay not run: this CPU lacks AVX-512";
   }
 }
