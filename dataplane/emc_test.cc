@@ -12,6 +12,7 @@
 #include "dataplane/megaflow.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/cache_testing.h"
 #include "tests/common/flow_gen.h"
 
 namespace flowclass {
@@ -19,23 +20,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr uint32_t kMarker = 0xdeadbeefu;
-
-class EmcTest : public ::testing::Test {
+class EmcTest : public CacheTest {
  protected:
-  EmcTest() : pool_(4096), rng_(42) {}
-
-  FlowKey NewKey() { return FlowKey::FromFlow(RandomDenseFlow(rng_)); }
-
-  // A live exact megaflow covering `key`.
-  uint32_t Install(const FlowKey& key) {
-    Megaflow* m = pool_.Alloc();
-    EXPECT_NE(m, nullptr);
-    for (int i = 0; i < kFlowWords; ++i) m->mask.w[i] = ~uint64_t{0};
-    m->value = key.ToFlow();
-    return m->index;
-  }
-  void Free(uint32_t idx) { pool_.Free(&pool_.Get(idx)); }
+  EmcTest() : CacheTest(/*seed=*/42) {}
 
   static EmcConfig Config(EmcPolicy policy, uint32_t entries = 8192,
                           uint64_t seed = 1) {
@@ -47,8 +34,22 @@ class EmcTest : public ::testing::Test {
     return c;
   }
 
-  MegaflowPool pool_;
-  std::mt19937_64 rng_;
+  // Three new keys with hashes ha, hb, hc, then an exact megaflow of each
+  // (none inserted).
+  struct ThreeKeys {
+    FlowKey a, b, c;
+    uint32_t ia, ib, ic;
+  };
+  ThreeKeys NewKeysWithHashes(uint64_t ha, uint64_t hb, uint64_t hc) {
+    ThreeKeys k;
+    k.a = WithHash(NewKey(), ha);
+    k.b = WithHash(NewKey(), hb);
+    k.c = WithHash(NewKey(), hc);
+    k.ia = Install(k.a);
+    k.ib = Install(k.b);
+    k.ic = Install(k.c);
+    return k;
+  }
 };
 
 constexpr EmcPolicy kAllPolicies[] = {
@@ -83,22 +84,12 @@ TEST_F(EmcTest, HitAfterInsertMissOtherwise) {
 
 TEST_F(EmcTest, InsertUpdatesInPlace) {
   Emc emc(&pool_, Config(EmcPolicy::kRandomVictim));
-  const FlowKey a = NewKey();
-  const uint32_t i1 = Install(a);
-  const uint32_t i2 = Install(a);
-  emc.Insert(a, i1);
-  emc.Insert(a, i2);
-  EXPECT_EQ(emc.Lookup(a), i2);
-  EXPECT_EQ(emc.stats().updates, 1u);
-  // Only one slot is used even though i1 is still live.
-  EXPECT_EQ(emc.Occupancy(), 1u);
+  ExpectInsertUpdatesInPlace(emc);
 }
 
 TEST_F(EmcTest, FreedMegaflowMisses) {
   Emc emc(&pool_, Config(EmcPolicy::kCuckoo));
-  const FlowKey a = NewKey();
-  const uint32_t ia = Install(a);
-  emc.Insert(a, ia);
+  const auto [a, ia] = NewCachedKey(emc);
   ASSERT_EQ(emc.Lookup(a), ia);
   Free(ia);
   EXPECT_EQ(emc.Lookup(a), kInvalidIndex);
@@ -107,9 +98,7 @@ TEST_F(EmcTest, FreedMegaflowMisses) {
 
 TEST_F(EmcTest, ReusedSlotWithNewVersionMisses) {
   Emc emc(&pool_, Config(EmcPolicy::kCuckoo));
-  const FlowKey a = NewKey();
-  const uint32_t ia = Install(a);
-  emc.Insert(a, ia);
+  const auto [a, ia] = NewCachedKey(emc);
   Free(ia);
   // The pool hands the same index back with a new version, even for the
   // very same flow: the old entry must not come back to life.
@@ -125,10 +114,8 @@ TEST_F(EmcTest, DeadSlotPreferredOverLive) {
   for (EmcPolicy p : kAllPolicies) {
     for (uint64_t seed = 1; seed <= 20; ++seed) {
       Emc emc(&pool_, Config(p, 64, seed));
-      const FlowKey a = WithHash(NewKey(), kHash);
-      const FlowKey b = WithHash(NewKey(), kHash);
-      const FlowKey c = WithHash(NewKey(), kHash);
-      const uint32_t ia = Install(a), ib = Install(b), ic = Install(c);
+      const auto [a, b, c, ia, ib, ic] =
+          NewKeysWithHashes(kHash, kHash, kHash);
       emc.Insert(a, ia);
       emc.Insert(b, ib);
       ASSERT_EQ(emc.Lookup(a), ia);
@@ -149,10 +136,8 @@ TEST_F(EmcTest, RandomVictimEvictsOneOfTheTwo) {
   int evicted_a = 0, evicted_b = 0;
   for (uint64_t seed = 1; seed <= 64; ++seed) {
     Emc emc(&pool_, Config(EmcPolicy::kRandomVictim, 64, seed));
-    const FlowKey a = WithHash(NewKey(), kHash);
-    const FlowKey b = WithHash(NewKey(), kHash);
-    const FlowKey c = WithHash(NewKey(), kHash);
-    const uint32_t ia = Install(a), ib = Install(b), ic = Install(c);
+    const auto [a, b, c, ia, ib, ic] =
+        NewKeysWithHashes(kHash, kHash, kHash);
     emc.Insert(a, ia);
     emc.Insert(b, ib);
     emc.Insert(c, ic);
@@ -175,10 +160,8 @@ TEST_F(EmcTest, RandomVictimEvictsOneOfTheTwo) {
 TEST_F(EmcTest, OlderVictimEvictsTheEarlierInsert) {
   constexpr uint64_t kHash = 0x0badc0de0badc0deULL;
   Emc emc(&pool_, Config(EmcPolicy::kOlderVictim, 64));
-  const FlowKey a = WithHash(NewKey(), kHash);
-  const FlowKey b = WithHash(NewKey(), kHash);
-  const FlowKey c = WithHash(NewKey(), kHash);
-  const uint32_t ia = Install(a), ib = Install(b), ic = Install(c);
+  const auto [a, b, c, ia, ib, ic] =
+      NewKeysWithHashes(kHash, kHash, kHash);
   emc.Insert(a, ia);
   emc.Insert(b, ib);
   emc.Insert(c, ic);  // evicts a
@@ -197,10 +180,8 @@ constexpr uint64_t HashFor(uint32_t s0, uint32_t s1) { return s0 | (s1 << 4); }
 TEST_F(EmcTest, CuckooMovesTheDisplacedEntryToItsOtherSlot) {
   for (uint64_t seed = 1; seed <= 32; ++seed) {
     Emc emc(&pool_, Config(EmcPolicy::kCuckoo, 16, seed));
-    const FlowKey a = WithHash(NewKey(), HashFor(2, 3));
-    const FlowKey b = WithHash(NewKey(), HashFor(3, 5));
-    const FlowKey c = WithHash(NewKey(), HashFor(2, 3));
-    const uint32_t ia = Install(a), ib = Install(b), ic = Install(c);
+    const auto [a, b, c, ia, ib, ic] =
+        NewKeysWithHashes(HashFor(2, 3), HashFor(3, 5), HashFor(2, 3));
     emc.Insert(a, ia);  // slot 2
     emc.Insert(b, ib);  // slot 3
     emc.Insert(c, ic);  // 2 and 3 live: someone moves, b ends in slot 5
@@ -220,10 +201,8 @@ TEST_F(EmcTest, CuckooWithZeroMovesIsRandomVictim) {
   EmcConfig cfg = Config(EmcPolicy::kCuckoo, 16);
   cfg.max_moves = 0;
   Emc emc(&pool_, cfg);
-  const FlowKey a = WithHash(NewKey(), HashFor(2, 3));
-  const FlowKey b = WithHash(NewKey(), HashFor(3, 5));
-  const FlowKey c = WithHash(NewKey(), HashFor(2, 3));
-  const uint32_t ia = Install(a), ib = Install(b), ic = Install(c);
+  const auto [a, b, c, ia, ib, ic] =
+      NewKeysWithHashes(HashFor(2, 3), HashFor(3, 5), HashFor(2, 3));
   emc.Insert(a, ia);
   emc.Insert(b, ib);
   emc.Insert(c, ic);
@@ -251,6 +230,7 @@ TEST_F(EmcTest, SlotsAreDistinctEvenWhenHashBitsAgree) {
 TEST_F(EmcTest, ConstantHashNeverReturnsAWrongMegaflow) {
   constexpr int kKeys = 500;
   for (EmcPolicy p : kAllPolicies) {
+    SCOPED_TRACE(EmcPolicyName(p));
     Emc emc(&pool_, Config(p, 256, 7));
     std::vector<FlowKey> keys;
     std::vector<uint32_t> idx;
@@ -258,26 +238,10 @@ TEST_F(EmcTest, ConstantHashNeverReturnsAWrongMegaflow) {
       keys.push_back(WithHash(NewKey(), 0x5555aaaa5555aaaaULL));
       idx.push_back(Install(keys.back()));
     }
-    std::mt19937 order(3);
-    for (int round = 0; round < 4; ++round) {
-      for (int n = 0; n < kKeys; ++n) {
-        const int i = static_cast<int>(order() % kKeys);
-        const uint32_t got = emc.Lookup(keys[i]);
-        if (got != kInvalidIndex) {
-          ASSERT_EQ(got, idx[i]) << EmcPolicyName(p);
-        } else {
-          emc.Insert(keys[i], idx[i]);
-          ASSERT_EQ(emc.Lookup(keys[i]), idx[i]) << EmcPolicyName(p);
-        }
-      }
-    }
+    ASSERT_NO_FATAL_FAILURE(LookupOrInsert(emc, keys, idx, /*seed=*/3,
+                                           4 * kKeys, /*check_insert=*/true));
     int resident = 0;
-    for (int i = 0; i < kKeys; ++i) {
-      const uint32_t got = emc.Lookup(keys[i]);
-      if (got == kInvalidIndex) continue;
-      ASSERT_EQ(got, idx[i]);
-      ++resident;
-    }
+    ASSERT_NO_FATAL_FAILURE(CountResident(emc, keys, idx, &resident));
     EXPECT_EQ(resident, 2) << EmcPolicyName(p);
     EXPECT_EQ(emc.Occupancy(), 2u);
     for (uint32_t i : idx) Free(i);
@@ -287,6 +251,7 @@ TEST_F(EmcTest, ConstantHashNeverReturnsAWrongMegaflow) {
 // A poor hash (small integers): all slot1 values are 0 or 1.  Still correct.
 TEST_F(EmcTest, LowEntropyHashStaysCorrect) {
   for (EmcPolicy p : kAllPolicies) {
+    SCOPED_TRACE(EmcPolicyName(p));
     Emc emc(&pool_, Config(p, 1024, 9));
     std::vector<FlowKey> keys;
     std::vector<uint32_t> idx;
@@ -296,12 +261,7 @@ TEST_F(EmcTest, LowEntropyHashStaysCorrect) {
       emc.Insert(keys.back(), idx.back());
     }
     int resident = 0;
-    for (size_t i = 0; i < keys.size(); ++i) {
-      const uint32_t got = emc.Lookup(keys[i]);
-      if (got == kInvalidIndex) continue;
-      ASSERT_EQ(got, idx[i]) << EmcPolicyName(p);
-      ++resident;
-    }
+    ASSERT_NO_FATAL_FAILURE(CountResident(emc, keys, idx, &resident));
     EXPECT_EQ(static_cast<uint32_t>(resident), emc.Occupancy());
     EXPECT_GT(resident, 0);
     for (uint32_t i : idx) Free(i);
@@ -369,8 +329,6 @@ TEST_F(EmcTest, InsertDecisionsAreDeterministicGivenTheSeed) {
   EXPECT_NE(decisions(5), decisions(6));
 }
 
-uint32_t Mask(int n) { return n >= 32 ? ~uint32_t{0} : (uint32_t{1} << n) - 1; }
-
 TEST_F(EmcTest, BurstsOfEverySizeWriteOnlyHits) {
   Emc emc(&pool_, Config(EmcPolicy::kCuckoo));
   std::vector<FlowKey> keys;
@@ -380,33 +338,19 @@ TEST_F(EmcTest, BurstsOfEverySizeWriteOnlyHits) {
     idx.push_back(Install(keys.back()));
     if (i % 3 != 1) emc.Insert(keys.back(), idx.back());  // 1 in 3 misses
   }
-  for (int n = 0; n <= kMaxBurst; ++n) {
-    for (uint32_t pattern : {~uint32_t{0}, 0x55555555u, 0xf0f0f0f0u}) {
-      const uint32_t todo = Mask(n) & pattern;
-      uint32_t out[kMaxBurst + 4];
-      std::fill(std::begin(out), std::end(out), kMarker);
-      const uint32_t hits = emc.LookupBurst(keys.data(), todo, out);
-      EXPECT_EQ(hits & ~todo, 0u) << "n=" << n;
-      for (int i = 0; i < kMaxBurst + 4; ++i) {
-        const bool should_hit = i < n && ((todo >> i) & 1) && i % 3 != 1;
-        if (i < kMaxBurst) {
-          EXPECT_EQ(((hits >> i) & 1) != 0, should_hit) << "n=" << n << " i=" << i;
-        }
-        EXPECT_EQ(out[i], should_hit ? idx[i] : kMarker) << "n=" << n << " i=" << i;
-      }
-    }
-  }
+  CheckBurstsOfEverySize(
+      idx,
+      [&](uint32_t todo, uint32_t* out) {
+        return emc.LookupBurst(keys.data(), todo, out);
+      },
+      [](int i) { return i % 3 != 1; });
 }
 
 TEST_F(EmcTest, OccupancySweepAndFlush) {
   Emc emc(&pool_, Config(EmcPolicy::kCuckoo, 1024));
   std::vector<FlowKey> keys;
   std::vector<uint32_t> idx;
-  for (int i = 0; i < 100; ++i) {
-    keys.push_back(NewKey());
-    idx.push_back(Install(keys.back()));
-    emc.Insert(keys.back(), idx.back());
-  }
+  NewCachedKeys(emc, 100, &keys, &idx);
   EXPECT_EQ(emc.Occupancy(), 100u);
   for (int i = 0; i < 10; ++i) Free(idx[i]);
   EXPECT_EQ(emc.Occupancy(), 90u);
@@ -433,36 +377,17 @@ TEST_F(EmcTest, OccupancySweepAndFlush) {
 // key, and it must be live.
 TEST_F(EmcTest, RandomOpsAgreeWithReference) {
   for (EmcPolicy p : kAllPolicies) {
+    SCOPED_TRACE(EmcPolicyName(p));
     Emc emc(&pool_, Config(p, 64, 11));
     std::vector<FlowKey> keys;
     for (int i = 0; i < 200; ++i) keys.push_back(NewKey());
-    std::vector<uint32_t> expected(keys.size(), kInvalidIndex);
-    std::mt19937 r(17);
-    for (int step = 0; step < 20000; ++step) {
-      const size_t k = r() % keys.size();
-      switch (r() % 4) {
-        case 0: {  // install a (new) megaflow and cache it
-          if (expected[k] != kInvalidIndex) Free(expected[k]);
-          expected[k] = Install(keys[k]);
-          emc.Insert(keys[k], expected[k]);
-          break;
-        }
-        case 1: {  // revalidator drops a megaflow
-          if (expected[k] != kInvalidIndex) Free(expected[k]);
-          expected[k] = kInvalidIndex;
-          break;
-        }
-        default: {
-          const uint32_t got = emc.Lookup(keys[k]);
-          if (got != kInvalidIndex) {
-            ASSERT_EQ(got, expected[k]) << EmcPolicyName(p) << " step " << step;
-            ASSERT_TRUE(pool_.Get(got).live);
-          }
-          break;
-        }
-      }
-      if (step % 64 == 0) emc.SweepSome(8);
-    }
+    std::vector<uint32_t> expected;
+    ASSERT_NO_FATAL_FAILURE(RandomOps(
+        emc, keys, /*seed=*/17, /*steps=*/20000,
+        [&](int step) {
+          if (step % 64 == 0) emc.SweepSome(8);
+        },
+        &expected));
     uint32_t live_resident = 0;
     for (size_t k = 0; k < keys.size(); ++k)
       live_resident += emc.Lookup(keys[k]) != kInvalidIndex;
@@ -474,8 +399,7 @@ TEST_F(EmcTest, RandomOpsAgreeWithReference) {
 
 TEST_F(EmcTest, DebugStringShowsSizeOccupancyAndProbability) {
   Emc emc(&pool_);
-  const FlowKey a = NewKey();
-  emc.Insert(a, Install(a));
+  const FlowKey a = NewCachedKey(emc).first;
   const std::string s = emc.DebugString();
   EXPECT_THAT(s, HasSubstr("entries=8192"));
   EXPECT_THAT(s, HasSubstr("occupancy=1"));

@@ -13,6 +13,7 @@
 #include "dataplane/megaflow.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/cache_testing.h"
 #include "tests/common/flow_gen.h"
 
 namespace flowclass {
@@ -20,28 +21,14 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr uint32_t kMarker = 0xdeadbeefu;
-
 // Hash landing in `bucket` (low bits) with signature `sig` (top 16 bits).
 constexpr uint64_t HashFor(uint32_t bucket, uint16_t sig) {
   return (uint64_t{sig} << 48) | bucket;
 }
 
-class SmcTest : public ::testing::Test {
+class SmcTest : public CacheTest {
  protected:
-  SmcTest() : pool_(4096), rng_(99) {}
-
-  FlowKey NewKey() { return FlowKey::FromFlow(RandomDenseFlow(rng_)); }
-
-  // A live exact megaflow covering `key` only.
-  uint32_t Install(const FlowKey& key) {
-    Megaflow* m = pool_.Alloc();
-    EXPECT_NE(m, nullptr);
-    for (int i = 0; i < kFlowWords; ++i) m->mask.w[i] = ~uint64_t{0};
-    m->value = key.ToFlow();
-    return m->index;
-  }
-  void Free(uint32_t idx) { pool_.Free(&pool_.Get(idx)); }
+  SmcTest() : CacheTest(/*seed=*/99) {}
 
   static SmcConfig Config(uint32_t entries, uint64_t seed = 1) {
     SmcConfig c;
@@ -49,9 +36,6 @@ class SmcTest : public ::testing::Test {
     c.seed = seed;
     return c;
   }
-
-  MegaflowPool pool_;
-  std::mt19937_64 rng_;
 };
 
 TEST_F(SmcTest, DefaultsMatchTheArchitecture) {
@@ -92,21 +76,12 @@ TEST_F(SmcTest, VerificationUsesTheMegaflowNotTheExactKey) {
 
 TEST_F(SmcTest, SameSignatureUpdatesInPlace) {
   Smc smc(&pool_, Config(1024));
-  const FlowKey a = NewKey();
-  const uint32_t i1 = Install(a);
-  const uint32_t i2 = Install(a);
-  smc.Insert(a, i1);
-  smc.Insert(a, i2);
-  EXPECT_EQ(smc.Lookup(a), i2);
-  EXPECT_EQ(smc.stats().updates, 1u);
-  EXPECT_EQ(smc.Occupancy(), 1u);  // i1 is live but no longer referenced
+  ExpectInsertUpdatesInPlace(smc);
 }
 
 TEST_F(SmcTest, FreedMegaflowMissesAndCountsAFalseHit) {
   Smc smc(&pool_, Config(1024));
-  const FlowKey a = NewKey();
-  const uint32_t ia = Install(a);
-  smc.Insert(a, ia);
+  const auto [a, ia] = NewCachedKey(smc);
   Free(ia);
   EXPECT_EQ(smc.Lookup(a), kInvalidIndex);
   EXPECT_EQ(smc.stats().false_hits, 1u);
@@ -115,10 +90,8 @@ TEST_F(SmcTest, FreedMegaflowMissesAndCountsAFalseHit) {
 
 TEST_F(SmcTest, ReusedSlotForAnotherFlowMisses) {
   Smc smc(&pool_, Config(1024));
-  const FlowKey a = NewKey();
+  const auto [a, ia] = NewCachedKey(smc);
   const FlowKey b = NewKey();
-  const uint32_t ia = Install(a);
-  smc.Insert(a, ia);
   Free(ia);
   const uint32_t ib = Install(b);  // same index, now b's megaflow
   ASSERT_EQ(ib, ia);
@@ -129,9 +102,7 @@ TEST_F(SmcTest, ReusedSlotForAnotherFlowMisses) {
 
 TEST_F(SmcTest, FalseHitsAreCountedAndNeverReturned) {
   Smc smc(&pool_, Config(1024));
-  const FlowKey a = NewKey();
-  const uint32_t ia = Install(a);
-  smc.Insert(a, ia);
+  const auto [a, ia] = NewCachedKey(smc);
   // 100 other flows forced onto a's bucket and signature.
   for (int i = 0; i < 100; ++i) {
     EXPECT_EQ(smc.Lookup(WithHash(NewKey(), a.hash)), kInvalidIndex);
@@ -229,24 +200,10 @@ TEST_F(SmcTest, ConstantHashNeverReturnsAWrongMegaflow) {
     keys.push_back(WithHash(NewKey(), 0x5555aaaa5555aaaaULL));
     idx.push_back(Install(keys.back()));
   }
-  std::mt19937 order(3);
-  for (int n = 0; n < 4 * kKeys; ++n) {
-    const int i = static_cast<int>(order() % kKeys);
-    const uint32_t got = smc.Lookup(keys[i]);
-    if (got != kInvalidIndex) {
-      ASSERT_EQ(got, idx[i]);
-    } else {
-      smc.Insert(keys[i], idx[i]);
-      ASSERT_EQ(smc.Lookup(keys[i]), idx[i]);
-    }
-  }
+  ASSERT_NO_FATAL_FAILURE(LookupOrInsert(smc, keys, idx, /*seed=*/3, 4 * kKeys,
+                                         /*check_insert=*/true));
   int resident = 0;
-  for (int i = 0; i < kKeys; ++i) {
-    const uint32_t got = smc.Lookup(keys[i]);
-    if (got == kInvalidIndex) continue;
-    ASSERT_EQ(got, idx[i]);
-    ++resident;
-  }
+  ASSERT_NO_FATAL_FAILURE(CountResident(smc, keys, idx, &resident));
   EXPECT_EQ(resident, 1);
   EXPECT_GT(smc.stats().false_hits, 0u);
 }
@@ -261,28 +218,13 @@ TEST_F(SmcTest, ConstantBucketFewSignaturesStaysCorrect) {
     keys.push_back(WithHash(NewKey(), HashFor(17, static_cast<uint16_t>(i % 8))));
     idx.push_back(Install(keys.back()));
   }
-  std::mt19937 order(4);
-  for (int n = 0; n < 4000; ++n) {
-    const int i = static_cast<int>(order() % keys.size());
-    const uint32_t got = smc.Lookup(keys[i]);
-    if (got != kInvalidIndex) {
-      ASSERT_EQ(got, idx[i]);
-    } else {
-      smc.Insert(keys[i], idx[i]);
-    }
-  }
+  ASSERT_NO_FATAL_FAILURE(LookupOrInsert(smc, keys, idx, /*seed=*/4, 4000,
+                                         /*check_insert=*/false));
   int resident = 0;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    const uint32_t got = smc.Lookup(keys[i]);
-    if (got == kInvalidIndex) continue;
-    ASSERT_EQ(got, idx[i]);
-    ++resident;
-  }
+  ASSERT_NO_FATAL_FAILURE(CountResident(smc, keys, idx, &resident));
   EXPECT_EQ(resident, 4);
   EXPECT_EQ(smc.Occupancy(), 4u);
 }
-
-uint32_t Mask(int n) { return n >= 32 ? ~uint32_t{0} : (uint32_t{1} << n) - 1; }
 
 TEST_F(SmcTest, BurstsOfEverySizeWriteOnlyHits) {
   Smc smc(&pool_, Config(4096));
@@ -295,37 +237,24 @@ TEST_F(SmcTest, BurstsOfEverySizeWriteOnlyHits) {
   }
   // Key 4's signature points at key 5's megaflow: a false hit in the burst.
   keys[4] = WithHash(keys[4], keys[5].hash);
-  for (int n = 0; n <= kMaxBurst; ++n) {
-    for (uint32_t pattern : {~uint32_t{0}, 0x55555555u, 0xf0f0f0f0u}) {
-      const uint32_t todo = Mask(n) & pattern;
-      uint32_t out[kMaxBurst + 4];
-      std::fill(std::begin(out), std::end(out), kMarker);
-      const uint64_t lookups_before = smc.stats().lookups;
-      const uint32_t hits = smc.LookupBurst(keys.data(), todo, out);
-      EXPECT_EQ(smc.stats().lookups - lookups_before,
-                static_cast<uint64_t>(std::popcount(todo)));
-      EXPECT_EQ(hits & ~todo, 0u) << "n=" << n;
-      for (int i = 0; i < kMaxBurst + 4; ++i) {
-        const bool should_hit =
-            i < n && ((todo >> i) & 1) && i % 3 != 1 && i != 4;
-        if (i < kMaxBurst) {
-          EXPECT_EQ(((hits >> i) & 1) != 0, should_hit) << "n=" << n << " i=" << i;
-        }
-        EXPECT_EQ(out[i], should_hit ? idx[i] : kMarker) << "n=" << n << " i=" << i;
-      }
-    }
-  }
+  CheckBurstsOfEverySize(
+      idx,
+      [&](uint32_t todo, uint32_t* out) {
+        const uint64_t lookups_before = smc.stats().lookups;
+        const uint32_t hits = smc.LookupBurst(keys.data(), todo, out);
+        // One lookup per key of the todo map.
+        EXPECT_EQ(smc.stats().lookups - lookups_before,
+                  static_cast<uint64_t>(std::popcount(todo)));
+        return hits;
+      },
+      [](int i) { return i % 3 != 1 && i != 4; });
 }
 
 TEST_F(SmcTest, OccupancyAndFlush) {
   Smc smc(&pool_, Config(1 << 14));
   std::vector<FlowKey> keys;
   std::vector<uint32_t> idx;
-  for (int i = 0; i < 100; ++i) {
-    keys.push_back(NewKey());
-    idx.push_back(Install(keys.back()));
-    smc.Insert(keys.back(), idx.back());
-  }
+  NewCachedKeys(smc, 100, &keys, &idx);
   EXPECT_EQ(smc.Occupancy(), 100u);
   for (int i = 0; i < 10; ++i) Free(idx[i]);
   EXPECT_EQ(smc.Occupancy(), 90u);
@@ -345,39 +274,16 @@ TEST_F(SmcTest, RandomOpsAgreeWithReference) {
     keys.push_back(WithHash(k, (k.hash & 0x0000ffffffffffffULL) |
                                    (uint64_t{k.hash >> 58} << 48)));
   }
-  std::vector<uint32_t> expected(keys.size(), kInvalidIndex);
-  std::mt19937 r(21);
-  for (int step = 0; step < 20000; ++step) {
-    const size_t k = r() % keys.size();
-    switch (r() % 4) {
-      case 0:
-        if (expected[k] != kInvalidIndex) Free(expected[k]);
-        expected[k] = Install(keys[k]);
-        smc.Insert(keys[k], expected[k]);
-        break;
-      case 1:
-        if (expected[k] != kInvalidIndex) Free(expected[k]);
-        expected[k] = kInvalidIndex;
-        break;
-      default: {
-        const uint32_t got = smc.Lookup(keys[k]);
-        if (got != kInvalidIndex) {
-          ASSERT_EQ(got, expected[k]) << "step " << step;
-          ASSERT_TRUE(pool_.Get(got).live);
-        }
-        break;
-      }
-    }
-  }
+  std::vector<uint32_t> expected;
+  ASSERT_NO_FATAL_FAILURE(RandomOps(
+      smc, keys, /*seed=*/21, /*steps=*/20000, [](int) {}, &expected));
   EXPECT_GT(smc.stats().false_hits, 0u);
   EXPECT_GT(smc.stats().hits, 0u);
 }
 
 TEST_F(SmcTest, DebugStringShowsSizeAndCounters) {
   Smc smc(&pool_, Config(1024));
-  const FlowKey a = NewKey();
-  const uint32_t ia = Install(a);
-  smc.Insert(a, ia);
+  const auto [a, ia] = NewCachedKey(smc);
   smc.Lookup(a);
   const std::string s = smc.DebugString();
   EXPECT_THAT(s, HasSubstr("entries=1024"));
