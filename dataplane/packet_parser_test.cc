@@ -468,18 +468,41 @@ INSTANTIATE_TEST_SUITE_P(AllProtocols, ParserCaseTest,
 // (independently of the parser).
 class Progress {
  public:
-  Progress() {
+  // The Ethernet header: addresses complete at 12 bytes, the type field
+  // (`eth_type`) at 14.
+  explicit Progress(uint16_t eth_type) {
     cur_.Set(Field::kInPort, kPort);
     At(0);
+    Set(Field::kEthDst, kMacB).Set(Field::kEthSrc, kMacA).At(12);
+    Set(Field::kEthType, eth_type).At(14);
   }
   Progress& Set(Field f, uint64_t v) {
     cur_.Set(f, v);
     return *this;
   }
-  Progress& SetIpv6(absl::uint128 src, absl::uint128 dst) {
-    cur_.SetIpv6Src(src);
-    cur_.SetIpv6Dst(dst);
-    return *this;
+  // The fields of an IPv4 header kIpA -> kIpB (Ipv4Flow's).
+  Progress& Ipv4Fields(uint8_t proto, uint8_t tos = 0, uint8_t ttl = 64,
+                       uint8_t frag = 0) {
+    return Set(Field::kIpv4Src, kIpA)
+        .Set(Field::kIpv4Dst, kIpB)
+        .Set(Field::kNwProto, proto)
+        .Set(Field::kNwTos, tos)
+        .Set(Field::kNwTtl, ttl)
+        .Set(Field::kNwFrag, frag);
+  }
+  // The fields of an IPv6 header kIp6A -> kIp6B (Ipv6Flow's).
+  Progress& Ipv6Fields(uint8_t proto, uint8_t tclass = 0, uint8_t hlim = 64) {
+    cur_.SetIpv6Src(kIp6A);
+    cur_.SetIpv6Dst(kIp6B);
+    return Set(Field::kNwProto, proto)
+        .Set(Field::kNwTos, tclass)
+        .Set(Field::kNwTtl, hlim);
+  }
+  // The fields of a TCP/UDP/SCTP/ICMP header.
+  Progress& L4Fields(uint16_t src, uint16_t dst, uint16_t tcp_flags = 0) {
+    return Set(Field::kTpSrc, src)
+        .Set(Field::kTpDst, dst)
+        .Set(Field::kTcpFlags, tcp_flags);
   }
   // The unit ending at `end` is complete: the current state holds from there.
   Progress& At(size_t end) {
@@ -499,10 +522,6 @@ class Progress {
   Flow cur_;
   std::vector<std::pair<size_t, Flow>> steps_;
 };
-
-Progress& EthUnits(Progress& p) {
-  return p.Set(Field::kEthDst, kMacB).Set(Field::kEthSrc, kMacA).At(12);
-}
 
 void CheckAllPrefixes(const std::vector<uint8_t>& frame, const Progress& p) {
   for (size_t len = 0; len <= frame.size(); ++len) {
@@ -525,11 +544,8 @@ TEST(ParserPrefixTest, QinQIpv4OptionsTcpOptions) {
   const std::vector<uint8_t> frame = b.Build();
   ASSERT_EQ(b.L3Offset(), 22u);
   ASSERT_EQ(b.L4Offset(), 22u + 28);
-  Progress p;
-  EthUnits(p)
-      .Set(Field::kEthType, kEthTypeQinQ)
-      .At(14)
-      .Set(Field::kVlan0Tci, Tci(300, 2))
+  Progress p(kEthTypeQinQ);
+  p.Set(Field::kVlan0Tci, Tci(300, 2))
       .At(16)
       .Set(Field::kEthType, kEthTypeVlan)
       .At(18)
@@ -537,16 +553,10 @@ TEST(ParserPrefixTest, QinQIpv4OptionsTcpOptions) {
       .At(20)
       .Set(Field::kEthType, kEthTypeIpv4)
       .At(22)
-      .Set(Field::kIpv4Src, kIpA)
-      .Set(Field::kIpv4Dst, kIpB)
-      .Set(Field::kNwProto, kIpProtoTcp)
-      .Set(Field::kNwTos, 0x10)
-      .Set(Field::kNwTtl, 9)
+      .Ipv4Fields(kIpProtoTcp, /*tos=*/0x10, /*ttl=*/9)
       .At(42)
       .At(50)  // options
-      .Set(Field::kTpSrc, 4321)
-      .Set(Field::kTpDst, 8080)
-      .Set(Field::kTcpFlags, kTcpSyn | kTcpEce)
+      .L4Fields(4321, 8080, kTcpSyn | kTcpEce)
       .At(70)
       .At(82);  // TCP options
   CheckAllPrefixes(frame, p);
@@ -561,14 +571,8 @@ TEST(ParserPrefixTest, Ipv6ExtensionChainUdp) {
       .Udp(67, 68)
       .Payload(5);
   const std::vector<uint8_t> frame = b.Build();
-  Progress p;
-  EthUnits(p)
-      .Set(Field::kEthType, kEthTypeIpv6)
-      .At(14)
-      .SetIpv6(kIp6A, kIp6B)
-      .Set(Field::kNwTos, 0x2c)
-      .Set(Field::kNwTtl, 3)
-      .Set(Field::kNwProto, kIpv6ExtHopByHop)
+  Progress p(kEthTypeIpv6);
+  p.Ipv6Fields(kIpv6ExtHopByHop, /*tclass=*/0x2c, /*hlim=*/3)
       .At(54)
       .Set(Field::kNwProto, kIpv6ExtAh)
       .At(70)
@@ -576,8 +580,7 @@ TEST(ParserPrefixTest, Ipv6ExtensionChainUdp) {
       .At(82)
       .Set(Field::kNwProto, kIpProtoUdp)
       .At(90)
-      .Set(Field::kTpSrc, 67)
-      .Set(Field::kTpDst, 68)
+      .L4Fields(67, 68)
       .At(98);
   CheckAllPrefixes(frame, p);
 }
@@ -590,24 +593,17 @@ TEST(ParserPrefixTest, VlanIpv6FirstFragmentTcp) {
                                          .Tcp(1, 2, kTcpFin, 4)
                                          .PadTo(150)
                                          .Build();
-  Progress p;
-  EthUnits(p)
-      .Set(Field::kEthType, kEthTypeVlan)
-      .At(14)
-      .Set(Field::kVlan0Tci, Tci(7, 0))
+  Progress p(kEthTypeVlan);
+  p.Set(Field::kVlan0Tci, Tci(7, 0))
       .At(16)
       .Set(Field::kEthType, kEthTypeIpv6)
       .At(18)
-      .SetIpv6(kIp6A, kIp6B)
-      .Set(Field::kNwTtl, 64)
-      .Set(Field::kNwProto, kIpv6ExtFragment)
+      .Ipv6Fields(kIpv6ExtFragment)
       .At(58)
       .Set(Field::kNwProto, kIpProtoTcp)
       .Set(Field::kNwFrag, kFragAny)
       .At(66)
-      .Set(Field::kTpSrc, 1)
-      .Set(Field::kTpDst, 2)
-      .Set(Field::kTcpFlags, kTcpFin)
+      .L4Fields(1, 2, kTcpFin)
       .At(86)
       .At(90);
   CheckAllPrefixes(frame, p);
@@ -620,16 +616,8 @@ TEST(ParserPrefixTest, Ipv4LaterFragmentStopsAtIpHeader) {
                                          .Udp(1, 2)
                                          .Payload(30)
                                          .Build();
-  Progress p;
-  EthUnits(p)
-      .Set(Field::kEthType, kEthTypeIpv4)
-      .At(14)
-      .Set(Field::kIpv4Src, kIpA)
-      .Set(Field::kIpv4Dst, kIpB)
-      .Set(Field::kNwProto, kIpProtoUdp)
-      .Set(Field::kNwTtl, 64)
-      .Set(Field::kNwFrag, kFragAny | kFragLater)
-      .At(34);
+  Progress p(kEthTypeIpv4);
+  p.Ipv4Fields(kIpProtoUdp, 0, 64, kFragAny | kFragLater).At(34);
   CheckAllPrefixes(frame, p);
 }
 
@@ -638,14 +626,8 @@ TEST(ParserPrefixTest, Ipv4IcmpSctpAndArp) {
     SCOPED_TRACE("icmp");
     const std::vector<uint8_t> frame =
         EthAB().Ipv4(kIpA, kIpB).Icmp(0, 0).Payload(3).Build();
-    Progress p;
-    EthUnits(p)
-        .Set(Field::kEthType, kEthTypeIpv4)
-        .At(14)
-        .Set(Field::kIpv4Src, kIpA)
-        .Set(Field::kIpv4Dst, kIpB)
-        .Set(Field::kNwProto, kIpProtoIcmp)
-        .Set(Field::kNwTtl, 64)
+    Progress p(kEthTypeIpv4);
+    p.Ipv4Fields(kIpProtoIcmp)
         .At(34)
         .At(42);  // echo reply: type 0, code 0 — nothing new but no flag
     CheckAllPrefixes(frame, p);
@@ -654,42 +636,22 @@ TEST(ParserPrefixTest, Ipv4IcmpSctpAndArp) {
     SCOPED_TRACE("sctp");
     const std::vector<uint8_t> frame =
         EthAB().Ipv4(kIpA, kIpB).Sctp(9, 10).Build();
-    Progress p;
-    EthUnits(p)
-        .Set(Field::kEthType, kEthTypeIpv4)
-        .At(14)
-        .Set(Field::kIpv4Src, kIpA)
-        .Set(Field::kIpv4Dst, kIpB)
-        .Set(Field::kNwProto, kIpProtoSctp)
-        .Set(Field::kNwTtl, 64)
-        .At(34)
-        .Set(Field::kTpSrc, 9)
-        .Set(Field::kTpDst, 10)
-        .At(46);
+    Progress p(kEthTypeIpv4);
+    p.Ipv4Fields(kIpProtoSctp).At(34).L4Fields(9, 10).At(46);
     CheckAllPrefixes(frame, p);
   }
   {
     SCOPED_TRACE("arp");
     const std::vector<uint8_t> frame =
         EthAB().Arp(1, kMacA, kIpA, 0, kIpB).Build();
-    Progress p;
-    EthUnits(p).Set(Field::kEthType, kEthTypeArp).At(14);
-    CheckAllPrefixes(frame, p);
+    CheckAllPrefixes(frame, Progress(kEthTypeArp));
   }
   {
     SCOPED_TRACE("icmpv6");
     const std::vector<uint8_t> frame =
         EthAB().Ipv6(kIp6A, kIp6B).Icmpv6(2, 0).Build();
-    Progress p;
-    EthUnits(p)
-        .Set(Field::kEthType, kEthTypeIpv6)
-        .At(14)
-        .SetIpv6(kIp6A, kIp6B)
-        .Set(Field::kNwProto, kIpProtoIcmpv6)
-        .Set(Field::kNwTtl, 64)
-        .At(54)
-        .Set(Field::kTpSrc, 2)
-        .At(58);
+    Progress p(kEthTypeIpv6);
+    p.Ipv6Fields(kIpProtoIcmpv6).At(54).L4Fields(2, 0).At(58);
     CheckAllPrefixes(frame, p);
   }
 }
