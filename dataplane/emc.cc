@@ -67,6 +67,7 @@ Emc::Emc(const MegaflowPool* pool, EmcConfig cfg)
   mask_ = n - 1;
   shift_ = std::countr_zero(n);
   table_ = std::make_unique<EmcEntry[]>(n);
+  overflow_ = std::make_unique<EmcOverflow[]>(n);
   set_insert_inv_prob(cfg.insert_inv_prob);
 }
 
@@ -79,25 +80,31 @@ uint64_t Emc::NextRandom() {
   return z ^ (z >> 31);
 }
 
-bool Emc::Matches(const EmcEntry& e, const FlowKey& key) const {
+bool Emc::Matches(uint32_t slot, const FlowKey& key) const {
+  const EmcEntry& e = table_[slot];
   if (e.hash != key.hash || e.map != key.map) return false;
-  for (int i = 0; i < key.n_words; ++i)
+  const int n = key.n_words;
+  const int inline_n = n < kEmcInlineWords ? n : kEmcInlineWords;
+  for (int i = 0; i < inline_n; ++i)
     if (e.words[i] != key.words[i]) return false;
+  for (int i = kEmcInlineWords; i < n; ++i)
+    if (overflow_[slot].words[i - kEmcInlineWords] != key.words[i]) return false;
   return true;
 }
 
 uint32_t Emc::LookupBurst(const FlowKey* keys, uint32_t todo_map,
                           uint32_t* mf_index) const {
-  // Stage 1: prefetch both lines of the first candidate slot of every key,
-  // so the misses of the whole burst overlap instead of being paid one by
-  // one.  Insert prefers a free first slot, so most keys that are cached at
-  // all are there: fetching the second slot up front would double the
-  // memory traffic (and stall on fill buffers) for nothing.
+  // Stage 1: prefetch the first candidate slot of every key (and the
+  // overflow record of a long key), so the misses of the whole burst overlap
+  // instead of being paid one by one.  Insert prefers a free first slot, so
+  // most keys that are cached at all are there: fetching the second slot up
+  // front would double the memory traffic (and stall on fill buffers) for
+  // nothing.
   for (uint32_t m = todo_map; m; m &= m - 1) {
-    const char* p0 = reinterpret_cast<const char*>(
-        &table_[SlotsOf(keys[std::countr_zero(m)].hash).s0]);
-    __builtin_prefetch(p0);
-    __builtin_prefetch(p0 + 64);
+    const FlowKey& key = keys[std::countr_zero(m)];
+    const uint32_t s0 = SlotsOf(key.hash).s0;
+    __builtin_prefetch(&table_[s0]);
+    if (key.n_words > kEmcInlineWords) __builtin_prefetch(&overflow_[s0]);
   }
   // Stage 2: compare the first slots (hash first, then the key words) and
   // check liveness; prefetch the second slot of each key that missed.
@@ -106,23 +113,21 @@ uint32_t Emc::LookupBurst(const FlowKey* keys, uint32_t todo_map,
   for (uint32_t m = todo_map; m; m &= m - 1) {
     const int i = std::countr_zero(m);
     const Slots s = SlotsOf(keys[i].hash);
-    const EmcEntry& e = table_[s.s0];
-    if (Matches(e, keys[i]) && !IsDead(e)) {
-      mf_index[i] = e.mf_index;
+    if (Matches(s.s0, keys[i]) && !IsDead(table_[s.s0])) {
+      mf_index[i] = table_[s.s0].mf_index;
       hits |= uint32_t{1} << i;
     } else {
       second |= uint32_t{1} << i;
-      const char* p1 = reinterpret_cast<const char*>(&table_[s.s1]);
-      __builtin_prefetch(p1);
-      __builtin_prefetch(p1 + 64);
+      __builtin_prefetch(&table_[s.s1]);
+      if (keys[i].n_words > kEmcInlineWords) __builtin_prefetch(&overflow_[s.s1]);
     }
   }
   // Stage 3: the second slots.
   for (uint32_t m = second; m; m &= m - 1) {
     const int i = std::countr_zero(m);
-    const EmcEntry& e = table_[SlotsOf(keys[i].hash).s1];
-    if (Matches(e, keys[i]) && !IsDead(e)) {
-      mf_index[i] = e.mf_index;
+    const uint32_t s1 = SlotsOf(keys[i].hash).s1;
+    if (Matches(s1, keys[i]) && !IsDead(table_[s1])) {
+      mf_index[i] = table_[s1].mf_index;
       hits |= uint32_t{1} << i;
     }
   }
@@ -135,54 +140,56 @@ uint32_t Emc::Lookup(const FlowKey& key) const {
   return idx;
 }
 
-void Emc::Store(EmcEntry& e, const FlowKey& key, uint32_t mf_index) {
+void Emc::Store(uint32_t slot, const FlowKey& key, uint32_t mf_index) {
+  EmcEntry& e = table_[slot];
   e.hash = key.hash;
   e.map = key.map;
   e.n_words = key.n_words;
   e.stamp = ++stamp_;
   e.mf_index = mf_index;
   e.mf_version = pool_->Get(mf_index).version;
-  for (int i = 0; i < kFlowWords; ++i)
+  for (int i = 0; i < kEmcInlineWords; ++i)
     e.words[i] = i < key.n_words ? key.words[i] : 0;
+  for (int i = kEmcInlineWords; i < key.n_words; ++i)
+    overflow_[slot].words[i - kEmcInlineWords] = key.words[i];
+}
+
+void Emc::Move(uint32_t to, uint32_t from) {
+  table_[to] = table_[from];
+  if (table_[from].n_words > kEmcInlineWords) overflow_[to] = overflow_[from];
 }
 
 void Emc::Insert(const FlowKey& key, uint32_t mf_index) {
   ++stats_.inserts;
   const Slots s = SlotsOf(key.hash);
-  EmcEntry& e0 = table_[s.s0];
-  EmcEntry& e1 = table_[s.s1];
   // Same key already cached (live or not): refresh it in place, so a key
   // never occupies both of its slots.
-  if (Matches(e0, key)) {
-    ++stats_.updates;
-    Store(e0, key, mf_index);
-    return;
-  }
-  if (Matches(e1, key)) {
-    ++stats_.updates;
-    Store(e1, key, mf_index);
-    return;
+  for (uint32_t slot : {s.s0, s.s1}) {
+    if (Matches(slot, key)) {
+      ++stats_.updates;
+      Store(slot, key, mf_index);
+      return;
+    }
   }
   // A free or dead candidate is always preferred over evicting a live entry.
-  if (IsDead(e0)) {
-    Store(e0, key, mf_index);
-    return;
-  }
-  if (IsDead(e1)) {
-    Store(e1, key, mf_index);
-    return;
+  for (uint32_t slot : {s.s0, s.s1}) {
+    if (IsDead(table_[slot])) {
+      Store(slot, key, mf_index);
+      return;
+    }
   }
   switch (policy_) {
     case EmcPolicy::kRandomVictim: {
       ++stats_.evictions;
-      Store((NextRandom() >> 63) ? e1 : e0, key, mf_index);
+      Store((NextRandom() >> 63) ? s.s1 : s.s0, key, mf_index);
       return;
     }
     case EmcPolicy::kOlderVictim: {
       ++stats_.evictions;
-      // Wrap-safe "e0 inserted before e1".
-      const bool e0_older = static_cast<int32_t>(e0.stamp - e1.stamp) < 0;
-      Store(e0_older ? e0 : e1, key, mf_index);
+      // Wrap-safe "s0 inserted before s1".
+      const bool s0_older =
+          static_cast<int32_t>(table_[s.s0].stamp - table_[s.s1].stamp) < 0;
+      Store(s0_older ? s.s0 : s.s1, key, mf_index);
       return;
     }
     case EmcPolicy::kCuckoo: {
@@ -194,7 +201,7 @@ void Emc::Insert(const FlowKey& key, uint32_t mf_index) {
       if (CuckooPlace(key, mf_index, a) || CuckooPlace(key, mf_index, b))
         return;
       ++stats_.evictions;
-      Store(table_[a], key, mf_index);
+      Store(a, key, mf_index);
       return;
     }
   }
@@ -217,9 +224,9 @@ bool Emc::CuckooPlace(const FlowKey& key, uint32_t mf_index, uint32_t start) {
     if (IsDead(table_[alt])) {
       // Shift every entry one step along the chain (each lands in its other
       // slot), last first, then put the new key at the start.
-      for (int j = len - 1; j > 0; --j) table_[path[j]] = table_[path[j - 1]];
+      for (int j = len - 1; j > 0; --j) Move(path[j], path[j - 1]);
       stats_.moves += static_cast<uint64_t>(len - 1);
-      Store(table_[start], key, mf_index);
+      Store(start, key, mf_index);
       return true;
     }
   }
@@ -236,10 +243,16 @@ void Emc::MaybeInsert(const FlowKey& key, uint32_t mf_index) {
 }
 
 void Emc::SweepSome(int n) {
+  if (pool_->frees() != sweep_frees_seen_) {  // something may have died
+    sweep_frees_seen_ = pool_->frees();
+    sweep_left_ = mask_ + 1;
+  }
+  if (n > static_cast<int>(sweep_left_)) n = static_cast<int>(sweep_left_);
+  sweep_left_ -= static_cast<uint32_t>(n);
   for (int i = 0; i < n; ++i) {
-    EmcEntry& e = table_[sweep_pos_];
+    const EmcEntry& e = table_[sweep_pos_];
     if (e.mf_index != kInvalidIndex && IsDead(e)) {
-      Clear(e);
+      Clear(sweep_pos_);
       ++stats_.swept;
     }
     sweep_pos_ = (sweep_pos_ + 1) & mask_;
@@ -252,7 +265,7 @@ void Emc::set_insert_inv_prob(uint32_t inv_prob) {
 }
 
 void Emc::Flush() {
-  for (uint32_t i = 0; i <= mask_; ++i) Clear(table_[i]);
+  for (uint32_t i = 0; i <= mask_; ++i) Clear(i);
 }
 
 uint32_t Emc::Occupancy() const {
@@ -278,7 +291,10 @@ std::string Emc::DebugString(int max_entries) const {
                           e.mf_index, e.mf_version,
                           IsDead(e) ? "dead" : "live", e.hash, e.map);
     for (int w = 0; w < e.n_words; ++w)
-      absl::StrAppendFormat(&out, " %016x", e.words[w]);
+      absl::StrAppendFormat(&out, " %016x",
+                            w < kEmcInlineWords
+                                ? e.words[w]
+                                : overflow_[i].words[w - kEmcInlineWords]);
     out += "\n";
     ++shown;
   }

@@ -43,14 +43,18 @@
 //                  worse than random on hit rate under overload (measured
 //                  in emc_benchmark.cc, see docs/caches-emc-smc.md).
 //
-// Memory layout: `entries` EmcEntry of 96 bytes each, 32-byte aligned, so
-// every entry spans exactly 2 cache lines (never 3, which 16-byte alignment
-// would allow) and its 24-byte header (hash, map, index, version) never
-// straddles a line: a hash mismatch, the common case for the second probe,
-// reads one line.  LookupBurst prefetches both lines of both candidates of
-// every key before comparing any.
+// Memory layout: `entries` EmcEntry of 64 bytes each, 64-byte aligned: one
+// cache line holds the header (hash, map, index, version) and the first
+// kEmcInlineWords = 5 packed key words, which is the whole key of every
+// IPv4 packet (meta, eth_dst, eth_src, ipv4, l4; VLAN tags live in the
+// Ethernet words).  Longer keys (IPv6: 8 words) keep words 5.. in a parallel
+// array of 32-byte EmcOverflow records, read only for such keys.  So an IPv4
+// probe touches one line, an IPv6 hit two.  LookupBurst prefetches the
+// first candidate of every key (and its overflow record if the key is long)
+// before comparing any, and the second candidate only for keys that missed
+// the first.
 //
-//   struct EmcEntry {            // 96 bytes
+//   struct EmcEntry {            // 64 bytes
 //     uint64_t hash;             //  0  FlowKey::hash; compared first
 //     uint16_t map;              //  8  FlowKey::map (0 for an empty slot)
 //     uint8_t  n_words;          // 10
@@ -58,8 +62,9 @@
 //     uint32_t stamp;            // 12  insert sequence (kOlderVictim)
 //     uint32_t mf_index;         // 16  kInvalidIndex when empty
 //     uint32_t mf_version;       // 20
-//     uint64_t words[9];         // 24  packed key words, as in FlowKey
+//     uint64_t words[5];         // 24  packed key words 0..4, as in FlowKey
 //   };
+//   struct EmcOverflow { uint64_t words[4]; };  // packed key words 5..8
 #ifndef FLOWCLASS_DATAPLANE_EMC_H_
 #define FLOWCLASS_DATAPLANE_EMC_H_
 
@@ -104,7 +109,9 @@ struct EmcStats {
   uint64_t swept = 0;           // dead entries cleared by SweepSome
 };
 
-struct alignas(32) EmcEntry {
+inline constexpr int kEmcInlineWords = 5;
+
+struct alignas(64) EmcEntry {
   uint64_t hash = 0;
   uint16_t map = 0;
   uint8_t n_words = 0;
@@ -112,9 +119,13 @@ struct alignas(32) EmcEntry {
   uint32_t stamp = 0;
   uint32_t mf_index = kInvalidIndex;
   uint32_t mf_version = 0;
-  uint64_t words[kFlowWords] = {};
+  uint64_t words[kEmcInlineWords] = {};
 };
-static_assert(sizeof(EmcEntry) == 96, "EmcEntry layout documented in emc.h");
+static_assert(sizeof(EmcEntry) == 64, "EmcEntry layout documented in emc.h");
+
+struct EmcOverflow {
+  uint64_t words[kFlowWords - kEmcInlineWords] = {};
+};
 
 class Emc {
  public:
@@ -138,7 +149,9 @@ class Emc {
   // Insert with probability 1/insert_inv_prob (never when it is 0).
   void MaybeInsert(const FlowKey& key, uint32_t mf_index);
 
-  // Checks the next n slots (round robin) and clears the dead ones.
+  // Checks the next n slots (round robin) and clears the dead ones.  Entries
+  // die only when the pool frees a megaflow, so after one full round with
+  // no free since, it returns at once (the PMD calls it every burst).
   void SweepSome(int n);
 
   void set_insert_inv_prob(uint32_t inv_prob);
@@ -164,12 +177,13 @@ class Emc {
     if (s1 == s0) s1 = s0 ^ 1u;
     return {s0, s1};
   }
-  bool Matches(const EmcEntry& e, const FlowKey& key) const;
+  bool Matches(uint32_t slot, const FlowKey& key) const;
   bool IsDead(const EmcEntry& e) const {
     return !pool_->IsLive(e.mf_index, e.mf_version);
   }
-  void Store(EmcEntry& e, const FlowKey& key, uint32_t mf_index);
-  void Clear(EmcEntry& e) { e = EmcEntry(); }
+  void Store(uint32_t slot, const FlowKey& key, uint32_t mf_index);
+  void Move(uint32_t to, uint32_t from);
+  void Clear(uint32_t slot) { table_[slot] = EmcEntry(); }
   uint64_t NextRandom();
   // kCuckoo: looks for a chain of at most max_moves_ moves starting at
   // `start` that ends in a free or dead slot; if found, shifts the chain and
@@ -178,6 +192,7 @@ class Emc {
 
   const MegaflowPool* pool_;
   std::unique_ptr<EmcEntry[]> table_;
+  std::unique_ptr<EmcOverflow[]> overflow_;  // words 5.. of long keys
   uint32_t mask_;
   int shift_;
   EmcPolicy policy_;
@@ -187,6 +202,8 @@ class Emc {
   uint64_t rng_state_;
   uint32_t stamp_ = 0;
   uint32_t sweep_pos_ = 0;
+  uint32_t sweep_left_ = 0;         // slots to check before the sweep rests
+  uint64_t sweep_frees_seen_ = 0;   // pool_->frees() when the round began
   EmcStats stats_;
 };
 

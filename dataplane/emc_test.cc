@@ -367,9 +367,55 @@ TEST_F(EmcTest, OccupancySweepAndFlush) {
   // The freed keys' entries are gone from the table, not just dead.
   EXPECT_THAT(emc.DebugString(1000), ::testing::Not(HasSubstr(" dead hash=")));
 
+  // The sweep rests after a full lap with no free; a later free wakes it.
+  for (int i = 10; i < 15; ++i) Free(idx[i]);
+  emc.SweepSome(1024);
+  EXPECT_EQ(emc.stats().swept, 15u);
+  EXPECT_EQ(emc.Occupancy(), 85u);
+
   emc.Flush();
   EXPECT_EQ(emc.Occupancy(), 0u);
-  for (int i = 10; i < 100; ++i) EXPECT_EQ(emc.Lookup(keys[i]), kInvalidIndex);
+  for (int i = 15; i < 100; ++i) EXPECT_EQ(emc.Lookup(keys[i]), kInvalidIndex);
+}
+
+// Keys longer than the entry's inline words (IPv6: 8 words) keep the rest in
+// the overflow array: a key that differs only there is a different key,
+// whatever the hash, and cuckoo moves carry the overflow along.
+TEST_F(EmcTest, LongKeysCompareAndMoveTheirOverflowWords) {
+  for (EmcPolicy p : kAllPolicies) {
+    SCOPED_TRACE(EmcPolicyName(p));
+    Emc emc(&pool_, Config(p));
+    const FlowKey a = NewKey();  // dense: all 9 words present
+    ASSERT_GT(a.n_words, kEmcInlineWords);
+    for (int w = kEmcInlineWords; w < a.n_words; ++w) {
+      FlowKey b = a;
+      b.words[w] ^= 1;  // same hash, same map, same inline words
+      const uint32_t ia = Install(a);
+      emc.Insert(a, ia);
+      EXPECT_EQ(emc.Lookup(b), kInvalidIndex) << "word " << w;
+      const uint32_t ib = Install(b);
+      emc.Insert(b, ib);  // a second entry, not an update of a's
+      EXPECT_EQ(emc.Lookup(b), ib) << "word " << w;
+      EXPECT_EQ(emc.Lookup(a), ia) << "word " << w;
+      Free(ia);
+      Free(ib);
+    }
+  }
+  // Cuckoo in a small table: keys move to their other slot to make room;
+  // without evictions every key must still be found, overflow included.
+  uint64_t moves = 0;
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    Emc emc(&pool_, Config(EmcPolicy::kCuckoo, 64, seed));
+    std::vector<FlowKey> keys;
+    std::vector<uint32_t> idx;
+    ASSERT_NO_FATAL_FAILURE(NewCachedKeys(emc, 40, &keys, &idx));
+    if (emc.stats().evictions != 0) continue;
+    moves += emc.stats().moves;
+    for (size_t k = 0; k < keys.size(); ++k)
+      ASSERT_EQ(emc.Lookup(keys[k]), idx[k]) << "seed " << seed << " key " << k;
+    for (uint32_t i : idx) Free(i);
+  }
+  EXPECT_GT(moves, 0u);
 }
 
 // Random interleaving of inserts, frees, re-allocations and lookups against

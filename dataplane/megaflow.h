@@ -89,6 +89,7 @@ class MegaflowPool {
     if (!m->live) return;
     m->live = false;
     ++m->version;
+    ++frees_;
     free_.push_back(m->index);
     // Swap-remove from the live list.
     const uint32_t pos = live_pos_[m->index];
@@ -105,6 +106,9 @@ class MegaflowPool {
   }
   uint32_t capacity() const { return static_cast<uint32_t>(slots_.size()); }
   uint32_t live() const { return static_cast<uint32_t>(live_list_.size()); }
+  // Free() calls so far: a cache of (index, version) pairs can only have
+  // gained dead entries when this has moved.
+  uint64_t frees() const { return frees_; }
   // Index of the k-th live megaflow, k < live(), in no particular order.
   // Free() moves the last entry into the freed position, so a walk that may
   // free the megaflow it visits must go from live()-1 down to 0.
@@ -113,6 +117,7 @@ class MegaflowPool {
  private:
   std::vector<Megaflow> slots_;
   std::vector<uint32_t> free_;
+  uint64_t frees_ = 0;
   std::vector<uint32_t> live_list_;  // indices of live slots
   std::vector<uint32_t> live_pos_;   // slot index -> position in live_list_
 };
