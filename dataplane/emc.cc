@@ -4,6 +4,7 @@
 #include <bit>
 #include <utility>
 
+#include "absl/base/attributes.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -80,7 +81,8 @@ uint64_t Emc::NextRandom() {
   return z ^ (z >> 31);
 }
 
-bool Emc::Matches(uint32_t slot, const FlowKey& key) const {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool Emc::Matches(uint32_t slot,
+                                                    const FlowKey& key) const {
   const EmcEntry& e = table_[slot];
   if (e.hash != key.hash || e.map != key.map) return false;
   const int n = key.n_words;

@@ -291,8 +291,9 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
   CounterLine* rxq_lines = pmd.rxq_counters.get();
   publisher->Online(pmd.index);
   uint64_t knobs_seen = 0;
+  // One TSC read per iteration: its end is the next one's start.
+  uint64_t t0 = rte_rdtsc();
   while (!stop.load(std::memory_order_relaxed)) {
-    const uint64_t t0 = rte_rdtsc();
     // Run-time pipeline settings (see KnobsMailbox).
     if (const uint64_t kv = knobs_version.load(std::memory_order_acquire);
         kv != knobs_seen) {
@@ -341,8 +342,7 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
       for (int i = 0; i < n; ++i) {
         frames[i] = rte_pktmbuf_mtod(rx[i], const uint8_t*);
         lens[i] = rte_pktmbuf_data_len(rx[i]);
-        rte_prefetch0(frames[i]);
-      }
+      }  // ParseBurst prefetches the frames it is about to parse
       ParseBurst(frames, lens, n, q.number, keys);
       pipeline.ProcessBurst(keys, n, verdicts);
 
@@ -413,7 +413,9 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
       if (parse_errors) Bump(c.parse_errors, parse_errors);
     }
     Bump(c.iterations, 1);
-    const uint64_t dt = rte_rdtsc() - t0;
+    const uint64_t t1 = rte_rdtsc();
+    const uint64_t dt = t1 - t0;
+    t0 = t1;
     if (got) {
       Bump(c.busy_cycles, dt);
       const PmdStats& s = pipeline.stats();
@@ -434,7 +436,10 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
     } else {
       Bump(c.idle_cycles, dt);
       const uint32_t sleep = idle_sleep_us.load(std::memory_order_relaxed);
-      if (sleep) rte_delay_us_sleep(sleep);
+      if (sleep) {
+        rte_delay_us_sleep(sleep);
+        t0 = rte_rdtsc();  // time asleep is neither busy nor idle
+      }
     }
   }
   // Metrics: leave the last state for Stats() after Stop() (off the fast
