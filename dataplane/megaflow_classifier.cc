@@ -490,6 +490,27 @@ uint32_t MegaflowClassifier::LookupInSubtable(uint16_t subtable_id,
   return hits;
 }
 
+const Megaflow* MegaflowClassifier::TraceSubtable(uint16_t subtable_id,
+                                                  const FlowKey& key) const {
+  if (subtable_id >= options_.max_subtables) return nullptr;
+  const SubtableDesc& st = subtables_[subtable_id];
+  if (!st.live) return nullptr;
+  Megaflow* out[kMaxBurst];
+  return st.lookup(st, table_, &key, 1, out, *pool_) ? out[0] : nullptr;
+}
+
+const Megaflow* MegaflowClassifier::Trace(const FlowKey& key,
+                                          std::vector<uint16_t>* visited) const {
+  const int slot = FindPortSlot(static_cast<uint32_t>(key.Get(Field::kInPort)));
+  if (slot < 0) return nullptr;
+  const uint16_t* ids = &ranked_[size_t(slot) * options_.max_subtables];
+  for (uint32_t r = 0; r < port_n_subtables_[slot]; ++r) {
+    visited->push_back(ids[r]);
+    if (const Megaflow* mf = TraceSubtable(ids[r], key)) return mf;
+  }
+  return nullptr;
+}
+
 int MegaflowClassifier::RankOf(uint16_t subtable_id) const {
   if (subtable_id >= options_.max_subtables || !subtables_[subtable_id].live)
     return -1;

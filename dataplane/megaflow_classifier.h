@@ -129,6 +129,13 @@ class MegaflowClassifier {
   uint32_t LookupInSubtable(uint16_t subtable_id, const FlowKey* keys,
                             uint32_t todo_map, Megaflow** out);
 
+  // Trace (control path, on the owning thread): what LookupBurst would do
+  // for `key`, counting nothing.  Appends the subtable ids probed, in rank
+  // order up to the hit, to *visited; returns the megaflow, or nullptr.
+  const Megaflow* Trace(const FlowKey& key, std::vector<uint16_t>* visited) const;
+  // What LookupInSubtable would return for `key`, counting nothing.
+  const Megaflow* TraceSubtable(uint16_t subtable_id, const FlowKey& key) const;
+
   // 0-based position of the subtable in its port's ranking, -1 if none.
   int RankOf(uint16_t subtable_id) const;
 

@@ -255,6 +255,43 @@ void Pipeline::CacheMegaflowHits(const FlowKey* keys, uint32_t hits,
   }
 }
 
+PipelineTrace Pipeline::Trace(const FlowKey& key) const {
+  PipelineTrace t;
+  const Megaflow* mf = nullptr;
+  if (config_.emc) {
+    const uint32_t idx = emc_.Lookup(key);
+    if (idx != kInvalidIndex) {
+      t.layer = "emc";
+      mf = &pool_.Get(idx);
+    }
+  }
+  if (!mf && config_.smc) {
+    const uint32_t idx = smc_->Peek(key);
+    if (idx != kInvalidIndex) {
+      t.layer = "smc";
+      mf = &pool_.Get(idx);
+    }
+  }
+  if (!mf && cd_ctl_.enabled()) {
+    uint16_t sub = 0;
+    if (cd_->LookupBurst(&key, 1, &sub) != 0 && sub < cd_group_size_) {
+      t.subtables_visited.push_back(sub);
+      if ((mf = dpcls_->TraceSubtable(sub, key)) != nullptr) t.layer = "cd";
+    }
+  }
+  if (!mf && (mf = dpcls_->Trace(key, &t.subtables_visited)) != nullptr)
+    t.layer = "megaflow";
+  if (!mf) {
+    t.layer = "upcall";
+    return t;
+  }
+  t.has_megaflow = true;
+  t.megaflow_value = mf->value;
+  t.megaflow_mask = mf->mask;
+  t.verdict = mf->verdict;
+  return t;
+}
+
 void Pipeline::ProcessPort(uint32_t in_port, const FlowKey* keys,
                            uint32_t todo, Megaflow** mf) {
   if (config_.smc) {

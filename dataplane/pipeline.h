@@ -104,6 +104,21 @@ struct PipelineConfig {
 // INVALID_ARGUMENT naming the field.
 absl::Status ValidatePipelineConfig(const PipelineConfig& config);
 
+// Where this pipeline would classify a key right now (Pipeline::Trace).
+struct PipelineTrace {
+  // "emc", "smc", "cd" (the Cuckoo Distributor's suggested subtable hit),
+  // "megaflow" (the ranked subtable search) or "upcall" (a miss: the slow
+  // path decides and installs a megaflow).
+  std::string layer;
+  bool has_megaflow = false;  // false for "upcall"
+  Flow megaflow_value;
+  Flow megaflow_mask;
+  Verdict verdict;
+  // Megaflow subtables probed, in order: the CD's suggestion first (if any),
+  // then the ranked search up to the hit.
+  std::vector<uint16_t> subtables_visited;
+};
+
 // What a PMD reports beyond its counters (control path).
 struct PipelineSnapshot {
   PmdStats stats;
@@ -167,6 +182,10 @@ class Pipeline {
   const RuleTable* rule_table() const { return table_; }
   bool cd_enabled() const { return cd_ctl_.enabled(); }
   PipelineSnapshot Snapshot() const;
+  // The path ProcessBurst would take for `key` (same layers, same order,
+  // same settings), without counting, inserting or ranking anything.
+  // Control path: allocates; call it on the owning thread only.
+  PipelineTrace Trace(const FlowKey& key) const;
   std::string DebugString() const;
   // pmd-stats-show style block.
   static std::string FormatStats(const PipelineSnapshot& s);

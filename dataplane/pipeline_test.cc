@@ -290,6 +290,74 @@ TEST(Pipeline, RevalidationKeepsUnaffectedMegaflows) {
   EXPECT_EQ((*p)->Snapshot().rule_hits, (Hits{{1, 2}, {2, 2}}));
 }
 
+// Trace reports the layer ProcessBurst would use, the megaflow and the
+// subtables it would probe, and moves no counter and no cache.
+TEST(Pipeline, TraceFollowsTheLayersAndCountsNothing) {
+  Rule a;
+  a.id = 1;
+  a.priority = 10;
+  a.match.SetExact(Field::kEthType, kEthTypeIpv4);
+  a.match.SetMasked(Field::kIpv4Src, 0x0a000000, 0xff000000);
+  a.action = Action::Output(1);
+  RuleTable table;
+  ASSERT_TRUE(table.ApplyBatch({RuleOp::Insert(a)}).ok());
+  const FlowKey k1 = MakeFiveTupleKey(0x0a000001, 1, 1, 1, 6);
+  const FlowKey k2 = MakeFiveTupleKey(0x0a000002, 1, 1, 1, 6);  // same megaflow
+  struct Case {
+    bool emc, smc;
+    CdMode cd;
+    const char* k1_layer;  // after one packet of k1
+  };
+  const Case cases[] = {
+      {true, true, CdMode::kOn, "emc"},
+      {false, true, CdMode::kOn, "smc"},
+      {false, false, CdMode::kOn, "cd"},
+      {false, false, CdMode::kOff, "megaflow"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(absl::StrCat("emc=", c.emc, " smc=", c.smc, " cd=", std::string(CdModeName(c.cd))));
+    PipelineConfig cfg;
+    cfg.emc = c.emc;
+    cfg.emc_config.insert_inv_prob = 1;
+    cfg.smc = c.smc;
+    cfg.smc_config.entries = 1 << 10;
+    cfg.cd.mode = c.cd;
+    cfg.cd_table.entries = 1 << 12;
+    auto p = Pipeline::Create(cfg);
+    ASSERT_TRUE(p.ok()) << p.status();
+    (*p)->SetRuleTable(&table);
+    // Nothing cached yet: an upcall.
+    PipelineTrace t = (*p)->Trace(k1);
+    EXPECT_EQ(t.layer, "upcall");
+    EXPECT_FALSE(t.has_megaflow);
+    Verdict v;
+    (*p)->ProcessBurst(&k1, 1, &v);
+    const std::string before = (*p)->DebugString();
+    const auto hits_before = (*p)->Snapshot().rule_hits;
+    t = (*p)->Trace(k1);
+    EXPECT_EQ(t.layer, c.k1_layer);
+    ASSERT_TRUE(t.has_megaflow);
+    EXPECT_EQ(t.verdict.rule_id, 1u);
+    EXPECT_EQ(t.verdict.action, Action::Output(1));
+    EXPECT_EQ(t.megaflow_mask.Get(Field::kIpv4Src), 0xff000000u);
+    EXPECT_EQ(t.megaflow_value.Get(Field::kIpv4Src), 0x0a000000u);
+    // The megaflow layers probe the port's one subtable; EMC/SMC probe none.
+    const bool probes = std::string(c.k1_layer) == "cd" || std::string(c.k1_layer) == "megaflow";
+    EXPECT_EQ(t.subtables_visited.size(), probes ? 1u : 0u);
+    // k2 was never seen (no EMC/SMC/CD entry), but its megaflow is there:
+    // the ranked search finds it in the port's only subtable.
+    const PipelineTrace t2 = (*p)->Trace(k2);
+    EXPECT_EQ(t2.layer, "megaflow");
+    EXPECT_EQ(t2.megaflow_mask, t.megaflow_mask);
+    EXPECT_EQ(t2.subtables_visited.size(), 1u);
+    // No counter, cache or hit count moved: the trace is not a packet.
+    EXPECT_EQ((*p)->DebugString(), before);
+    EXPECT_EQ((*p)->Snapshot().rule_hits, hits_before);
+    (*p)->ProcessBurst(&k2, 1, &v);
+    EXPECT_EQ(v.action, Action::Output(1));
+  }
+}
+
 TEST(Pipeline, BadConfigIsRejectedNamingTheField) {
   PipelineConfig cfg;
   cfg.max_megaflows = 0;

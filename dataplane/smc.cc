@@ -39,6 +39,19 @@ uint64_t Smc::NextRandom() {
   return z ^ (z >> 31);
 }
 
+inline uint32_t Smc::Find(const FlowKey& key, uint64_t* false_hits) const {
+  const SmcBucket& b = buckets_[BucketOf(key.hash)];
+  const uint16_t sig = SignatureOf(key.hash);
+  for (int w = 0; w < kSmcWays; ++w) {
+    if (b.sig[w] != sig) continue;
+    const uint32_t idx = b.mf_index[w];
+    if (idx == kInvalidIndex) continue;
+    if (WayLive(idx) && pool_->Get(idx).Covers(key)) return idx;
+    ++*false_hits;
+  }
+  return kInvalidIndex;
+}
+
 uint32_t Smc::LookupBurst(const FlowKey* keys, uint32_t todo_map,
                           uint32_t* mf_index) const {
   // Stage 1: prefetch every bucket of the burst (one line each).
@@ -49,25 +62,21 @@ uint32_t Smc::LookupBurst(const FlowKey* keys, uint32_t todo_map,
   uint64_t false_hits = 0;
   for (uint32_t m = todo_map; m; m &= m - 1) {
     const int i = std::countr_zero(m);
-    const FlowKey& key = keys[i];
-    const SmcBucket& b = buckets_[BucketOf(key.hash)];
-    const uint16_t sig = SignatureOf(key.hash);
-    for (int w = 0; w < kSmcWays; ++w) {
-      if (b.sig[w] != sig) continue;
-      const uint32_t idx = b.mf_index[w];
-      if (idx == kInvalidIndex) continue;
-      if (WayLive(idx) && pool_->Get(idx).Covers(key)) {
-        mf_index[i] = idx;
-        hits |= uint32_t{1} << i;
-        break;
-      }
-      ++false_hits;
+    const uint32_t idx = Find(keys[i], &false_hits);
+    if (idx != kInvalidIndex) {
+      mf_index[i] = idx;
+      hits |= uint32_t{1} << i;
     }
   }
   stats_.lookups += static_cast<uint64_t>(std::popcount(todo_map));
   stats_.hits += static_cast<uint64_t>(std::popcount(hits));
   stats_.false_hits += false_hits;
   return hits;
+}
+
+uint32_t Smc::Peek(const FlowKey& key) const {
+  uint64_t ignored = 0;
+  return Find(key, &ignored);
 }
 
 uint32_t Smc::Lookup(const FlowKey& key) const {

@@ -90,6 +90,9 @@ class Smc {
                        uint32_t* mf_index) const;
   // Single-key convenience: the megaflow index, or kInvalidIndex on a miss.
   uint32_t Lookup(const FlowKey& key) const;
+  // Lookup without counting anything (Pipeline::Trace: an operator's trace
+  // must not move the counters that account for packets).
+  uint32_t Peek(const FlowKey& key) const;
 
   // key -> pool megaflow `mf_index`.  Same signature in the bucket: update
   // that way; else an empty way or one whose megaflow is not live; else a
@@ -124,6 +127,9 @@ class Smc {
   uint32_t bucket_mask_;
   uint64_t rng_state_;
   mutable SmcStats stats_;
+  // The verified megaflow for `key` in its bucket, or kInvalidIndex; adds
+  // the signature matches that failed verification to *false_hits.
+  uint32_t Find(const FlowKey& key, uint64_t* false_hits) const;
 };
 
 }  // namespace flowclass
