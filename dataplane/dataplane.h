@@ -137,6 +137,13 @@ struct TraceResult {
   // Where a PMD would find the answer ("emc", "smc", "cd", "megaflow",
   // "upcall"), or "slow_path" when only the rule table was consulted.
   std::string layer = "slow_path";
+  // The PMD whose caches were traced (the first one that has the key cached,
+  // else the first that answered); -1 when no PMD was traced.
+  int pmd = -1;
+  // A PMD has the key's megaflow cached: its value and mask (megaflow_mask
+  // is then the cached mask, not the slow path's).
+  bool has_megaflow = false;
+  Flow megaflow_value;
   // Megaflow subtables a PMD would probe, in order; empty when unknown.
   std::vector<uint32_t> megaflow_subtables_visited;
 };

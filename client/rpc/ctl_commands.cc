@@ -86,7 +86,10 @@ constexpr char kTraceHelp[] =
     "       flowclassctl trace [options] --packet-hex HEX [--in-port N]\n"
     "FLOW is native match text with exact values, e.g.\n"
     "  in_port=1,udp,nw_src=10.0.0.1,nw_dst=10.0.0.2,tp_src=5,tp_dst=53\n"
-    "Prints the key, the layer, the megaflow, the rule and its action.\n";
+    "Prints the key, the layer that would classify it on a PMD (emc, smc,\n"
+    "cd, megaflow, or upcall: the slow path installs a megaflow), the PMD,\n"
+    "the megaflow (cached, or the one an upcall would install), the\n"
+    "subtables probed, the rule and its action.  Nothing is counted.\n";
 constexpr char kLookupHelp[] =
     "usage: flowclassctl lookup-impl get\n"
     "       flowclassctl lookup-impl set NAME PRIORITY\n"
@@ -450,13 +453,14 @@ int Trace(absl::string_view cmd, const Args& a) {
   if (!client.ok()) return Usage(cmd, std::string(client.status().message()));
   absl::StatusOr<v1::TraceResponse> t = (*client)->Trace(req);
   if (!t.ok()) return Fail(cmd, t.status());
-  std::printf("key: %s\nlayer: %s\nmegaflow: %s\nrule subtables visited: %u\n",
-              t->key().c_str(), t->layer().c_str(), t->megaflow().c_str(),
+  std::printf("key: %s\nlayer: %s\n", t->key().c_str(), t->layer().c_str());
+  if (t->has_pmd()) std::printf("pmd: %u\n", t->pmd());
+  std::printf("megaflow: %s\nrule subtables visited: %u\n", t->megaflow().c_str(),
               t->rule_subtables_visited());
   if (t->subtables_visited_size()) {
     std::string s;
     for (uint32_t v : t->subtables_visited()) absl::StrAppend(&s, s.empty() ? "" : ",", v);
-    std::printf("megaflow subtables visited: %s\n", s.c_str());
+    std::printf("megaflow subtables probed (ids, in order): %s\n", s.c_str());
   }
   if (t->rule_id())
     std::printf("rule: %s\n", t->rule().c_str());

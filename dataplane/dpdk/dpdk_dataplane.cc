@@ -81,12 +81,20 @@ static_assert(sizeof(CounterLine) == 64);
 // only changes once per request.  When asked: one Snapshot() (O(EMC + SMC +
 // CD entries) walk plus the subtable list allocation), i.e. once per scrape,
 // never per packet.
+//
+// The same handshake carries Trace requests: the control thread sets
+// `want_trace` and `trace_key` before it bumps req (release; the PMD's
+// acquire load of req makes them visible), and the PMD answers with
+// Pipeline::Trace(trace_key) into `trace` instead of a snapshot.
 struct alignas(64) SnapshotMailbox {
   std::atomic<uint64_t> req{0};
   std::atomic<uint64_t> done{0};
   std::atomic<bool> live{false};   // the PMD loop is running
   std::atomic<bool> final{false};  // snap holds the PMD's last state
   PipelineSnapshot snap;
+  bool want_trace = false;
+  FlowKey trace_key;
+  PipelineTrace trace;
 };
 
 // Run-time pipeline settings (SetConfig "pipeline.*" / "dpcls.*").  Same
@@ -231,6 +239,7 @@ struct DpdkDataplane::Impl {
   ~Impl();
   static int PmdMain(void* arg);
   void TakeSnapshot(const Pmd& pmd, PmdCounters* p) const;  // metrics
+  bool AskPmd(const Pmd& pmd, const FlowKey* key) const;    // under snap_mu
   // SetConfig of a "pipeline.*" / "dpcls.*" key: validate, publish to the
   // PMDs, wait until each live PMD runs with it.
   absl::Status SetKnob(absl::string_view key, absl::string_view value);
@@ -287,6 +296,15 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
   uint64_t current_generation = 0;
   SnapshotMailbox& box = *pmd.mailbox;             // metrics (issue 7)
   uint64_t snap_served = box.req.load(std::memory_order_relaxed);
+  auto answer = [&](uint64_t r) {  // control path: allocates
+    if (box.want_trace) {
+      box.trace = pipeline.Trace(box.trace_key);
+    } else {
+      box.snap = pipeline.Snapshot();
+    }
+    snap_served = r;
+    box.done.store(r, std::memory_order_release);
+  };
   box.live.store(true, std::memory_order_release);
   CounterLine* rxq_lines = pmd.rxq_counters.get();
   publisher->Online(pmd.index);
@@ -307,13 +325,10 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
       knobs_seen = kv;
       pmd.knobs_box->ack.store(kv, std::memory_order_release);
     }
-    // Metrics: answer a snapshot request (see SnapshotMailbox).
-    const uint64_t snap_req = box.req.load(std::memory_order_relaxed);
-    if (snap_req != snap_served) {
-      box.snap = pipeline.Snapshot();
-      snap_served = snap_req;
-      box.done.store(snap_req, std::memory_order_release);
-    }
+    // Metrics and Trace: answer a mailbox request (see SnapshotMailbox).
+    if (const uint64_t r = box.req.load(std::memory_order_acquire);
+        r != snap_served)
+      answer(r);
     // Quiescent point: install the published table, then report it.
     const PublishedTable* v = publisher->Load();
     if (v != current || v->generation != current_generation) {
@@ -446,12 +461,9 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
   // path; the lock only orders us against a reader copying `snap`).
   // A reader may hold snap_mu while it waits for us: keep answering.
   while (!snap_mu.try_lock()) {
-    const uint64_t r = box.req.load(std::memory_order_relaxed);
-    if (r != snap_served) {
-      box.snap = pipeline.Snapshot();
-      snap_served = r;
-      box.done.store(r, std::memory_order_release);
-    }
+    if (const uint64_t r = box.req.load(std::memory_order_acquire);
+        r != snap_served)
+      answer(r);
     rte_pause();
   }
   box.snap = pipeline.Snapshot();
@@ -789,29 +801,41 @@ std::vector<Rule> DpdkDataplane::ListRules() const {
 }
 
 // ---- metrics (issue 7) ----
-// Fills p->snapshot from the PMD's mailbox (see SnapshotMailbox).
-void DpdkDataplane::Impl::TakeSnapshot(const Pmd& pmd, PmdCounters* p) const {
+// One request to the PMD's mailbox (see SnapshotMailbox), under snap_mu:
+// a snapshot, or a trace of `key` when `key` is not null.  True when the PMD
+// answered; false when it is not running or did not answer in time.  The
+// mailbox fields are written only once the PMD has answered every earlier
+// request, so a request that timed out never races with a new one.
+bool DpdkDataplane::Impl::AskPmd(const Pmd& pmd, const FlowKey* key) const {
   SnapshotMailbox& box = *pmd.mailbox;
+  if (!box.live.load(std::memory_order_acquire)) return false;
+  const auto deadline = std::chrono::steady_clock::now() + kSnapshotWait;
+  auto wait_done = [&](uint64_t req) {
+    while (box.done.load(std::memory_order_acquire) != req) {
+      // The PMD cannot write `final` while we hold snap_mu; if it stopped
+      // without answering, give up at once.
+      if (!box.live.load(std::memory_order_acquire) ||
+          std::chrono::steady_clock::now() >= deadline)
+        return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    return true;
+  };
+  const uint64_t last = box.req.load(std::memory_order_relaxed);
+  if (!wait_done(last)) return false;  // an earlier request is still open
+  box.want_trace = key != nullptr;
+  if (key) box.trace_key = *key;
+  box.req.store(last + 1, std::memory_order_release);
+  return wait_done(last + 1);
+}
+
+// Fills p->snapshot from the PMD's mailbox.
+void DpdkDataplane::Impl::TakeSnapshot(const Pmd& pmd, PmdCounters* p) const {
   std::lock_guard<std::mutex> lock(snap_mu);
-  if (box.final.load(std::memory_order_acquire)) {
+  const SnapshotMailbox& box = *pmd.mailbox;
+  if (box.final.load(std::memory_order_acquire) || AskPmd(pmd, nullptr)) {
     p->snapshot = box.snap;
     p->has_snapshot = true;
-    return;
-  }
-  if (!box.live.load(std::memory_order_acquire)) return;
-  const uint64_t req = box.req.load(std::memory_order_relaxed) + 1;
-  box.req.store(req, std::memory_order_relaxed);
-  const auto deadline = std::chrono::steady_clock::now() + kSnapshotWait;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (box.done.load(std::memory_order_acquire) == req) {
-      p->snapshot = box.snap;
-      p->has_snapshot = true;
-      return;
-    }
-    // The PMD cannot write `final` while we hold snap_mu; if it stopped
-    // without answering, give up at once.
-    if (!box.live.load(std::memory_order_acquire)) return;
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
 }
 // ---- end metrics ----
@@ -843,6 +867,8 @@ absl::StatusOr<std::vector<RuleHit>> DpdkDataplane::RuleHits() const {
 }
 
 absl::StatusOr<TraceResult> DpdkDataplane::Trace(const FlowKey& key) const {
+  // apply_mu held throughout: every PMD has the published generation
+  // installed (ack semantics) and no batch can change it under the trace.
   std::lock_guard<std::mutex> lock(impl_->apply_mu);
   const PublishedTable* cur = impl_->publisher->Current();
   TraceResult t;
@@ -851,6 +877,24 @@ absl::StatusOr<TraceResult> DpdkDataplane::Trace(const FlowKey& key) const {
   if (r) {
     t.matched = true;
     t.rule = *r;
+  }
+  // The PMD caches: the first PMD that has the key cached, else the first
+  // that answered ("upcall").  A PMD that does not answer is skipped.
+  std::lock_guard<std::mutex> snap_lock(impl_->snap_mu);
+  for (const auto& pmd : impl_->pmds) {
+    if (!impl_->AskPmd(pmd, &key)) continue;
+    const PipelineTrace& pt = pmd.mailbox->trace;
+    if (t.pmd >= 0 && pt.layer == "upcall") continue;
+    t.pmd = pmd.index;
+    t.layer = pt.layer;
+    t.megaflow_subtables_visited.assign(pt.subtables_visited.begin(),
+                                        pt.subtables_visited.end());
+    if (pt.has_megaflow) {
+      t.has_megaflow = true;
+      t.megaflow_value = pt.megaflow_value;
+      t.megaflow_mask = pt.megaflow_mask;
+      break;
+    }
   }
   return t;
 }

@@ -691,6 +691,29 @@ TEST(DpdkDataplaneTest, GroupCommitAppliesEachBatchAndPublishesOnce) {
   // Already installed on the PMD: the cached flow now goes out of port 3.
   EXPECT_EQ((*dp)->Stats().pmds[0].generation, 3u);
   EXPECT_EQ(send(), std::set<uint32_t>({3}));
+  // Trace asks the PMD: the flow is cached there (under its new megaflow);
+  // a flow it never saw would be an upcall.  Tracing counts nothing.
+  Flow seen = UdpFlow(0x0b000001, dst, 1000, 53);
+  seen.Set(Field::kInPort, 1);
+  const uint64_t rx_before = TotalRx(**dp);
+  auto tr = (*dp)->Trace(FlowKey::FromFlow(seen));
+  ASSERT_TRUE(tr.ok()) << tr.status();
+  EXPECT_NE(tr->layer, "upcall");
+  EXPECT_NE(tr->layer, "slow_path");
+  EXPECT_EQ(tr->pmd, 0);
+  ASSERT_TRUE(tr->has_megaflow);
+  EXPECT_EQ(tr->megaflow_mask.Get(Field::kIpv4Dst), 0xffffffffu);
+  EXPECT_EQ(tr->megaflow_value.Get(Field::kIpv4Dst), dst);
+  EXPECT_EQ(tr->rule.action, Action::Output(3));
+  Flow unseen = UdpFlow(0x0b000001, dst + 1, 1000, 53);
+  unseen.Set(Field::kInPort, 1);
+  tr = (*dp)->Trace(FlowKey::FromFlow(unseen));
+  ASSERT_TRUE(tr.ok()) << tr.status();
+  EXPECT_EQ(tr->layer, "upcall");
+  EXPECT_EQ(tr->pmd, 0);
+  EXPECT_FALSE(tr->has_megaflow);
+  EXPECT_EQ((*dp)->Stats().pmds[0].pipeline.packets, (*dp)->Stats().pmds[0].rx_packets);
+  EXPECT_EQ(TotalRx(**dp), rx_before);
 
   // Two more groups: each first replays the previous group on the shadow
   // (three batches, then two), so both sides of the pair must stay exact.

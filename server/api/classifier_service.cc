@@ -587,10 +587,15 @@ grpc::Status ClassifierService::Trace(grpc::ServerContext*,
   resp->set_key(key.ToString());
   resp->set_parse_flags(key.flags);
   resp->set_layer(t->layer);
-  Flow mask = t->megaflow_mask;
-  mask.Set(Field::kInPort, 0xffffffffu);  // megaflows always match in_port exactly
-  const Flow value = key.ToFlow() & mask;
-  resp->set_megaflow(value.ToString(mask));
+  if (t->pmd >= 0) resp->set_pmd(static_cast<uint32_t>(t->pmd));
+  if (t->has_megaflow) {
+    resp->set_megaflow(t->megaflow_value.ToString(t->megaflow_mask));
+  } else {
+    Flow mask = t->megaflow_mask;
+    mask.Set(Field::kInPort, 0xffffffffu);  // megaflows always match in_port exactly
+    const Flow value = key.ToFlow() & mask;
+    resp->set_megaflow(value.ToString(mask));
+  }
   resp->set_generation(t->generation);
   resp->set_rule_subtables_visited(static_cast<uint32_t>(t->rule_subtables_visited));
   for (uint32_t s : t->megaflow_subtables_visited) resp->add_subtables_visited(s);

@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "client/rpc/flowclass_client.h"
+#include "dataplane/packet_parser.h"
 #include "dataplane/rule_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -179,8 +180,25 @@ TEST(GrpcFlowclassdTest, FlowclassctlAgainstARealDaemon) {
     if (x.match.Matches(key->match.value) && (!best || RuleBeats(x, *best))) best = &x;
   ASSERT_NE(best, nullptr);
   EXPECT_THAT(r.out, HasSubstr(absl::StrCat("rule: id=", best->id, ",")));
-  EXPECT_THAT(r.out, HasSubstr("layer: slow_path"));
+  // No frame of the traffic goes to 10.3.x.x: the PMD has nothing cached.
+  EXPECT_THAT(r.out, HasSubstr("layer: upcall\npmd: 0\n"));
   EXPECT_THAT(r.out, HasSubstr("generation: 20"));
+  // A frame of the looping traffic is cached on the PMD by now: a cache
+  // layer answers, with the rule the linear scan gives.
+  std::string hex;
+  for (uint8_t b : frames[0]) absl::StrAppend(&hex, absl::Hex(b, absl::kZeroPad2));
+  r = Ctl(absl::StrCat("trace ", conn, " --in-port 1 --packet-hex ", hex));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("layer: (emc|smc|cd|megaflow)\npmd: 0\n"));
+  const FlowKey k0 = ParsePacket(frames[0].data(), frames[0].size(), 1);
+  best = nullptr;
+  for (const Rule& x : *want)
+    if (x.match.Matches(k0.ToFlow()) && (!best || RuleBeats(x, *best))) best = &x;
+  if (best) {
+    EXPECT_THAT(r.out, HasSubstr(absl::StrCat("rule: id=", best->id, ",")));
+  } else {
+    EXPECT_THAT(r.out, HasSubstr("action: drop"));
+  }
 
   // A file that parses but the server rejects (an IPv4 field on an ARP
   // rule): exit 4, names the field and the rule, nothing changes.
