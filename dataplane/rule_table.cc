@@ -33,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
@@ -107,7 +108,7 @@ struct alignas(64) Subtable {
   std::array<uint8_t, kFlowWords> word_index{};
   uint8_t n_words = 0;
   Flow mask;
-  std::map<uint32_t, uint32_t> priority_counts;
+  absl::btree_map<uint32_t, uint32_t> priority_counts;
   size_t entries = 0;
 };
 
