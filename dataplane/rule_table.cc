@@ -12,7 +12,8 @@
 //                    the only thing Lookup walks besides the subtables.
 //   Subtable
 //   ├─ mask, word_index[0..n_words)   the words the mask touches
-//   ├─ buckets       PackedKey -> vector<Entry> sorted (priority desc, id asc)
+//   ├─ buckets       PackedKey -> Bucket (entries sorted priority desc, id asc;
+//   │                 one entry inline, as most keys have one)
 //   └─ priority_counts  priority -> #entries   (max priority under deletes)
 //
 // A PackedKey holds the masked words of a key for the subtable's non-zero
@@ -36,6 +37,7 @@
 #include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -51,7 +53,7 @@ struct PackedKey {
   uint64_t hash = 0;
   std::array<uint64_t, kFlowWords> w{};
   friend bool operator==(const PackedKey& a, const PackedKey& b) {
-    return a.w == b.w;
+    return a.hash == b.hash && a.w == b.w;
   }
 };
 
@@ -71,6 +73,10 @@ struct Entry {
   uint64_t id;
   const Rule* rule;
 };
+
+// The entries of one packed key.  Most keys carry one entry: it is stored
+// inline, so inserting a rule allocates no bucket.
+using Bucket = absl::InlinedVector<Entry, 1>;
 
 // Bucket order: the front entry is the bucket's winner.
 bool EntryBefore(const Entry& a, const Entry& b) {
@@ -103,7 +109,7 @@ struct alignas(64) Subtable {
     return priority_counts.empty() ? 0 : priority_counts.rbegin()->first;
   }
 
-  absl::flat_hash_map<PackedKey, std::vector<Entry>, PackedKeyHash> buckets;
+  absl::flat_hash_map<PackedKey, Bucket, PackedKeyHash> buckets;
   std::array<uint64_t, kFlowWords> packed_mask{};  // first n_words valid
   std::array<uint8_t, kFlowWords> word_index{};
   uint8_t n_words = 0;
@@ -230,6 +236,12 @@ struct RuleTable::Impl {
 
   // Adds a validated rule whose id is absent.
   void AddRule(const Rule& r);
+  // The subtable of `mask`, created if absent.  Consecutive entries (the
+  // expansions of one rule, rules of one shape streamed together) mostly
+  // share a mask: the last one is checked before the map.
+  Subtable& SubtableFor(const Flow& mask);
+  // Phase 2 of ApplyBatch: applies operations known to be valid.
+  void ApplyValid(absl::Span<const RuleOp> ops, BatchResult* result);
   // Removes a present rule.
   void RemoveRule(uint64_t id);
   // Re-sorts order_ after a batch (drops nothing: empty subtables are erased
@@ -243,8 +255,21 @@ struct RuleTable::Impl {
   absl::flat_hash_map<uint64_t, std::unique_ptr<Rule>> rules;
   absl::flat_hash_map<uint64_t, absl::flat_hash_set<uint64_t>> by_cookie;
   absl::flat_hash_map<Flow, std::unique_ptr<Subtable>, FlowHash> by_mask;
+  Subtable* last_subtable = nullptr;  // SubtableFor's cache (or null)
   std::vector<OrderSlot> order;
 };
+
+Subtable& RuleTable::Impl::SubtableFor(const Flow& mask) {
+  if (last_subtable != nullptr) {
+    uint64_t diff = 0;
+    for (int i = 0; i < kFlowWords; ++i) diff |= last_subtable->mask.w[i] ^ mask.w[i];
+    if (diff == 0) return *last_subtable;
+  }
+  std::unique_ptr<Subtable>& st = by_mask[mask];
+  if (st == nullptr) st = std::make_unique<Subtable>(mask);
+  last_subtable = st.get();
+  return *st;
+}
 
 void RuleTable::Impl::AddRule(const Rule& r) {
   auto owned = std::make_unique<Rule>(r);
@@ -253,9 +278,8 @@ void RuleTable::Impl::AddRule(const Rule& r) {
   by_cookie[r.cookie].insert(r.id);
   size_t n = 0;
   ForEachEntry(*rule, [&](const Flow& value, const Flow& mask) {
-    std::unique_ptr<Subtable>& st = by_mask[mask];
-    if (st == nullptr) st = std::make_unique<Subtable>(mask);
-    std::vector<Entry>& bucket = st->buckets[st->Pack(value)];
+    Subtable* st = &SubtableFor(mask);
+    Bucket& bucket = st->buckets[st->Pack(value)];
     const Entry e{rule->priority, rule->id, rule};
     bucket.insert(
         std::lower_bound(bucket.begin(), bucket.end(), e, EntryBefore), e);
@@ -275,14 +299,17 @@ void RuleTable::Impl::RemoveRule(uint64_t id) {
     auto st_it = by_mask.find(mask);
     Subtable& st = *st_it->second;
     auto b = st.buckets.find(st.Pack(value));
-    std::vector<Entry>& bucket = b->second;
+    Bucket& bucket = b->second;
     bucket.erase(std::find_if(bucket.begin(), bucket.end(),
                               [&](const Entry& e) { return e.id == id; }));
     if (bucket.empty()) st.buckets.erase(b);
     auto pc = st.priority_counts.find(rule.priority);
     if (--pc->second == 0) st.priority_counts.erase(pc);
     --st.entries;
-    if (st.entries == 0) by_mask.erase(st_it);
+    if (st.entries == 0) {
+      if (last_subtable == &st) last_subtable = nullptr;
+      by_mask.erase(st_it);
+    }
     ++n;
   });
   entries -= n;
@@ -340,6 +367,7 @@ absl::StatusOr<BatchResult> RuleTable::ApplyBatch(
     size_t entries;
   };
   absl::flat_hash_map<uint64_t, Sim> changed;
+  changed.reserve(ops.size());
   size_t n_rules = t.rules.size();
   size_t n_entries = t.entries;
   auto current = [&](uint64_t id) -> std::optional<Sim> {
@@ -438,34 +466,49 @@ absl::StatusOr<BatchResult> RuleTable::ApplyBatch(
   }
 
   // Phase 2: everything is known valid; apply in order.
+  t.ApplyValid(ops, &result);
+  return result;
+}
+
+BatchResult RuleTable::ReplayBatch(absl::Span<const RuleOp> ops) {
+  BatchResult result;
+  if (ops.empty()) {
+    result.generation = impl_->generation;
+    return result;
+  }
+  impl_->ApplyValid(ops, &result);
+  return result;
+}
+
+void RuleTable::Impl::ApplyValid(absl::Span<const RuleOp> ops,
+                                 BatchResult* result) {
   for (const RuleOp& op : ops) {
     switch (op.kind) {
       case RuleOp::Kind::kInsert:
-        t.AddRule(op.rule);
-        ++result.inserted;
+        AddRule(op.rule);
+        ++result->inserted;
         break;
       case RuleOp::Kind::kReplace:
-        t.RemoveRule(op.rule.id);
-        t.AddRule(op.rule);
-        ++result.replaced;
+        RemoveRule(op.rule.id);
+        AddRule(op.rule);
+        ++result->replaced;
         break;
       case RuleOp::Kind::kDelete:
-        t.RemoveRule(op.id);
-        ++result.deleted;
+        RemoveRule(op.id);
+        ++result->deleted;
         break;
       case RuleOp::Kind::kDeleteByCookie: {
-        auto c = t.by_cookie.find(op.cookie);
-        if (c == t.by_cookie.end()) break;
+        auto c = by_cookie.find(op.cookie);
+        if (c == by_cookie.end()) break;
         const std::vector<uint64_t> victims(c->second.begin(), c->second.end());
-        for (uint64_t id : victims) t.RemoveRule(id);
-        result.deleted += victims.size();
+        for (uint64_t id : victims) RemoveRule(id);
+        result->deleted += victims.size();
         break;
       }
     }
   }
-  t.RebuildOrder();
-  result.generation = ++t.generation;
-  return result;
+  RebuildOrder();
+  result->generation = ++generation;
 }
 
 const Rule* RuleTable::Lookup(const Flow& key, Flow* wc,

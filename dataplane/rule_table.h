@@ -88,6 +88,10 @@ class RuleTable {
   // id, RESOURCE_EXHAUSTED for a limit; the message starts with
   // "operation <i> (rule id <id>): ".
   absl::StatusOr<BatchResult> ApplyBatch(absl::Span<const RuleOp> ops);
+  // Applies a batch that ApplyBatch accepted on a table holding the same
+  // rules as this one (the other table of a left-right pair catching up),
+  // without validating it again.  Anything else is undefined behaviour.
+  BatchResult ReplayBatch(absl::Span<const RuleOp> ops);
 
   // Winning rule or nullptr; ORs the consulted subtables' masks into *wc
   // (which the caller zeroes).  `subtables_visited`, if not null, receives the

@@ -10,11 +10,16 @@
 // table, average subtables visited per lookup, fraction of keys matched.
 // Keys are FlowKeys (what the upcall path passes), 4096 of them, cycled.
 #include <cstdint>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "benchmark/benchmark.h"
 #include "dataplane/flow.h"
 #include "dataplane/rule.h"
+#include "dataplane/rule_format.h"
 #include "dataplane/rule_table.h"
 #include "tests/common/random_rules.h"
 
@@ -103,6 +108,52 @@ BENCHMARK(BM_ApplyBatchInsert)
     ->Arg(1000)
     ->Arg(10000)
     ->Unit(benchmark::kMillisecond);
+
+// The control-plane work of one streamed rule in flowclassd
+// (DpdkDataplane::ApplyBatches): the change set against the table before
+// the batch, the batch applied to the table being published, and the same
+// batch replayed on the other table of the left-right pair.  Rules: the
+// ClassBench acl1_10k 5-tuples replicated over in_port 1..ceil(n/10k), as
+// tests/e2e/grpc_add_rules_bench.sh streams them, in batches of 1000.
+void BM_LeftRightStream(benchmark::State& state) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  std::ifstream in(std::string(FLOWCLASS_CLASSBENCH_DIR) + "/neurocuts/acl1_10k");
+  std::stringstream text;
+  text << in.rdbuf();
+  absl::StatusOr<std::vector<Rule>> seed = ParseClassBench(text.str());
+  if (!seed.ok() || seed->empty()) {
+    state.SkipWithError("cannot read acl1_10k");
+    return;
+  }
+  std::vector<RuleOp> ops;
+  ops.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    Rule r = (*seed)[i % seed->size()];
+    r.id = i + 1;
+    r.priority = static_cast<uint32_t>(n - i);
+    r.match.SetExact(Field::kInPort, i / seed->size() + 1);
+    ops.push_back(RuleOp::Insert(std::move(r)));
+  }
+  constexpr size_t kBatch = 1000;
+  for (auto _ : state) {
+    auto published = std::make_unique<RuleTable>();
+    auto shadow = std::make_unique<RuleTable>();
+    for (size_t b = 0; b < n; b += kBatch) {
+      const absl::Span<const RuleOp> batch =
+          absl::MakeConstSpan(ops).subspan(b, std::min(kBatch, n - b));
+      RuleChangeSet cs = MakeRuleChangeSet(*published, batch);
+      benchmark::DoNotOptimize(published->ApplyBatch(batch));
+      benchmark::DoNotOptimize(shadow->ReplayBatch(batch));
+      benchmark::DoNotOptimize(cs);
+    }
+    state.PauseTiming();  // the daemon keeps its tables
+    published.reset();
+    shadow.reset();
+    state.ResumeTiming();
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(n));
+}
+BENCHMARK(BM_LeftRightStream)->Arg(100000)->Arg(300000)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace flowclass

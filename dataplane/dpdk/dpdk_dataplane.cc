@@ -750,8 +750,13 @@ std::vector<absl::StatusOr<BatchResult>> DpdkDataplane::ApplyBatches(
   // Bring the shadow level with `cur` by replaying the batches published
   // last time, one by one (each was accepted, so each applies again).
   std::unique_ptr<PublishedTable> next = std::move(d.shadow);
-  for (const std::vector<RuleOp>& b : d.shadow_pending) {
-    if (next && !next->table.ApplyBatch(b).ok()) next.reset();  // cannot happen
+  // ReplayBatch: these batches were validated when they were applied to
+  // `cur`, which held the same rules the shadow holds now.
+  if (next && next->table.generation() + d.shadow_pending.size() ==
+                  cur->table.generation()) {
+    for (const std::vector<RuleOp>& b : d.shadow_pending) next->table.ReplayBatch(b);
+  } else {
+    next.reset();  // out of step (cannot happen): copied below
   }
   d.shadow_pending.clear();
   if (!next || next->table.generation() != cur->table.generation()) {
