@@ -471,6 +471,53 @@ TEST(RuleTableTest, CopyIsDeep) {
   }
 }
 
+// The left-right shadow: ReplayBatch of every accepted batch keeps a second
+// table identical to the first (rules, subtables, lookups), through inserts,
+// deletes, replaces, deletes by cookie and subtables that empty and come back
+// (the last-subtable cache must not outlive its subtable).
+TEST(RuleTableTest, ReplayBatchFollowsApplyBatch) {
+  RandomRuleOptions opts;
+  opts.cookies = 4;
+  RandomRuleGen gen(2024, opts);
+  std::vector<Rule> live;
+  uint64_t next_id = 1;
+  RuleTable applied, replayed;
+  for (int b = 0; b < 60; ++b) {
+    const std::vector<RuleOp> ops = gen.NextBatch(b % 10 == 9 ? 0 : 25, &live, &next_id);
+    absl::StatusOr<BatchResult> r = applied.ApplyBatch(ops);
+    ASSERT_TRUE(r.ok()) << r.status();
+    const BatchResult rr = replayed.ReplayBatch(ops);
+    EXPECT_EQ(rr.generation, r->generation);
+    EXPECT_EQ(rr.inserted, r->inserted);
+    EXPECT_EQ(rr.deleted, r->deleted);
+    EXPECT_EQ(rr.replaced, r->replaced);
+    ASSERT_EQ(replayed.DebugString(), applied.DebugString()) << "batch " << b;
+    for (int k = 0; k < 40; ++k) {
+      const Flow key = gen.NextKeyNear(live);
+      Flow wa, wr;
+      ASSERT_EQ(IdOf(replayed.Lookup(key, &wr)), IdOf(applied.Lookup(key, &wa)));
+      ASSERT_EQ(wr, wa);
+    }
+    if (b % 15 == 14) {  // empty every subtable, then refill the same shapes
+      std::vector<RuleOp> wipe;
+      for (const Rule& rule : live) wipe.push_back(RuleOp::Delete(rule.id));
+      ASSERT_TRUE(applied.ApplyBatch(wipe).ok());
+      replayed.ReplayBatch(wipe);
+      std::vector<RuleOp> back;
+      for (Rule rule : live) {
+        rule.id = next_id++;
+        back.push_back(RuleOp::Insert(rule));
+      }
+      ASSERT_TRUE(applied.ApplyBatch(back).ok());
+      replayed.ReplayBatch(back);
+      live.clear();
+      for (const RuleOp& op : back) live.push_back(op.rule);
+      ASSERT_EQ(replayed.DebugString(), applied.DebugString()) << "refill " << b;
+    }
+  }
+  EXPECT_GT(applied.size(), 0u);
+}
+
 TEST(RuleTableTest, FlowKeyLookupEqualsFlowLookup) {
   RandomRuleGen gen(3);
   std::vector<Rule> live;
