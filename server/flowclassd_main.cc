@@ -291,6 +291,17 @@ int Main(int argc, char** argv) {
     std::printf("flowclassd: pmd %zu on lcore %d polls%s\n", i,
                 config->dataplane.pmd_lcores[i], qs.empty() ? " nothing" : qs.c_str());
   }
+  for (const DpdkPortInfo& p : dataplane.Ports()) {
+    if (p.rx_queues == 0) {
+      std::printf("flowclassd: port %u (%s): tx only\n", p.number, p.device.c_str());
+    } else if (p.rss_hf != 0) {
+      std::printf("flowclassd: port %u (%s): %u rx queues, RSS on (rss_hf 0x%llx)\n", p.number,
+                  p.device.c_str(), p.rx_queues, static_cast<unsigned long long>(p.rss_hf));
+    } else {
+      std::printf("flowclassd: port %u (%s): %u rx queue(s), RSS off\n", p.number,
+                  p.device.c_str(), p.rx_queues);
+    }
+  }
   std::fflush(stdout);
 
   // ---- gRPC API (issue 6): started once the PMDs run, stopped first. ----

@@ -130,6 +130,8 @@ struct RxQueue {
 struct PortState {
   PortOptions opts;
   uint16_t eth_port = 0;
+  uint16_t rx_queues = 0;
+  uint64_t rss_hf = 0;  // RSS hash functions configured (0: no RSS)
   bool probed_by_us = false;  // detach on destruction
   bool started = false;
 };
@@ -620,6 +622,8 @@ absl::StatusOr<std::unique_ptr<DpdkDataplane>> DpdkDataplane::Create(
           (RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP | RTE_ETH_RSS_UDP) &
           info.flow_type_rss_offloads;
     }
+    ps.rx_queues = nrx;
+    ps.rss_hf = conf.rx_adv_conf.rss_conf.rss_hf;
     rc = rte_eth_dev_configure(ps.eth_port, nrx, n_pmds, &conf);
     if (rc != 0) return DpdkError(where + ": rte_eth_dev_configure", rc);
     uint16_t rxd = static_cast<uint16_t>(po.rx_descriptors);
@@ -721,6 +725,13 @@ void DpdkDataplane::Stop() {
 std::vector<std::pair<uint32_t, int>> DpdkDataplane::RxQueuesOf(int pmd) const {
   std::vector<std::pair<uint32_t, int>> r;
   for (const RxQueue& q : impl_->pmds.at(pmd).rxq) r.emplace_back(q.number, q.queue);
+  return r;
+}
+
+std::vector<DpdkPortInfo> DpdkDataplane::Ports() const {
+  std::vector<DpdkPortInfo> r;
+  for (const PortState& ps : impl_->ports)
+    r.push_back(DpdkPortInfo{ps.opts.number, ps.opts.device, ps.rx_queues, ps.rss_hf});
   return r;
 }
 

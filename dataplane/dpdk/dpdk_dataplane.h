@@ -119,6 +119,14 @@ struct DpdkDataplaneOptions {
 // Which part of Create() failed, for exit codes.
 enum class SetupStage { kNone, kOptions, kLcore, kMempool, kPort };
 
+// What Create made of one configured port.
+struct DpdkPortInfo {
+  uint32_t number = 0;
+  std::string device;
+  uint16_t rx_queues = 0;  // 0 for a tx-only port (poll: false)
+  uint64_t rss_hf = 0;     // RTE_ETH_RSS_* configured; 0 = no RSS
+};
+
 class DpdkDataplane final : public Dataplane {
  public:
   // EAL must be initialised.  On error `*failed`, if not null, says where.
@@ -136,6 +144,8 @@ class DpdkDataplane final : public Dataplane {
 
   // The rx queues PMD i polls, as (port number, queue) pairs.
   std::vector<std::pair<uint32_t, int>> RxQueuesOf(int pmd) const;
+  // The configured ports, in configuration order.
+  std::vector<DpdkPortInfo> Ports() const;
   // DPDK port id of the port with rule number `number` (-1 if none).
   int EthPortOf(uint32_t number) const;
 
