@@ -6,7 +6,9 @@
 //   Impl
 //   ├─ rules_        id -> unique_ptr<Rule>      (Rule addresses are stable;
 //   │                                             entries point at them)
-//   ├─ by_cookie_    cookie -> {id}              (DeleteByCookie)
+//   ├─ by_cookie_    cookie -> {id}, cookies != 0 (DeleteByCookie; rules
+//   │                 without a cookie, the bulk of a big load, are found
+//   │                 by a scan instead of costing an index insert each)
 //   ├─ by_mask_      expanded mask -> unique_ptr<Subtable>
 //   └─ order_        [{max_priority, Subtable*}] sorted by max_priority desc:
 //                    the only thing Lookup walks besides the subtables.
@@ -253,7 +255,9 @@ struct RuleTable::Impl {
   size_t entries = 0;
   size_t expanded_rules = 0;
   absl::flat_hash_map<uint64_t, std::unique_ptr<Rule>> rules;
-  absl::flat_hash_map<uint64_t, absl::flat_hash_set<uint64_t>> by_cookie;
+  absl::flat_hash_map<uint64_t, absl::flat_hash_set<uint64_t>> by_cookie;  // cookie != 0
+  // The ids of the rules carrying `cookie` (control path; allocates).
+  std::vector<uint64_t> IdsWithCookie(uint64_t cookie) const;
   absl::flat_hash_map<Flow, std::unique_ptr<Subtable>, FlowHash> by_mask;
   Subtable* last_subtable = nullptr;  // SubtableFor's cache (or null)
   std::vector<OrderSlot> order;
@@ -271,11 +275,23 @@ Subtable& RuleTable::Impl::SubtableFor(const Flow& mask) {
   return *st;
 }
 
+std::vector<uint64_t> RuleTable::Impl::IdsWithCookie(uint64_t cookie) const {
+  std::vector<uint64_t> ids;
+  if (cookie != 0) {
+    if (auto c = by_cookie.find(cookie); c != by_cookie.end())
+      ids.assign(c->second.begin(), c->second.end());
+    return ids;
+  }
+  for (const auto& [id, rule] : rules)
+    if (rule->cookie == 0) ids.push_back(id);
+  return ids;
+}
+
 void RuleTable::Impl::AddRule(const Rule& r) {
   auto owned = std::make_unique<Rule>(r);
   const Rule* rule = owned.get();
   rules.emplace(r.id, std::move(owned));
-  by_cookie[r.cookie].insert(r.id);
+  if (r.cookie != 0) by_cookie[r.cookie].insert(r.id);
   size_t n = 0;
   ForEachEntry(*rule, [&](const Flow& value, const Flow& mask) {
     Subtable* st = &SubtableFor(mask);
@@ -314,9 +330,11 @@ void RuleTable::Impl::RemoveRule(uint64_t id) {
   });
   entries -= n;
   if (n > 1) --expanded_rules;
-  auto c = by_cookie.find(rule.cookie);
-  c->second.erase(id);
-  if (c->second.empty()) by_cookie.erase(c);
+  if (rule.cookie != 0) {
+    auto c = by_cookie.find(rule.cookie);
+    c->second.erase(id);
+    if (c->second.empty()) by_cookie.erase(c);
+  }
   rules.erase(it);
 }
 
@@ -443,10 +461,8 @@ absl::StatusOr<BatchResult> RuleTable::ApplyBatch(
         // Rules that carry the cookie now: untouched table rules with it,
         // plus overlay rules with it.  Collect first, then mark.
         std::vector<uint64_t> victims;
-        if (auto c = t.by_cookie.find(op.cookie); c != t.by_cookie.end()) {
-          for (uint64_t id : c->second)
-            if (!changed.contains(id)) victims.push_back(id);
-        }
+        for (uint64_t id : t.IdsWithCookie(op.cookie))
+          if (!changed.contains(id)) victims.push_back(id);
         for (const auto& [id, sim] : changed)
           if (sim.present && sim.cookie == op.cookie) victims.push_back(id);
         for (uint64_t id : victims) {
@@ -498,9 +514,7 @@ void RuleTable::Impl::ApplyValid(absl::Span<const RuleOp> ops,
         ++result->deleted;
         break;
       case RuleOp::Kind::kDeleteByCookie: {
-        auto c = by_cookie.find(op.cookie);
-        if (c == by_cookie.end()) break;
-        const std::vector<uint64_t> victims(c->second.begin(), c->second.end());
+        const std::vector<uint64_t> victims = IdsWithCookie(op.cookie);
         for (uint64_t id : victims) RemoveRule(id);
         result->deleted += victims.size();
         break;
@@ -612,11 +626,7 @@ std::vector<std::pair<uint16_t, uint16_t>> RangeToPrefixes(uint16_t lo,
 
 std::vector<const Rule*> RuleTable::RulesWithCookie(uint64_t cookie) const {
   std::vector<const Rule*> out;
-  if (auto c = impl_->by_cookie.find(cookie); c != impl_->by_cookie.end()) {
-    for (uint64_t id : c->second) {
-      if (const Rule* r = Find(id)) out.push_back(r);
-    }
-  }
+  for (uint64_t id : impl_->IdsWithCookie(cookie)) out.push_back(Find(id));
   return out;
 }
 
