@@ -144,6 +144,9 @@ stats:
          RunCommand("ip link show " + tag + " >/dev/null 2>&1").code == 0;
     if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+  if (!up && !d.Running() && absl::StrContains(d.Output(), "flowclassd: port error:") &&
+      absl::StrContains(d.Output(), "net_tap0"))
+    GTEST_SKIP() << "this machine cannot create the tap device:\n" << d.Output();
   ASSERT_TRUE(up) << d.Output();
   const std::string startup = d.Output();
   EXPECT_THAT(startup, HasSubstr("flowclassd: pmd 0 on lcore 1 polls 1:0"));
@@ -154,9 +157,11 @@ stats:
   // neighbour, so the kernel sends exactly our datagrams into the tap.
   const CmdResult moved = RunCommand(absl::StrCat("ip link set ", tag, " netns ", tag, " 2>&1"));
   ASSERT_EQ(moved.code, 0) << moved.out;
+  // Best effort: a kernel without IPv6 has nothing to disable (the drop
+  // rule takes any neighbour discovery anyway).
+  ns.Exec(absl::StrCat("sysctl -qw net.ipv6.conf.", tag, ".disable_ipv6=1"));
   for (const std::string& cmd :
-       {absl::StrCat("sysctl -qw net.ipv6.conf.", tag, ".disable_ipv6=1"),
-        absl::StrCat("ip addr add 10.199.0.1/24 dev ", tag),
+       {absl::StrCat("ip addr add 10.199.0.1/24 dev ", tag),
         absl::StrCat("ip link set ", tag, " up"),
         absl::StrCat("ip neigh replace 10.199.0.2 lladdr 02:00:00:00:00:02 dev ", tag)}) {
     const CmdResult r = ns.Exec(cmd);
