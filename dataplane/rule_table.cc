@@ -15,7 +15,9 @@
 //   Subtable
 //   ├─ mask, word_index[0..n_words)   the words the mask touches
 //   ├─ buckets       PackedKey -> Bucket (entries sorted priority desc, id asc;
-//   │                 one entry inline, as most keys have one)
+//   │                 one entry inline, as most keys have one).  Two maps, one
+//   │                 used: keys of <= 3 words (a 5-tuple with in_port) in
+//   │                 64-byte slots, longer ones in 112-byte slots.
 //   └─ priority_counts  priority -> #entries   (max priority under deletes)
 //
 // A PackedKey holds the masked words of a key for the subtable's non-zero
@@ -51,17 +53,23 @@
 namespace flowclass {
 namespace {
 
+template <int N>
 struct PackedKey {
   uint64_t hash = 0;
-  std::array<uint64_t, kFlowWords> w{};
+  std::array<uint64_t, N> w{};
   friend bool operator==(const PackedKey& a, const PackedKey& b) {
     return a.hash == b.hash && a.w == b.w;
   }
 };
 
+// Keys of up to this many words go into the small map: a million-rule load
+// is cache misses on new slots, and a smaller slot is fewer lines to miss.
+inline constexpr int kSmallKeyWords = 3;
+
 // The hash is computed once per (key, subtable) by Subtable::Pack.
 struct PackedKeyHash {
-  size_t operator()(const PackedKey& k) const { return k.hash; }
+  template <int N>
+  size_t operator()(const PackedKey<N>& k) const { return k.hash; }
 };
 
 struct FlowHash {
@@ -85,9 +93,10 @@ bool EntryBefore(const Entry& a, const Entry& b) {
   return a.priority != b.priority ? a.priority > b.priority : a.id < b.id;
 }
 
-// Hot fields first: the hash map header (ctrl/slots pointers) and the packed
-// mask words share the first cache line, so probing a subtable touches that
-// line plus the map's control bytes.  The rest is control-plane only.
+// Hot fields first: the small map's header (ctrl/slots pointers), the word
+// indexes and the packed mask words are in the first two cache lines, so
+// probing a subtable of <= 3 words touches those plus the map's control
+// bytes.  The rest is control-plane only (and the big map).
 struct alignas(64) Subtable {
   explicit Subtable(const Flow& m) : mask(m) {
     for (int i = 0; i < kFlowWords; ++i) {
@@ -98,23 +107,40 @@ struct alignas(64) Subtable {
     }
   }
 
-  // `key` need not be masked.  Hot path: no allocation.
-  PackedKey Pack(const Flow& key) const {
-    PackedKey k;
+  // `key` need not be masked.  Hot path: no allocation.  N >= n_words.
+  template <int N>
+  PackedKey<N> Pack(const Flow& key) const {
+    PackedKey<N> k;
     for (int j = 0; j < n_words; ++j)
       k.w[j] = key.w[word_index[j]] & packed_mask[j];
     k.hash = HashWords(k.w.data(), n_words, /*basis=*/n_words);
     return k;
   }
 
+  // fn(map, key) with the bucket map this subtable uses and `value` packed
+  // for it; returns what fn returns.
+  template <typename Fn>
+  decltype(auto) WithBucket(const Flow& value, Fn&& fn) {
+    if (n_words <= kSmallKeyWords) return fn(small_buckets, Pack<kSmallKeyWords>(value));
+    return fn(big_buckets, Pack<kFlowWords>(value));
+  }
+  template <typename Fn>
+  decltype(auto) WithBucket(const Flow& value, Fn&& fn) const {
+    if (n_words <= kSmallKeyWords) return fn(small_buckets, Pack<kSmallKeyWords>(value));
+    return fn(big_buckets, Pack<kFlowWords>(value));
+  }
+  size_t keys() const { return small_buckets.size() + big_buckets.size(); }
+
   uint32_t MaxPriority() const {
     return priority_counts.empty() ? 0 : priority_counts.rbegin()->first;
   }
 
-  absl::flat_hash_map<PackedKey, Bucket, PackedKeyHash> buckets;
-  std::array<uint64_t, kFlowWords> packed_mask{};  // first n_words valid
+  // First two cache lines: what Lookup reads (Lookup prefetches both).
+  absl::flat_hash_map<PackedKey<kSmallKeyWords>, Bucket, PackedKeyHash> small_buckets;
   std::array<uint8_t, kFlowWords> word_index{};
   uint8_t n_words = 0;
+  std::array<uint64_t, kFlowWords> packed_mask{};  // first n_words valid
+  absl::flat_hash_map<PackedKey<kFlowWords>, Bucket, PackedKeyHash> big_buckets;
   Flow mask;
   absl::btree_map<uint32_t, uint32_t> priority_counts;
   size_t entries = 0;
@@ -295,10 +321,11 @@ void RuleTable::Impl::AddRule(const Rule& r) {
   size_t n = 0;
   ForEachEntry(*rule, [&](const Flow& value, const Flow& mask) {
     Subtable* st = &SubtableFor(mask);
-    Bucket& bucket = st->buckets[st->Pack(value)];
     const Entry e{rule->priority, rule->id, rule};
-    bucket.insert(
-        std::lower_bound(bucket.begin(), bucket.end(), e, EntryBefore), e);
+    st->WithBucket(value, [&](auto& buckets, const auto& key) {
+      Bucket& bucket = buckets[key];
+      bucket.insert(std::lower_bound(bucket.begin(), bucket.end(), e, EntryBefore), e);
+    });
     ++st->priority_counts[rule->priority];
     ++st->entries;
     ++n;
@@ -314,11 +341,13 @@ void RuleTable::Impl::RemoveRule(uint64_t id) {
   ForEachEntry(rule, [&](const Flow& value, const Flow& mask) {
     auto st_it = by_mask.find(mask);
     Subtable& st = *st_it->second;
-    auto b = st.buckets.find(st.Pack(value));
-    Bucket& bucket = b->second;
-    bucket.erase(std::find_if(bucket.begin(), bucket.end(),
-                              [&](const Entry& e) { return e.id == id; }));
-    if (bucket.empty()) st.buckets.erase(b);
+    st.WithBucket(value, [&](auto& buckets, const auto& key) {
+      auto b = buckets.find(key);
+      Bucket& bucket = b->second;
+      bucket.erase(std::find_if(bucket.begin(), bucket.end(),
+                                [&](const Entry& e) { return e.id == id; }));
+      if (bucket.empty()) buckets.erase(b);
+    });
     auto pc = st.priority_counts.find(rule.priority);
     if (--pc->second == 0) st.priority_counts.erase(pc);
     --st.entries;
@@ -534,15 +563,19 @@ const Rule* RuleTable::Lookup(const Flow& key, Flow* wc,
   for (const OrderSlot* slot = begin; slot != end; ++slot) {
     // Sorted by max priority: nothing from here on can beat or tie `best`.
     if (best != nullptr && slot->max_priority < best->priority) break;
-    if (slot + 2 < end) __builtin_prefetch(slot[2].subtable);
+    if (slot + 2 < end) {
+      __builtin_prefetch(slot[2].subtable);
+      __builtin_prefetch(reinterpret_cast<const char*>(slot[2].subtable) + 64);
+    }
     const Subtable& st = *slot->subtable;
     ++visited;
     for (int j = 0; j < st.n_words; ++j)
       wc->w[st.word_index[j]] |= st.packed_mask[j];
-    const auto it = st.buckets.find(st.Pack(key));
-    if (it == st.buckets.end()) continue;
-    const Entry& e = it->second.front();
-    if (best == nullptr || EntryBefore(e, *best)) best = &e;
+    const Entry* e = st.WithBucket(key, [](const auto& buckets, const auto& k) -> const Entry* {
+      const auto it = buckets.find(k);
+      return it == buckets.end() ? nullptr : &it->second.front();
+    });
+    if (e != nullptr && (best == nullptr || EntryBefore(*e, *best))) best = e;
   }
   // Megaflows are per in_port (megaflow.h): in_port is always exact.
   wc->Set(Field::kInPort, 0xffffffffu);
@@ -593,7 +626,7 @@ std::string RuleTable::DebugString() const {
     const Subtable& st = *impl_->order[i].subtable;
     absl::StrAppend(&out, "  subtable ", i,
                     ": max_priority=", impl_->order[i].max_priority,
-                    " entries=", st.entries, " keys=", st.buckets.size(),
+                    " entries=", st.entries, " keys=", st.keys(),
                     " mask=", FormatMask(st.mask), "\n");
   }
   for (const Rule* r : Rules()) {
