@@ -49,6 +49,20 @@ void WritePcap(const std::string& path,
   }
 }
 
+std::vector<std::vector<uint8_t>> ReadPcap(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<std::vector<uint8_t>> frames;
+  uint32_t hdr[6];
+  if (!in.read(reinterpret_cast<char*>(hdr), sizeof(hdr))) return frames;
+  uint32_t rec[4];
+  while (in.read(reinterpret_cast<char*>(rec), sizeof(rec))) {
+    std::vector<uint8_t> f(rec[2]);
+    in.read(reinterpret_cast<char*>(f.data()), rec[2]);
+    frames.push_back(std::move(f));
+  }
+  return frames;
+}
+
 CmdResult RunCommand(const std::string& cmd) {
   CmdResult r;
   FILE* p = popen(cmd.c_str(), "r");

@@ -16,6 +16,9 @@ void WriteFile(const std::string& path, const std::string& text);
 // A classic (microsecond) pcap file of Ethernet frames.
 void WritePcap(const std::string& path,
                const std::vector<std::vector<uint8_t>>& frames);
+// The frames of a pcap WritePcap (or net_pcap's tx_pcap) wrote; empty when
+// the file is missing or has no header.
+std::vector<std::vector<uint8_t>> ReadPcap(const std::string& path);
 
 // Runs `cmd` with popen (a shell command line: add " 2>&1" to capture
 // stderr too) and returns its exit code (-1 when it could not be started or

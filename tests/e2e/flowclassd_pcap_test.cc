@@ -40,22 +40,6 @@ using Frame = std::vector<uint8_t>;
 
 const char* const kDaemon = FLOWCLASS_BINARY_DIR "/server/flowclassd";
 
-// ---- pcap files (classic format, microsecond timestamps, Ethernet; WritePcap
-// is e2e_util's) ----
-std::vector<Frame> ReadPcap(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<Frame> frames;
-  uint32_t hdr[6];
-  if (!in.read(reinterpret_cast<char*>(hdr), sizeof(hdr))) return frames;
-  uint32_t rec[4];
-  while (in.read(reinterpret_cast<char*>(rec), sizeof(rec))) {
-    Frame f(rec[2]);
-    in.read(reinterpret_cast<char*>(f.data()), rec[2]);
-    frames.push_back(std::move(f));
-  }
-  return frames;
-}
-
 // ---- the reference classifier and the native rule text ----
 std::string Ip(uint32_t a) {
   return absl::StrCat(a >> 24, ".", (a >> 16) & 255, ".", (a >> 8) & 255, ".", a & 255);

@@ -18,7 +18,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdint>
-#include <fstream>
 #include <map>
 #include <set>
 #include <string>
@@ -44,20 +43,6 @@ const char* const kDaemon = FLOWCLASS_BINARY_DIR "/server/flowclassd";
 constexpr int kFlows = 64;           // UDP source ports 20000..20063
 constexpr int kPacketsPerFlow = 40;  // sent in rounds: one per flow per round
 constexpr uint16_t kDstPort = 9000;
-
-std::vector<Frame> ReadPcap(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<Frame> frames;
-  uint32_t hdr[6];
-  if (!in.read(reinterpret_cast<char*>(hdr), sizeof(hdr))) return frames;
-  uint32_t rec[4];
-  while (in.read(reinterpret_cast<char*>(rec), sizeof(rec))) {
-    Frame f(rec[2]);
-    in.read(reinterpret_cast<char*>(f.data()), rec[2]);
-    frames.push_back(std::move(f));
-  }
-  return frames;
-}
 
 // The UDP source port of an untagged IPv4/UDP frame to kDstPort, or -1.
 int TestFlowOf(const Frame& f) {
