@@ -10,8 +10,10 @@
 //   * the counters add up across PMDs: per-PMD rx sum to the total, which is
 //     what the device received, which is what the kernel sent into the tap,
 //     and rx = tx + drops.
-// It needs root, /dev/net/tun and `ip netns`; without them it is skipped
-// with the reason (the pcap tests cover two PMDs on two queues without RSS).
+// flowclassd itself runs inside the namespace, so the tap never appears
+// outside it.  It needs root, /dev/net/tun and `ip netns`; without them it is
+// skipped with the reason (the pcap tests cover two PMDs on two queues
+// without RSS).
 #include <signal.h>
 #include <unistd.h>
 
@@ -58,8 +60,10 @@ int TestFlowOf(const Frame& f) {
 class NetNs {
  public:
   explicit NetNs(std::string name) : name_(std::move(name)) {
+    RunCommand("ip netns del " + name_ + " >/dev/null 2>&1");  // a killed earlier run's
     ok_ = RunCommand("ip netns add " + name_ + " 2>&1").code == 0;
   }
+  const std::string& name() const { return name_; }
   ~NetNs() {
     if (ok_) RunCommand("ip netns del " + name_ + " 2>&1");
   }
@@ -90,7 +94,8 @@ TEST(FlowclassdTapRssTest, TwoPmdsRssEveryFlowOnOnePmdCountersAddUp) {
 
   TempDir dir("flowclassd_rss");
   WriteFile(dir.File("rules.txt"),
-            "priority=10,in_port=1,ip,nw_proto=17,actions=output:2\n"
+            "priority=10,in_port=1,ip,nw_proto=17,nw_dst=10.199.0.2,tp_dst=9000,"
+            "actions=output:2\n"
             "priority=1,in_port=1,actions=drop\n");
   // Port 2: one tx queue (and output pcap) per PMD, so the pcaps say which
   // PMD handled a frame.
@@ -120,13 +125,28 @@ rules:
 stats:
   interval_ms: 100
 )"));
-  EalDaemonProcess d(kDaemon, {"-c", dir.File("d.yaml")}, absl::StrCat("fcrss_", getpid()),
-                     dir.File("d.stdout.txt"));
+  // No IPv6 in the namespace, set before the tap exists (interfaces take the
+  // "default" settings): no neighbour discovery or MLD in the tap, so the
+  // kernel sends it exactly the test's datagrams.  A kernel without IPv6 has
+  // nothing to switch off.
+  if (access("/proc/sys/net/ipv6", F_OK) == 0) {
+    const CmdResult r = ns.Exec(
+        "sh -c 'echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6 && "
+        "echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6'");
+    ASSERT_EQ(r.code, 0) << r.out;
+  }
+  // flowclassd runs inside the namespace (`ip netns exec` execs it: the PID
+  // is the daemon's), so the tap is created there and never seen outside.
+  const CmdResult ip = RunCommand("command -v ip");
+  ASSERT_EQ(ip.code, 0);
+  EalDaemonProcess d(std::string(absl::StripAsciiWhitespace(ip.out)),
+                     {"netns", "exec", ns.name(), kDaemon, "-c", dir.File("d.yaml")},
+                     absl::StrCat("fcrss_", getpid()), dir.File("d.stdout.txt"));
   // The tap interface exists once the daemon runs.
   bool up = false;
   for (int i = 0; i < 300 && !up && d.Running(); ++i) {
     up = absl::StrContains(d.Output(), "flowclassd: running") &&
-         RunCommand("ip link show " + tag + " >/dev/null 2>&1").code == 0;
+         ns.Exec("ip link show " + tag).code == 0;
     if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   if (!up && !d.Running() && absl::StrContains(d.Output(), "flowclassd: port error:") &&
@@ -138,13 +158,7 @@ stats:
   EXPECT_THAT(startup, HasSubstr("flowclassd: pmd 1 on lcore 2 polls 1:1"));
   EXPECT_THAT(startup, HasSubstr("flowclassd: port 1 (net_tap0): 2 rx queues, RSS on"));
 
-  // Into the namespace: no IPv6 (no neighbour discovery noise), a static
-  // neighbour, so the kernel sends exactly our datagrams into the tap.
-  const CmdResult moved = RunCommand(absl::StrCat("ip link set ", tag, " netns ", tag, " 2>&1"));
-  ASSERT_EQ(moved.code, 0) << moved.out;
-  // Best effort: a kernel without IPv6 has nothing to disable (the drop
-  // rule takes any neighbour discovery anyway).
-  ns.Exec(absl::StrCat("sysctl -qw net.ipv6.conf.", tag, ".disable_ipv6=1"));
+  // An address and a static neighbour: the datagrams go straight out.
   for (const std::string& cmd :
        {absl::StrCat("ip addr add 10.199.0.1/24 dev ", tag),
         absl::StrCat("ip link set ", tag, " up"),
@@ -165,14 +179,9 @@ stats:
       "    time.sleep(0.002)\n"
       "print('sent')\""));
   ASSERT_EQ(sent.code, 0) << sent.out;
-  // Everything the kernel put into the tap since it was created (including
-  // what it sent before the move, e.g. IPv6 router solicitations; the drop
-  // rule takes those).
-  const uint64_t kernel_tx = KernelCounter(ns, tag, "tx_packets");
-  const uint64_t kernel_dropped = KernelCounter(ns, tag, "tx_dropped");
-  ASSERT_GE(kernel_tx + kernel_dropped, static_cast<uint64_t>(kFlows * kPacketsPerFlow));
-
-  // Until both PMDs' stats lines have counted what the kernel sent.
+  // The tap counts a frame as sent when the PMD reads it: wait until the
+  // kernel's counters cover every datagram, the PMDs' stats lines have
+  // counted as many, and nothing has moved for 300 ms.
   auto last_rx = [&] {
     std::map<std::string, uint64_t> last;
     for (absl::string_view line : absl::StrSplit(d.Output(), '\n')) {
@@ -184,10 +193,26 @@ stats:
     for (const auto& [pmd, rx] : last) sum += rx;
     return sum;
   };
+  uint64_t kernel_tx = 0, kernel_dropped = 0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (last_rx() < kernel_tx &&
-         std::chrono::steady_clock::now() < deadline)
+  auto stable_since = std::chrono::steady_clock::now();
+  uint64_t seen = ~uint64_t{0};
+  while (std::chrono::steady_clock::now() < deadline) {
+    kernel_tx = KernelCounter(ns, tag, "tx_packets");
+    kernel_dropped = KernelCounter(ns, tag, "tx_dropped");
+    const uint64_t rx = last_rx();
+    const uint64_t now = kernel_tx + kernel_dropped + rx;
+    if (now != seen) {
+      seen = now;
+      stable_since = std::chrono::steady_clock::now();
+    }
+    if (kernel_tx + kernel_dropped >= static_cast<uint64_t>(kFlows * kPacketsPerFlow) &&
+        rx == kernel_tx &&
+        std::chrono::steady_clock::now() - stable_since >= std::chrono::milliseconds(300))
+      break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_GE(kernel_tx + kernel_dropped, static_cast<uint64_t>(kFlows * kPacketsPerFlow));
   d.Signal(SIGTERM);
   ASSERT_EQ(d.Wait(30), 0) << d.Output();
   const std::string out = d.Output();
