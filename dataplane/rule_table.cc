@@ -93,10 +93,10 @@ bool EntryBefore(const Entry& a, const Entry& b) {
   return a.priority != b.priority ? a.priority > b.priority : a.id < b.id;
 }
 
-// Hot fields first: the small map's header (ctrl/slots pointers), the word
-// indexes and the packed mask words are in the first two cache lines, so
-// probing a subtable of <= 3 words touches those plus the map's control
-// bytes.  The rest is control-plane only (and the big map).
+// Hot fields first: both maps' headers (ctrl/slots pointers), the word
+// indexes and the first packed mask words are in the first two cache lines,
+// so probing a subtable touches those (and, past 5 words, the rest of the
+// mask) plus the map's control bytes.  The rest is control-plane only.
 struct alignas(64) Subtable {
   explicit Subtable(const Flow& m) : mask(m) {
     for (int i = 0; i < kFlowWords; ++i) {
@@ -135,12 +135,14 @@ struct alignas(64) Subtable {
     return priority_counts.empty() ? 0 : priority_counts.rbegin()->first;
   }
 
-  // First two cache lines: what Lookup reads (Lookup prefetches both).
+  // First two cache lines: what Lookup reads (it prefetches both).  Bytes
+  // 0-39 the small map's header, 40-49 the word indexes, 56-95 the big map's
+  // header, then the packed mask (a <= 3-word shape's within line 2).
   absl::flat_hash_map<PackedKey<kSmallKeyWords>, Bucket, PackedKeyHash> small_buckets;
   std::array<uint8_t, kFlowWords> word_index{};
   uint8_t n_words = 0;
-  std::array<uint64_t, kFlowWords> packed_mask{};  // first n_words valid
   absl::flat_hash_map<PackedKey<kFlowWords>, Bucket, PackedKeyHash> big_buckets;
+  std::array<uint64_t, kFlowWords> packed_mask{};  // first n_words valid
   Flow mask;
   absl::btree_map<uint32_t, uint32_t> priority_counts;
   size_t entries = 0;

@@ -766,6 +766,11 @@ std::vector<absl::StatusOr<BatchResult>> DpdkDataplane::ApplyBatches(
   if (next && next->table.generation() + d.shadow_pending.size() ==
                   cur->table.generation()) {
     for (const std::vector<RuleOp>& b : d.shadow_pending) next->table.ReplayBatch(b);
+    // Cheap check that the pair did not diverge (cannot happen): a copy
+    // of the published table replaces a shadow that disagrees.
+    const RuleTableStats a = next->table.Stats(), b = cur->table.Stats();
+    if (a.rules != b.rules || a.entries != b.entries || a.subtables != b.subtables)
+      next.reset();
   } else {
     next.reset();  // out of step (cannot happen): copied below
   }
