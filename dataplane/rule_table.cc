@@ -275,7 +275,9 @@ struct RuleTable::Impl {
   // Removes a present rule.
   void RemoveRule(uint64_t id);
   // Re-sorts order_ after a batch (drops nothing: empty subtables are erased
-  // by RemoveRule).
+  // by RemoveRule), when order_dirty says a subtable came or went or a
+  // subtable's max priority changed.  A stream of rules into existing
+  // subtables below their top priority leaves the order as it is.
   void RebuildOrder();
 
   RuleTableLimits limits;
@@ -288,6 +290,7 @@ struct RuleTable::Impl {
   std::vector<uint64_t> IdsWithCookie(uint64_t cookie) const;
   absl::flat_hash_map<Flow, std::unique_ptr<Subtable>, FlowHash> by_mask;
   Subtable* last_subtable = nullptr;  // SubtableFor's cache (or null)
+  bool order_dirty = false;           // order_ needs RebuildOrder
   std::vector<OrderSlot> order;
 };
 
@@ -298,7 +301,10 @@ Subtable& RuleTable::Impl::SubtableFor(const Flow& mask) {
     if (diff == 0) return *last_subtable;
   }
   std::unique_ptr<Subtable>& st = by_mask[mask];
-  if (st == nullptr) st = std::make_unique<Subtable>(mask);
+  if (st == nullptr) {
+    st = std::make_unique<Subtable>(mask);
+    order_dirty = true;
+  }
   last_subtable = st.get();
   return *st;
 }
@@ -328,6 +334,7 @@ void RuleTable::Impl::AddRule(const Rule& r) {
       Bucket& bucket = buckets[key];
       bucket.insert(std::lower_bound(bucket.begin(), bucket.end(), e, EntryBefore), e);
     });
+    if (rule->priority > st->MaxPriority()) order_dirty = true;
     ++st->priority_counts[rule->priority];
     ++st->entries;
     ++n;
@@ -351,11 +358,15 @@ void RuleTable::Impl::RemoveRule(uint64_t id) {
       if (bucket.empty()) buckets.erase(b);
     });
     auto pc = st.priority_counts.find(rule.priority);
-    if (--pc->second == 0) st.priority_counts.erase(pc);
+    if (--pc->second == 0) {
+      if (rule.priority == st.MaxPriority()) order_dirty = true;
+      st.priority_counts.erase(pc);
+    }
     --st.entries;
     if (st.entries == 0) {
       if (last_subtable == &st) last_subtable = nullptr;
       by_mask.erase(st_it);
+      order_dirty = true;
     }
     ++n;
   });
@@ -370,6 +381,8 @@ void RuleTable::Impl::RemoveRule(uint64_t id) {
 }
 
 void RuleTable::Impl::RebuildOrder() {
+  if (!order_dirty) return;
+  order_dirty = false;
   order.clear();
   order.reserve(by_mask.size());
   for (const auto& [mask, st] : by_mask)

@@ -317,6 +317,39 @@ TEST(RuleTableTest, MaxPriorityFollowsDeletes) {
   EXPECT_THAT(t.DebugString(), Not(HasSubstr("max_priority=100")));
 }
 
+// The subtable order is rebuilt only when it may have changed: a rule above
+// its subtable's top priority is such a change (a stale order would stop
+// the walk before the subtable that now holds the winner).
+TEST(RuleTableTest, MaxPriorityFollowsInserts) {
+  // Subtable X (ipv4_src /32) holds 10; subtable Y (ipv4_dst /8) holds 20.
+  Rule x10 = V4Rule(1, 10);
+  x10.match.SetExact(Field::kIpv4Src, 0x0a000001);
+  Rule y20 = V4Rule(2, 20);
+  y20.match.SetMasked(Field::kIpv4Dst, 0x14000000, Prefix32(8));
+  RuleTable t;
+  ApplyOk(&t, {RuleOp::Insert(x10), RuleOp::Insert(y20)});
+  const Flow key = V4Key(0x0a000002, 0x14000001);
+  Flow wc;
+  EXPECT_EQ(IdOf(t.Lookup(key, &wc)), 2u);
+  // Into X, above both: X must now be walked first.
+  Rule x30 = V4Rule(3, 30);
+  x30.match.SetExact(Field::kIpv4Src, 0x0a000002);
+  ApplyOk(&t, {RuleOp::Insert(x30)});
+  int visited = 0;
+  wc = Flow{};
+  EXPECT_EQ(IdOf(t.Lookup(key, &wc, &visited)), 3u);
+  EXPECT_EQ(visited, 1);  // X (max 30) first; Y (max 20) cannot win: not probed
+  EXPECT_THAT(t.DebugString(), HasSubstr("max_priority=30"));
+  // Into X below its top: nothing to reorder, answers unchanged.
+  Rule x5 = V4Rule(4, 5);
+  x5.match.SetExact(Field::kIpv4Src, 0x0a000003);
+  ApplyOk(&t, {RuleOp::Insert(x5)});
+  wc = Flow{};
+  EXPECT_EQ(IdOf(t.Lookup(key, &wc)), 3u);
+  wc = Flow{};
+  EXPECT_EQ(IdOf(t.Lookup(V4Key(0x0a000003, 0x14000001), &wc)), 2u);
+}
+
 TEST(RuleTableTest, PortRangesExpandAndMatchAtTheEdges) {
   Rule r = V4Rule(1, 10);
   r.match.tp_src = {1, 65534};
