@@ -86,6 +86,18 @@ Rule V4Rule(uint64_t id, uint32_t priority) {
   return r;
 }
 
+// V4Rule matching ipv4_src exactly / ipv4_dst under a /len prefix.
+Rule SrcRule(uint64_t id, uint32_t priority, uint32_t src) {
+  Rule r = V4Rule(id, priority);
+  r.match.SetExact(Field::kIpv4Src, src);
+  return r;
+}
+Rule DstRule(uint64_t id, uint32_t priority, uint32_t dst, int len) {
+  Rule r = V4Rule(id, priority);
+  r.match.SetMasked(Field::kIpv4Dst, dst, Prefix32(len));
+  return r;
+}
+
 Flow V4Key(uint32_t src, uint32_t dst, uint16_t sp = 1000, uint16_t dp = 80,
            uint8_t proto = kIpProtoTcp, uint32_t in_port = 1) {
   return MakeFiveTupleKey(src, dst, sp, dp, proto, in_port).ToFlow();
@@ -254,10 +266,8 @@ TEST(RuleTableTest, SameMatchSharesABucket) {
 }
 
 TEST(RuleTableTest, EarlyStopAndMegaflowMask) {
-  Rule high = V4Rule(1, 100);
-  high.match.SetExact(Field::kIpv4Src, 0x0a000001);
-  Rule low = V4Rule(2, 1);
-  low.match.SetMasked(Field::kIpv4Dst, 0x14000000, Prefix32(8));
+  Rule high = SrcRule(1, 100, 0x0a000001);
+  Rule low = DstRule(2, 1, 0x14000000, 8);
   RuleTable t;
   ApplyOk(&t, {RuleOp::Insert(high), RuleOp::Insert(low)});
 
@@ -294,12 +304,9 @@ TEST(RuleTableTest, EarlyStopAndMegaflowMask) {
 TEST(RuleTableTest, MaxPriorityFollowsDeletes) {
   // Subtable X (ipv4_src /32) holds priorities 100 and 1; subtable Y
   // (ipv4_dst /8) holds 50.
-  Rule x100 = V4Rule(1, 100);
-  x100.match.SetExact(Field::kIpv4Src, 0x0a000001);
-  Rule x1 = V4Rule(2, 1);
-  x1.match.SetExact(Field::kIpv4Src, 0x0a000002);
-  Rule y50 = V4Rule(3, 50);
-  y50.match.SetMasked(Field::kIpv4Dst, 0x14000000, Prefix32(8));
+  Rule x100 = SrcRule(1, 100, 0x0a000001);
+  Rule x1 = SrcRule(2, 1, 0x0a000002);
+  Rule y50 = DstRule(3, 50, 0x14000000, 8);
   RuleTable t;
   ApplyOk(&t, {RuleOp::Insert(x100), RuleOp::Insert(x1), RuleOp::Insert(y50)});
   const Flow key = V4Key(0x0a000002, 0x14000001);
@@ -322,18 +329,15 @@ TEST(RuleTableTest, MaxPriorityFollowsDeletes) {
 // the walk before the subtable that now holds the winner).
 TEST(RuleTableTest, MaxPriorityFollowsInserts) {
   // Subtable X (ipv4_src /32) holds 10; subtable Y (ipv4_dst /8) holds 20.
-  Rule x10 = V4Rule(1, 10);
-  x10.match.SetExact(Field::kIpv4Src, 0x0a000001);
-  Rule y20 = V4Rule(2, 20);
-  y20.match.SetMasked(Field::kIpv4Dst, 0x14000000, Prefix32(8));
+  Rule x10 = SrcRule(1, 10, 0x0a000001);
+  Rule y20 = DstRule(2, 20, 0x14000000, 8);
   RuleTable t;
   ApplyOk(&t, {RuleOp::Insert(x10), RuleOp::Insert(y20)});
   const Flow key = V4Key(0x0a000002, 0x14000001);
   Flow wc;
   EXPECT_EQ(IdOf(t.Lookup(key, &wc)), 2u);
   // Into X, above both: X must now be walked first.
-  Rule x30 = V4Rule(3, 30);
-  x30.match.SetExact(Field::kIpv4Src, 0x0a000002);
+  Rule x30 = SrcRule(3, 30, 0x0a000002);
   ApplyOk(&t, {RuleOp::Insert(x30)});
   int visited = 0;
   wc = Flow{};
@@ -341,8 +345,7 @@ TEST(RuleTableTest, MaxPriorityFollowsInserts) {
   EXPECT_EQ(visited, 1);  // X (max 30) first; Y (max 20) cannot win: not probed
   EXPECT_THAT(t.DebugString(), HasSubstr("max_priority=30"));
   // Into X below its top: nothing to reorder, answers unchanged.
-  Rule x5 = V4Rule(4, 5);
-  x5.match.SetExact(Field::kIpv4Src, 0x0a000003);
+  Rule x5 = SrcRule(4, 5, 0x0a000003);
   ApplyOk(&t, {RuleOp::Insert(x5)});
   wc = Flow{};
   EXPECT_EQ(IdOf(t.Lookup(key, &wc)), 3u);
