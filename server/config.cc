@@ -434,7 +434,7 @@ std::string DescribeConfig(const DaemonConfig& c) {
     absl::StrAppend(&s, "port ", p.number, ": ", p.device,
                     p.devargs.empty() ? "" : "," + p.devargs,
                     p.poll ? absl::StrCat(" rx_queues ", p.rx_queues) : " tx-only",
-                    " rss ", p.rss ? "on" : "off", "\n");
+                    " rss ", p.rss ? "true" : "false", "\n");
   absl::StrAppend(&s, "rules: ", c.rules_file.empty() ? "(none)" : c.rules_file,
                   " format ", c.rules_format, "\n");
   absl::StrAppend(&s, "metrics: ",  // metrics (issue 7)
