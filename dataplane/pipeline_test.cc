@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "tests/common/random_rules.h"
 #include "tests/common/reference_classifier.h"
+#include "tests/common/rule_builders.h"
 
 namespace flowclass {
 namespace {
@@ -227,11 +228,7 @@ TEST(Pipeline, NoTableMeansNoMatchAndNothingCachedWrongly) {
   EXPECT_EQ((*p)->stats().no_match, 1u);
 
   // Now a table that matches: the "no rule" megaflow must not survive.
-  Rule r;
-  r.id = 7;
-  r.priority = 1;
-  r.match.SetExact(Field::kEthType, kEthTypeIpv4);
-  r.action = Action::Output(3);
+  const Rule r = Ipv4Rule(7, 1, Action::Output(3));
   RuleTable t;
   ASSERT_TRUE(t.ApplyBatch({RuleOp::Insert(r)}).ok());
   (*p)->SetRuleTable(&t);
@@ -243,16 +240,8 @@ TEST(Pipeline, NoTableMeansNoMatchAndNothingCachedWrongly) {
 
 TEST(Pipeline, RevalidationKeepsUnaffectedMegaflows) {
   // Two disjoint rules; changing one must not evict the other's megaflow.
-  Rule a, b;
-  a.id = 1;
-  a.priority = 10;
-  a.match.SetExact(Field::kEthType, kEthTypeIpv4);
-  a.match.SetMasked(Field::kIpv4Src, 0x0a000000, 0xff000000);
-  a.action = Action::Output(1);
-  b = a;
-  b.id = 2;
-  b.match.SetMasked(Field::kIpv4Src, 0x0b000000, 0xff000000);
-  b.action = Action::Output(2);
+  const Rule a = Ipv4SrcRule(1, 10, 0x0a000000, 8, Action::Output(1));
+  const Rule b = Ipv4SrcRule(2, 10, 0x0b000000, 8, Action::Output(2));
   RuleTable t1;
   ASSERT_TRUE(t1.ApplyBatch({RuleOp::Insert(a), RuleOp::Insert(b)}).ok());
   PipelineConfig cfg;
@@ -293,12 +282,7 @@ TEST(Pipeline, RevalidationKeepsUnaffectedMegaflows) {
 // Trace reports the layer ProcessBurst would use, the megaflow and the
 // subtables it would probe, and moves no counter and no cache.
 TEST(Pipeline, TraceFollowsTheLayersAndCountsNothing) {
-  Rule a;
-  a.id = 1;
-  a.priority = 10;
-  a.match.SetExact(Field::kEthType, kEthTypeIpv4);
-  a.match.SetMasked(Field::kIpv4Src, 0x0a000000, 0xff000000);
-  a.action = Action::Output(1);
+  const Rule a = Ipv4SrcRule(1, 10, 0x0a000000, 8, Action::Output(1));
   RuleTable table;
   ASSERT_TRUE(table.ApplyBatch({RuleOp::Insert(a)}).ok());
   const FlowKey k1 = MakeFiveTupleKey(0x0a000001, 1, 1, 1, 6);

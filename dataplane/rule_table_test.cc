@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "tests/common/random_rules.h"
 #include "tests/common/reference_classifier.h"
+#include "tests/common/rule_builders.h"
 
 // Counts heap allocations so LookupAllocatesNothing can check the hot path.
 namespace {
@@ -73,29 +74,15 @@ std::vector<Rule> Snapshot(const RuleTable& t) {
   return out;
 }
 
-uint32_t Prefix32(int len) {
-  return len == 0 ? 0 : static_cast<uint32_t>(~uint64_t{0} << (32 - len));
-}
-
+// The rule builders of tests/common with output:<id>.
 Rule V4Rule(uint64_t id, uint32_t priority) {
-  Rule r;
-  r.id = id;
-  r.priority = priority;
-  r.match.SetExact(Field::kEthType, kEthTypeIpv4);
-  r.action = Action::Output(static_cast<uint32_t>(id));
-  return r;
+  return Ipv4Rule(id, priority, Action::Output(static_cast<uint32_t>(id)));
 }
-
-// V4Rule matching ipv4_src exactly / ipv4_dst under a /len prefix.
 Rule SrcRule(uint64_t id, uint32_t priority, uint32_t src) {
-  Rule r = V4Rule(id, priority);
-  r.match.SetExact(Field::kIpv4Src, src);
-  return r;
+  return Ipv4SrcRule(id, priority, src, 32, Action::Output(static_cast<uint32_t>(id)));
 }
 Rule DstRule(uint64_t id, uint32_t priority, uint32_t dst, int len) {
-  Rule r = V4Rule(id, priority);
-  r.match.SetMasked(Field::kIpv4Dst, dst, Prefix32(len));
-  return r;
+  return Ipv4DstRule(id, priority, dst, len, Action::Output(static_cast<uint32_t>(id)));
 }
 
 Flow V4Key(uint32_t src, uint32_t dst, uint16_t sp = 1000, uint16_t dp = 80,

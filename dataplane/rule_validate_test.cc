@@ -9,6 +9,7 @@
 #include "dataplane/rule.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/rule_builders.h"
 
 namespace flowclass {
 namespace {
@@ -17,15 +18,7 @@ using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
 // A valid IPv4 rule: eth_type=0x0800, ipv4_src=10.0.0.0/8, output:1.
-Rule BaseV4() {
-  Rule r;
-  r.id = 1;
-  r.priority = 10;
-  r.match.SetExact(Field::kEthType, kEthTypeIpv4);
-  r.match.SetMasked(Field::kIpv4Src, 0x0a000000, 0xff000000);
-  r.action = Action::Output(1);
-  return r;
-}
+Rule BaseV4() { return Ipv4SrcRule(1, 10, 0x0a000000, 8, Action::Output(1)); }
 
 Rule BaseL2() {
   Rule r;

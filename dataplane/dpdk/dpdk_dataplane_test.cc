@@ -25,6 +25,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/common/packet_builder.h"
+#include "tests/common/rule_builders.h"
 
 namespace flowclass {
 namespace {
@@ -148,17 +149,6 @@ int Expected(const std::vector<Rule>& rules, Flow key, uint32_t in_port) {
   return static_cast<int>(best->action.port);
 }
 
-Rule DstPrefixRule(uint64_t id, uint32_t prio, uint32_t dst, int len, Action a) {
-  Rule r;
-  r.id = id;
-  r.priority = prio;
-  r.match.SetExact(Field::kEthType, kEthTypeIpv4);
-  const uint64_t mask = len == 0 ? 0 : (0xffffffffull << (32 - len)) & 0xffffffffull;
-  r.match.SetMasked(Field::kIpv4Dst, dst & mask, mask);
-  r.action = a;
-  return r;
-}
-
 PortOptions Port(uint32_t number, const std::string& device, bool poll = true,
                  int rx_queues = 1) {
   PortOptions p;
@@ -207,14 +197,14 @@ TEST(DpdkDataplaneTest, ForwardsByRulesAndAccountsForEveryPacket) {
   ASSERT_TRUE(dp.ok()) << dp.status();
 
   std::vector<Rule> rules = {
-      DstPrefixRule(1, 100, 0x0a000000, 16, Action::Output(2)),
-      DstPrefixRule(2, 80, 0x0a010000, 16, Action::Drop()),
-      DstPrefixRule(3, 70, 0x0a020000, 16, Action::Output(9)),  // no port 9
-      DstPrefixRule(4, 60, 0x0a000000, 12, Action::Output(3)),
-      DstPrefixRule(5, 50, 0x0a000000, 8, Action::Output(1)),  // back out of port 1
+      Ipv4DstRule(1, 100, 0x0a000000, 16, Action::Output(2)),
+      Ipv4DstRule(2, 80, 0x0a010000, 16, Action::Drop()),
+      Ipv4DstRule(3, 70, 0x0a020000, 16, Action::Output(9)),  // no port 9
+      Ipv4DstRule(4, 60, 0x0a000000, 12, Action::Output(3)),
+      Ipv4DstRule(5, 50, 0x0a000000, 8, Action::Output(1)),  // back out of port 1
   };
   // Higher priority rule on a sub-prefix of rule 1 (overlap).
-  rules.push_back(DstPrefixRule(6, 200, 0x0a000100, 24, Action::Output(3)));
+  rules.push_back(Ipv4DstRule(6, 200, 0x0a000100, 24, Action::Output(3)));
   std::vector<RuleOp> ops;
   for (const Rule& r : rules) ops.push_back(RuleOp::Insert(r));
   auto applied = (*dp)->ApplyBatch(ops);
@@ -334,7 +324,7 @@ TEST(DpdkDataplaneTest, UpdateStormAcksMeanNewRulesEverywhere) {
   // The flipping flow and its rule (id 1, highest priority).
   const Flow flip_flow = UdpFlow(0xc0a80001, 0x0a03ff01, 4000, 53);
   auto flip_rule = [](int k) {
-    return DstPrefixRule(1, 1000, 0x0a03ff01, 32, Action::Output(k % 2 ? 3 : 2));
+    return Ipv4DstRule(1, 1000, 0x0a03ff01, 32, Action::Output(k % 2 ? 3 : 2));
   };
   std::map<uint64_t, Rule> mirror;  // the test's own copy of the rule set
   mirror[1] = flip_rule(0);
@@ -346,7 +336,7 @@ TEST(DpdkDataplaneTest, UpdateStormAcksMeanNewRulesEverywhere) {
     return v;
   };
   // A catch-all that is never touched, so most traffic is forwarded.
-  mirror[2] = DstPrefixRule(2, 0, 0x0a000000, 8, Action::Output(1));
+  mirror[2] = Ipv4DstRule(2, 0, 0x0a000000, 8, Action::Output(1));
   auto r0 = dp.ApplyBatch({RuleOp::Insert(mirror[1]), RuleOp::Insert(mirror[2])});
   ASSERT_TRUE(r0.ok());
   by_gen.push_back(snapshot());
@@ -437,7 +427,7 @@ TEST(DpdkDataplaneTest, UpdateStormAcksMeanNewRulesEverywhere) {
       const int len = 14 + static_cast<int>(rng() % 11);
       const uint32_t prio = 1 + rng() % 500;
       if (what == 0 || mirror.size() < 4) {
-        Rule r = DstPrefixRule(next_id++, prio, dst, len, a);
+        Rule r = Ipv4DstRule(next_id++, prio, dst, len, a);
         if (rng() % 3 == 0) r.match.tp_dst = {100, static_cast<uint16_t>(100 + rng() % 3000)};
         mirror[r.id] = r;
         ops.push_back(RuleOp::Insert(r));
@@ -453,7 +443,7 @@ TEST(DpdkDataplaneTest, UpdateStormAcksMeanNewRulesEverywhere) {
           mirror.erase(it);
           ops.push_back(RuleOp::Delete(id));
         } else {
-          Rule r = DstPrefixRule(id, prio, dst, len, a);
+          Rule r = Ipv4DstRule(id, prio, dst, len, a);
           mirror[id] = r;
           ops.push_back(RuleOp::Replace(r));
         }
@@ -617,8 +607,8 @@ TEST(DpdkDataplaneTest, RuntimeConfigAndRejectedBatches) {
   EXPECT_EQ((*dp)->SetConfig("nope", "8").code(), absl::StatusCode::kNotFound);
   EXPECT_EQ((*dp)->GetConfig().at("pmd.lcores"), "3");
 
-  ASSERT_TRUE((*dp)->ApplyBatch({RuleOp::Insert(DstPrefixRule(1, 1, 0, 0, Action::Drop()))}).ok());
-  auto bad = (*dp)->ApplyBatch({RuleOp::Insert(DstPrefixRule(2, 1, 0, 0, Action::Drop())),
+  ASSERT_TRUE((*dp)->ApplyBatch({RuleOp::Insert(Ipv4DstRule(1, 1, 0, 0, Action::Drop()))}).ok());
+  auto bad = (*dp)->ApplyBatch({RuleOp::Insert(Ipv4DstRule(2, 1, 0, 0, Action::Drop())),
                                 RuleOp::Delete(77)});
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ((*dp)->generation(), 1u);
@@ -644,7 +634,7 @@ TEST(DpdkDataplaneTest, GroupCommitAppliesEachBatchAndPublishesOnce) {
   ASSERT_TRUE(dp.ok()) << dp.status();
   ASSERT_TRUE((*dp)->Start().ok());
   const uint32_t dst = 0x0a000001;
-  const Rule to2 = DstPrefixRule(1, 10, dst, 32, Action::Output(2));
+  const Rule to2 = Ipv4DstRule(1, 10, dst, 32, Action::Output(2));
   Rule to3 = to2;
   to3.action = Action::Output(3);
   // Ports the next 50 packets of the flow leave by.
@@ -671,9 +661,9 @@ TEST(DpdkDataplaneTest, GroupCommitAppliesEachBatchAndPublishesOnce) {
   // The group: a rejected batch, an unrelated insert, the replace that
   // sends the flow to port 3 (its change set is the group's second: the
   // PMD must revalidate against all of them merged), an empty batch.
-  const std::vector<RuleOp> b1 = {RuleOp::Insert(DstPrefixRule(5, 1, 0, 0, Action::Drop())),
+  const std::vector<RuleOp> b1 = {RuleOp::Insert(Ipv4DstRule(5, 1, 0, 0, Action::Drop())),
                                   RuleOp::Delete(77)};  // rejected: unknown id
-  const std::vector<RuleOp> b2 = {RuleOp::Insert(DstPrefixRule(6, 2, 0, 8, Action::Drop()))};
+  const std::vector<RuleOp> b2 = {RuleOp::Insert(Ipv4DstRule(6, 2, 0, 8, Action::Drop()))};
   const std::vector<RuleOp> b3 = {RuleOp::Replace(to3)};
   const std::vector<RuleOp> b4 = {};
   const absl::Span<const RuleOp> group[] = {b1, b2, b3, b4};
@@ -718,14 +708,14 @@ TEST(DpdkDataplaneTest, GroupCommitAppliesEachBatchAndPublishesOnce) {
   // Two more groups: each first replays the previous group on the shadow
   // (three batches, then two), so both sides of the pair must stay exact.
   const std::vector<RuleOp> c0 = {RuleOp::Delete(6)};
-  const std::vector<RuleOp> c1 = {RuleOp::Insert(DstPrefixRule(7, 3, 0, 16, Action::Drop()))};
+  const std::vector<RuleOp> c1 = {RuleOp::Insert(Ipv4DstRule(7, 3, 0, 16, Action::Drop()))};
   const absl::Span<const RuleOp> group2[] = {c0, c1};
   for (const auto& r : (*dp)->ApplyBatches(group2)) ASSERT_TRUE(r.ok()) << r.status();
   const std::vector<RuleOp> d0 = {RuleOp::Delete(7)};
   const absl::Span<const RuleOp> group3[] = {d0};
   for (const auto& r : (*dp)->ApplyBatches(group3)) ASSERT_TRUE(r.ok()) << r.status();
   // Twice more single batches so that each side has been brought level.
-  ASSERT_TRUE((*dp)->ApplyBatch({RuleOp::Insert(DstPrefixRule(8, 4, 0, 24, Action::Drop()))}).ok());
+  ASSERT_TRUE((*dp)->ApplyBatch({RuleOp::Insert(Ipv4DstRule(8, 4, 0, 24, Action::Drop()))}).ok());
   ASSERT_TRUE((*dp)->ApplyBatch({RuleOp::Delete(8)}).ok());
   std::vector<uint64_t> ids;
   for (const Rule& r : (*dp)->ListRules()) ids.push_back(r.id);
@@ -747,7 +737,7 @@ TEST(DpdkDataplaneTest, PipelineSettingsReachTheRunningPmds) {
   auto dp = DpdkDataplane::Create(o);
   ASSERT_TRUE(dp.ok()) << dp.status();
   ASSERT_TRUE((*dp)->ApplyBatch({RuleOp::Insert(
-                   DstPrefixRule(1, 1, 0x0a000000, 8, Action::Output(2)))})
+                   Ipv4DstRule(1, 1, 0x0a000000, 8, Action::Output(2)))})
                   .ok());
   ASSERT_TRUE((*dp)->Start().ok());
 
