@@ -172,6 +172,7 @@ void Pipeline::SetSmcEnabled(bool on) {
 }
 
 void Pipeline::SetCdMode(CdMode mode) {
+  if (mode == config_.cd.mode) return;  // keeps the auto controller's streak
   config_.cd.mode = mode;
   if (cd_ctl_.SetMode(mode) == CdTransition::kTurnedOn) cd_->Flush();
 }
@@ -400,6 +401,7 @@ absl::Status Pipeline::SetLookupPriority(std::string_view name,
 }
 
 void Pipeline::SetLookupPriorities(const LookupPriorities& priorities) {
+  if (priorities == config_.dpcls.lookup) return;  // nothing to re-select
   dpcls_->SetLookupPriorities(priorities);
   config_.dpcls.lookup = dpcls_->lookup_priorities();
 }

@@ -102,8 +102,9 @@ struct alignas(64) SnapshotMailbox {
 // (holding apply_mu) writes Impl::knobs, bumps Impl::knobs_version (release)
 // and waits until every live PMD has stored that version in `knobs_ack`; a
 // PMD applies `knobs` to its Pipeline at the top of an iteration when it
-// sees a new version (acquire).  The writer never writes `knobs` before the
-// previous version is acknowledged, so the two never touch it at once.
+// sees a new version (acquire).  The writer never writes `knobs` before every
+// live PMD has acknowledged the previous version (SetKnob checks, also after
+// a request that timed out), so the two never touch it at once.
 struct PipelineKnobs {
   uint32_t emc_insert_inv_prob = 100;
   bool smc = false;
@@ -130,7 +131,6 @@ struct RxQueue {
 struct PortState {
   PortOptions opts;
   uint16_t eth_port = 0;
-  uint16_t rx_queues = 0;
   uint64_t rss_hf = 0;  // RSS hash functions configured (0: no RSS)
   bool probed_by_us = false;  // detach on destruction
   bool started = false;
@@ -214,7 +214,9 @@ struct DpdkDataplane::Impl {
   std::vector<std::vector<RuleOp>> shadow_pending;  // batches, in order
   // Run-time pipeline settings (see KnobsMailbox): written under apply_mu.
   PipelineKnobs knobs;
-  std::atomic<uint64_t> knobs_version{0};
+  // Read by every PMD every iteration: a line of its own, away from the
+  // mutexes the control thread takes on every scrape.
+  alignas(64) std::atomic<uint64_t> knobs_version{0};
   mutable std::mutex snap_mu;  // metrics: one snapshot request at a time
 
   struct Pmd {
@@ -321,9 +323,7 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
       pipeline.SetSmcEnabled(knobs.smc);
       pipeline.SetCdMode(knobs.cd);
       pipeline.SetRankingIntervalMs(knobs.ranking_interval_ms);
-      if (!(pipeline.lookup_priorities() == knobs.lookup)) {
-        pipeline.SetLookupPriorities(knobs.lookup);
-      }
+      pipeline.SetLookupPriorities(knobs.lookup);
       knobs_seen = kv;
       pmd.knobs_box->ack.store(kv, std::memory_order_release);
     }
@@ -622,7 +622,6 @@ absl::StatusOr<std::unique_ptr<DpdkDataplane>> DpdkDataplane::Create(
           (RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP | RTE_ETH_RSS_UDP) &
           info.flow_type_rss_offloads;
     }
-    ps.rx_queues = nrx;
     ps.rss_hf = conf.rx_adv_conf.rss_conf.rss_hf;
     rc = rte_eth_dev_configure(ps.eth_port, nrx, n_pmds, &conf);
     if (rc != 0) return DpdkError(where + ": rte_eth_dev_configure", rc);
@@ -731,7 +730,9 @@ std::vector<std::pair<uint32_t, int>> DpdkDataplane::RxQueuesOf(int pmd) const {
 std::vector<DpdkPortInfo> DpdkDataplane::Ports() const {
   std::vector<DpdkPortInfo> r;
   for (const PortState& ps : impl_->ports)
-    r.push_back(DpdkPortInfo{ps.opts.number, ps.opts.device, ps.rx_queues, ps.rss_hf});
+    r.push_back(DpdkPortInfo{ps.opts.number, ps.opts.device,
+                             static_cast<uint16_t>(ps.opts.poll ? ps.opts.rx_queues : 0),
+                             ps.rss_hf});
   return r;
 }
 
@@ -760,30 +761,31 @@ std::vector<absl::StatusOr<BatchResult>> DpdkDataplane::ApplyBatches(
   const PublishedTable* cur = d.publisher->Current();
   // Bring the shadow level with `cur` by replaying the batches published
   // last time, one by one (each was accepted, so each applies again).
-  std::unique_ptr<PublishedTable> next = std::move(d.shadow);
   // ReplayBatch: these batches were validated when they were applied to
-  // `cur`, which held the same rules the shadow holds now.
+  // `cur`, which held the same rules the shadow holds now.  The shadow is
+  // always in step by construction; were it not (cannot happen), replaying
+  // would be undefined, so that is checked first, and after the replay the
+  // counts are compared: a copy of the published table replaces a shadow
+  // that is out of step or disagrees.
+  std::unique_ptr<PublishedTable> next = std::move(d.shadow);
   if (next && next->table.generation() + d.shadow_pending.size() ==
                   cur->table.generation()) {
     for (const std::vector<RuleOp>& b : d.shadow_pending) next->table.ReplayBatch(b);
-    // Cheap check that the pair did not diverge (cannot happen): a copy
-    // of the published table replaces a shadow that disagrees.
     const RuleTableStats a = next->table.Stats(), b = cur->table.Stats();
-    if (a.rules != b.rules || a.entries != b.entries || a.subtables != b.subtables)
+    if (a.generation != b.generation || a.rules != b.rules || a.entries != b.entries ||
+        a.subtables != b.subtables)
       next.reset();
   } else {
-    next.reset();  // out of step (cannot happen): copied below
+    next.reset();
   }
   d.shadow_pending.clear();
-  if (!next || next->table.generation() != cur->table.generation()) {
-    next = std::make_unique<PublishedTable>(cur->table, cur->generation);
-  }
+  if (!next) next = std::make_unique<PublishedTable>(cur->table, cur->generation);
   RuleChangeSet changes;
   std::vector<std::vector<RuleOp>> applied;
   for (absl::Span<const RuleOp> ops : batches) {
     if (ops.empty()) {  // nothing to apply: the generation so far
       BatchResult r;
-      r.generation = applied.empty() ? cur->generation : next->table.generation();
+      r.generation = next->table.generation();
       results.push_back(r);
       continue;
     }
@@ -1017,8 +1019,12 @@ std::map<std::string, std::string> DpdkDataplane::GetConfig() const {
     absl::StrAppend(out, p.opts.number, "=", p.opts.device);
   });
   // Run-time pipeline settings (every PMD runs with these once SetConfig
-  // returned).
-  const PipelineKnobs& k = d.knobs;
+  // returned).  SetKnob writes them under apply_mu.
+  PipelineKnobs k;
+  {
+    std::lock_guard<std::mutex> lock(impl_->apply_mu);
+    k = d.knobs;
+  }
   m["pipeline.emc_insert_inv_prob"] = absl::StrCat(k.emc_insert_inv_prob);
   m["pipeline.smc"] = k.smc ? "on" : "off";
   m["pipeline.cd"] = std::string(CdModeName(k.cd));
@@ -1103,22 +1109,32 @@ absl::Status DpdkDataplane::Impl::SetKnob(absl::string_view key,
   } else {
     return absl::NotFoundError(absl::StrCat("config key \"", key, "\": unknown"));
   }
-  knobs = k;  // every live PMD acknowledged the previous version
-  const uint64_t version = knobs_version.fetch_add(1, std::memory_order_acq_rel) + 1;
-  const auto deadline = std::chrono::steady_clock::now() + kKnobsWait;
-  for (const Pmd& pmd : pmds) {
-    while (pmd.mailbox->live.load(std::memory_order_acquire) &&
-           pmd.knobs_box->ack.load(std::memory_order_acquire) < version) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        return absl::DeadlineExceededError(absl::StrCat(
-            key, ": PMD ", pmd.index, " did not take the new setting within ",
-            std::chrono::duration_cast<std::chrono::milliseconds>(kKnobsWait).count(),
-            " ms"));
+  // Every live PMD must have taken `version` before `knobs` may change: a
+  // PMD still reading the settings of a request that timed out would race
+  // with the write.
+  auto all_took = [&](uint64_t version, absl::string_view what) -> absl::Status {
+    const auto deadline = std::chrono::steady_clock::now() + kKnobsWait;
+    for (const Pmd& pmd : pmds) {
+      while (pmd.mailbox->live.load(std::memory_order_acquire) &&
+             pmd.knobs_box->ack.load(std::memory_order_acquire) < version) {
+        if (std::chrono::steady_clock::now() > deadline) {
+          return absl::DeadlineExceededError(absl::StrCat(
+              key, ": PMD ", pmd.index, " did not take ", what, " within ",
+              std::chrono::duration_cast<std::chrono::milliseconds>(kKnobsWait).count(),
+              " ms"));
+        }
+        std::this_thread::yield();
       }
-      std::this_thread::yield();
     }
-  }
-  return absl::OkStatus();
+    return absl::OkStatus();
+  };
+  if (absl::Status s = all_took(knobs_version.load(std::memory_order_relaxed),
+                                "the previous setting");
+      !s.ok())
+    return s;
+  knobs = k;
+  return all_took(knobs_version.fetch_add(1, std::memory_order_acq_rel) + 1,
+                  "the new setting");
 }
 
 }  // namespace flowclass
