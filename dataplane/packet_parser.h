@@ -83,9 +83,10 @@ FlowKey ParsePacket(const uint8_t* frame, size_t len, uint32_t in_port);
 // Parses frames[i] (lens[i] bytes) into keys[i] for i in [0, n), 0 <= n <=
 // kMaxBurst; all frames arrived on `in_port`.  keys[n..] are not written.
 // Same result as n ParsePacket calls; prefetches the next frames while
-// parsing the current one.
-void ParseBurst(const uint8_t* const* frames, const uint16_t* lens, int n,
-                uint32_t in_port, FlowKey* keys);
+// parsing the current one.  Returns how many keys carry flags (truncated or
+// malformed frames): the PMD counts them as parse errors.
+int ParseBurst(const uint8_t* const* frames, const uint16_t* lens, int n,
+               uint32_t in_port, FlowKey* keys);
 
 // The dense form of ParsePacket, for tests and control-plane tools.  Stores
 // the outcome flags in *flags when `flags` is non-null.

@@ -862,9 +862,10 @@ TEST(ParseBurstTest, EverySizeMatchesSingleParseAndWritesNoFurther) {
       ASSERT_EQ(keys[i].flags, marker.flags);
     }
   }
-  // The truncated ones are flagged, the others are not.
+  // The truncated ones are flagged, the others are not, and the count of
+  // flagged keys is returned.
   std::vector<FlowKey> keys(kMaxBurst);
-  ParseBurst(ptrs.data(), lens.data(), kMaxBurst, 3, keys.data());
+  EXPECT_EQ(ParseBurst(ptrs.data(), lens.data(), kMaxBurst, 3, keys.data()), kMaxBurst / 4);
   for (int i = 0; i < kMaxBurst; ++i)
     EXPECT_EQ(keys[i].flags, i % 4 == 3 ? kKeyTruncated : 0) << i;
 }

@@ -360,12 +360,11 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
         frames[i] = rte_pktmbuf_mtod(rx[i], const uint8_t*);
         lens[i] = rte_pktmbuf_data_len(rx[i]);
       }  // ParseBurst prefetches the frames it is about to parse
-      ParseBurst(frames, lens, n, q.number, keys);
+      const int parse_errors = ParseBurst(frames, lens, n, q.number, keys);
       pipeline.ProcessBurst(keys, n, verdicts);
 
       int n_drop = 0, n_used = 0;
-      uint64_t rule_drops = 0, no_match = 0, bad_port = 0, parse_errors = 0;
-      for (int i = 0; i < n; ++i) parse_errors += keys[i].flags != 0;
+      uint64_t rule_drops = 0, no_match = 0, bad_port = 0;
       // Common case first: the whole burst goes out of one port (a burst
       // is usually a few flows with the same action), so the rx array is
       // the tx array and nothing is regrouped.
