@@ -102,6 +102,7 @@ void Pipeline::SetRuleTable(const RuleTable* table,
   ++stats_.revalidations;
   if (config_.revalidate && table_ != nullptr) {
     Revalidate(changes);
+    ForgetDeletedRules(changes);
   } else {
     stats_.megaflows_revalidated_out += dpcls_->megaflow_count();
     for (uint32_t k = 0; k < pool_.live(); ++k) {
@@ -148,6 +149,20 @@ void Pipeline::Revalidate(const RuleChangeSet* changes) {
   // Without removals no subtable died, and the 4 MiB flush is skipped.
   // SMC entries are verified on every hit.
   if (removed) cd_->Flush();
+}
+
+// Retired hits of a rule that is gone would grow without bound and be
+// inherited by a later rule that reuses the id.  With a change set only its
+// removed ids can be gone (replaced ones stay: same rule id, hits kept);
+// without one, every retired id is checked against the new table.
+void Pipeline::ForgetDeletedRules(const RuleChangeSet* changes) {
+  if (changes != nullptr) {
+    for (uint64_t id : changes->removed_ids)
+      if (table_->Find(id) == nullptr) retired_rule_hits_.erase(id);
+    return;
+  }
+  absl::erase_if(retired_rule_hits_,
+                 [&](const auto& kv) { return table_->Find(kv.first) == nullptr; });
 }
 
 void Pipeline::RetireHits(const Megaflow& mf) {

@@ -201,6 +201,8 @@ class Pipeline {
   void Revalidate(const RuleChangeSet* changes);
   // Adds a megaflow's hits to retired_rule_hits_ before it is removed.
   void RetireHits(const Megaflow& mf);
+  // Drops the retired hits of rules the new table_ no longer has.
+  void ForgetDeletedRules(const RuleChangeSet* changes);
   void MaybePeriodic();
 
   PipelineConfig config_;

@@ -277,6 +277,23 @@ TEST(Pipeline, RevalidationKeepsUnaffectedMegaflows) {
   EXPECT_EQ((*p)->Snapshot().rule_hits, (Hits{{1, 2}, {2, 2}}));
   (*p)->SetRuleTable(nullptr);  // flush: everything retired, nothing lost
   EXPECT_EQ((*p)->Snapshot().rule_hits, (Hits{{1, 2}, {2, 2}}));
+
+  // A deleted rule's hits go with it, so an id reused later starts at 0:
+  // with a change set (targeted revalidation) and without one (full).
+  RuleTable t3(t2);
+  const std::vector<RuleOp> del = {RuleOp::Delete(1)};
+  const RuleChangeSet del_changes = MakeRuleChangeSet(t2, del);
+  ASSERT_TRUE(t3.ApplyBatch(del).ok());
+  (*p)->SetRuleTable(&t3, &del_changes);
+  EXPECT_EQ((*p)->Snapshot().rule_hits, (Hits{{2, 2}}));
+  RuleTable t4(t3);
+  ASSERT_TRUE(t4.ApplyBatch({RuleOp::Insert(a)}).ok());
+  (*p)->SetRuleTable(&t4);  // no change set
+  EXPECT_EQ((*p)->Snapshot().rule_hits, (Hits{{2, 2}}));
+  RuleTable t5(t4);
+  ASSERT_TRUE(t5.ApplyBatch({RuleOp::Delete(2)}).ok());
+  (*p)->SetRuleTable(&t5);  // full revalidation forgets 2
+  EXPECT_EQ((*p)->Snapshot().rule_hits, Hits{});
 }
 
 // Trace reports the layer ProcessBurst would use, the megaflow and the
