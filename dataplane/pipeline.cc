@@ -290,7 +290,7 @@ PipelineTrace Pipeline::Trace(const FlowKey& key) const {
   }
   if (!mf && cd_ctl_.enabled()) {
     uint16_t sub = 0;
-    if (cd_->LookupBurst(&key, 1, &sub) != 0 && sub < cd_group_size_) {
+    if (cd_->Lookup(key, &sub) && sub < cd_group_size_) {
       t.subtables_visited.push_back(sub);
       if ((mf = dpcls_->TraceSubtable(sub, key)) != nullptr) t.layer = "cd";
     }

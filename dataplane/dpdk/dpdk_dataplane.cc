@@ -906,7 +906,7 @@ absl::StatusOr<TraceResult> DpdkDataplane::Trace(const FlowKey& key) const {
   for (const auto& pmd : impl_->pmds) {
     if (!impl_->AskPmd(pmd, &key)) continue;
     const PipelineTrace& pt = pmd.mailbox->trace;
-    if (t.pmd >= 0 && pt.layer == "upcall") continue;
+    if (t.pmd >= 0 && !pt.has_megaflow) continue;  // "upcall"
     t.pmd = pmd.index;
     t.layer = pt.layer;
     t.megaflow_subtables_visited.assign(pt.subtables_visited.begin(),
