@@ -25,6 +25,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/common/packet_builder.h"
+#include "tests/common/reference_classifier.h"
 #include "tests/common/rule_builders.h"
 
 namespace flowclass {
@@ -142,9 +143,8 @@ uint64_t TagOf(rte_mbuf* m) {
 // The reference classifier: a linear scan.  Returns the output port or -1.
 int Expected(const std::vector<Rule>& rules, Flow key, uint32_t in_port) {
   key.Set(Field::kInPort, in_port);
-  const Rule* best = nullptr;
-  for (const Rule& r : rules)
-    if (r.match.Matches(key) && (!best || RuleBeats(r, *best))) best = &r;
+  const ReferenceClassifier reference(rules);
+  const Rule* best = reference.Lookup(key);
   if (!best || best->action.kind != Action::Kind::kOutput) return -1;
   return static_cast<int>(best->action.port);
 }
@@ -246,14 +246,11 @@ TEST(DpdkDataplaneTest, ForwardsByRulesAndAccountsForEveryPacket) {
   // Per-rule hits: every packet counted once, under its winning rule.
   {
     std::map<uint64_t, uint64_t> want_hits;
+    const ReferenceClassifier reference(rules);
     for (int i = 0; i < kPackets; ++i) {
       Flow k = flows[static_cast<size_t>(i) % flows.size()];
       k.Set(Field::kInPort, 1);
-      const Rule* best = nullptr;
-      for (const Rule& r : rules) {
-        if (r.match.Matches(k) && (!best || RuleBeats(r, *best))) best = &r;
-      }
-      if (best) ++want_hits[best->id];
+      if (const Rule* best = reference.Lookup(k)) ++want_hits[best->id];
     }
     absl::StatusOr<std::vector<RuleHit>> hits = (*dp)->RuleHits();
     ASSERT_TRUE(hits.ok()) << hits.status();

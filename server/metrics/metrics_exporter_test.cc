@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/metrics/test_http.h"
+#include "tests/common/e2e_util.h"
 #include "tests/common/fake_dataplane.h"
 
 namespace flowclass {
@@ -62,13 +63,8 @@ std::pair<int, std::string> PromtoolCheckMetrics(const std::string& text) {
   std::ofstream(in) << text;
   const std::string cmd =
       absl::StrCat(FLOWCLASS_PROMTOOL, " check metrics < ", in, " 2>&1");
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  const int rc = pclose(p);
-  return {WEXITSTATUS(rc), out};
+  const CmdResult r = RunCommand(cmd);
+  return {r.code, r.out};
 }
 
 TEST(MetricsExporterTest, ServesCollectorAndApplyLatencyAndPassesPromtool) {

@@ -28,6 +28,7 @@
 #include "gtest/gtest.h"
 #include "tests/common/packet_builder.h"
 #include "tests/common/e2e_util.h"
+#include "tests/common/reference_classifier.h"
 
 namespace flowclass {
 namespace {
@@ -175,9 +176,8 @@ TEST(GrpcFlowclassdTest, FlowclassctlAgainstARealDaemon) {
   ASSERT_EQ(r.code, 0) << r.out;
   auto key = ParseNativeRule(flow + ",actions=drop", 1);
   ASSERT_TRUE(key.ok());
-  const Rule* best = nullptr;
-  for (const Rule& x : *want)
-    if (x.match.Matches(key->match.value) && (!best || RuleBeats(x, *best))) best = &x;
+  const ReferenceClassifier reference(*want);
+  const Rule* best = reference.Lookup(key->match.value);
   ASSERT_NE(best, nullptr);
   EXPECT_THAT(r.out, HasSubstr(absl::StrCat("rule: id=", best->id, ",")));
   // No frame of the traffic goes to 10.3.x.x: the PMD has nothing cached.
@@ -191,9 +191,7 @@ TEST(GrpcFlowclassdTest, FlowclassctlAgainstARealDaemon) {
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_THAT(r.out, ::testing::ContainsRegex("layer: (emc|smc|cd|megaflow)\npmd: 0\n"));
   const FlowKey k0 = ParsePacket(frames[0].data(), frames[0].size(), 1);
-  best = nullptr;
-  for (const Rule& x : *want)
-    if (x.match.Matches(k0.ToFlow()) && (!best || RuleBeats(x, *best))) best = &x;
+  best = reference.Lookup(k0);
   if (best) {
     EXPECT_THAT(r.out, HasSubstr(absl::StrCat("rule: id=", best->id, ",")));
   } else {

@@ -72,20 +72,6 @@ int FreePort() {
   return ntohs(a.sin_port);
 }
 
-// key=value fields of the first line starting with `prefix`.
-std::map<std::string, double> Fields(const std::string& output, const std::string& prefix) {
-  std::map<std::string, double> m;
-  for (absl::string_view line : absl::StrSplit(output, '\n')) {
-    if (!absl::StartsWith(line, prefix)) continue;
-    for (absl::string_view kv : absl::StrSplit(line, ' ')) {
-      std::pair<std::string, std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
-      double v;
-      if (absl::SimpleAtod(p.second, &v)) m[p.first] = v;
-    }
-    break;
-  }
-  return m;
-}
 
 
 // Prometheus HTTP API client.
@@ -177,12 +163,7 @@ metrics: {enabled: true, address: "127.0.0.1:0", top_subtables: 2}
 )"));
 
   const std::string prefix = absl::StrCat("fcmetrics_", getpid());
-  struct Cleanup {
-    std::string prefix;
-    ~Cleanup() { RemoveEalRuntimeDir(prefix); }
-  } cleanup{prefix};  // runs after `daemon` is gone (declared before it)
-  ChildProcess daemon({kDaemon, "-c", dir.File("d.yaml"), "--file-prefix", prefix},
-                 dir.File("daemon.txt"));
+  EalDaemonProcess daemon(kDaemon, {"-c", dir.File("d.yaml")}, prefix, dir.File("daemon.txt"));
   int metrics_port = 0;
   for (auto end = Clock::now() + std::chrono::seconds(20); Clock::now() < end && !metrics_port;) {
     const std::string out = daemon.Output();
@@ -310,13 +291,13 @@ scrape_configs:
   EXPECT_THAT(out, ::testing::ContainsRegex("megaflows: [1-9][0-9]* in [1-9][0-9]* subtables"));
 
   // PMD 0: every counter exactly as the daemon's final dump says.
-  auto p0 = Fields(out, "final pmd=0");
+  auto p0 = OutputFields(out, "final pmd=0");
   ASSERT_EQ(p0["rx"], kFinitePackets) << out;
   EXPECT_EQ(last(R"(flowclass_pmd_rx_packets_total{pmd="0"})"), p0["rx"]);
   EXPECT_EQ(last(R"(flowclass_pmd_tx_packets_total{pmd="0"})"), p0["tx"]);
-  EXPECT_GT(p0["tx"], 0);
+  EXPECT_GT(p0["tx"], 0u);
   EXPECT_EQ(last(R"(flowclass_pmd_dropped_packets_total{pmd="0",reason="rule"})"), p0["rule_drops"]);
-  EXPECT_GT(p0["rule_drops"], 0);
+  EXPECT_GT(p0["rule_drops"], 0u);
   EXPECT_EQ(last(R"(flowclass_pmd_dropped_packets_total{pmd="0",reason="no_match"})"), p0["no_match"]);
   EXPECT_EQ(last(R"(flowclass_pmd_packets_total{pmd="0",layer="emc"})"), p0["emc_hits"]);
   EXPECT_EQ(last(R"(flowclass_pmd_packets_total{pmd="0",layer="smc"})"), p0["smc_hits"]);
@@ -328,8 +309,8 @@ scrape_configs:
             kFinitePackets);  // the layers add up to every packet
   EXPECT_EQ(last(R"(flowclass_queue_packets_total{pmd="0",port="1",queue="0",direction="rx"})"),
             kFinitePackets);
-  auto port1 = Fields(out, "final port=1");
-  auto port2 = Fields(out, "final port=2");
+  auto port1 = OutputFields(out, "final port=1");
+  auto port2 = OutputFields(out, "final port=2");
   EXPECT_EQ(last(R"(flowclass_port_device_packets_total{port="1",direction="rx"})"),
             port1["dev_ipackets"]);
   EXPECT_EQ(last(R"(flowclass_port_tx_packets_total{port="2"})"), port2["tx"]);
@@ -338,12 +319,12 @@ scrape_configs:
   // PMD 1: the last scrape trails the final counters by what it forwarded
   // after that scrape: at most one scrape interval plus the exporter's
   // shutdown (< 3 s) at the rate Prometheus measured (x2 for jitter).
-  auto p1 = Fields(out, "final pmd=1");
+  auto p1 = OutputFields(out, "final pmd=1");
   const double scraped = last(R"(flowclass_pmd_rx_packets_total{pmd="1"})");
   EXPECT_GE(scraped, before_stop);
   EXPECT_LE(scraped, p1["rx"]);
   EXPECT_LE(p1["rx"] - scraped, 2 * pps_pmd1 * (1 + 3) + 64) << "scraped " << scraped;
-  EXPECT_GT(p1["rx"], 0);
+  EXPECT_GT(p1["rx"], 0u);
 
   prometheus.Signal(SIGTERM);
   EXPECT_EQ(prometheus.Wait(20), 0) << ReadFile(dir.File("prometheus.txt"));
