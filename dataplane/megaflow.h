@@ -33,6 +33,9 @@
 namespace flowclass {
 
 inline constexpr int kMaxBurst = 32;
+
+// The todo map of a burst of its first `n` keys (bit i: key i).
+inline constexpr uint32_t BurstMap(int n) { return n >= 32 ? ~0u : (1u << n) - 1; }
 inline constexpr uint32_t kInvalidIndex = 0xffffffffu;
 
 // What the pipeline decided for one packet.  rule_id 0: no rule matched

@@ -22,10 +22,6 @@ inline uint64_t Cycles() {
 #endif
 }
 
-inline uint32_t BurstMap(int n) {
-  return n >= 32 ? 0xffffffffu : ((1u << n) - 1);
-}
-
 // Check the clock every this many bursts (a clock read per burst of one
 // packet would cost more than the classification).
 constexpr uint32_t kBurstsPerClockCheck = 16;

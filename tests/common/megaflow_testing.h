@@ -43,9 +43,6 @@ inline std::string HashCaseName(const ::testing::TestParamInfo<HashCase>& info) 
   return info.param.name;
 }
 
-// The todo map of a burst of the first `n` keys.
-inline uint32_t BurstMap(int n) { return n >= 32 ? ~0u : (1u << n) - 1; }
-
 // ---- brute-force reference ----
 
 // True when some key matches both megaflows.
