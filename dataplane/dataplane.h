@@ -154,6 +154,16 @@ struct RuleHit {
   uint64_t hits = 0;
 };
 
+// Keys of the run-time pipeline settings (GetConfig / SetConfig), shared by
+// the dataplanes that implement them and the API that names them.
+inline constexpr char kConfigEmcInsertInvProb[] = "pipeline.emc_insert_inv_prob";
+inline constexpr char kConfigSmc[] = "pipeline.smc";
+inline constexpr char kConfigCd[] = "pipeline.cd";
+inline constexpr char kConfigRankingIntervalMs[] = "pipeline.ranking_interval_ms";
+inline constexpr char kConfigForceScalar[] = "dpcls.force_scalar";
+inline constexpr char kConfigLookupPrioPrefix[] = "dpcls.lookup_prio.";
+inline constexpr char kConfigLookupAvailablePrefix[] = "dpcls.lookup_available.";
+
 class Dataplane {
  public:
   virtual ~Dataplane() = default;

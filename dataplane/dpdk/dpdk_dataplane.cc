@@ -1024,16 +1024,16 @@ std::map<std::string, std::string> DpdkDataplane::GetConfig() const {
     std::lock_guard<std::mutex> lock(impl_->apply_mu);
     k = d.knobs;
   }
-  m["pipeline.emc_insert_inv_prob"] = absl::StrCat(k.emc_insert_inv_prob);
-  m["pipeline.smc"] = k.smc ? "on" : "off";
-  m["pipeline.cd"] = std::string(CdModeName(k.cd));
-  m["pipeline.ranking_interval_ms"] = absl::StrCat(k.ranking_interval_ms);
-  m["dpcls.force_scalar"] = k.lookup.force_scalar ? "true" : "false";
+  m[kConfigEmcInsertInvProb] = absl::StrCat(k.emc_insert_inv_prob);
+  m[kConfigSmc] = k.smc ? "on" : "off";
+  m[kConfigCd] = std::string(CdModeName(k.cd));
+  m[kConfigRankingIntervalMs] = absl::StrCat(k.ranking_interval_ms);
+  m[kConfigForceScalar] = k.lookup.force_scalar ? "true" : "false";
   for (int i = 0; i < kLookupImplCount; ++i) {
     const auto id = static_cast<LookupImplId>(i);
-    m[absl::StrCat("dpcls.lookup_prio.", LookupImplName(id))] =
+    m[absl::StrCat(kConfigLookupPrioPrefix, LookupImplName(id))] =
         absl::StrCat(k.lookup.Get(id));
-    m[absl::StrCat("dpcls.lookup_available.", LookupImplName(id))] =
+    m[absl::StrCat(kConfigLookupAvailablePrefix, LookupImplName(id))] =
         LookupImplAvailable(id) ? "true" : "false";
   }
   return m;
@@ -1060,7 +1060,7 @@ absl::Status DpdkDataplane::SetConfig(absl::string_view key, absl::string_view v
   }
   if (absl::StartsWith(key, "pipeline.") ||
       (absl::StartsWith(key, "dpcls.") &&
-       !absl::StartsWith(key, "dpcls.lookup_available."))) {
+       !absl::StartsWith(key, kConfigLookupAvailablePrefix))) {
     return d.SetKnob(key, value);
   }
   auto m = GetConfig();
@@ -1080,28 +1080,28 @@ absl::Status DpdkDataplane::Impl::SetKnob(absl::string_view key,
         absl::StrCat(key, ": \"", value, "\" is not ", want));
   };
   uint32_t n = 0;
-  if (key == "pipeline.emc_insert_inv_prob") {
+  if (key == kConfigEmcInsertInvProb) {
     if (!absl::SimpleAtoi(value, &n)) return bad("a whole number (0 disables)");
     k.emc_insert_inv_prob = n;
-  } else if (key == "pipeline.smc") {
+  } else if (key == kConfigSmc) {
     if (v != "on" && v != "off") return bad("on or off");
     k.smc = v == "on";
-  } else if (key == "pipeline.cd") {
+  } else if (key == kConfigCd) {
     absl::StatusOr<CdMode> mode = ParseCdMode(v);
     if (!mode.ok()) return bad("on, off or auto");
     k.cd = *mode;
-  } else if (key == "pipeline.ranking_interval_ms") {
+  } else if (key == kConfigRankingIntervalMs) {
     if (!absl::SimpleAtoi(value, &n) || n > 3600000) {
       return bad("a whole number of milliseconds in 0..3600000");
     }
     k.ranking_interval_ms = n;
-  } else if (key == "dpcls.force_scalar") {
+  } else if (key == kConfigForceScalar) {
     if (v != "true" && v != "false") return bad("true or false");
     k.lookup.force_scalar = v == "true";
-  } else if (absl::StartsWith(key, "dpcls.lookup_prio.")) {
+  } else if (absl::StartsWith(key, kConfigLookupPrioPrefix)) {
     int prio = 0;
     if (!absl::SimpleAtoi(value, &prio)) return bad("an integer priority");
-    const std::string name(key.substr(std::string_view("dpcls.lookup_prio.").size()));
+    const std::string name(key.substr(std::string_view(kConfigLookupPrioPrefix).size()));
     if (absl::Status s = k.lookup.Set(name, prio); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(key, ": ", s.message()));
     }

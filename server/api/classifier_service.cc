@@ -145,14 +145,6 @@ void FillPmd(const PmdCounters& p, v1::PmdStats* out) {
   out->set_generation(p.generation);
 }
 
-// Config keys behind the named fields of v1::Config.
-constexpr char kKeyEmcInvProb[] = "pipeline.emc_insert_inv_prob";
-constexpr char kKeySmc[] = "pipeline.smc";
-constexpr char kKeyCd[] = "pipeline.cd";
-constexpr char kKeyRanking[] = "pipeline.ranking_interval_ms";
-constexpr char kKeyForceScalar[] = "dpcls.force_scalar";
-constexpr char kLookupPrioPrefix[] = "dpcls.lookup_prio.";
-constexpr char kLookupAvailPrefix[] = "dpcls.lookup_available.";
 
 v1::CacheMode ModeFromText(const std::string& s) {
   if (s == "on" || s == "true") return v1::CACHE_MODE_ON;
@@ -165,16 +157,16 @@ void ConfigFromMap(const std::map<std::string, std::string>& m, v1::Config* out)
   uint32_t n = 0;
   for (const auto& [k, v] : m) {
     (*out->mutable_values())[k] = v;
-    if (k == kKeyEmcInvProb && absl::SimpleAtoi(v, &n)) out->set_emc_insert_inv_prob(n);
-    if (k == kKeyRanking && absl::SimpleAtoi(v, &n)) out->set_ranking_interval_ms(n);
-    if (k == kKeySmc) out->set_smc(ModeFromText(v));
-    if (k == kKeyCd) out->set_cd(ModeFromText(v));
-    if (k == kKeyForceScalar) out->set_force_scalar(v == "true" || v == "on");
-    if (absl::StartsWith(k, kLookupPrioPrefix) && absl::SimpleAtoi(v, &n)) {
+    if (k == kConfigEmcInsertInvProb && absl::SimpleAtoi(v, &n)) out->set_emc_insert_inv_prob(n);
+    if (k == kConfigRankingIntervalMs && absl::SimpleAtoi(v, &n)) out->set_ranking_interval_ms(n);
+    if (k == kConfigSmc) out->set_smc(ModeFromText(v));
+    if (k == kConfigCd) out->set_cd(ModeFromText(v));
+    if (k == kConfigForceScalar) out->set_force_scalar(v == "true" || v == "on");
+    if (absl::StartsWith(k, kConfigLookupPrioPrefix) && absl::SimpleAtoi(v, &n)) {
       v1::LookupImpl* li = out->add_lookup_impls();
-      li->set_name(k.substr(std::strlen(kLookupPrioPrefix)));
+      li->set_name(k.substr(std::strlen(kConfigLookupPrioPrefix)));
       li->set_priority(n);
-      auto a = m.find(kLookupAvailPrefix + li->name());
+      auto a = m.find(kConfigLookupAvailablePrefix + li->name());
       li->set_available(a == m.end() || a->second == "true");
     }
   }
@@ -504,26 +496,26 @@ grpc::Status ClassifierService::SetConfig(grpc::ServerContext* ctx,
         " is not allowed here (", allow_auto ? "ON, OFF or AUTO" : "ON or OFF", ")"));
   };
   if (c.has_emc_insert_inv_prob())
-    sets.emplace_back(kKeyEmcInvProb, absl::StrCat(c.emc_insert_inv_prob()));
+    sets.emplace_back(kConfigEmcInsertInvProb, absl::StrCat(c.emc_insert_inv_prob()));
   std::string v;
   if (c.has_smc()) {
     if (absl::Status s = mode("smc", c.smc(), false, &v); !s.ok()) return ToGrpcStatus(s);
-    sets.emplace_back(kKeySmc, v);
+    sets.emplace_back(kConfigSmc, v);
   }
   if (c.has_cd()) {
     if (absl::Status s = mode("cd", c.cd(), true, &v); !s.ok()) return ToGrpcStatus(s);
-    sets.emplace_back(kKeyCd, v);
+    sets.emplace_back(kConfigCd, v);
   }
   if (c.has_ranking_interval_ms())
-    sets.emplace_back(kKeyRanking, absl::StrCat(c.ranking_interval_ms()));
+    sets.emplace_back(kConfigRankingIntervalMs, absl::StrCat(c.ranking_interval_ms()));
   for (const v1::LookupImpl& li : c.lookup_impls()) {
     if (li.name().empty())
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           "lookup_impls.name: required");
-    sets.emplace_back(kLookupPrioPrefix + li.name(), absl::StrCat(li.priority()));
+    sets.emplace_back(kConfigLookupPrioPrefix + li.name(), absl::StrCat(li.priority()));
   }
   if (c.has_force_scalar())
-    sets.emplace_back(kKeyForceScalar, c.force_scalar() ? "true" : "false");
+    sets.emplace_back(kConfigForceScalar, c.force_scalar() ? "true" : "false");
   std::map<std::string, std::string> values(c.values().begin(), c.values().end());
   for (const auto& [k, val] : values) sets.emplace_back(k, val);
 
