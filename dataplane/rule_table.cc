@@ -4,8 +4,9 @@
 // Memory layout
 // -------------
 //   Impl
-//   ├─ rules_        id -> unique_ptr<Rule>      (Rule addresses are stable;
-//   │                                             entries point at them)
+//   ├─ rules_        id -> shared_ptr<const Rule> (Rule addresses are stable;
+//   │                 entries point at them; the other table of a left-right
+//   │                 pair holds the same objects, see AppliedBatch)
 //   ├─ by_cookie_    cookie -> {id}, cookies != 0 (DeleteByCookie; rules
 //   │                 without a cookie, the bulk of a big load, are found
 //   │                 by a scan instead of costing an index insert each)
@@ -265,13 +266,17 @@ struct RuleTable::Impl {
   explicit Impl(RuleTableLimits l) : limits(l) {}
 
   // Adds a validated rule whose id is absent.
-  void AddRule(const Rule& r);
+  void AddRule(std::shared_ptr<const Rule> owned);
   // The subtable of `mask`, created if absent.  Consecutive entries (the
   // expansions of one rule, rules of one shape streamed together) mostly
   // share a mask: the last one is checked before the map.
   Subtable& SubtableFor(const Flow& mask);
-  // Phase 2 of ApplyBatch: applies operations known to be valid.
-  void ApplyValid(absl::Span<const RuleOp> ops, BatchResult* result);
+  // Phase 2 of ApplyBatch: applies operations known to be valid, and
+  // records them in *applied (if not null).
+  void ApplyValid(absl::Span<const RuleOp> ops, BatchResult* result,
+                  AppliedBatch* applied);
+  // Bumps the generation after a batch and re-sorts the order if needed.
+  void FinishBatch(BatchResult* result);
   // Removes a present rule.
   void RemoveRule(uint64_t id);
   // Re-sorts order_ after a batch (drops nothing: empty subtables are erased
@@ -284,7 +289,8 @@ struct RuleTable::Impl {
   uint64_t generation = 0;
   size_t entries = 0;
   size_t expanded_rules = 0;
-  absl::flat_hash_map<uint64_t, std::unique_ptr<Rule>> rules;
+  // Shared with the other table of a left-right pair (see AppliedBatch).
+  absl::flat_hash_map<uint64_t, std::shared_ptr<const Rule>> rules;
   absl::flat_hash_map<uint64_t, absl::flat_hash_set<uint64_t>> by_cookie;  // cookie != 0
   // The ids of the rules carrying `cookie` (control path; allocates).
   std::vector<uint64_t> IdsWithCookie(uint64_t cookie) const;
@@ -321,11 +327,10 @@ std::vector<uint64_t> RuleTable::Impl::IdsWithCookie(uint64_t cookie) const {
   return ids;
 }
 
-void RuleTable::Impl::AddRule(const Rule& r) {
-  auto owned = std::make_unique<Rule>(r);
+void RuleTable::Impl::AddRule(std::shared_ptr<const Rule> owned) {
   const Rule* rule = owned.get();
-  rules.emplace(r.id, std::move(owned));
-  if (r.cookie != 0) by_cookie[r.cookie].insert(r.id);
+  rules.emplace(rule->id, std::move(owned));
+  if (rule->cookie != 0) by_cookie[rule->cookie].insert(rule->id);
   size_t n = 0;
   ForEachEntry(*rule, [&](const Flow& value, const Flow& mask) {
     Subtable* st = &SubtableFor(mask);
@@ -407,13 +412,13 @@ RuleTable::~RuleTable() = default;
 RuleTable::RuleTable(const RuleTable& other)
     : impl_(std::make_unique<Impl>(other.impl_->limits)) {
   impl_->rules.reserve(other.impl_->rules.size());
-  for (const auto& [id, rule] : other.impl_->rules) impl_->AddRule(*rule);
+  for (const auto& [id, rule] : other.impl_->rules) impl_->AddRule(rule);
   impl_->generation = other.impl_->generation;
   impl_->RebuildOrder();
 }
 
 absl::StatusOr<BatchResult> RuleTable::ApplyBatch(
-    absl::Span<const RuleOp> ops) {
+    absl::Span<const RuleOp> ops, AppliedBatch* applied) {
   Impl& t = *impl_;
   BatchResult result;
   if (ops.empty()) {
@@ -526,45 +531,84 @@ absl::StatusOr<BatchResult> RuleTable::ApplyBatch(
   }
 
   // Phase 2: everything is known valid; apply in order.
-  t.ApplyValid(ops, &result);
+  t.ApplyValid(ops, &result, applied);
   return result;
 }
 
-BatchResult RuleTable::ReplayBatch(absl::Span<const RuleOp> ops) {
+BatchResult RuleTable::ReplayBatch(const AppliedBatch& batch) {
+  Impl& t = *impl_;
   BatchResult result;
-  if (ops.empty()) {
-    result.generation = impl_->generation;
+  if (batch.empty()) {
+    result.generation = t.generation;
     return result;
   }
-  impl_->ApplyValid(ops, &result);
+  for (const AppliedOp& op : batch) {
+    switch (op.kind) {
+      case RuleOp::Kind::kInsert:
+        t.AddRule(op.rule);
+        ++result.inserted;
+        break;
+      case RuleOp::Kind::kReplace:
+        t.RemoveRule(op.rule->id);
+        t.AddRule(op.rule);
+        ++result.replaced;
+        break;
+      case RuleOp::Kind::kDelete:
+        t.RemoveRule(op.key);
+        ++result.deleted;
+        break;
+      case RuleOp::Kind::kDeleteByCookie: {
+        const std::vector<uint64_t> victims = t.IdsWithCookie(op.key);
+        for (uint64_t id : victims) t.RemoveRule(id);
+        result.deleted += victims.size();
+        break;
+      }
+    }
+  }
+  t.FinishBatch(&result);
   return result;
 }
 
 void RuleTable::Impl::ApplyValid(absl::Span<const RuleOp> ops,
-                                 BatchResult* result) {
+                                 BatchResult* result, AppliedBatch* applied) {
+  if (applied != nullptr) {
+    applied->clear();
+    applied->reserve(ops.size());
+  }
   for (const RuleOp& op : ops) {
+    std::shared_ptr<const Rule> rule;
+    uint64_t key = 0;
     switch (op.kind) {
       case RuleOp::Kind::kInsert:
-        AddRule(op.rule);
+        rule = std::make_shared<const Rule>(op.rule);
+        AddRule(rule);
         ++result->inserted;
         break;
       case RuleOp::Kind::kReplace:
         RemoveRule(op.rule.id);
-        AddRule(op.rule);
+        rule = std::make_shared<const Rule>(op.rule);
+        AddRule(rule);
         ++result->replaced;
         break;
       case RuleOp::Kind::kDelete:
+        key = op.id;
         RemoveRule(op.id);
         ++result->deleted;
         break;
       case RuleOp::Kind::kDeleteByCookie: {
+        key = op.cookie;
         const std::vector<uint64_t> victims = IdsWithCookie(op.cookie);
         for (uint64_t id : victims) RemoveRule(id);
         result->deleted += victims.size();
         break;
       }
     }
+    if (applied != nullptr) applied->push_back(AppliedOp{op.kind, key, std::move(rule)});
   }
+  FinishBatch(result);
+}
+
+void RuleTable::Impl::FinishBatch(BatchResult* result) {
   RebuildOrder();
   result->generation = ++generation;
 }

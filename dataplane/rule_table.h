@@ -69,6 +69,18 @@ struct RuleTableStats {
   uint64_t generation = 0;     // +1 per applied non-empty batch
 };
 
+// A batch as ApplyBatch applied it, for the other table of a left-right pair
+// to replay: the operations in order, each insert or replace carrying the
+// rule object the applying table made.  The replaying table shares that
+// object instead of copying the rule (rules are immutable once in a table),
+// so a rule costs one allocation for both tables.
+struct AppliedOp {
+  RuleOp::Kind kind = RuleOp::Kind::kInsert;
+  uint64_t key = 0;                   // kDelete: the id; kDeleteByCookie: the cookie
+  std::shared_ptr<const Rule> rule;   // kInsert, kReplace
+};
+using AppliedBatch = std::vector<AppliedOp>;
+
 // Summary of an applied batch.
 struct BatchResult {
   size_t inserted = 0;
@@ -81,17 +93,19 @@ class RuleTable {
  public:
   explicit RuleTable(RuleTableLimits limits = {});
   ~RuleTable();
-  RuleTable(const RuleTable&);             // deep copy (shadow tables)
+  RuleTable(const RuleTable&);  // same rules (the Rule objects are shared)
   RuleTable& operator=(const RuleTable&) = delete;
 
   // All or nothing.  INVALID_ARGUMENT for a bad rule / unknown or duplicate
   // id, RESOURCE_EXHAUSTED for a limit; the message starts with
-  // "operation <i> (rule id <id>): ".
-  absl::StatusOr<BatchResult> ApplyBatch(absl::Span<const RuleOp> ops);
+  // "operation <i> (rule id <id>): ".  When it succeeds and `applied` is not
+  // null, *applied receives the batch for ReplayBatch (untouched on error).
+  absl::StatusOr<BatchResult> ApplyBatch(absl::Span<const RuleOp> ops,
+                                         AppliedBatch* applied = nullptr);
   // Applies a batch that ApplyBatch accepted on a table holding the same
   // rules as this one (the other table of a left-right pair catching up),
   // without validating it again.  Anything else is undefined behaviour.
-  BatchResult ReplayBatch(absl::Span<const RuleOp> ops);
+  BatchResult ReplayBatch(const AppliedBatch& batch);
 
   // Winning rule or nullptr; ORs the consulted subtables' masks into *wc
   // (which the caller zeroes).  `subtables_visited`, if not null, receives the

@@ -137,6 +137,7 @@ void BM_LeftRightStream(benchmark::State& state) {
     ops.push_back(RuleOp::Insert(std::move(r)));
   }
   constexpr size_t kBatch = 1000;
+  AppliedBatch applied;
   for (auto _ : state) {
     auto published = std::make_unique<RuleTable>();
     auto shadow = std::make_unique<RuleTable>();
@@ -144,8 +145,8 @@ void BM_LeftRightStream(benchmark::State& state) {
       const absl::Span<const RuleOp> batch =
           absl::MakeConstSpan(ops).subspan(b, std::min(kBatch, n - b));
       RuleChangeSet cs = MakeRuleChangeSet(*published, batch);
-      benchmark::DoNotOptimize(published->ApplyBatch(batch));
-      benchmark::DoNotOptimize(shadow->ReplayBatch(batch));
+      benchmark::DoNotOptimize(published->ApplyBatch(batch, &applied));
+      benchmark::DoNotOptimize(shadow->ReplayBatch(applied));
       benchmark::DoNotOptimize(cs);
     }
     state.PauseTiming();  // the daemon keeps its tables

@@ -507,14 +507,17 @@ TEST(RuleTableTest, ReplayBatchFollowsApplyBatch) {
   RuleTable applied, replayed;
   for (int b = 0; b < 60; ++b) {
     const std::vector<RuleOp> ops = gen.NextBatch(b % 10 == 9 ? 0 : 25, &live, &next_id);
-    absl::StatusOr<BatchResult> r = applied.ApplyBatch(ops);
+    AppliedBatch done;
+    absl::StatusOr<BatchResult> r = applied.ApplyBatch(ops, &done);
     ASSERT_TRUE(r.ok()) << r.status();
-    const BatchResult rr = replayed.ReplayBatch(ops);
+    const BatchResult rr = replayed.ReplayBatch(done);
     EXPECT_EQ(rr.generation, r->generation);
     EXPECT_EQ(rr.inserted, r->inserted);
     EXPECT_EQ(rr.deleted, r->deleted);
     EXPECT_EQ(rr.replaced, r->replaced);
     ASSERT_EQ(replayed.DebugString(), applied.DebugString()) << "batch " << b;
+    for (const Rule& rule : live)  // one object for both tables
+      ASSERT_EQ(replayed.Find(rule.id), applied.Find(rule.id)) << "rule " << rule.id;
     for (int k = 0; k < 40; ++k) {
       const Flow key = gen.NextKeyNear(live);
       Flow wa, wr;
@@ -524,15 +527,17 @@ TEST(RuleTableTest, ReplayBatchFollowsApplyBatch) {
     if (b % 15 == 14) {  // empty every subtable, then refill the same shapes
       std::vector<RuleOp> wipe;
       for (const Rule& rule : live) wipe.push_back(RuleOp::Delete(rule.id));
-      ASSERT_TRUE(applied.ApplyBatch(wipe).ok());
-      replayed.ReplayBatch(wipe);
+      AppliedBatch done_wipe;
+      ASSERT_TRUE(applied.ApplyBatch(wipe, &done_wipe).ok());
+      replayed.ReplayBatch(done_wipe);
       std::vector<RuleOp> back;
       for (Rule rule : live) {
         rule.id = next_id++;
         back.push_back(RuleOp::Insert(rule));
       }
-      ASSERT_TRUE(applied.ApplyBatch(back).ok());
-      replayed.ReplayBatch(back);
+      AppliedBatch done_back;
+      ASSERT_TRUE(applied.ApplyBatch(back, &done_back).ok());
+      replayed.ReplayBatch(done_back);
       live.clear();
       for (const RuleOp& op : back) live.push_back(op.rule);
       ASSERT_EQ(replayed.DebugString(), applied.DebugString()) << "refill " << b;

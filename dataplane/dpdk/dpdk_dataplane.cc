@@ -211,7 +211,7 @@ struct DpdkDataplane::Impl {
   // (bringing it level with the published table) and then applies its own
   // batches, so a batch costs O(batch), not a copy of the whole rule set.
   std::unique_ptr<PublishedTable> shadow;
-  std::vector<std::vector<RuleOp>> shadow_pending;  // batches, in order
+  std::vector<AppliedBatch> shadow_pending;  // batches, in order
   // Run-time pipeline settings (see KnobsMailbox): written under apply_mu.
   PipelineKnobs knobs;
   // Read by every PMD every iteration: a line of its own, away from the
@@ -769,7 +769,7 @@ std::vector<absl::StatusOr<BatchResult>> DpdkDataplane::ApplyBatches(
   std::unique_ptr<PublishedTable> next = std::move(d.shadow);
   if (next && next->table.generation() + d.shadow_pending.size() ==
                   cur->table.generation()) {
-    for (const std::vector<RuleOp>& b : d.shadow_pending) next->table.ReplayBatch(b);
+    for (const AppliedBatch& b : d.shadow_pending) next->table.ReplayBatch(b);
     const RuleTableStats a = next->table.Stats(), b = cur->table.Stats();
     if (a.generation != b.generation || a.rules != b.rules || a.entries != b.entries ||
         a.subtables != b.subtables)
@@ -780,7 +780,7 @@ std::vector<absl::StatusOr<BatchResult>> DpdkDataplane::ApplyBatches(
   d.shadow_pending.clear();
   if (!next) next = std::make_unique<PublishedTable>(cur->table, cur->generation);
   RuleChangeSet changes;
-  std::vector<std::vector<RuleOp>> applied;
+  std::vector<AppliedBatch> applied;
   for (absl::Span<const RuleOp> ops : batches) {
     if (ops.empty()) {  // nothing to apply: the generation so far
       BatchResult r;
@@ -791,10 +791,11 @@ std::vector<absl::StatusOr<BatchResult>> DpdkDataplane::ApplyBatches(
     // Against the state before this batch (earlier ones of the group
     // included): that is what a replaced or deleted rule looked like.
     RuleChangeSet cs = MakeRuleChangeSet(next->table, ops);
-    absl::StatusOr<BatchResult> r = next->table.ApplyBatch(ops);
+    AppliedBatch done;
+    absl::StatusOr<BatchResult> r = next->table.ApplyBatch(ops, &done);
     if (r.ok()) {  // all or nothing: a rejected batch left `next` as it was
       changes.Merge(std::move(cs));
-      applied.emplace_back(ops.begin(), ops.end());
+      applied.push_back(std::move(done));
     }
     results.push_back(std::move(r));
   }
