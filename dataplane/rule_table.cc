@@ -79,6 +79,21 @@ struct FlowHash {
   }
 };
 
+// Rule ids as the id map hashes them: aligned runs of 16 consecutive ids stay
+// neighbours (one control-byte group, six lines of slots), the runs are
+// scattered by HashFinish.  Controllers number the rules of a load
+// consecutively, and a fully mixed hash made every insert miss twice (control
+// bytes, slot) in each table of the left-right pair.  Ids that share a run
+// differ in the 7-bit tag, so a probe compares about one key.  absl probes
+// 16-slot groups from the home slot: patterned ids (all multiples of 16, say)
+// fill every run at one offset only, and probing absorbs that.
+struct RuleIdHash {
+  size_t operator()(uint64_t id) const {
+    const uint64_t run = HashFinish(id >> 4);
+    return (run << 11) | ((id & 15) << 7) | ((run + id) & 0x7f);
+  }
+};
+
 struct Entry {
   uint32_t priority;
   uint64_t id;
@@ -290,7 +305,7 @@ struct RuleTable::Impl {
   size_t entries = 0;
   size_t expanded_rules = 0;
   // Shared with the other table of a left-right pair (see AppliedBatch).
-  absl::flat_hash_map<uint64_t, std::shared_ptr<const Rule>> rules;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<const Rule>, RuleIdHash> rules;
   absl::flat_hash_map<uint64_t, absl::flat_hash_set<uint64_t>> by_cookie;  // cookie != 0
   // The ids of the rules carrying `cookie` (control path; allocates).
   std::vector<uint64_t> IdsWithCookie(uint64_t cookie) const;
