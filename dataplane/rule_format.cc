@@ -109,8 +109,9 @@ bool ParseU64(std::string_view s, Base base, uint64_t* out) {
   for (char c : s) {
     int d = radix == 16 ? HexDigit(c) : (c >= '0' && c <= '9' ? c - '0' : -1);
     if (d < 0) return false;
-    if (v > (~uint64_t{0} - static_cast<uint64_t>(d)) / radix) return false;
-    v = v * radix + static_cast<uint64_t>(d);
+    if (__builtin_mul_overflow(v, static_cast<uint64_t>(radix), &v) ||
+        __builtin_add_overflow(v, static_cast<uint64_t>(d), &v))
+      return false;
   }
   *out = v;
   return true;
@@ -473,8 +474,10 @@ enum Slot : uint32_t {
   kSlotTcpFlags = 1u << 21,
 };
 
+// Names are string_views (length known at compile time): a key is compared
+// by length first, not by strlen of every candidate.
 struct Shorthand {
-  const char* name;
+  std::string_view name;
   uint16_t eth_type;
   int nw_proto;  // -1: not set
 };
@@ -650,7 +653,7 @@ absl::Status NativeParser::Key(std::string_view key,
     kVlanPcp, kTci, kTos, kDscp, kEcn, kFrag, kPort, kIcmp, kFlags,
   };
   static constexpr struct {
-    const char* name;
+    std::string_view name;
     Spec spec;
   } kKeys[] = {
       {"id", {kSlotId, kId, Field::kInPort}},
@@ -689,7 +692,10 @@ absl::Status NativeParser::Key(std::string_view key,
   };
   const Spec* spec = nullptr;
   for (const auto& k : kKeys) {
-    if (key == k.name) spec = &k.spec;
+    if (key == k.name) {
+      spec = &k.spec;
+      break;
+    }
   }
   if (spec == nullptr) return ColumnError(kcol, key, "unknown key");
   if (!val.has_value()) {

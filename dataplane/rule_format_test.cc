@@ -301,6 +301,19 @@ TEST(NativeTest, Ipv6IcmpAndDefaults) {
   EXPECT_EQ(r->match.value.Get(Field::kNwFrag), kFragAny | kFragLater);
 }
 
+TEST(NativeTest, NumbersUpTo64BitsExactly) {
+  absl::StatusOr<Rule> r = ParseNativeRule(
+      "id=18446744073709551615,cookie=0xffffffffffffffff,priority=4294967295,actions=drop", 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->id, ~uint64_t{0});
+  EXPECT_EQ(r->cookie, ~uint64_t{0});
+  EXPECT_EQ(r->priority, 0xffffffffu);
+  r = ParseNativeRule("id=1844674407370955161,in_port=0x10,actions=drop", 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->id, 1844674407370955161u);
+  EXPECT_EQ(r->match.value.Get(Field::kInPort), 16u);
+}
+
 TEST(NativeTest, FileSkipsCommentsAndDefaultsIdToLineNumber) {
   const std::string text =
       "# a comment\n"
@@ -608,6 +621,11 @@ const BadCase kBadCases[] = {
      "line 1, column 1: tcp: protocol keyword takes no value"},
     {Input::kNative, "cookie=0xzz,actions=drop",
      "line 1, column 8: cookie: bad number '0xzz'"},
+    // One past 2^64 - 1, decimal and hex: overflow, not a wrapped value.
+    {Input::kNative, "id=18446744073709551616,actions=drop",
+     "line 1, column 4: id: bad number '18446744073709551616'"},
+    {Input::kNative, "cookie=0x10000000000000000,actions=drop",
+     "line 1, column 8: cookie: bad number '0x10000000000000000'"},
     {Input::kNative, "icmp,icmp_type=300,actions=drop",
      "line 1, column 16: icmp_type: value 300 does not fit 8 bits (max 255)"},
     {Input::kNative, "# ok\ntcp,actions=drop\n\n  udp,in_port=x,actions=drop",
