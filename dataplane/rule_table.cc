@@ -83,14 +83,18 @@ struct FlowHash {
 // neighbours (one control-byte group, six lines of slots), the runs are
 // scattered by HashFinish.  Controllers number the rules of a load
 // consecutively, and a fully mixed hash made every insert miss twice (control
-// bytes, slot) in each table of the left-right pair.  Ids that share a run
-// differ in the 7-bit tag, so a probe compares about one key.  absl probes
-// 16-slot groups from the home slot: patterned ids (all multiples of 16, say)
-// fill every run at one offset only, and probing absorbs that.
+// bytes, slot) in each table of the left-right pair.  The 7-bit tag absl
+// compares before a key comes from bits of `run` the slot position never
+// uses (the position is hash >> 7: run's bits 0..52), plus the id, so runs
+// that share a group still differ in their tags, and so do the ids of one
+// run: a probe compares about one key, for ids of any pattern (all multiples
+// of 128 or of 2^32 included; BM_LeftRightStream/300000/32 loads such ids).
+// absl probes 16-slot groups from the home slot: patterned ids fill every
+// run at one offset only, and probing absorbs that.
 struct RuleIdHash {
   size_t operator()(uint64_t id) const {
     const uint64_t run = HashFinish(id >> 4);
-    return (run << 11) | ((id & 15) << 7) | ((run + id) & 0x7f);
+    return (run << 11) | ((id & 15) << 7) | (((run >> 57) + id) & 0x7f);
   }
 };
 
@@ -437,7 +441,9 @@ absl::StatusOr<BatchResult> RuleTable::ApplyBatch(
   Impl& t = *impl_;
   BatchResult result;
   if (ops.empty()) {
+    if (applied != nullptr) applied->clear();  // nothing to replay
     result.generation = t.generation;
+    result.rules = t.rules.size();
     return result;
   }
 
@@ -555,6 +561,7 @@ BatchResult RuleTable::ReplayBatch(const AppliedBatch& batch) {
   BatchResult result;
   if (batch.empty()) {
     result.generation = t.generation;
+    result.rules = t.rules.size();
     return result;
   }
   for (const AppliedOp& op : batch) {
@@ -626,6 +633,7 @@ void RuleTable::Impl::ApplyValid(absl::Span<const RuleOp> ops,
 void RuleTable::Impl::FinishBatch(BatchResult* result) {
   RebuildOrder();
   result->generation = ++generation;
+  result->rules = rules.size();
 }
 
 const Rule* RuleTable::Lookup(const Flow& key, Flow* wc,

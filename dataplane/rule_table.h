@@ -87,6 +87,7 @@ struct BatchResult {
   size_t deleted = 0;
   size_t replaced = 0;
   uint64_t generation = 0;
+  size_t rules = 0;  // in the table after the batch
 };
 
 class RuleTable {
@@ -99,7 +100,8 @@ class RuleTable {
   // All or nothing.  INVALID_ARGUMENT for a bad rule / unknown or duplicate
   // id, RESOURCE_EXHAUSTED for a limit; the message starts with
   // "operation <i> (rule id <id>): ".  When it succeeds and `applied` is not
-  // null, *applied receives the batch for ReplayBatch (untouched on error).
+  // null, *applied receives the batch for ReplayBatch (empty for an empty
+  // batch; untouched on error).
   absl::StatusOr<BatchResult> ApplyBatch(absl::Span<const RuleOp> ops,
                                          AppliedBatch* applied = nullptr);
   // Applies a batch that ApplyBatch accepted on a table holding the same

@@ -119,6 +119,7 @@ BENCHMARK(BM_ApplyBatchInsert)
 // tests/e2e/grpc_add_rules_bench.sh streams them, in batches of 1000.
 void BM_LeftRightStream(benchmark::State& state) {
   const size_t n = static_cast<size_t>(state.range(0));
+  const int id_shift = static_cast<int>(state.range(1));  // ids (i+1) << shift
   std::ifstream in(std::string(FLOWCLASS_CLASSBENCH_DIR) + "/neurocuts/acl1_10k");
   std::stringstream text;
   text << in.rdbuf();
@@ -131,7 +132,7 @@ void BM_LeftRightStream(benchmark::State& state) {
   ops.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     Rule r = (*seed)[i % seed->size()];
-    r.id = i + 1;
+    r.id = (i + 1) << id_shift;
     r.priority = static_cast<uint32_t>(n - i);
     r.match.SetExact(Field::kInPort, i / seed->size() + 1);
     ops.push_back(RuleOp::Insert(std::move(r)));
@@ -156,7 +157,15 @@ void BM_LeftRightStream(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(n));
 }
-BENCHMARK(BM_LeftRightStream)->Arg(100000)->Arg(300000)->Arg(1000000)->Unit(benchmark::kMillisecond);
+// Second argument: ids are (i + 1) << it.  0: a load numbered 1..N, as
+// controllers number them; 32: ids that differ only in their high half (the
+// id map's hash must not collapse them).
+BENCHMARK(BM_LeftRightStream)
+    ->Args({100000, 0})
+    ->Args({300000, 0})
+    ->Args({1000000, 0})
+    ->Args({300000, 32})
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace flowclass

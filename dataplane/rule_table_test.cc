@@ -1,5 +1,5 @@
 // Tests for RuleTable: range splitting, lookup semantics (priority, tie-break,
-// early stop, megaflow mask), batch semantics and atomicity, deep copy, and a
+// early stop, megaflow mask), batch semantics and atomicity, copies, and a
 // differential test against ReferenceClassifier over random rule sets.
 #include "dataplane/rule_table.h"
 
@@ -391,6 +391,7 @@ TEST(RuleTableTest, BatchSemantics) {
   ASSERT_TRUE(res.ok()) << res.status();
   EXPECT_EQ(res->inserted, 3u);
   EXPECT_EQ(res->generation, 1u);
+  EXPECT_EQ(res->rules, 3u);
   EXPECT_EQ(t.generation(), 1u);
 
   // Insert then delete the same id, delete then re-insert, replace of an id
@@ -408,6 +409,7 @@ TEST(RuleTableTest, BatchSemantics) {
   EXPECT_EQ(res->inserted, 3u);
   EXPECT_EQ(res->deleted, 2u);
   EXPECT_EQ(res->replaced, 1u);
+  EXPECT_EQ(res->rules, 4u);  // 1, 2, 3 (replaced by r3b) and 4
   EXPECT_EQ(t.generation(), 2u);
   ASSERT_NE(t.Find(4), nullptr);
   EXPECT_EQ(t.Find(4)->action, Action::Drop());
@@ -427,6 +429,7 @@ TEST(RuleTableTest, BatchSemantics) {
   ASSERT_TRUE(res.ok()) << res.status();
   EXPECT_EQ(res->deleted, 2u);  // r1 and r5
   EXPECT_EQ(res->inserted, 2u);
+  EXPECT_EQ(res->rules, 4u);
   EXPECT_EQ(t.Find(1), nullptr);
   ASSERT_NE(t.Find(5), nullptr);
   EXPECT_EQ(t.Find(5)->cookie, 8u);
@@ -462,7 +465,7 @@ TEST(RuleTableTest, RulesOrderIsPriorityThenId) {
   EXPECT_THAT(ids, ElementsAre(2, 5, 1, 3, 6, 4));
 }
 
-TEST(RuleTableTest, CopyIsDeep) {
+TEST(RuleTableTest, CopyIsIndependent) {
   RandomRuleGen gen(42);
   std::vector<Rule> live;
   uint64_t next_id = 1;
@@ -480,8 +483,9 @@ TEST(RuleTableTest, CopyIsDeep) {
     Flow wc;
     want.push_back(IdOf(t.Lookup(keys.back(), &wc)));
   }
-  // Changing the original leaves the copy alone (and the copy never points
-  // into the original's rules).
+  // Changing the original leaves the copy alone: the copy has structures of
+  // its own and shares only the immutable Rule objects, which outlive the
+  // original's references to them (ASan would see a use after free).
   std::vector<RuleOp> wipe;
   for (const Rule* r : t.Rules()) wipe.push_back(RuleOp::Delete(r->id));
   ApplyOk(&t, wipe);
@@ -515,6 +519,8 @@ TEST(RuleTableTest, ReplayBatchFollowsApplyBatch) {
     EXPECT_EQ(rr.inserted, r->inserted);
     EXPECT_EQ(rr.deleted, r->deleted);
     EXPECT_EQ(rr.replaced, r->replaced);
+    EXPECT_EQ(rr.rules, r->rules);
+    EXPECT_EQ(r->rules, applied.size());
     ASSERT_EQ(replayed.DebugString(), applied.DebugString()) << "batch " << b;
     for (const Rule& rule : live)  // one object for both tables
       ASSERT_EQ(replayed.Find(rule.id), applied.Find(rule.id)) << "rule " << rule.id;
@@ -544,6 +550,19 @@ TEST(RuleTableTest, ReplayBatchFollowsApplyBatch) {
     }
   }
   EXPECT_GT(applied.size(), 0u);
+}
+
+// An empty batch leaves nothing to replay, even in a reused AppliedBatch
+// (replaying the previous batch again would insert its rules twice).
+TEST(RuleTableTest, EmptyBatchRecordsNothingToReplay) {
+  RuleTable t;
+  AppliedBatch done;
+  ASSERT_TRUE(t.ApplyBatch({RuleOp::Insert(V4Rule(1, 1))}, &done).ok());
+  EXPECT_EQ(done.size(), 1u);
+  absl::StatusOr<BatchResult> r = t.ApplyBatch({}, &done);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(done.empty());
+  EXPECT_EQ(r->rules, 1u);
 }
 
 TEST(RuleTableTest, FlowKeyLookupEqualsFlowLookup) {

@@ -785,6 +785,7 @@ std::vector<absl::StatusOr<BatchResult>> DpdkDataplane::ApplyBatches(
     if (ops.empty()) {  // nothing to apply: the generation so far
       BatchResult r;
       r.generation = next->table.generation();
+      r.rules = next->table.size();
       results.push_back(r);
       continue;
     }

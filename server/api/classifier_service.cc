@@ -256,6 +256,7 @@ std::vector<v1::BatchAck> ClassifierService::ApplyGroup(
     ack.set_inserted(static_cast<uint32_t>(r->inserted));
     ack.set_replaced(static_cast<uint32_t>(r->replaced));
     ack.set_deleted(static_cast<uint32_t>(r->deleted));
+    ack.set_rules(r->rules);
   }
   return acks;
 }

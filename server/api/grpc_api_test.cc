@@ -218,10 +218,10 @@ TEST_F(ApiTest, StreamAcksInOrderWithGenerations) {
 
 TEST_F(ApiTest, DeleteByCookieAndListFilters) {
   Start();
-  ASSERT_EQ(Apply(Batch(1, {Insert(MakeRule(1, 5, 7)), Insert(MakeRule(2, 6, 8)),
-                            Insert(MakeRule(3, 7, 7)), Insert(MakeRule(4, 8, 9))}))
-                .status_code(),
-            kOk);
+  const v1::BatchAck first = Apply(Batch(1, {Insert(MakeRule(1, 5, 7)), Insert(MakeRule(2, 6, 8)),
+                                             Insert(MakeRule(3, 7, 7)), Insert(MakeRule(4, 8, 9))}));
+  ASSERT_EQ(first.status_code(), kOk);
+  EXPECT_EQ(first.rules(), 4u);  // in the table after the batch
   v1::ListRulesRequest req;
   req.set_cookie(7);
   auto listed = client_->ListRules(req);
@@ -244,6 +244,7 @@ TEST_F(ApiTest, DeleteByCookieAndListFilters) {
   const v1::BatchAck ack = Apply(Batch(2, {DeleteCookie(7), DeleteCookie(12345)}));
   EXPECT_EQ(ack.status_code(), kOk);
   EXPECT_EQ(ack.deleted(), 2u);
+  EXPECT_EQ(ack.rules(), 2u);
   EXPECT_EQ(RuleIds(), std::vector<uint64_t>({2, 4}));
 
   auto one = client_->GetRule(4);

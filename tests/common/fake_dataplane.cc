@@ -23,6 +23,7 @@ absl::StatusOr<BatchResult> FakeDataplane::ApplyBatch(absl::Span<const RuleOp> o
   if (ops.empty()) {
     BatchResult r;
     r.generation = table_->generation();
+    r.rules = table_->size();
     return r;
   }
   auto next = std::make_unique<RuleTable>(*table_);
