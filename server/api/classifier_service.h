@@ -66,7 +66,7 @@ class ClassifierService final : public v1::Classifier::Service {
   // Processes batches received back to back on one stream as one group
   // commit (Dataplane::ApplyBatches): acks, one per batch and in order, are
   // exactly those of ApplyOne called for each batch in turn.
-  std::vector<v1::BatchAck> ApplyGroup(absl::Span<const v1::RuleBatch> batches,
+  std::vector<v1::BatchAck> ApplyGroup(absl::Span<const v1::RuleBatch* const> batches,
                                        uint64_t max_ops);
 
  private:
