@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "dataplane/rule.h"
 #include "gtest/gtest.h"
 #include "tests/common/packet_builder.h"
 
@@ -878,6 +879,24 @@ uint16_t InternetChecksum(const uint8_t* p, size_t n, uint32_t sum = 0) {
   if (n & 1) sum += p[n - 1] << 8;
   while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
   return static_cast<uint16_t>(~sum);
+}
+
+// OVS's vlan_tci=0 (the whole TCI, present bit included, matched as zero)
+// selects untagged frames only: the parser leaves an untagged frame's TCI at
+// zero and sets the present bit on every tag, priority tags (vid 0) too.
+TEST(ParserVlanTest, TciZeroMatchesUntaggedOnly) {
+  Match m;
+  m.SetMasked(Field::kVlan0Tci, 0, 0xffff);
+  auto parse = [](const std::vector<uint8_t>& f) {
+    uint8_t flags = 0;
+    return ParsePacketToFlow(f.data(), f.size(), 1, &flags);
+  };
+  const auto untagged = EthAB().Ipv4(0x0a000001, 0x0a000002).Udp(1, 2).Build();
+  const auto priority_tag = EthAB().Vlan(0, 0).Ipv4(0x0a000001, 0x0a000002).Udp(1, 2).Build();
+  const auto tagged = EthAB().Vlan(10, 3).Ipv4(0x0a000001, 0x0a000002).Udp(1, 2).Build();
+  EXPECT_TRUE(m.Matches(parse(untagged)));
+  EXPECT_FALSE(m.Matches(parse(priority_tag)));
+  EXPECT_FALSE(m.Matches(parse(tagged)));
 }
 
 TEST(PacketBuilderTest, Ipv4LengthsAndChecksums) {

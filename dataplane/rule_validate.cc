@@ -147,7 +147,10 @@ absl::Status CheckVlan(const Match& m) {
   for (Field f : {Field::kVlan0Tci, Field::kVlan1Tci}) {
     const uint64_t v = m.value.Get(f);
     const uint64_t k = m.mask.Get(f);
-    if ((k & kVidPcp) != 0 && (v & kVlanPresent) == 0) {
+    // Untagged (present bit matched as 0, OVS's vlan_tci=0) with vid/pcp
+    // matched as 0 too is fine: an untagged frame's TCI is all zero.
+    const bool untagged = (k & kVlanPresent) != 0 && (v & 0xffff) == 0;
+    if ((k & kVidPcp) != 0 && (v & kVlanPresent) == 0 && !untagged) {
       return absl::InvalidArgumentError(absl::StrCat(
           InfoOf(f).name, ": matches vid/pcp (value ", Hex(v, 16), " mask ",
           Hex(k, 16), ") without the present bit 0x1000 in the value"));

@@ -101,6 +101,13 @@ std::vector<Case> Cases() {
          return r;
        },
        ""},
+      {"vlan_tci_zero_is_untagged",  // OVS's vlan_tci=0: no tag, so no vid/pcp
+       [] {
+         Rule r = BaseL2();
+         r.match.SetMasked(Field::kVlan0Tci, 0, 0xffff);
+         return r;
+       },
+       ""},
       {"output_max_port",
        [] {
          Rule r = BaseV4();
@@ -248,6 +255,13 @@ std::vector<Case> Cases() {
          return r;
        },
        "vlan0_tci: matches vid/pcp", "0x1000"},
+      {"vlan_vid_zero_present_unmatched",  // vid 0 of a tag, or no tag: unclear
+       [] {
+         Rule r = BaseL2();
+         r.match.SetMasked(Field::kVlan0Tci, 0, 0x0fff);
+         return r;
+       },
+       "vlan0_tci: matches vid/pcp"},
       {"vlan1_pcp_without_present",
        [] {
          Rule r = BaseL2();
