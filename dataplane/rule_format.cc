@@ -828,6 +828,9 @@ bool IsSeparator(char c) { return c == ',' || c == ' ' || c == '\t'; }
 // Parses one native line; errors are "column C: ...".
 absl::StatusOr<Rule> ParseNativeLine(std::string_view line,
                                      uint64_t default_id) {
+  // "#" starts a comment to the end of the line (no value contains one):
+  // what `flowclassctl dump-rules --hits` appends reads back.
+  line = line.substr(0, line.find('#'));
   NativeParser p;
   p.rule.id = default_id;
   p.rule.priority = kDefaultNativePriority;

@@ -301,6 +301,18 @@ TEST(NativeTest, Ipv6IcmpAndDefaults) {
   EXPECT_EQ(r->match.value.Get(Field::kNwFrag), kFragAny | kFragLater);
 }
 
+TEST(NativeTest, TrailingCommentIsIgnored) {
+  absl::StatusOr<Rule> r = ParseNativeRule("id=4,udp,tp_dst=53,actions=output:3  # hits=12", 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->action, Action::Output(3));
+  EXPECT_EQ(r->match.value.Get(Field::kTpDst), 53u);
+  r = ParseNativeRule("id=4,udp,actions=drop#no blank needed", 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->action, Action::Drop());
+  // A comment cannot hide the missing actions.
+  EXPECT_FALSE(ParseNativeRule("id=4,udp  # actions=drop", 1).ok());
+}
+
 TEST(NativeTest, NumbersUpTo64BitsExactly) {
   absl::StatusOr<Rule> r = ParseNativeRule(
       "id=18446744073709551615,cookie=0xffffffffffffffff,priority=4294967295,actions=drop", 1);
