@@ -93,8 +93,11 @@ constexpr char kReplayHelp[] =
     "Exit status: 0 when M = 0, 1 when M > 0 (or the autovalidator found a\n"
     "difference), 2 usage error, 3 bad input.\n";
 
+// `msg` is "replay: ..." for the replay command, as in "flowclassctl replay:
+// ..." (docs/flowclassctl.md), or a message about the command line itself.
 int Usage(const std::string& msg, const char* help) {
-  std::fprintf(stderr, "flowclassctl: %s\n\n%s", msg.c_str(), help);
+  const bool replay = msg.rfind("replay: ", 0) == 0;
+  std::fprintf(stderr, "flowclassctl%s%s\n\n%s", replay ? " " : ": ", msg.c_str(), help);
   return kExitUsage;
 }
 

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -53,12 +54,13 @@ constexpr char kAddHelp[] =
     "usage: flowclassctl add-rules [options] FILE\n"
     "Streams the rules of FILE in batches on one ApplyRules stream and waits\n"
     "for every ack.  Each batch is atomic; at the first rejected batch no\n"
-    "more are sent (up to --window - 1 batches behind it may still apply).\n"
+    "more are sent (up to --window - 1 batches behind it may still apply;\n"
+    "the last line names the rules that did, by position in FILE).\n"
     "  --format auto|native|classbench   (default auto)\n"
     "  --batch-size N        operations per batch (default 1000)\n"
     "  --window N            batches in flight (default 8)\n"
     "  --replace             send replace instead of insert\n"
-    "  --cookie C            set this cookie on every rule\n"
+    "  --cookie C            set this cookie on every rule (decimal or 0x hex)\n"
     "  --classbench-ports N  ClassBench rule L gets output:((L-1)%N)+1\n"
     "  --progress auto|on|off  progress bar on stderr (auto: on a terminal)\n"
     "Prints: add-rules: rules=N batches=B generation=G seconds=S rules_per_s=R\n";
@@ -204,6 +206,20 @@ absl::Status FlagNumber(const Args& a, const char* name, T* out) {
   return absl::OkStatus();
 }
 
+// A cookie: decimal, or hex with 0x (as dump-rules prints it).
+bool ParseCookie(const std::string& c, uint64_t* v) {
+  return absl::SimpleAtoi(c, v) || (c.rfind("0x", 0) == 0 && absl::SimpleHexAtoi(c.substr(2), v));
+}
+
+absl::Status FlagCookie(const Args& a, uint64_t* out) {
+  auto it = a.values.find("--cookie");
+  if (it == a.values.end()) return absl::OkStatus();
+  if (!ParseCookie(it->second.back(), out))
+    return absl::InvalidArgumentError(
+        absl::StrCat("--cookie '", it->second.back(), "' is not a number (decimal, or hex with 0x)"));
+  return absl::OkStatus();
+}
+
 std::string FlagString(const Args& a, const char* name, std::string dflt) {
   auto it = a.values.find(name);
   return it == a.values.end() ? dflt : it->second.back();
@@ -227,7 +243,7 @@ int AddRules(absl::string_view cmd, const Args& a) {
   uint64_t cookie = 0;
   uint32_t cb_ports = 0;
   for (absl::Status s : {FlagNumber(a, "--batch-size", &ao.batch_size),
-                         FlagNumber(a, "--window", &ao.window), FlagNumber(a, "--cookie", &cookie),
+                         FlagNumber(a, "--window", &ao.window), FlagCookie(a, &cookie),
                          FlagNumber(a, "--classbench-ports", &cb_ports)})
     if (!s.ok()) return Usage(cmd, std::string(s.message()));
   if (ao.batch_size == 0 || ao.window == 0)
@@ -277,6 +293,11 @@ int AddRules(absl::string_view cmd, const Args& a) {
   absl::StatusOr<ApplyResult> r = (*client)->ApplyOps(ops, ao);
   if (bar) std::fputs("\n", stderr);
   if (!r.ok()) return Fail(cmd, r.status());
+  if (ops.empty()) {  // nothing sent: report the daemon's generation as it is
+    absl::StatusOr<v1::Stats> st = (*client)->GetStats(false, false);
+    if (!st.ok()) return Fail(cmd, st.status());
+    r->generation = st->generation();
+  }
   if (r->first_error.has_value()) {
     const v1::BatchAck& e = *r->first_error;
     std::fprintf(stderr, "flowclassctl add-rules: batch %llu rejected: %s: %s\n",
@@ -290,8 +311,34 @@ int AddRules(absl::string_view cmd, const Args& a) {
                      a.positional[0].c_str(), oe.field().empty() ? "-" : oe.field().c_str(),
                      ops[idx].rule.ToString().c_str());
     }
-    std::fprintf(stderr, "flowclassctl add-rules: %llu of %zu rules applied before it\n",
-                 static_cast<unsigned long long>(r->ops_applied), ops.size());
+    // Every batch before the rejected one was applied; of those after it,
+    // the ones already in flight were applied or rejected on their own.
+    const size_t bad = static_cast<size_t>(e.batch_id() - ao.first_batch_id);
+    const size_t before = std::min(ops.size(), bad * ao.batch_size);
+    std::string after;  // "#21-#80, #91-#100"
+    size_t n_after = 0, run_lo = 0, run_hi = 0;
+    auto flush = [&] {
+      if (run_hi == 0) return;
+      absl::StrAppend(&after, after.empty() ? "" : ", ", "#", run_lo, "-#", run_hi);
+      n_after += run_hi - run_lo + 1;
+    };
+    for (size_t ob : r->ok_batches) {
+      if (ob <= bad) continue;
+      const size_t lo = ob * ao.batch_size + 1, hi = std::min(ops.size(), (ob + 1) * ao.batch_size);
+      if (run_hi != 0 && lo == run_hi + 1) {
+        run_hi = hi;
+        continue;
+      }
+      flush();
+      run_lo = lo;
+      run_hi = hi;
+    }
+    flush();
+    std::fprintf(stderr, "flowclassctl add-rules: %zu of %zu rules applied before it%s%s\n", before,
+                 ops.size(), before ? absl::StrCat(" (#1-#", before, ")").c_str() : "",
+                 n_after ? absl::StrCat("; also applied, from batches already in flight after it: ",
+                                        n_after, " (", after, ")").c_str()
+                         : "; none after it");
     return kCtlExitRejected;
   }
   std::printf("add-rules: rules=%llu batches=%llu generation=%llu seconds=%.3f rules_per_s=%.0f\n",
@@ -316,9 +363,7 @@ int DelRules(absl::string_view cmd, const Args& a) {
   if (auto it = a.values.find("--cookie"); it != a.values.end())
     for (const std::string& c : it->second) {
       uint64_t v = 0;
-      if (!absl::SimpleAtoi(c, &v) &&
-          !(c.rfind("0x", 0) == 0 && absl::SimpleHexAtoi(c.substr(2), &v)))
-        return Usage(cmd, "--cookie '" + c + "' is not a number");
+      if (!ParseCookie(c, &v)) return Usage(cmd, "--cookie '" + c + "' is not a number");
       batch.add_ops()->set_delete_cookie(v);
     }
   if (all == (batch.ops_size() > 0)) return Usage(cmd, "give ids and/or --cookie, or --all");
@@ -341,7 +386,7 @@ int DumpRules(absl::string_view cmd, const Args& a) {
   v1::ListRulesRequest req;
   uint64_t cookie = 0, limit = 0;
   uint32_t lo = 0, hi = 0;
-  for (absl::Status s : {FlagNumber(a, "--cookie", &cookie), FlagNumber(a, "--limit", &limit),
+  for (absl::Status s : {FlagCookie(a, &cookie), FlagNumber(a, "--limit", &limit),
                          FlagNumber(a, "--min-priority", &lo),
                          FlagNumber(a, "--max-priority", &hi)})
     if (!s.ok()) return Usage(cmd, std::string(s.message()));
@@ -368,6 +413,9 @@ int DumpRules(absl::string_view cmd, const Args& a) {
 int Stats(absl::string_view cmd, const Args& a) {
   if (absl::Status s = OnlyFlags(a, {"--watch", "--count", "--rule-hits"}); !s.ok())
     return Usage(cmd, std::string(s.message()));
+  if (!a.positional.empty()) return Usage(cmd, "no positional arguments");
+  if (HasFlag(a, "--count") && !HasFlag(a, "--watch"))
+    return Usage(cmd, "--count needs --watch");
   double watch = 0;
   uint64_t count = 0;
   if (HasFlag(a, "--watch") && (!absl::SimpleAtod(FlagString(a, "--watch", ""), &watch) ||
@@ -447,6 +495,8 @@ int Trace(absl::string_view cmd, const Args& a) {
     req.set_in_port(in_port);
   } else {
     if (a.positional.size() != 1) return Usage(cmd, "expected one FLOW");
+    if (HasFlag(a, "--in-port"))
+      return Usage(cmd, "--in-port goes with --packet-hex; a FLOW names its in_port=");
     req.set_flow(a.positional[0]);
   }
   auto client = Dial(a);

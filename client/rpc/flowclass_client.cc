@@ -138,6 +138,7 @@ absl::StatusOr<ApplyResult> FlowclassClient::ApplyOps(absl::Span<const RuleOp> o
     if (ack.status_code() == 0) {
       result.ops_applied += batch_ops;
       result.generation = ack.generation();
+      if (b < n_batches) result.ok_batches.push_back(static_cast<size_t>(b));
     } else if (!result.first_error.has_value()) {
       result.first_error = ack;
     }

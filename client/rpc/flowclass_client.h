@@ -68,6 +68,10 @@ struct ApplyResult {
   uint64_t generation = 0;       // of the last OK ack
   double seconds = 0;            // first send to last ack
   std::optional<v1::BatchAck> first_error;  // the first rejected batch
+  // Batches (0-based, in the order of `ops`) acknowledged OK.  After a
+  // rejection no further batch is sent, but batches already in flight behind
+  // the rejected one are applied or rejected on their own.
+  std::vector<size_t> ok_batches;
 };
 
 class FlowclassClient {

@@ -1045,7 +1045,7 @@ absl::StatusOr<std::string> DpdkDataplane::GetConfig(absl::string_view key) cons
   auto m = GetConfig();
   auto it = m.find(std::string(key));
   if (it == m.end())
-    return absl::NotFoundError(absl::StrCat("config key \"", key, "\": unknown"));
+    return absl::NotFoundError(absl::StrCat("config key \"", key, "\": unknown (config get lists the keys of the running daemon)"));
   return it->second;
 }
 
@@ -1069,7 +1069,7 @@ absl::Status DpdkDataplane::SetConfig(absl::string_view key, absl::string_view v
   if (m.count(std::string(key)))
     return absl::FailedPreconditionError(
         absl::StrCat(key, ": can only be set at start-up (config file)"));
-  return absl::NotFoundError(absl::StrCat("config key \"", key, "\": unknown"));
+  return absl::NotFoundError(absl::StrCat("config key \"", key, "\": unknown (config get lists the keys of the running daemon)"));
 }
 
 absl::Status DpdkDataplane::Impl::SetKnob(absl::string_view key,
@@ -1108,7 +1108,7 @@ absl::Status DpdkDataplane::Impl::SetKnob(absl::string_view key,
       return absl::InvalidArgumentError(absl::StrCat(key, ": ", s.message()));
     }
   } else {
-    return absl::NotFoundError(absl::StrCat("config key \"", key, "\": unknown"));
+    return absl::NotFoundError(absl::StrCat("config key \"", key, "\": unknown (config get lists the keys of the running daemon)"));
   }
   // Every live PMD must have taken `version` before `knobs` may change: a
   // PMD still reading the settings of a request that timed out would race

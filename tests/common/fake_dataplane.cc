@@ -65,7 +65,7 @@ absl::StatusOr<std::string> FakeDataplane::GetConfig(absl::string_view key) cons
   absl::MutexLock lock(&mu_);
   auto it = config_.find(std::string(key));
   if (it == config_.end())
-    return absl::NotFoundError(absl::StrCat("config key \"", key, "\": unknown"));
+    return absl::NotFoundError(absl::StrCat("config key \"", key, "\": unknown (config get lists the keys of the running daemon)"));
   return it->second.value;
 }
 
@@ -73,7 +73,7 @@ absl::Status FakeDataplane::SetConfig(absl::string_view key, absl::string_view v
   absl::MutexLock lock(&mu_);
   auto it = config_.find(std::string(key));
   if (it == config_.end())
-    return absl::NotFoundError(absl::StrCat("config key \"", key, "\": unknown"));
+    return absl::NotFoundError(absl::StrCat("config key \"", key, "\": unknown (config get lists the keys of the running daemon)"));
   if (!it->second.mutable_at_runtime)
     return absl::FailedPreconditionError(
         absl::StrCat(key, ": can only be set at start-up (config file)"));

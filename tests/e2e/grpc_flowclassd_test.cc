@@ -225,6 +225,10 @@ TEST(GrpcFlowclassdTest, FlowclassctlAgainstARealDaemon) {
   r = Ctl("dump-rules " + conn + " --cookie 1 --limit 5");
   EXPECT_EQ(r.code, 0);
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 5);
+  // Cookies as dump-rules prints them (hex) are taken back.
+  const CmdResult hex_cookie = Ctl("dump-rules " + conn + " --cookie 0x1 --limit 5");
+  EXPECT_EQ(hex_cookie.code, 0) << hex_cookie.out;
+  EXPECT_EQ(hex_cookie.out, r.out);
 
   // config: a runtime key, a start-up key, an unknown key.
   r = Ctl("config get " + conn + " pmd.tx_retries");
@@ -242,6 +246,38 @@ TEST(GrpcFlowclassdTest, FlowclassctlAgainstARealDaemon) {
   EXPECT_EQ(r.code, 0);
   EXPECT_THAT(r.out, HasSubstr("pmd thread 0 (lcore 1)"));
   EXPECT_THAT(r.out, HasSubstr("miss with success upcall"));
+
+  // A rejected batch in the middle of a stream of one-rule batches: the
+  // summary counts the rules before it, and names the ones of batches already
+  // in flight behind it that were applied too (which depends on timing, so
+  // it is checked against the rules the daemon holds).
+  WriteFile(dir.File("bad2.txt"),
+            "id=6000,priority=1,udp,nw_dst=10.0.0.0/8,actions=drop\n"
+            "id=6001,priority=1,dl_type=0x0806,nw_src=10.0.0.1,actions=drop\n"
+            "id=6002,priority=1,udp,nw_dst=11.0.0.0/8,actions=drop\n"
+            "id=6003,priority=1,udp,nw_dst=12.0.0.0/8,actions=drop\n");
+  r = Ctl(absl::StrCat("add-rules ", conn, " --progress off --batch-size 1 ", dir.File("bad2.txt")));
+  EXPECT_EQ(r.code, 4) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("rule #2 of"));
+  const bool has3 = (*client)->GetRule(6002).ok(), has4 = (*client)->GetRule(6003).ok();
+  EXPECT_TRUE((*client)->GetRule(6000).ok());
+  EXPECT_FALSE((*client)->GetRule(6001).ok());
+  const std::string after = has3 && has4 ? "; also applied, from batches already in flight after it: 2 (#3-#4)"
+                            : has3       ? "; also applied, from batches already in flight after it: 1 (#3-#3)"
+                            : has4       ? "; also applied, from batches already in flight after it: 1 (#4-#4)"
+                                         : "; none after it";
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat("1 of 4 rules applied before it (#1-#1)", after, "\n")));
+
+  // A file with no rules sends nothing and reports the daemon's generation.
+  WriteFile(dir.File("empty.txt"), "# nothing yet\n");
+  const uint64_t gen_now = (*client)->GetStats()->generation();
+  r = Ctl(absl::StrCat("add-rules ", conn, " --progress off ", dir.File("empty.txt")));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat("rules=0 batches=0 generation=", gen_now, " ")));
+  // Arguments a command does not use are usage errors, not ignored.
+  EXPECT_EQ(Ctl("stats " + conn + " extra").code, 2);
+  EXPECT_EQ(Ctl("stats " + conn + " --count 2").code, 2);
+  EXPECT_EQ(Ctl("trace " + conn + " --in-port 1 in_port=2,udp").code, 2);
 
   // Stop: every packet received is accounted for.
   ASSERT_EQ(d.Stop(30), 0) << d.Output();
@@ -268,6 +304,22 @@ TEST(GrpcFlowclassdTest, UnreachableServerAndPlaintextRemoteConfig) {
   ASSERT_NE(check.code, -1) << kDaemon << " could not run or did not exit";
   EXPECT_EQ(check.code, 3) << check.out;
   EXPECT_THAT(check.out, HasSubstr("grpc.allow_plaintext_remote"));
+
+  // --check-config reads the TLS files as the start would: a missing one, and
+  // one that is not PEM, are configuration errors (3), named by key.
+  WriteFile(dir.File("d.yaml"), DaemonConfig(dir, ""));
+  WriteFile(dir.File("not_pem.txt"), "hello\n");
+  const std::string tls = absl::StrCat(kDaemon, " --check-config ", dir.File("d.yaml"),
+                                       " --set grpc.plaintext=false --set grpc.tls_key_file=",
+                                       dir.File("not_pem.txt"));
+  CmdResult bad = RunCommand(
+      absl::StrCat(tls, " --set grpc.tls_cert_file=", dir.File("missing.pem"), " 2>&1"));
+  EXPECT_EQ(bad.code, 3) << bad.out;
+  EXPECT_THAT(bad.out, HasSubstr("grpc.tls_cert_file: cannot read"));
+  bad = RunCommand(
+      absl::StrCat(tls, " --set grpc.tls_cert_file=", dir.File("not_pem.txt"), " 2>&1"));
+  EXPECT_EQ(bad.code, 3) << bad.out;
+  EXPECT_THAT(bad.out, HasSubstr("is not a PEM file"));
 }
 
 }  // namespace
