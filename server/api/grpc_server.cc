@@ -46,18 +46,6 @@ void GrpcServer::Shutdown(std::chrono::milliseconds grace) {
   server_->Wait();
 }
 
-absl::Status CheckGrpcServerConfig(const GrpcServerConfig& config) {
-  if (absl::Status s = ValidateGrpcServerConfig(config); !s.ok()) return s;
-  if (config.plaintext) return absl::OkStatus();
-  for (const auto& [key, path] : {std::pair{"tls_cert_file", &config.tls_cert_file},
-                                  std::pair{"tls_key_file", &config.tls_key_file},
-                                  std::pair{"tls_ca_file", &config.tls_ca_file}}) {
-    if (path->empty()) continue;  // (the CA is optional; Validate wants the others)
-    if (absl::StatusOr<std::string> pem = ReadPem(key, *path); !pem.ok()) return pem.status();
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(
     Dataplane* dp, const GrpcServerConfig& config) {
   if (absl::Status s = ValidateGrpcServerConfig(config); !s.ok()) return s;

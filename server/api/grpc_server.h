@@ -64,11 +64,6 @@ class GrpcServer {
 absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(
     Dataplane* dp, const GrpcServerConfig& config);
 
-// What StartGrpcServer checks of `config` before it binds: the settings
-// (ValidateGrpcServerConfig) and, unless plaintext, that the TLS files can
-// be read and are PEM.  For `flowclassd --check-config`.
-absl::Status CheckGrpcServerConfig(const GrpcServerConfig& config);
-
 }  // namespace flowclass
 
 #endif  // FLOWCLASS_SERVER_API_GRPC_SERVER_H_

@@ -305,21 +305,27 @@ TEST(GrpcFlowclassdTest, UnreachableServerAndPlaintextRemoteConfig) {
   EXPECT_EQ(check.code, 3) << check.out;
   EXPECT_THAT(check.out, HasSubstr("grpc.allow_plaintext_remote"));
 
-  // --check-config reads the TLS files as the start would: a missing one, and
-  // one that is not PEM, are configuration errors (3), named by key.
+  // --check-config leaves the TLS files alone (secrets mounted only where the
+  // daemon runs: the chart test checks rendered configs without them); the
+  // start reads them: a missing one is a configuration error (3), named.
+  WritePcap(dir.File("in.pcap"), {PacketBuilder()
+                                      .Eth(0x020000000001, 0x020000000002)
+                                      .Ipv4(0xc0a80001, 0x0a000001)
+                                      .Udp(1000, 2000)
+                                      .PadTo(64)
+                                      .Build()});
   WriteFile(dir.File("d.yaml"), DaemonConfig(dir, ""));
-  WriteFile(dir.File("not_pem.txt"), "hello\n");
-  const std::string tls = absl::StrCat(kDaemon, " --check-config ", dir.File("d.yaml"),
+  const std::string prefix = absl::StrCat("fcgrpc_tls_", getpid());
+  const std::string tls = absl::StrCat(" ", dir.File("d.yaml"),
                                        " --set grpc.plaintext=false --set grpc.tls_key_file=",
-                                       dir.File("not_pem.txt"));
-  CmdResult bad = RunCommand(
-      absl::StrCat(tls, " --set grpc.tls_cert_file=", dir.File("missing.pem"), " 2>&1"));
-  EXPECT_EQ(bad.code, 3) << bad.out;
-  EXPECT_THAT(bad.out, HasSubstr("grpc.tls_cert_file: cannot read"));
-  bad = RunCommand(
-      absl::StrCat(tls, " --set grpc.tls_cert_file=", dir.File("not_pem.txt"), " 2>&1"));
-  EXPECT_EQ(bad.code, 3) << bad.out;
-  EXPECT_THAT(bad.out, HasSubstr("is not a PEM file"));
+                                       dir.File("missing.key"), " --set grpc.tls_cert_file=",
+                                       dir.File("missing.pem"), " 2>&1");
+  EXPECT_EQ(RunCommand(absl::StrCat(kDaemon, " --check-config", tls)).code, 0);
+  const CmdResult start = RunCommand(
+      absl::StrCat(kDaemon, " --file-prefix ", prefix, " --set run.duration_s=5 -c", tls));
+  RunCommand("rm -rf /var/run/dpdk/" + prefix);  // EAL's run directory
+  EXPECT_EQ(start.code, 3) << start.out;
+  EXPECT_THAT(start.out, HasSubstr("grpc.tls_cert_file: cannot read"));
 }
 
 }  // namespace
