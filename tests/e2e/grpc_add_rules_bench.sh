@@ -22,7 +22,7 @@ work="$(mktemp -d /tmp/flowclass_grpc_bench_XXXXXX)"
 daemon_pid=""
 cleanup() {
   if [ -n "$daemon_pid" ] && kill -0 "$daemon_pid" 2>/dev/null; then kill -9 "$daemon_pid"; fi
-  rm -rf "$work"
+  rm -rf "$work" "/var/run/dpdk/fcgrpcbench_$$"  # EAL's run directory of our prefix
 }
 trap cleanup EXIT
 
