@@ -118,10 +118,13 @@ TEST(FlowclassctlReplay, BadInputsAreClearErrors) {
 
   r = RunCmd(kCtl + " replay --repeat 0 a b");
   EXPECT_EQ(r.code, 2) << r.out;
+  // Errors read "flowclassctl <command>: <message>" (docs/flowclassctl.md).
+  EXPECT_THAT(r.out, ::testing::StartsWith("flowclassctl replay: --repeat"));
   r = RunCmd(kCtl + " replay onlyone");
   EXPECT_EQ(r.code, 2) << r.out;
   r = RunCmd(kCtl + " frobnicate");
   EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, ::testing::StartsWith("flowclassctl: unknown command"));
   r = RunCmd(kCtl + " replay --help");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_THAT(r.out, ::testing::HasSubstr("replay: packets=N mismatches=M mpps=X.XX"));
