@@ -98,7 +98,6 @@ void Pipeline::SetRuleTable(const RuleTable* table,
   ++stats_.revalidations;
   if (config_.revalidate && table_ != nullptr) {
     Revalidate(changes);
-    ForgetDeletedRules(changes);
   } else {
     stats_.megaflows_revalidated_out += dpcls_->megaflow_count();
     for (uint32_t k = 0; k < pool_.live(); ++k) {
@@ -109,6 +108,8 @@ void Pipeline::SetRuleTable(const RuleTable* table,
     smc_->Flush();
     cd_->Flush();
   }
+  // Either way (revalidated or flushed), retired hits of deleted rules go.
+  if (table_ != nullptr) ForgetDeletedRules(changes);
 }
 
 // A megaflow (value, mask, verdict) stays valid under the new table iff the

@@ -296,6 +296,30 @@ TEST(Pipeline, RevalidationKeepsUnaffectedMegaflows) {
   EXPECT_EQ((*p)->Snapshot().rule_hits, Hits{});
 }
 
+// Without revalidation a new table flushes every megaflow (their hits are
+// retired); a deleted rule's retired hits still go with it.
+TEST(Pipeline, FlushForgetsDeletedRulesHits) {
+  const Rule a = Ipv4SrcRule(1, 10, 0x0a000000, 8, Action::Output(1));
+  const Rule b = Ipv4SrcRule(2, 10, 0x0b000000, 8, Action::Output(2));
+  RuleTable t1;
+  ASSERT_TRUE(t1.ApplyBatch({RuleOp::Insert(a), RuleOp::Insert(b)}).ok());
+  PipelineConfig cfg;
+  cfg.revalidate = false;
+  auto p = Pipeline::Create(cfg);
+  ASSERT_TRUE(p.ok());
+  (*p)->SetRuleTable(&t1);
+  FlowKey keys[2] = {MakeFiveTupleKey(0x0a000001, 1, 1, 1, 6),
+                     MakeFiveTupleKey(0x0b000001, 1, 1, 1, 6)};
+  Verdict v[2];
+  (*p)->ProcessBurst(keys, 2, v);
+  RuleTable t2(t1);
+  ASSERT_TRUE(t2.ApplyBatch({RuleOp::Delete(1)}).ok());
+  (*p)->SetRuleTable(&t2);
+  using Hits = std::vector<std::pair<uint64_t, uint64_t>>;
+  EXPECT_EQ((*p)->Snapshot().rule_hits, (Hits{{2, 1}}));
+  (*p)->SetRuleTable(nullptr);
+}
+
 // Trace reports the layer ProcessBurst would use, the megaflow and the
 // subtables it would probe, and moves no counter and no cache.
 TEST(Pipeline, TraceFollowsTheLayersAndCountsNothing) {
