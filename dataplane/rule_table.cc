@@ -138,16 +138,20 @@ struct alignas(64) Subtable {
   }
 
   // fn(map, key) with the bucket map this subtable uses and `value` packed
-  // for it; returns what fn returns.
+  // for it; returns what fn returns.  (One body for const and not.)
   template <typename Fn>
   decltype(auto) WithBucket(const Flow& value, Fn&& fn) {
-    if (n_words <= kSmallKeyWords) return fn(small_buckets, Pack<kSmallKeyWords>(value));
-    return fn(big_buckets, Pack<kFlowWords>(value));
+    return WithBucketOf(*this, value, fn);
   }
   template <typename Fn>
   decltype(auto) WithBucket(const Flow& value, Fn&& fn) const {
-    if (n_words <= kSmallKeyWords) return fn(small_buckets, Pack<kSmallKeyWords>(value));
-    return fn(big_buckets, Pack<kFlowWords>(value));
+    return WithBucketOf(*this, value, fn);
+  }
+  template <typename Self, typename Fn>
+  static decltype(auto) WithBucketOf(Self& st, const Flow& value, Fn& fn) {
+    if (st.n_words <= kSmallKeyWords)
+      return fn(st.small_buckets, st.template Pack<kSmallKeyWords>(value));
+    return fn(st.big_buckets, st.template Pack<kFlowWords>(value));
   }
   size_t keys() const { return small_buckets.size() + big_buckets.size(); }
 
@@ -294,6 +298,8 @@ struct RuleTable::Impl {
   // records them in *applied (if not null).
   void ApplyValid(absl::Span<const RuleOp> ops, BatchResult* result,
                   AppliedBatch* applied);
+  // Applies one valid operation (ApplyValid, ReplayBatch) and counts it.
+  void Apply(const AppliedOp& op, BatchResult* result);
   // Bumps the generation after a batch and re-sorts the order if needed.
   void FinishBatch(BatchResult* result);
   // Removes a present rule.
@@ -564,29 +570,7 @@ BatchResult RuleTable::ReplayBatch(const AppliedBatch& batch) {
     result.rules = t.rules.size();
     return result;
   }
-  for (const AppliedOp& op : batch) {
-    switch (op.kind) {
-      case RuleOp::Kind::kInsert:
-        t.AddRule(op.rule);
-        ++result.inserted;
-        break;
-      case RuleOp::Kind::kReplace:
-        t.RemoveRule(op.rule->id);
-        t.AddRule(op.rule);
-        ++result.replaced;
-        break;
-      case RuleOp::Kind::kDelete:
-        t.RemoveRule(op.key);
-        ++result.deleted;
-        break;
-      case RuleOp::Kind::kDeleteByCookie: {
-        const std::vector<uint64_t> victims = t.IdsWithCookie(op.key);
-        for (uint64_t id : victims) t.RemoveRule(id);
-        result.deleted += victims.size();
-        break;
-      }
-    }
-  }
+  for (const AppliedOp& op : batch) t.Apply(op, &result);
   t.FinishBatch(&result);
   return result;
 }
@@ -598,36 +582,47 @@ void RuleTable::Impl::ApplyValid(absl::Span<const RuleOp> ops,
     applied->reserve(ops.size());
   }
   for (const RuleOp& op : ops) {
-    std::shared_ptr<const Rule> rule;
-    uint64_t key = 0;
+    AppliedOp a{op.kind, 0, nullptr};
     switch (op.kind) {
       case RuleOp::Kind::kInsert:
-        rule = std::make_shared<const Rule>(op.rule);
-        AddRule(rule);
-        ++result->inserted;
-        break;
       case RuleOp::Kind::kReplace:
-        RemoveRule(op.rule.id);
-        rule = std::make_shared<const Rule>(op.rule);
-        AddRule(rule);
-        ++result->replaced;
+        a.rule = std::make_shared<const Rule>(op.rule);  // the one copy
         break;
       case RuleOp::Kind::kDelete:
-        key = op.id;
-        RemoveRule(op.id);
-        ++result->deleted;
+        a.key = op.id;
         break;
-      case RuleOp::Kind::kDeleteByCookie: {
-        key = op.cookie;
-        const std::vector<uint64_t> victims = IdsWithCookie(op.cookie);
-        for (uint64_t id : victims) RemoveRule(id);
-        result->deleted += victims.size();
+      case RuleOp::Kind::kDeleteByCookie:
+        a.key = op.cookie;
         break;
-      }
     }
-    if (applied != nullptr) applied->push_back(AppliedOp{op.kind, key, std::move(rule)});
+    Apply(a, result);
+    if (applied != nullptr) applied->push_back(std::move(a));
   }
   FinishBatch(result);
+}
+
+void RuleTable::Impl::Apply(const AppliedOp& op, BatchResult* result) {
+  switch (op.kind) {
+    case RuleOp::Kind::kInsert:
+      AddRule(op.rule);
+      ++result->inserted;
+      break;
+    case RuleOp::Kind::kReplace:
+      RemoveRule(op.rule->id);
+      AddRule(op.rule);
+      ++result->replaced;
+      break;
+    case RuleOp::Kind::kDelete:
+      RemoveRule(op.key);
+      ++result->deleted;
+      break;
+    case RuleOp::Kind::kDeleteByCookie: {
+      const std::vector<uint64_t> victims = IdsWithCookie(op.key);
+      for (uint64_t id : victims) RemoveRule(id);
+      result->deleted += victims.size();
+      break;
+    }
+  }
 }
 
 void RuleTable::Impl::FinishBatch(BatchResult* result) {
