@@ -2,9 +2,15 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace flowclass {
+
+absl::Status UnknownConfigKeyError(absl::string_view key) {
+  return absl::NotFoundError(absl::StrCat(
+      "config key \"", key, "\": unknown (config get lists the keys of the running daemon)"));
+}
 
 PmdCounters DataplaneStats::Total() const {
   PmdCounters t;

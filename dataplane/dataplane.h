@@ -37,11 +37,11 @@
 #include <cstdint>
 #include <map>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "dataplane/pipeline.h"
 #include "dataplane/rule.h"
@@ -163,6 +163,10 @@ inline constexpr char kConfigRankingIntervalMs[] = "pipeline.ranking_interval_ms
 inline constexpr char kConfigForceScalar[] = "dpcls.force_scalar";
 inline constexpr char kConfigLookupPrioPrefix[] = "dpcls.lookup_prio.";
 inline constexpr char kConfigLookupAvailablePrefix[] = "dpcls.lookup_available.";
+
+// NOT_FOUND for a key the dataplane has no setting for (GetConfig /
+// SetConfig of every Dataplane say it the same way).
+absl::Status UnknownConfigKeyError(absl::string_view key);
 
 class Dataplane {
  public:

@@ -603,7 +603,7 @@ absl::StatusOr<std::unique_ptr<DpdkDataplane>> DpdkDataplane::Create(
     rte_eth_dev_info info;
     int rc = rte_eth_dev_info_get(ps.eth_port, &info);
     if (rc != 0) return DpdkError(where + ": rte_eth_dev_info_get", rc);
-    const uint16_t nrx = po.poll ? static_cast<uint16_t>(po.rx_queues) : 0;
+    const uint16_t nrx = po.OpenedRxQueues();
     if (nrx > info.max_rx_queues)
       return absl::InvalidArgumentError(absl::StrCat(
           where, ": rx_queues ", nrx, " but the device has at most ",
@@ -730,7 +730,7 @@ std::vector<DpdkPortInfo> DpdkDataplane::Ports() const {
   std::vector<DpdkPortInfo> r;
   for (const PortState& ps : impl_->ports)
     r.push_back(DpdkPortInfo{ps.opts.number, ps.opts.device,
-                             static_cast<uint16_t>(ps.opts.poll ? ps.opts.rx_queues : 0),
+                             ps.opts.OpenedRxQueues(),
                              ps.rss_hf});
   return r;
 }
@@ -759,20 +759,16 @@ std::vector<absl::StatusOr<BatchResult>> DpdkDataplane::ApplyBatches(
   }
   const PublishedTable* cur = d.publisher->Current();
   // Bring the shadow level with `cur` by replaying the batches published
-  // last time, one by one (each was accepted, so each applies again).
-  // ReplayBatch: these batches were validated when they were applied to
-  // `cur`, which held the same rules the shadow holds now.  The shadow is
-  // always in step by construction; were it not (cannot happen), replaying
-  // would be undefined, so that is checked first, and after the replay the
-  // counts are compared: a copy of the published table replaces a shadow
-  // that is out of step or disagrees.
+  // last time (ReplayBatch: they were validated against the same rules).
+  // Replaying needs a shadow in step, which it is by construction; as a
+  // guard against a bug, a shadow out of step, or whose counts disagree after
+  // the replay, is replaced by a copy of the published table.
   std::unique_ptr<PublishedTable> next = std::move(d.shadow);
   if (next && next->table.generation() + d.shadow_pending.size() ==
                   cur->table.generation()) {
     for (const AppliedBatch& b : d.shadow_pending) next->table.ReplayBatch(b);
     const RuleTableStats a = next->table.Stats(), b = cur->table.Stats();
-    if (a.generation != b.generation || a.rules != b.rules || a.entries != b.entries ||
-        a.subtables != b.subtables)
+    if (a.rules != b.rules || a.entries != b.entries || a.subtables != b.subtables)
       next.reset();
   } else {
     next.reset();
@@ -782,11 +778,8 @@ std::vector<absl::StatusOr<BatchResult>> DpdkDataplane::ApplyBatches(
   RuleChangeSet changes;
   std::vector<AppliedBatch> applied;
   for (absl::Span<const RuleOp> ops : batches) {
-    if (ops.empty()) {  // nothing to apply: the generation so far
-      BatchResult r;
-      r.generation = next->table.generation();
-      r.rules = next->table.size();
-      results.push_back(r);
+    if (ops.empty()) {  // nothing to apply, nothing to publish or replay
+      results.push_back(next->table.ApplyBatch(ops));
       continue;
     }
     // Against the state before this batch (earlier ones of the group
@@ -1045,7 +1038,7 @@ absl::StatusOr<std::string> DpdkDataplane::GetConfig(absl::string_view key) cons
   auto m = GetConfig();
   auto it = m.find(std::string(key));
   if (it == m.end())
-    return absl::NotFoundError(absl::StrCat("config key \"", key, "\": unknown (config get lists the keys of the running daemon)"));
+    return UnknownConfigKeyError(key);
   return it->second;
 }
 
@@ -1069,7 +1062,7 @@ absl::Status DpdkDataplane::SetConfig(absl::string_view key, absl::string_view v
   if (m.count(std::string(key)))
     return absl::FailedPreconditionError(
         absl::StrCat(key, ": can only be set at start-up (config file)"));
-  return absl::NotFoundError(absl::StrCat("config key \"", key, "\": unknown (config get lists the keys of the running daemon)"));
+  return UnknownConfigKeyError(key);
 }
 
 absl::Status DpdkDataplane::Impl::SetKnob(absl::string_view key,
@@ -1108,7 +1101,7 @@ absl::Status DpdkDataplane::Impl::SetKnob(absl::string_view key,
       return absl::InvalidArgumentError(absl::StrCat(key, ": ", s.message()));
     }
   } else {
-    return absl::NotFoundError(absl::StrCat("config key \"", key, "\": unknown (config get lists the keys of the running daemon)"));
+    return UnknownConfigKeyError(key);
   }
   // Every live PMD must have taken `version` before `knobs` may change: a
   // PMD still reading the settings of a request that timed out would race

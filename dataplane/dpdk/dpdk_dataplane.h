@@ -101,6 +101,8 @@ struct PortOptions {
   int tx_descriptors = 1024;
   bool rss = true;          // RSS over IP/TCP/UDP when rx_queues > 1
   bool promiscuous = true;
+  // The rx queues the port is opened with (none when it is not polled).
+  uint16_t OpenedRxQueues() const { return poll ? static_cast<uint16_t>(rx_queues) : 0; }
 };
 
 struct DpdkDataplaneOptions {

@@ -20,12 +20,7 @@ absl::StatusOr<BatchResult> FakeDataplane::ApplyBatch(absl::Span<const RuleOp> o
     fail_next_ = absl::OkStatus();
     return s;
   }
-  if (ops.empty()) {
-    BatchResult r;
-    r.generation = table_->generation();
-    r.rules = table_->size();
-    return r;
-  }
+  if (ops.empty()) return table_->ApplyBatch(ops);  // the state as it is
   auto next = std::make_unique<RuleTable>(*table_);
   absl::StatusOr<BatchResult> r = next->ApplyBatch(ops);
   if (!r.ok()) return r.status();
@@ -65,7 +60,7 @@ absl::StatusOr<std::string> FakeDataplane::GetConfig(absl::string_view key) cons
   absl::MutexLock lock(&mu_);
   auto it = config_.find(std::string(key));
   if (it == config_.end())
-    return absl::NotFoundError(absl::StrCat("config key \"", key, "\": unknown (config get lists the keys of the running daemon)"));
+    return UnknownConfigKeyError(key);
   return it->second.value;
 }
 
@@ -73,7 +68,7 @@ absl::Status FakeDataplane::SetConfig(absl::string_view key, absl::string_view v
   absl::MutexLock lock(&mu_);
   auto it = config_.find(std::string(key));
   if (it == config_.end())
-    return absl::NotFoundError(absl::StrCat("config key \"", key, "\": unknown (config get lists the keys of the running daemon)"));
+    return UnknownConfigKeyError(key);
   if (!it->second.mutable_at_runtime)
     return absl::FailedPreconditionError(
         absl::StrCat(key, ": can only be set at start-up (config file)"));
