@@ -93,11 +93,16 @@ constexpr char kReplayHelp[] =
     "Exit status: 0 when M = 0, 1 when M > 0 (or the autovalidator found a\n"
     "difference), 2 usage error, 3 bad input.\n";
 
-// `msg` is "replay: ..." for the replay command, as in "flowclassctl replay:
-// ..." (docs/flowclassctl.md), or a message about the command line itself.
+// A command-line error: "flowclassctl: <msg>", then the help.
 int Usage(const std::string& msg, const char* help) {
-  const bool replay = msg.rfind("replay: ", 0) == 0;
-  std::fprintf(stderr, "flowclassctl%s%s\n\n%s", replay ? " " : ": ", msg.c_str(), help);
+  std::fprintf(stderr, "flowclassctl: %s\n\n%s", msg.c_str(), help);
+  return kExitUsage;
+}
+
+// A replay option error: "flowclassctl replay: <msg>", as the other commands
+// name themselves (docs/flowclassctl.md), then replay's help.
+int ReplayUsage(const std::string& msg) {
+  std::fprintf(stderr, "flowclassctl replay: %s\n\n%s", msg.c_str(), kReplayHelp);
   return kExitUsage;
 }
 
@@ -115,7 +120,7 @@ int Replay(const std::vector<std::string_view>& args) {
       return kExitOk;
     } else if (a == "--format") {
       const std::string_view* v = value();
-      if (!v) return Usage("replay: --format needs a value", kReplayHelp);
+      if (!v) return ReplayUsage("--format needs a value");
       if (*v == "auto") {
         opts.format = RuleFormat::kAuto;
       } else if (*v == "classbench") {
@@ -123,20 +128,18 @@ int Replay(const std::vector<std::string_view>& args) {
       } else if (*v == "native") {
         opts.format = RuleFormat::kNative;
       } else {
-        return Usage("replay: --format: unknown format '" + std::string(*v) +
-                         "' (auto, classbench or native)",
-                     kReplayHelp);
+        return ReplayUsage("--format: unknown format '" + std::string(*v) +
+                           "' (auto, classbench or native)");
       }
     } else if (a == "--repeat") {
       const std::string_view* v = value();
       if (!v || !absl::SimpleAtoi(absl::string_view(v->data(), v->size()), &opts.repeat) || opts.repeat < 1) {
-        return Usage("replay: --repeat needs a whole number >= 1", kReplayHelp);
+        return ReplayUsage("--repeat needs a whole number >= 1");
       }
     } else if (a == "--emc" || a == "--smc") {
       const std::string_view* v = value();
       if (!v || (*v != "on" && *v != "off")) {
-        return Usage("replay: " + std::string(a) + " takes on or off",
-                     kReplayHelp);
+        return ReplayUsage(std::string(a) + " takes on or off");
       }
       (a == "--emc" ? opts.pipeline.emc : opts.pipeline.smc) = *v == "on";
     } else if (a == "--cd") {
@@ -144,15 +147,14 @@ int Replay(const std::vector<std::string_view>& args) {
       absl::StatusOr<CdMode> mode =
           v ? ParseCdMode(*v) : absl::InvalidArgumentError("missing value");
       if (!mode.ok()) {
-        return Usage("replay: --cd takes on, off or auto", kReplayHelp);
+        return ReplayUsage("--cd takes on, off or auto");
       }
       opts.pipeline.cd.mode = *mode;
     } else if (a == "--emc-insert-inv-prob" || a == "--ranking-interval-ms") {
       const std::string_view* v = value();
       uint32_t n = 0;
       if (!v || !absl::SimpleAtoi(absl::string_view(v->data(), v->size()), &n)) {
-        return Usage("replay: " + std::string(a) + " needs a whole number",
-                     kReplayHelp);
+        return ReplayUsage(std::string(a) + " needs a whole number");
       }
       if (a == "--emc-insert-inv-prob") {
         opts.pipeline.emc_config.insert_inv_prob = n;
@@ -165,27 +167,20 @@ int Replay(const std::vector<std::string_view>& args) {
           v ? LookupPriorities::Only(*v)
             : absl::InvalidArgumentError("missing value");
       if (!p.ok()) {
-        return Usage(
-            "replay: --lookup takes generic, specialised, avx512 or "
-            "autovalidator",
-            kReplayHelp);
+        return ReplayUsage("--lookup takes generic, specialised, avx512 or autovalidator");
       }
       if (*v == "avx512" && !CpuHasAvx512Lookup()) {
-        return Usage(
-            "replay: --lookup avx512: this CPU lacks avx512f/bw/vl/dq, bmi2 "
-            "or popcnt",
-            kReplayHelp);
+        return ReplayUsage("--lookup avx512: this CPU lacks avx512f/bw/vl/dq, bmi2 or popcnt");
       }
       opts.pipeline.dpcls.lookup = *p;
     } else if (!a.empty() && a[0] == '-') {
-      return Usage("replay: unknown option '" + std::string(a) + "'",
-                   kReplayHelp);
+      return ReplayUsage("unknown option '" + std::string(a) + "'");
     } else {
       positional.push_back(a);
     }
   }
   if (positional.size() != 2) {
-    return Usage("replay: expected RULES and TRACE", kReplayHelp);
+    return ReplayUsage("expected RULES and TRACE");
   }
   opts.rules_path = std::string(positional[0]);
   opts.trace_path = std::string(positional[1]);

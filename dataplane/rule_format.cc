@@ -939,6 +939,10 @@ absl::StatusOr<Rule> ParseNativeRule(std::string_view line,
   return ParseNativeLine(line, default_id);
 }
 
+bool ParseNativeNumber(std::string_view s, uint64_t* out) {
+  return ParseU64(s, Base::kAuto, out);
+}
+
 absl::StatusOr<std::vector<Rule>> ParseNativeRules(std::string_view text) {
   std::vector<Rule> rules;
   absl::Status s =

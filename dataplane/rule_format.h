@@ -70,7 +70,7 @@ absl::StatusOr<std::vector<Rule>> ParseClassBench(
 
 inline constexpr uint32_t kDefaultNativePriority = 32768;
 
-// Parses one rule line (no comment handling).  `default_id` is used when the
+// Parses one rule line ('#' and what follows it is ignored).  `default_id` is used when the
 // line has no "id=".  Errors read "column C: field: problem" (no line).
 absl::StatusOr<Rule> ParseNativeRule(std::string_view line,
                                      uint64_t default_id);
@@ -78,6 +78,10 @@ absl::StatusOr<Rule> ParseNativeRule(std::string_view line,
 // Parses a native rule file: '#' comment lines and blank lines are skipped; a
 // rule without "id=" gets the 1-based number of the line it is on.
 absl::StatusOr<std::vector<Rule>> ParseNativeRules(std::string_view text);
+
+// An unsigned number as the native format reads it (ids, cookies): decimal,
+// or hex after 0x / 0X; no sign, no blanks; false on overflow past 2^64-1.
+bool ParseNativeNumber(std::string_view s, uint64_t* out);
 
 // One Rule::ToString() per line, newline-terminated.
 std::string FormatNativeRules(absl::Span<const Rule> rules);

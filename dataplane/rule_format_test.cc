@@ -313,6 +313,18 @@ TEST(NativeTest, TrailingCommentIsIgnored) {
   EXPECT_FALSE(ParseNativeRule("id=4,udp  # actions=drop", 1).ok());
 }
 
+TEST(NativeTest, ParseNativeNumberReadsWhatTheFormatWrites) {
+  uint64_t v = 0;
+  EXPECT_TRUE(ParseNativeNumber("42", &v));
+  EXPECT_EQ(v, 42u);
+  EXPECT_TRUE(ParseNativeNumber("0x2A", &v));
+  EXPECT_EQ(v, 42u);
+  EXPECT_TRUE(ParseNativeNumber("0XFFFFFFFFFFFFFFFF", &v));
+  EXPECT_EQ(v, ~uint64_t{0});
+  for (const char* bad : {"", "0x", "-1", " 1", "1 ", "2a", "18446744073709551616"})
+    EXPECT_FALSE(ParseNativeNumber(bad, &v)) << "'" << bad << "'";
+}
+
 TEST(NativeTest, NumbersUpTo64BitsExactly) {
   absl::StatusOr<Rule> r = ParseNativeRule(
       "id=18446744073709551615,cookie=0xffffffffffffffff,priority=4294967295,actions=drop", 1);

@@ -206,10 +206,8 @@ absl::Status FlagNumber(const Args& a, const char* name, T* out) {
   return absl::OkStatus();
 }
 
-// A cookie: decimal, or hex with 0x (as dump-rules prints it).
-bool ParseCookie(const std::string& c, uint64_t* v) {
-  return absl::SimpleAtoi(c, v) || (c.rfind("0x", 0) == 0 && absl::SimpleHexAtoi(c.substr(2), v));
-}
+// A cookie as the native format (and dump-rules) writes it: decimal or 0x hex.
+bool ParseCookie(const std::string& c, uint64_t* v) { return ParseNativeNumber(c, v); }
 
 absl::Status FlagCookie(const Args& a, uint64_t* out) {
   auto it = a.values.find("--cookie");
@@ -232,6 +230,30 @@ absl::StatusOr<std::unique_ptr<FlowclassClient>> Dial(const Args& a) {
 }
 
 // ------------------------------------------------------------------ commands
+
+// The rules, by 1-based position in the file, of the batches acked OK after
+// batch `bad` (0-based): "#21-#80, #91-#100".
+std::string RulesOfBatchesAfter(const std::vector<size_t>& ok_batches, size_t bad,
+                                size_t batch_size, size_t n_rules) {
+  std::string text;
+  size_t lo = 0, hi = 0;  // the run being built (hi 0: none)
+  auto flush = [&] {
+    if (hi != 0) absl::StrAppend(&text, text.empty() ? "" : ", ", "#", lo, "-#", hi);
+  };
+  for (size_t b : ok_batches) {
+    if (b <= bad) continue;
+    const size_t first = b * batch_size + 1, last = std::min(n_rules, (b + 1) * batch_size);
+    if (hi != 0 && first == hi + 1) {
+      hi = last;
+      continue;
+    }
+    flush();
+    lo = first;
+    hi = last;
+  }
+  flush();
+  return text;
+}
 
 int AddRules(absl::string_view cmd, const Args& a) {
   if (absl::Status s = OnlyFlags(a, {"--format", "--batch-size", "--window", "--replace",
@@ -293,11 +315,6 @@ int AddRules(absl::string_view cmd, const Args& a) {
   absl::StatusOr<ApplyResult> r = (*client)->ApplyOps(ops, ao);
   if (bar) std::fputs("\n", stderr);
   if (!r.ok()) return Fail(cmd, r.status());
-  if (ops.empty()) {  // nothing sent: report the daemon's generation as it is
-    absl::StatusOr<v1::Stats> st = (*client)->GetStats(false, false);
-    if (!st.ok()) return Fail(cmd, st.status());
-    r->generation = st->generation();
-  }
   if (r->first_error.has_value()) {
     const v1::BatchAck& e = *r->first_error;
     std::fprintf(stderr, "flowclassctl add-rules: batch %llu rejected: %s: %s\n",
@@ -315,25 +332,9 @@ int AddRules(absl::string_view cmd, const Args& a) {
     // the ones already in flight were applied or rejected on their own.
     const size_t bad = static_cast<size_t>(e.batch_id() - ao.first_batch_id);
     const size_t before = std::min(ops.size(), bad * ao.batch_size);
-    std::string after;  // "#21-#80, #91-#100"
-    size_t n_after = 0, run_lo = 0, run_hi = 0;
-    auto flush = [&] {
-      if (run_hi == 0) return;
-      absl::StrAppend(&after, after.empty() ? "" : ", ", "#", run_lo, "-#", run_hi);
-      n_after += run_hi - run_lo + 1;
-    };
-    for (size_t ob : r->ok_batches) {
-      if (ob <= bad) continue;
-      const size_t lo = ob * ao.batch_size + 1, hi = std::min(ops.size(), (ob + 1) * ao.batch_size);
-      if (run_hi != 0 && lo == run_hi + 1) {
-        run_hi = hi;
-        continue;
-      }
-      flush();
-      run_lo = lo;
-      run_hi = hi;
-    }
-    flush();
+    // (Every batch before it was applied, so the rest of ops_applied is after it.)
+    const size_t n_after = r->ops_applied - before;
+    const std::string after = RulesOfBatchesAfter(r->ok_batches, bad, ao.batch_size, ops.size());
     std::fprintf(stderr, "flowclassctl add-rules: %zu of %zu rules applied before it%s%s\n", before,
                  ops.size(), before ? absl::StrCat(" (#1-#", before, ")").c_str() : "",
                  n_after ? absl::StrCat("; also applied, from batches already in flight after it: ",

@@ -94,7 +94,12 @@ absl::StatusOr<ApplyResult> FlowclassClient::ApplyOps(absl::Span<const RuleOp> o
     return absl::InvalidArgumentError("batch_size and window must be at least 1");
   const size_t n_batches = (ops.size() + o.batch_size - 1) / o.batch_size;
   ApplyResult result;
-  if (n_batches == 0) return result;
+  if (n_batches == 0) {  // nothing to send: the generation as it stands
+    absl::StatusOr<v1::Stats> st = GetStats(false, false);
+    if (!st.ok()) return st.status();
+    result.generation = st->generation();
+    return result;
+  }
 
   grpc::ClientContext ctx;
   // A stream has no natural deadline: allow `timeout` per window of batches.

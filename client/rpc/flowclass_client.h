@@ -65,7 +65,7 @@ struct ApplyOptions {
 struct ApplyResult {
   uint64_t batches_acked = 0;    // acks received (OK or not)
   uint64_t ops_applied = 0;      // operations in OK acks
-  uint64_t generation = 0;       // of the last OK ack
+  uint64_t generation = 0;       // of the last OK ack (no ops: the server's)
   double seconds = 0;            // first send to last ack
   std::optional<v1::BatchAck> first_error;  // the first rejected batch
   // Batches (0-based, in the order of `ops`) acknowledged OK.  After a
