@@ -147,7 +147,6 @@ void FillPmd(const PmdCounters& p, v1::PmdStats* out) {
   out->set_generation(p.generation);
 }
 
-
 v1::CacheMode ModeFromText(const std::string& s) {
   if (s == "on" || s == "true") return v1::CACHE_MODE_ON;
   if (s == "off" || s == "false") return v1::CACHE_MODE_OFF;

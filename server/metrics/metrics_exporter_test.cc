@@ -4,7 +4,6 @@
 // errors naming the metrics.* key.
 #include "server/metrics/metrics_exporter.h"
 
-#include <cstdio>
 #include <fstream>
 #include <string>
 #include <thread>

@@ -30,6 +30,7 @@
 #include "dataplane/rule.h"
 #include "tests/common/packet_builder.h"
 #include "tests/common/e2e_util.h"
+#include "tests/common/rule_builders.h"
 
 namespace flowclass {
 namespace {
@@ -64,9 +65,9 @@ TestRule MakeRule(uint64_t id, uint32_t prio, uint8_t proto, uint32_t dst, int d
   } else {
     text += "ip";
   }
-  const uint64_t m = dst_len ? (0xffffffffull << (32 - dst_len)) & 0xffffffffull : 0;
+  const uint32_t m = Prefix32(dst_len);
   r.match.SetMasked(Field::kIpv4Dst, dst & m, m);
-  absl::StrAppend(&text, ",nw_dst=", Ip(dst & static_cast<uint32_t>(m)), "/", dst_len);
+  absl::StrAppend(&text, ",nw_dst=", Ip(dst & m), "/", dst_len);
   if (!tp_dst.IsFull()) {
     r.match.tp_dst = tp_dst;
     absl::StrAppend(&text, ",tp_dst=", tp_dst.lo, "-", tp_dst.hi);

@@ -244,7 +244,7 @@ stats:
     for (const Frame& f : ReadPcap(dir.File(absl::StrCat("pmd", pmd, ".pcap")))) {
       ++n;
       const int flow = TestFlowOf(f);
-      ASSERT_GE(flow, 0) << "only the test's UDP datagrams are forwarded";
+      ASSERT_GE(flow, 0) << "a forwarded frame is not one of the test's flows";
       pmds_of_flow[flow].insert(pmd);
       ++frames_of_flow[flow];
       ++test_frames;

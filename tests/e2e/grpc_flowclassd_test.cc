@@ -323,7 +323,7 @@ TEST(GrpcFlowclassdTest, UnreachableServerAndPlaintextRemoteConfig) {
   EXPECT_EQ(RunCommand(absl::StrCat(kDaemon, " --check-config", tls)).code, 0);
   const CmdResult start = RunCommand(
       absl::StrCat(kDaemon, " --file-prefix ", prefix, " --set run.duration_s=5 -c", tls));
-  RunCommand("rm -rf /var/run/dpdk/" + prefix);  // EAL's run directory
+  RemoveEalRuntimeDir(prefix);
   EXPECT_EQ(start.code, 3) << start.out;
   EXPECT_THAT(start.out, HasSubstr("grpc.tls_cert_file: cannot read"));
 }

@@ -26,7 +26,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -34,11 +33,9 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "dataplane/flow.h"
@@ -56,10 +53,6 @@ using Clock = std::chrono::steady_clock;
 
 const char* const kDaemon = FLOWCLASS_BINARY_DIR "/server/flowclassd";
 
-
-
-
-
 int FreePort() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
@@ -71,8 +64,6 @@ int FreePort() {
   close(fd);
   return ntohs(a.sin_port);
 }
-
-
 
 // Prometheus HTTP API client.
 class Prom {
