@@ -238,21 +238,32 @@ TEST(Pipeline, NoTableMeansNoMatchAndNothingCachedWrongly) {
   (*p)->SetRuleTable(nullptr);
 }
 
-TEST(Pipeline, RevalidationKeepsUnaffectedMegaflows) {
-  // Two disjoint rules; changing one must not evict the other's megaflow.
+// Two disjoint rules in a table, 1 (10/8 -> output:1) and 2 (11/8 ->
+// output:2), and a key under each.
+struct TwoDisjointRules {
+  TwoDisjointRules() {
+    EXPECT_TRUE(table.ApplyBatch({RuleOp::Insert(a), RuleOp::Insert(b)}).ok());
+  }
   const Rule a = Ipv4SrcRule(1, 10, 0x0a000000, 8, Action::Output(1));
   const Rule b = Ipv4SrcRule(2, 10, 0x0b000000, 8, Action::Output(2));
-  RuleTable t1;
-  ASSERT_TRUE(t1.ApplyBatch({RuleOp::Insert(a), RuleOp::Insert(b)}).ok());
+  RuleTable table;
+  FlowKey keys[2] = {MakeFiveTupleKey(0x0a000001, 1, 1, 1, 6),
+                     MakeFiveTupleKey(0x0b000001, 1, 1, 1, 6)};
+};
+
+TEST(Pipeline, RevalidationKeepsUnaffectedMegaflows) {
+  // Changing one rule must not evict the other's megaflow.
+  TwoDisjointRules two;
+  const Rule& a = two.a;
+  const Rule& b = two.b;
+  const RuleTable& t1 = two.table;
+  FlowKey* keys = two.keys;
   PipelineConfig cfg;
   cfg.emc = false;  // count megaflow hits, not EMC hits
   cfg.cd.mode = CdMode::kOff;
   auto p = Pipeline::Create(cfg);
   ASSERT_TRUE(p.ok());
   (*p)->SetRuleTable(&t1);
-  FlowKey ka = MakeFiveTupleKey(0x0a000001, 1, 1, 1, 6);
-  FlowKey kb = MakeFiveTupleKey(0x0b000001, 1, 1, 1, 6);
-  FlowKey keys[2] = {ka, kb};
   Verdict v[2];
   (*p)->ProcessBurst(keys, 2, v);
   EXPECT_EQ((*p)->stats().upcall_ok, 2u);
@@ -299,20 +310,15 @@ TEST(Pipeline, RevalidationKeepsUnaffectedMegaflows) {
 // Without revalidation a new table flushes every megaflow (their hits are
 // retired); a deleted rule's retired hits still go with it.
 TEST(Pipeline, FlushForgetsDeletedRulesHits) {
-  const Rule a = Ipv4SrcRule(1, 10, 0x0a000000, 8, Action::Output(1));
-  const Rule b = Ipv4SrcRule(2, 10, 0x0b000000, 8, Action::Output(2));
-  RuleTable t1;
-  ASSERT_TRUE(t1.ApplyBatch({RuleOp::Insert(a), RuleOp::Insert(b)}).ok());
+  TwoDisjointRules two;
   PipelineConfig cfg;
   cfg.revalidate = false;
   auto p = Pipeline::Create(cfg);
   ASSERT_TRUE(p.ok());
-  (*p)->SetRuleTable(&t1);
-  FlowKey keys[2] = {MakeFiveTupleKey(0x0a000001, 1, 1, 1, 6),
-                     MakeFiveTupleKey(0x0b000001, 1, 1, 1, 6)};
+  (*p)->SetRuleTable(&two.table);
   Verdict v[2];
-  (*p)->ProcessBurst(keys, 2, v);
-  RuleTable t2(t1);
+  (*p)->ProcessBurst(two.keys, 2, v);
+  RuleTable t2(two.table);
   ASSERT_TRUE(t2.ApplyBatch({RuleOp::Delete(1)}).ok());
   (*p)->SetRuleTable(&t2);
   using Hits = std::vector<std::pair<uint64_t, uint64_t>>;
