@@ -67,11 +67,6 @@ struct PackedKey {
 // is cache misses on new slots, and a smaller slot is fewer lines to miss.
 inline constexpr int kSmallKeyWords = 3;
 
-// The hash is computed once per (key, subtable) by Subtable::Pack.
-struct PackedKeyHash {
-  template <int N>
-  size_t operator()(const PackedKey<N>& k) const { return k.hash; }
-};
 
 struct FlowHash {
   size_t operator()(const Flow& f) const {
@@ -107,6 +102,40 @@ struct Entry {
 // The entries of one packed key.  Most keys carry one entry: it is stored
 // inline, so inserting a rule allocates no bucket.
 using Bucket = absl::InlinedVector<Entry, 1>;
+
+// One slot of a subtable's bucket map: a packed key and its entries.  A
+// small key's slot is 64 bytes and aligned to 64, so inserting or probing a
+// key touches one cache line of slots, not two (absl places a map's slots
+// after its control bytes, at the slot type's alignment: with the default 8,
+// a 64-byte slot straddled two lines).  The map is a set of slots looked up
+// by PackedKey (transparent hash and equality), as a map's pair<key, value>
+// cannot be aligned without padding it to 128 bytes.
+template <int N>
+struct alignas(N <= kSmallKeyWords ? 64 : 8) BucketSlot {
+  PackedKey<N> key;
+  mutable Bucket bucket;  // not part of the set's key
+};
+static_assert(sizeof(BucketSlot<kSmallKeyWords>) == 64);
+
+// The hash is computed once per (key, subtable) by Subtable::Pack.
+struct PackedKeyHash {
+  using is_transparent = void;
+  template <int N>
+  size_t operator()(const PackedKey<N>& k) const { return k.hash; }
+  template <int N>
+  size_t operator()(const BucketSlot<N>& s) const { return s.key.hash; }
+};
+struct PackedKeyEq {
+  using is_transparent = void;
+  template <int N>
+  static const PackedKey<N>& KeyOf(const PackedKey<N>& k) { return k; }
+  template <int N>
+  static const PackedKey<N>& KeyOf(const BucketSlot<N>& s) { return s.key; }
+  template <typename A, typename B>
+  bool operator()(const A& a, const B& b) const { return KeyOf(a) == KeyOf(b); }
+};
+template <int N>
+using BucketMap = absl::flat_hash_set<BucketSlot<N>, PackedKeyHash, PackedKeyEq>;
 
 // Bucket order: the front entry is the bucket's winner.
 bool EntryBefore(const Entry& a, const Entry& b) {
@@ -162,10 +191,10 @@ struct alignas(64) Subtable {
   // First two cache lines: what Lookup reads (it prefetches both).  Bytes
   // 0-39 the small map's header, 40-49 the word indexes, 56-95 the big map's
   // header, then the packed mask (a <= 3-word shape's within line 2).
-  absl::flat_hash_map<PackedKey<kSmallKeyWords>, Bucket, PackedKeyHash> small_buckets;
+  BucketMap<kSmallKeyWords> small_buckets;
   std::array<uint8_t, kFlowWords> word_index{};
   uint8_t n_words = 0;
-  absl::flat_hash_map<PackedKey<kFlowWords>, Bucket, PackedKeyHash> big_buckets;
+  BucketMap<kFlowWords> big_buckets;
   std::array<uint64_t, kFlowWords> packed_mask{};  // first n_words valid
   Flow mask;
   absl::btree_map<uint32_t, uint32_t> priority_counts;
@@ -361,7 +390,8 @@ void RuleTable::Impl::AddRule(std::shared_ptr<const Rule> owned) {
     Subtable* st = &SubtableFor(mask);
     const Entry e{rule->priority, rule->id, rule};
     st->WithBucket(value, [&](auto& buckets, const auto& key) {
-      Bucket& bucket = buckets[key];
+      Bucket& bucket =
+          buckets.lazy_emplace(key, [&](const auto& ctor) { ctor(key); })->bucket;
       bucket.insert(std::lower_bound(bucket.begin(), bucket.end(), e, EntryBefore), e);
     });
     if (rule->priority > st->MaxPriority()) order_dirty = true;
@@ -382,7 +412,7 @@ void RuleTable::Impl::RemoveRule(uint64_t id) {
     Subtable& st = *st_it->second;
     st.WithBucket(value, [&](auto& buckets, const auto& key) {
       auto b = buckets.find(key);
-      Bucket& bucket = b->second;
+      Bucket& bucket = b->bucket;
       bucket.erase(std::find_if(bucket.begin(), bucket.end(),
                                 [&](const Entry& e) { return e.id == id; }));
       if (bucket.empty()) buckets.erase(b);
@@ -650,7 +680,7 @@ const Rule* RuleTable::Lookup(const Flow& key, Flow* wc,
       wc->w[st.word_index[j]] |= st.packed_mask[j];
     const Entry* e = st.WithBucket(key, [](const auto& buckets, const auto& k) -> const Entry* {
       const auto it = buckets.find(k);
-      return it == buckets.end() ? nullptr : &it->second.front();
+      return it == buckets.end() ? nullptr : &it->bucket.front();
     });
     if (e != nullptr && (best == nullptr || EntryBefore(*e, *best))) best = e;
   }
