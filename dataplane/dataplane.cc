@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -10,6 +11,19 @@ namespace flowclass {
 absl::Status UnknownConfigKeyError(absl::string_view key) {
   return absl::NotFoundError(absl::StrCat(
       "config key \"", key, "\": unknown (config get lists the keys of the running daemon)"));
+}
+
+absl::StatusOr<BatchResult> Dataplane::DeleteAll() {
+  absl::StatusOr<BatchResult> r;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    std::vector<RuleOp> ops;
+    for (const Rule& rule : ListRules()) ops.push_back(RuleOp::Delete(rule.id));
+    r = ApplyBatch(ops);
+    // A rule listed but deleted by another writer before this batch: list again.
+    if (r.ok() || !absl::StrContains(r.status().message(), "delete of unknown rule id"))
+      break;
+  }
+  return r;
 }
 
 PmdCounters DataplaneStats::Total() const {

@@ -193,6 +193,13 @@ class Dataplane {
     return out;
   }
 
+  // Deletes every rule as one batch, acknowledged like ApplyBatch: one
+  // generation, `deleted` = the rules there were; with no rules nothing
+  // changes (the generation stays).  The default lists the rules and deletes
+  // them by id, listing again (up to 5 times) when a concurrent writer
+  // deleted one of them first; an implementation may do it without the list.
+  virtual absl::StatusOr<BatchResult> DeleteAll();
+
   // Last acknowledged generation (0 before any batch).
   virtual uint64_t generation() const = 0;
 

@@ -605,6 +605,20 @@ BatchResult RuleTable::ReplayBatch(const AppliedBatch& batch) {
   return result;
 }
 
+BatchResult RuleTable::DeleteAll() {
+  BatchResult result;
+  result.deleted = impl_->rules.size();
+  if (result.deleted == 0) {
+    result.generation = impl_->generation;
+    return result;
+  }
+  auto empty = std::make_unique<Impl>(impl_->limits);
+  empty->generation = impl_->generation;
+  impl_ = std::move(empty);  // frees the rules this table held
+  impl_->FinishBatch(&result);
+  return result;
+}
+
 void RuleTable::Impl::ApplyValid(absl::Span<const RuleOp> ops,
                                  BatchResult* result, AppliedBatch* applied) {
   if (applied != nullptr) {

@@ -108,6 +108,10 @@ class RuleTable {
   // rules as this one (the other table of a left-right pair catching up),
   // without validating it again.  Anything else is undefined behaviour.
   BatchResult ReplayBatch(const AppliedBatch& batch);
+  // Removes every rule as one batch: generation +1, `deleted` = the rules
+  // there were.  An empty table is left as it is (like an empty batch).
+  // Costs no list of the rules and no per-rule operation (DeleteAll).
+  BatchResult DeleteAll();
 
   // Winning rule or nullptr; ORs the consulted subtables' masks into *wc
   // (which the caller zeroes).  `subtables_visited`, if not null, receives the

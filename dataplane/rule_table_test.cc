@@ -552,6 +552,58 @@ TEST(RuleTableTest, ReplayBatchFollowsApplyBatch) {
   EXPECT_GT(applied.size(), 0u);
 }
 
+// DeleteAll is one batch that deletes every rule: the same table as a batch
+// deleting each rule by id, limits kept, ids free for reuse.
+TEST(RuleTableTest, DeleteAllIsABatchDeletingEveryRule) {
+  RandomRuleOptions opts;
+  opts.cookies = 3;
+  RandomRuleGen gen(77, opts);
+  std::vector<Rule> live;
+  uint64_t next_id = 1;
+  RuleTableLimits limits;
+  limits.max_rules = 200;
+  RuleTable all(limits), by_id(limits);
+  for (int b = 0; b < 4; ++b) {
+    const std::vector<RuleOp> ops = gen.NextBatch(30, &live, &next_id);
+    ASSERT_TRUE(all.ApplyBatch(ops).ok());
+    ASSERT_TRUE(by_id.ApplyBatch(ops).ok());
+  }
+  ASSERT_FALSE(live.empty());
+  std::vector<RuleOp> wipe;
+  for (const Rule& rule : live) wipe.push_back(RuleOp::Delete(rule.id));
+  absl::StatusOr<BatchResult> want = by_id.ApplyBatch(wipe);
+  ASSERT_TRUE(want.ok()) << want.status();
+  const BatchResult got = all.DeleteAll();
+  EXPECT_EQ(got.deleted, live.size());
+  EXPECT_EQ(got.deleted, want->deleted);
+  EXPECT_EQ(got.generation, want->generation);
+  EXPECT_EQ(got.rules, 0u);
+  EXPECT_EQ(all.DebugString(), by_id.DebugString());
+  for (const Rule& rule : live) EXPECT_EQ(all.Find(rule.id), nullptr);
+  Flow wc;
+  EXPECT_EQ(all.Lookup(gen.NextKeyNear(live), &wc), nullptr);
+
+  // Nothing to delete: nothing changes.
+  const BatchResult again = all.DeleteAll();
+  EXPECT_EQ(again.deleted, 0u);
+  EXPECT_EQ(again.generation, got.generation);
+
+  // The old ids insert again, the limit still holds, and the refilled
+  // tables agree.
+  std::vector<RuleOp> back;
+  for (const Rule& rule : live) back.push_back(RuleOp::Insert(rule));
+  ASSERT_TRUE(all.ApplyBatch(back).ok());
+  ASSERT_TRUE(by_id.ApplyBatch(back).ok());
+  EXPECT_EQ(all.DebugString(), by_id.DebugString());
+  std::vector<RuleOp> too_many;
+  for (size_t i = 0; i <= limits.max_rules - live.size(); ++i) {
+    Rule r = live.front();
+    r.id = 1000000 + i;
+    too_many.push_back(RuleOp::Insert(r));
+  }
+  EXPECT_EQ(all.ApplyBatch(too_many).status().code(), absl::StatusCode::kResourceExhausted);
+}
+
 // An empty batch leaves nothing to replay, even in a reused AppliedBatch
 // (replaying the previous batch again would insert its rules twice).
 TEST(RuleTableTest, EmptyBatchRecordsNothingToReplay) {

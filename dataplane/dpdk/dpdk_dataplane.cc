@@ -248,6 +248,9 @@ struct DpdkDataplane::Impl {
   // PMDs, wait until each live PMD runs with it.
   absl::Status SetKnob(absl::string_view key, absl::string_view value);
   void PmdLoop(Pmd& pmd);
+  // Under apply_mu: the table to apply the next batches to, level with the
+  // published one `cur` (the shadow with its pending batches replayed).
+  std::unique_ptr<PublishedTable> NextTable(const PublishedTable* cur);
 };
 
 DpdkDataplane::Impl::~Impl() {
@@ -758,23 +761,7 @@ std::vector<absl::StatusOr<BatchResult>> DpdkDataplane::ApplyBatches(
     return results;
   }
   const PublishedTable* cur = d.publisher->Current();
-  // Bring the shadow level with `cur` by replaying the batches published
-  // last time (ReplayBatch: they were validated against the same rules).
-  // Replaying needs a shadow in step, which it is by construction; as a
-  // guard against a bug, a shadow out of step, or whose counts disagree after
-  // the replay, is replaced by a copy of the published table.
-  std::unique_ptr<PublishedTable> next = std::move(d.shadow);
-  if (next && next->table.generation() + d.shadow_pending.size() ==
-                  cur->table.generation()) {
-    for (const AppliedBatch& b : d.shadow_pending) next->table.ReplayBatch(b);
-    const RuleTableStats a = next->table.Stats(), b = cur->table.Stats();
-    if (a.rules != b.rules || a.entries != b.entries || a.subtables != b.subtables)
-      next.reset();
-  } else {
-    next.reset();
-  }
-  d.shadow_pending.clear();
-  if (!next) next = std::make_unique<PublishedTable>(cur->table, cur->generation);
+  std::unique_ptr<PublishedTable> next = d.NextTable(cur);
   RuleChangeSet changes;
   std::vector<AppliedBatch> applied;
   for (absl::Span<const RuleOp> ops : batches) {
@@ -804,6 +791,55 @@ std::vector<absl::StatusOr<BatchResult>> DpdkDataplane::ApplyBatches(
   d.shadow = d.publisher->PublishAndWait(std::move(next));
   d.shadow_pending = std::move(applied);
   return results;
+}
+
+std::unique_ptr<PublishedTable> DpdkDataplane::Impl::NextTable(
+    const PublishedTable* cur) {
+  // Bring the shadow level with `cur` by replaying the batches published
+  // last time (ReplayBatch: they were validated against the same rules).
+  // Replaying needs a shadow in step, which it is by construction; as a
+  // guard against a bug, a shadow out of step, or whose counts disagree after
+  // the replay, is replaced by a copy of the published table.
+  std::unique_ptr<PublishedTable> next = std::move(shadow);
+  if (next && next->table.generation() + shadow_pending.size() ==
+                  cur->table.generation()) {
+    for (const AppliedBatch& b : shadow_pending) next->table.ReplayBatch(b);
+    const RuleTableStats a = next->table.Stats(), b = cur->table.Stats();
+    if (a.rules != b.rules || a.entries != b.entries || a.subtables != b.subtables)
+      next.reset();
+  } else {
+    next.reset();
+  }
+  shadow_pending.clear();
+  if (!next) next = std::make_unique<PublishedTable>(cur->table, cur->generation);
+  return next;
+}
+
+// Without a list of the rules or a change set of every deleted match: the
+// published table is replaced by an empty one and every PMD rechecks its
+// megaflows against it (no change set: each megaflow is looked up again, and
+// none survives an empty table).  The old table, once no PMD reads it, is
+// emptied the same way, which makes it the shadow, level with the new one.
+absl::StatusOr<BatchResult> DpdkDataplane::DeleteAll() {
+  Impl& d = *impl_;
+  std::lock_guard<std::mutex> lock(d.apply_mu);
+  if (d.stopped) return absl::FailedPreconditionError("dataplane: stopped");
+  const PublishedTable* cur = d.publisher->Current();
+  if (cur->table.size() == 0) {  // nothing to delete: like an empty batch
+    BatchResult none;
+    none.generation = cur->generation;
+    return none;
+  }
+  std::unique_ptr<PublishedTable> next = d.NextTable(cur);
+  const BatchResult result = next->table.DeleteAll();
+  next->changes.Clear();
+  next->has_changes = false;
+  next->base_generation = cur->generation;
+  next->generation = next->table.generation();
+  d.shadow = d.publisher->PublishAndWait(std::move(next));
+  d.shadow->table.DeleteAll();
+  d.shadow->changes.Clear();
+  return result;
 }
 
 uint64_t DpdkDataplane::generation() const {

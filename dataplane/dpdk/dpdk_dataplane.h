@@ -156,6 +156,8 @@ class DpdkDataplane final : public Dataplane {
   // One publication (one grace period, one revalidation per PMD) per group.
   std::vector<absl::StatusOr<BatchResult>> ApplyBatches(
       absl::Span<const absl::Span<const RuleOp>> batches) override;
+  // One publication of an empty table; no list of the rules.
+  absl::StatusOr<BatchResult> DeleteAll() override;
   uint64_t generation() const override;
   std::vector<Rule> ListRules() const override;
   DataplaneStats Stats() const override;

@@ -724,6 +724,76 @@ TEST(DpdkDataplaneTest, GroupCommitAppliesEachBatchAndPublishesOnce) {
   EXPECT_EQ(one->action, Action::Output(3));
 }
 
+// DeleteAll publishes an empty table in one step (no per-rule batch, no
+// change set): the flows the PMD has cached must stop matching at the ack,
+// and the shadow emptied after it must serve the next batches.
+TEST(DpdkDataplaneTest, DeleteAllEmptiesThePublishedTableAndTheShadow) {
+  RingPort in = RingPort::Make("dall1", 1, 1);
+  RingPort out2 = RingPort::Make("dall2", 1, 1);
+  DpdkDataplaneOptions o;
+  o.ports = {Port(1, in.name), Port(2, out2.name, false)};
+  o.pmd_lcores = {3};
+  auto dp = DpdkDataplane::Create(o);
+  ASSERT_TRUE(dp.ok()) << dp.status();
+  ASSERT_TRUE((*dp)->Start().ok());
+  const uint32_t dst = 0x0a000001;
+  constexpr int kPackets = 40;
+  // Sends kPackets of the flow; returns how many left by port 2 once the
+  // PMD has received them all.
+  auto send = [&] {
+    const uint64_t rx0 = TotalRx(**dp);
+    for (int i = 0; i < kPackets; ++i) {
+      rte_mbuf* m = MakePacket(UdpFlow(0x0b000001, dst, 1000, 53), static_cast<uint64_t>(i));
+      EXPECT_NE(m, nullptr);
+      EXPECT_EQ(rte_ring_enqueue(in.rx[0], m), 0);
+    }
+    EXPECT_TRUE(WaitFor([&] { return TotalRx(**dp) == rx0 + kPackets; }, 5));
+    std::vector<std::pair<uint32_t, uint64_t>> got;
+    WaitFor([&] {
+      DrainRing(out2.tx, 2, &got);
+      return got.size() == static_cast<size_t>(kPackets);
+    }, 0.5);
+    return got.size();
+  };
+  ASSERT_TRUE((*dp)->ApplyBatch({RuleOp::Insert(Ipv4DstRule(1, 10, dst, 32, Action::Output(2))),
+                                 RuleOp::Insert(Ipv4DstRule(2, 5, 0, 0, Action::Output(2)))})
+                  .ok());
+  EXPECT_EQ(send(), static_cast<size_t>(kPackets));  // cached under rule 1
+
+  auto all = (*dp)->DeleteAll();
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->deleted, 2u);
+  EXPECT_EQ(all->rules, 0u);
+  EXPECT_EQ(all->generation, 2u);
+  EXPECT_EQ((*dp)->generation(), 2u);
+  EXPECT_EQ((*dp)->Stats().pmds[0].generation, 2u);  // installed at the ack
+  EXPECT_TRUE((*dp)->ListRules().empty());
+  EXPECT_EQ((*dp)->GetRule(1).status().code(), absl::StatusCode::kNotFound);
+  const uint64_t no_match0 = (*dp)->Stats().Total().no_match;
+  EXPECT_EQ(send(), 0u);
+  EXPECT_EQ((*dp)->Stats().Total().no_match, no_match0 + kPackets);
+
+  // Nothing left to delete: nothing changes, as for an empty batch.
+  all = (*dp)->DeleteAll();
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->deleted, 0u);
+  EXPECT_EQ(all->generation, 2u);
+
+  // The ids are free again, and both tables of the pair take the batches
+  // that follow (the second and third replay the first two on the shadow).
+  ASSERT_TRUE((*dp)->ApplyBatch({RuleOp::Insert(Ipv4DstRule(1, 10, dst, 32, Action::Output(2)))}).ok());
+  EXPECT_EQ(send(), static_cast<size_t>(kPackets));
+  ASSERT_TRUE((*dp)->ApplyBatch({RuleOp::Insert(Ipv4DstRule(3, 1, 0, 8, Action::Drop()))}).ok());
+  ASSERT_TRUE((*dp)->ApplyBatch({RuleOp::Delete(3)}).ok());
+  EXPECT_EQ((*dp)->generation(), 5u);
+  EXPECT_EQ((*dp)->Stats().rules.rules, 1u);
+  ASSERT_EQ((*dp)->ListRules().size(), 1u);
+  EXPECT_EQ((*dp)->ListRules()[0].id, 1u);
+  EXPECT_EQ(send(), static_cast<size_t>(kPackets));
+  const PmdCounters t = (*dp)->Stats().Total();
+  EXPECT_EQ(t.rx_packets, t.tx_packets + t.tx_dropped + t.rule_drops + t.no_match + t.bad_port);
+}
+
 TEST(DpdkDataplaneTest, PipelineSettingsReachTheRunningPmds) {
   RingPort p1 = RingPort::Make("knob1", 1, 1);
   RingPort p2 = RingPort::Make("knob2", 1, 1);

@@ -66,6 +66,15 @@ absl::StatusCode RefineCode(const absl::Status& s) {
   return s.code();
 }
 
+// The counts and generation of an applied batch.
+void FillAck(const BatchResult& r, v1::BatchAck* ack) {
+  ack->set_generation(r.generation);
+  ack->set_inserted(static_cast<uint32_t>(r.inserted));
+  ack->set_replaced(static_cast<uint32_t>(r.replaced));
+  ack->set_deleted(static_cast<uint32_t>(r.deleted));
+  ack->set_rules(r.rules);
+}
+
 // "operation 3 (rule id 17): ..." -> 3 and 17.
 void ParseOpPrefix(absl::string_view m, uint32_t* index, uint64_t* id) {
   if (!absl::StartsWith(m, "operation ")) return;
@@ -184,13 +193,8 @@ ClassifierService::ClassifierService(Dataplane* dp, const GrpcServerConfig& conf
     : dp_(dp), config_(config) {}
 
 v1::BatchAck ClassifierService::ApplyOne(const v1::RuleBatch& batch) {
-  return ApplyLimited(batch, config_.max_batch_ops);
-}
-
-v1::BatchAck ClassifierService::ApplyLimited(const v1::RuleBatch& batch,
-                                             uint64_t max_ops) {
   const v1::RuleBatch* one[] = {&batch};
-  return std::move(ApplyGroup(one, max_ops).front());
+  return std::move(ApplyGroup(one, config_.max_batch_ops).front());
 }
 
 std::vector<v1::BatchAck> ClassifierService::ApplyGroup(
@@ -254,11 +258,7 @@ std::vector<v1::BatchAck> ClassifierService::ApplyGroup(
       continue;
     }
     gen = r->generation;
-    ack.set_generation(gen);
-    ack.set_inserted(static_cast<uint32_t>(r->inserted));
-    ack.set_replaced(static_cast<uint32_t>(r->replaced));
-    ack.set_deleted(static_cast<uint32_t>(r->deleted));
-    ack.set_rules(r->rules);
+    FillAck(*r, &ack);
   }
   return acks;
 }
@@ -412,18 +412,10 @@ grpc::Status ClassifierService::GetRule(grpc::ServerContext*,
 grpc::Status ClassifierService::DeleteAll(grpc::ServerContext* ctx,
                                           const v1::DeleteAllRequest*,
                                           v1::BatchAck* resp) {
-  // List, then delete those ids in one batch.  A concurrent writer may delete
-  // one of them first (NOT_FOUND): list again, a few times.
-  for (int attempt = 0; attempt < 5; ++attempt) {
-    if (grpc::Status s = CheckAlive(ctx, "DeleteAll was applied"); !s.ok()) return s;
-    v1::RuleBatch batch;
-    for (const Rule& r : dp_->ListRules()) batch.add_ops()->set_delete_id(r.id);
-    *resp = ApplyLimited(batch, /*max_ops=*/~uint64_t{0});
-    if (resp->status_code() != static_cast<int>(absl::StatusCode::kNotFound)) break;
-  }
-  if (resp->status_code() != 0)
-    return grpc::Status(static_cast<grpc::StatusCode>(resp->status_code()),
-                        resp->status_message());
+  if (grpc::Status s = CheckAlive(ctx, "DeleteAll was applied"); !s.ok()) return s;
+  absl::StatusOr<BatchResult> r = dp_->DeleteAll();
+  if (!r.ok()) return ToGrpcStatus(r.status());
+  FillAck(*r, resp);
   return grpc::Status::OK;
 }
 

@@ -60,7 +60,7 @@ class ClassifierService final : public v1::Classifier::Service {
   grpc::Status Trace(grpc::ServerContext* ctx, const v1::TraceRequest* req,
                      v1::TraceResponse* resp) override;
 
-  // Processes one batch as ApplyRules does (exposed for tests and DeleteAll).
+  // Processes one batch as ApplyRules does (exposed for tests).
   v1::BatchAck ApplyOne(const v1::RuleBatch& batch);
 
   // Processes batches received back to back on one stream as one group
@@ -70,8 +70,6 @@ class ClassifierService final : public v1::Classifier::Service {
                                        uint64_t max_ops);
 
  private:
-  v1::BatchAck ApplyLimited(const v1::RuleBatch& batch, uint64_t max_ops);
-
   Dataplane* dp_;
   GrpcServerConfig config_;
   std::atomic<uint32_t> open_streams_{0};

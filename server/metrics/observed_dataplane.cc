@@ -28,21 +28,40 @@ void ApplyLatencyMetrics::Observe(double seconds, bool ok) {
   (ok ? ok_ : error_)->Observe(seconds);
 }
 
+namespace {
+
+// fn()'s result; *seconds = the wall time it took.
+template <typename Fn>
+auto Timed(Fn fn, double* seconds) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = fn();
+  *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace
+
 absl::StatusOr<BatchResult> ObservedDataplane::ApplyBatch(
     absl::Span<const RuleOp> ops) {
-  const auto t0 = std::chrono::steady_clock::now();
-  absl::StatusOr<BatchResult> r = inner_->ApplyBatch(ops);
-  const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
-  latency_->Observe(dt.count(), r.ok());
+  double dt = 0;
+  absl::StatusOr<BatchResult> r = Timed([&] { return inner_->ApplyBatch(ops); }, &dt);
+  latency_->Observe(dt, r.ok());
+  return r;
+}
+
+absl::StatusOr<BatchResult> ObservedDataplane::DeleteAll() {
+  double dt = 0;
+  absl::StatusOr<BatchResult> r = Timed([&] { return inner_->DeleteAll(); }, &dt);
+  latency_->Observe(dt, r.ok());
   return r;
 }
 
 std::vector<absl::StatusOr<BatchResult>> ObservedDataplane::ApplyBatches(
     absl::Span<const absl::Span<const RuleOp>> batches) {
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<absl::StatusOr<BatchResult>> r = inner_->ApplyBatches(batches);
-  const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
-  for (const absl::StatusOr<BatchResult>& one : r) latency_->Observe(dt.count(), one.ok());
+  double dt = 0;
+  std::vector<absl::StatusOr<BatchResult>> r =
+      Timed([&] { return inner_->ApplyBatches(batches); }, &dt);
+  for (const absl::StatusOr<BatchResult>& one : r) latency_->Observe(dt, one.ok());
   return r;
 }
 

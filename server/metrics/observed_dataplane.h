@@ -60,6 +60,7 @@ class ObservedDataplane final : public Dataplane {
   std::vector<absl::StatusOr<BatchResult>> ApplyBatches(
       absl::Span<const absl::Span<const RuleOp>> batches) override;
   uint64_t generation() const override { return inner_->generation(); }
+  absl::StatusOr<BatchResult> DeleteAll() override;
   std::vector<Rule> ListRules() const override { return inner_->ListRules(); }
   DataplaneStats Stats() const override { return inner_->Stats(); }
   std::map<std::string, std::string> GetConfig() const override {

@@ -279,6 +279,28 @@ TEST(GrpcFlowclassdTest, FlowclassctlAgainstARealDaemon) {
   EXPECT_EQ(Ctl("stats " + conn + " --count 2").code, 2);
   EXPECT_EQ(Ctl("trace " + conn + " --in-port 1 in_port=2,udp").code, 2);
 
+  // del-rules --all: one batch (one generation) deleting every rule, which
+  // the PMD has installed at the ack; the ids are free again after it.
+  st = (*client)->GetStats();
+  ASSERT_TRUE(st.ok()) << st.status();
+  const uint64_t rules_before = st->rules(), gen_before = st->generation();
+  ASSERT_GT(rules_before, 1000u);
+  r = Ctl("del-rules " + conn + " --all");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat("deleted=", rules_before, " generation=",
+                                            gen_before + 1)));
+  st = (*client)->GetStats();
+  EXPECT_EQ(st->rules(), 0u);
+  EXPECT_EQ(st->generation(), gen_before + 1);
+  EXPECT_EQ(st->pmd(0).generation(), gen_before + 1);
+  EXPECT_EQ(Ctl("dump-rules " + conn).out, "");
+  r = Ctl(absl::StrCat("add-rules ", conn, " --progress off ", dir.File("bad.txt")));
+  EXPECT_EQ(r.code, 4) << r.out;  // still names its bad rule
+  WriteFile(dir.File("again.txt"), "id=6000,priority=1,udp,nw_dst=10.0.0.0/8,actions=drop\n");
+  r = Ctl(absl::StrCat("add-rules ", conn, " --progress off ", dir.File("again.txt")));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE((*client)->GetRule(6000).ok());
+
   // Stop: every packet received is accounted for.
   ASSERT_EQ(d.Stop(30), 0) << d.Output();
   const std::string out = d.Output();
