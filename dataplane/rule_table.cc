@@ -15,17 +15,18 @@
 //                    the only thing Lookup walks besides the subtables.
 //   Subtable
 //   ├─ mask, word_index[0..n_words)   the words the mask touches
-//   ├─ buckets       PackedKey -> Bucket (entries sorted priority desc, id asc;
-//   │                 one entry inline, as most keys have one).  Two maps, one
-//   │                 used: keys of <= 3 words (a 5-tuple with in_port) in
-//   │                 64-byte slots, longer ones in 112-byte slots.
+//   ├─ buckets       PackedKey -> Bucket (the key's rules, best first: a
+//   │                 pointer to the one rule most keys have, else to an
+//   │                 array).  Two maps, one used: keys of <= 3 words (a
+//   │                 5-tuple with in_port) in 32-byte slots, longer ones in
+//   │                 88-byte slots.
 //   └─ priority_counts  priority -> #entries   (max priority under deletes)
 //
 // A PackedKey holds the masked words of a key for the subtable's non-zero
 // mask words only, packed to the front (the rest zero), with its hash
 // computed once by the caller; the hash map's hasher just returns it.  So a
 // lookup per subtable is: n_words ANDs into a stack array, one HashWords, one
-// probe — nothing allocated.
+// probe — nothing allocated.  A hit reads the rule itself for its priority.
 #include "dataplane/rule_table.h"
 
 #include <algorithm>
@@ -93,54 +94,112 @@ struct RuleIdHash {
   }
 };
 
-struct Entry {
-  uint32_t priority;
-  uint64_t id;
-  const Rule* rule;
+// The rules of one packed key, in 8 bytes: most keys have one rule, and the
+// slot points at it; a key with several (rules whose expansions share a
+// masked value) points at a heap array of them.  Either way the front rule
+// is the key's winner: (priority desc, id asc), RuleBeats.  The low bit of
+// `bits_` tells which (a Rule is 8-aligned).  Move-only; frees its array.
+class Bucket {
+ public:
+  Bucket() = default;
+  Bucket(Bucket&& o) noexcept : bits_(std::exchange(o.bits_, 0)) {}
+  Bucket& operator=(Bucket&& o) noexcept {
+    std::swap(bits_, o.bits_);
+    return *this;
+  }
+  ~Bucket() { delete many(); }
+
+  bool empty() const { return bits_ == 0; }
+  const Rule* front() const {
+    return (bits_ & 1) ? many()->front() : reinterpret_cast<const Rule*>(bits_);
+  }
+  void Insert(const Rule* r) {
+    if (bits_ == 0) {
+      bits_ = reinterpret_cast<uintptr_t>(r);
+      return;
+    }
+    if ((bits_ & 1) == 0) {
+      auto* v = new std::vector<const Rule*>{reinterpret_cast<const Rule*>(bits_)};
+      bits_ = reinterpret_cast<uintptr_t>(v) | 1;
+    }
+    std::vector<const Rule*>& v = *many();
+    v.insert(std::lower_bound(v.begin(), v.end(), r,
+                              [](const Rule* a, const Rule* b) { return RuleBeats(*a, *b); }),
+             r);
+  }
+  // Removes rule `id`, which is present.
+  void Erase(uint64_t id) {
+    if ((bits_ & 1) == 0) {
+      bits_ = 0;
+      return;
+    }
+    std::vector<const Rule*>& v = *many();
+    v.erase(std::find_if(v.begin(), v.end(), [&](const Rule* r) { return r->id == id; }));
+    if (v.size() == 1) {
+      const Rule* last = v.front();
+      delete many();
+      bits_ = reinterpret_cast<uintptr_t>(last);
+    }
+  }
+
+ private:
+  std::vector<const Rule*>* many() const {
+    return (bits_ & 1) ? reinterpret_cast<std::vector<const Rule*>*>(bits_ & ~uintptr_t{1})
+                       : nullptr;
+  }
+  uintptr_t bits_ = 0;
 };
 
-// The entries of one packed key.  Most keys carry one entry: it is stored
-// inline, so inserting a rule allocates no bucket.
-using Bucket = absl::InlinedVector<Entry, 1>;
-
-// One slot of a subtable's bucket map: a packed key and its entries.  A
-// small key's slot is 64 bytes and aligned to 64, so inserting or probing a
-// key touches one cache line of slots, not two (absl places a map's slots
-// after its control bytes, at the slot type's alignment: with the default 8,
-// a 64-byte slot straddled two lines).  The map is a set of slots looked up
-// by PackedKey (transparent hash and equality), as a map's pair<key, value>
-// cannot be aligned without padding it to 128 bytes.
+// One slot of a subtable's bucket map: a packed key's words and its rules.
+// A small key's slot is 32 bytes, aligned so that no slot straddles two
+// cache lines (absl places a map's slots after its control bytes at the slot
+// type's alignment).  A million-rule load is a cache miss on each new slot
+// and page faults on the memory of the maps: smaller slots are fewer of both.
+// So a small slot does not keep its hash (the set recomputes it, over all N
+// words, when it grows); a big key's slot (IPv6, rare) keeps it, as hashing
+// its N words would cost its lookups more than the n_words Pack hashes.
+// The map is a set of slots looked up by PackedKey (transparent hash and
+// equality).
+template <int N, bool kSmall = (N <= kSmallKeyWords)>
+struct BucketSlot;
 template <int N>
-struct alignas(N <= kSmallKeyWords ? 64 : 8) BucketSlot {
-  PackedKey<N> key;
+struct alignas(32) BucketSlot<N, true> {
+  explicit BucketSlot(const PackedKey<N>& k) : w(k.w) {}
+  static uint64_t HashOf(const std::array<uint64_t, N>& w, int /*n_words*/) {
+    return HashWords(w.data(), N, /*basis=*/N);  // the words past n_words are 0
+  }
+  uint64_t hash() const { return HashOf(w, N); }
+  std::array<uint64_t, N> w;
   mutable Bucket bucket;  // not part of the set's key
 };
-static_assert(sizeof(BucketSlot<kSmallKeyWords>) == 64);
+template <int N>
+struct BucketSlot<N, false> {
+  explicit BucketSlot(const PackedKey<N>& k) : stored_hash(k.hash), w(k.w) {}
+  static uint64_t HashOf(const std::array<uint64_t, N>& w, int n_words) {
+    return HashWords(w.data(), n_words, /*basis=*/n_words);
+  }
+  uint64_t hash() const { return stored_hash; }
+  uint64_t stored_hash;
+  std::array<uint64_t, N> w;
+  mutable Bucket bucket;  // not part of the set's key
+};
+static_assert(sizeof(BucketSlot<kSmallKeyWords>) == 32);
+static_assert(sizeof(BucketSlot<kFlowWords>) == 88);
 
-// The hash is computed once per (key, subtable) by Subtable::Pack.
 struct PackedKeyHash {
   using is_transparent = void;
   template <int N>
   size_t operator()(const PackedKey<N>& k) const { return k.hash; }
-  template <int N>
-  size_t operator()(const BucketSlot<N>& s) const { return s.key.hash; }
+  template <int N, bool kSmall>
+  size_t operator()(const BucketSlot<N, kSmall>& s) const { return s.hash(); }
 };
 struct PackedKeyEq {
   using is_transparent = void;
-  template <int N>
-  static const PackedKey<N>& KeyOf(const PackedKey<N>& k) { return k; }
-  template <int N>
-  static const PackedKey<N>& KeyOf(const BucketSlot<N>& s) { return s.key; }
   template <typename A, typename B>
-  bool operator()(const A& a, const B& b) const { return KeyOf(a) == KeyOf(b); }
+  bool operator()(const A& a, const B& b) const { return a.w == b.w; }
 };
 template <int N>
 using BucketMap = absl::flat_hash_set<BucketSlot<N>, PackedKeyHash, PackedKeyEq>;
-
-// Bucket order: the front entry is the bucket's winner.
-bool EntryBefore(const Entry& a, const Entry& b) {
-  return a.priority != b.priority ? a.priority > b.priority : a.id < b.id;
-}
 
 // Hot fields first: both maps' headers (ctrl/slots pointers), the word
 // indexes and the first packed mask words are in the first two cache lines,
@@ -162,7 +221,7 @@ struct alignas(64) Subtable {
     PackedKey<N> k;
     for (int j = 0; j < n_words; ++j)
       k.w[j] = key.w[word_index[j]] & packed_mask[j];
-    k.hash = HashWords(k.w.data(), n_words, /*basis=*/n_words);
+    k.hash = BucketSlot<N>::HashOf(k.w, n_words);
     return k;
   }
 
@@ -388,11 +447,8 @@ void RuleTable::Impl::AddRule(std::shared_ptr<const Rule> owned) {
   size_t n = 0;
   ForEachEntry(*rule, [&](const Flow& value, const Flow& mask) {
     Subtable* st = &SubtableFor(mask);
-    const Entry e{rule->priority, rule->id, rule};
     st->WithBucket(value, [&](auto& buckets, const auto& key) {
-      Bucket& bucket =
-          buckets.lazy_emplace(key, [&](const auto& ctor) { ctor(key); })->bucket;
-      bucket.insert(std::lower_bound(bucket.begin(), bucket.end(), e, EntryBefore), e);
+      buckets.lazy_emplace(key, [&](const auto& ctor) { ctor(key); })->bucket.Insert(rule);
     });
     if (rule->priority > st->MaxPriority()) order_dirty = true;
     ++st->priority_counts[rule->priority];
@@ -412,10 +468,8 @@ void RuleTable::Impl::RemoveRule(uint64_t id) {
     Subtable& st = *st_it->second;
     st.WithBucket(value, [&](auto& buckets, const auto& key) {
       auto b = buckets.find(key);
-      Bucket& bucket = b->bucket;
-      bucket.erase(std::find_if(bucket.begin(), bucket.end(),
-                                [&](const Entry& e) { return e.id == id; }));
-      if (bucket.empty()) buckets.erase(b);
+      b->bucket.Erase(id);
+      if (b->bucket.empty()) buckets.erase(b);
     });
     auto pc = st.priority_counts.find(rule.priority);
     if (--pc->second == 0) {
@@ -677,7 +731,7 @@ void RuleTable::Impl::FinishBatch(BatchResult* result) {
 
 const Rule* RuleTable::Lookup(const Flow& key, Flow* wc,
                               int* subtables_visited) const {
-  const Entry* best = nullptr;
+  const Rule* best = nullptr;
   int visited = 0;
   const OrderSlot* const begin = impl_->order.data();
   const OrderSlot* const end = begin + impl_->order.size();
@@ -692,16 +746,16 @@ const Rule* RuleTable::Lookup(const Flow& key, Flow* wc,
     ++visited;
     for (int j = 0; j < st.n_words; ++j)
       wc->w[st.word_index[j]] |= st.packed_mask[j];
-    const Entry* e = st.WithBucket(key, [](const auto& buckets, const auto& k) -> const Entry* {
+    const Rule* r = st.WithBucket(key, [](const auto& buckets, const auto& k) -> const Rule* {
       const auto it = buckets.find(k);
-      return it == buckets.end() ? nullptr : &it->bucket.front();
+      return it == buckets.end() ? nullptr : it->bucket.front();
     });
-    if (e != nullptr && (best == nullptr || EntryBefore(*e, *best))) best = e;
+    if (r != nullptr && (best == nullptr || RuleBeats(*r, *best))) best = r;
   }
   // Megaflows are per in_port (megaflow.h): in_port is always exact.
   wc->Set(Field::kInPort, 0xffffffffu);
   if (subtables_visited != nullptr) *subtables_visited = visited;
-  return best != nullptr ? best->rule : nullptr;
+  return best;
 }
 
 const Rule* RuleTable::Lookup(const FlowKey& key, Flow* wc,
