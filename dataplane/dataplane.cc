@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -20,8 +19,7 @@ absl::StatusOr<BatchResult> Dataplane::DeleteAll() {
     for (const Rule& rule : ListRules()) ops.push_back(RuleOp::Delete(rule.id));
     r = ApplyBatch(ops);
     // A rule listed but deleted by another writer before this batch: list again.
-    if (r.ok() || !absl::StrContains(r.status().message(), "delete of unknown rule id"))
-      break;
+    if (r.ok() || !IsUnknownRuleIdError(r.status())) break;
   }
   return r;
 }

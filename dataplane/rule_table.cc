@@ -24,7 +24,8 @@
 //
 // A PackedKey holds the masked words of a key for the subtable's non-zero
 // mask words only, packed to the front (the rest zero), with its hash
-// computed once by the caller; the hash map's hasher just returns it.  So a
+// computed once by the caller (the map's hasher returns it; a slot's hash is
+// recomputed, or kept for a big key, when the map grows).  So a
 // lookup per subtable is: n_words ANDs into a stack array, one HashWords, one
 // probe — nothing allocated.  A hit reads the rule itself for its priority.
 #include "dataplane/rule_table.h"
@@ -43,9 +44,9 @@
 #include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
@@ -59,9 +60,6 @@ template <int N>
 struct PackedKey {
   uint64_t hash = 0;
   std::array<uint64_t, N> w{};
-  friend bool operator==(const PackedKey& a, const PackedKey& b) {
-    return a.hash == b.hash && a.w == b.w;
-  }
 };
 
 // Keys of up to this many words go into the small map: a million-rule load
@@ -184,6 +182,7 @@ struct BucketSlot<N, false> {
   mutable Bucket bucket;  // not part of the set's key
 };
 static_assert(sizeof(BucketSlot<kSmallKeyWords>) == 32);
+static_assert(alignof(Rule) >= 2, "Bucket tags its pointer's low bit");
 static_assert(sizeof(BucketSlot<kFlowWords>) == 88);
 
 struct PackedKeyHash {
@@ -662,15 +661,24 @@ BatchResult RuleTable::ReplayBatch(const AppliedBatch& batch) {
 BatchResult RuleTable::DeleteAll() {
   BatchResult result;
   result.deleted = impl_->rules.size();
-  if (result.deleted == 0) {
-    result.generation = impl_->generation;
-    return result;
-  }
-  auto empty = std::make_unique<Impl>(impl_->limits);
-  empty->generation = impl_->generation;
-  impl_ = std::move(empty);  // frees the rules this table held
-  impl_->FinishBatch(&result);
+  result.generation = impl_->generation;
+  if (result.deleted == 0) return result;
+  Clear(++result.generation);
   return result;
+}
+
+void RuleTable::Clear(uint64_t generation) {
+  auto empty = std::make_unique<Impl>(impl_->limits);
+  empty->generation = generation;
+  impl_ = std::move(empty);  // frees the rules this table held
+}
+
+bool IsUnknownRuleIdError(const absl::Status& s) {
+  // The messages of ApplyBatch's phase 1: "operation i (rule id n): id:
+  // delete of unknown rule id n" and "... replace of unknown rule id n".
+  return s.code() == absl::StatusCode::kInvalidArgument &&
+         absl::StrContains(s.message(), "): id: ") &&
+         absl::StrContains(s.message(), " of unknown rule id ");
 }
 
 void RuleTable::Impl::ApplyValid(absl::Span<const RuleOp> ops,

@@ -110,8 +110,12 @@ class RuleTable {
   BatchResult ReplayBatch(const AppliedBatch& batch);
   // Removes every rule as one batch: generation +1, `deleted` = the rules
   // there were.  An empty table is left as it is (like an empty batch).
-  // Costs no list of the rules and no per-rule operation (DeleteAll).
+  // No list of the rules and no per-rule operation: the cost is freeing them.
   BatchResult DeleteAll();
+  // Empties the table and sets its generation, for the tables of a left-right
+  // pair when every rule is deleted: neither needs the batches it has not
+  // replayed yet.
+  void Clear(uint64_t generation);
 
   // Winning rule or nullptr; ORs the consulted subtables' masks into *wc
   // (which the caller zeroes).  `subtables_visited`, if not null, receives the
@@ -135,6 +139,10 @@ class RuleTable {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// True for ApplyBatch's error on a delete or replace of an id the table does
+// not hold (INVALID_ARGUMENT; the gRPC API answers NOT_FOUND for it).
+bool IsUnknownRuleIdError(const absl::Status& s);
 
 // What a batch changed, for targeted megaflow revalidation.  A cached result
 // (value, mask, verdict) computed under the old table stays right under the

@@ -212,6 +212,7 @@ struct DpdkDataplane::Impl {
   // batches, so a batch costs O(batch), not a copy of the whole rule set.
   std::unique_ptr<PublishedTable> shadow;
   std::vector<AppliedBatch> shadow_pending;  // batches, in order
+  uint64_t shadow_resyncs = 0;  // shadows found out of step and replaced by a copy
   // Run-time pipeline settings (see KnobsMailbox): written under apply_mu.
   PipelineKnobs knobs;
   // Read by every PMD every iteration: a line of its own, away from the
@@ -805,10 +806,13 @@ std::unique_ptr<PublishedTable> DpdkDataplane::Impl::NextTable(
                   cur->table.generation()) {
     for (const AppliedBatch& b : shadow_pending) next->table.ReplayBatch(b);
     const RuleTableStats a = next->table.Stats(), b = cur->table.Stats();
-    if (a.rules != b.rules || a.entries != b.entries || a.subtables != b.subtables)
+    if (a.rules != b.rules || a.entries != b.entries || a.subtables != b.subtables) {
       next.reset();
-  } else {
+      ++shadow_resyncs;
+    }
+  } else if (next) {
     next.reset();
+    ++shadow_resyncs;
   }
   shadow_pending.clear();
   if (!next) next = std::make_unique<PublishedTable>(cur->table, cur->generation);
@@ -816,30 +820,39 @@ std::unique_ptr<PublishedTable> DpdkDataplane::Impl::NextTable(
 }
 
 // Without a list of the rules or a change set of every deleted match: the
-// published table is replaced by an empty one and every PMD rechecks its
-// megaflows against it (no change set: each megaflow is looked up again, and
-// none survives an empty table).  The old table, once no PMD reads it, is
-// emptied the same way, which makes it the shadow, level with the new one.
+// shadow is emptied (its unreplayed batches dropped: nothing of them would
+// survive) and published, and every PMD rechecks its megaflows against it
+// (no change set: each megaflow is looked up again, and none survives an
+// empty table).  The old table, once no PMD reads it, is emptied the same
+// way and becomes the shadow, level with the new one.  The cost is freeing
+// the rules, under apply_mu.
 absl::StatusOr<BatchResult> DpdkDataplane::DeleteAll() {
   Impl& d = *impl_;
   std::lock_guard<std::mutex> lock(d.apply_mu);
   if (d.stopped) return absl::FailedPreconditionError("dataplane: stopped");
   const PublishedTable* cur = d.publisher->Current();
-  if (cur->table.size() == 0) {  // nothing to delete: like an empty batch
-    BatchResult none;
-    none.generation = cur->generation;
-    return none;
-  }
-  std::unique_ptr<PublishedTable> next = d.NextTable(cur);
-  const BatchResult result = next->table.DeleteAll();
+  BatchResult result;
+  result.deleted = cur->table.size();
+  result.generation = cur->generation;
+  if (result.deleted == 0) return result;  // nothing to delete: like an empty batch
+  ++result.generation;
+  std::unique_ptr<PublishedTable> next = std::move(d.shadow);
+  d.shadow_pending.clear();
+  if (!next) next = std::make_unique<PublishedTable>(d.opts.limits);
+  next->table.Clear(result.generation);
   next->changes.Clear();
   next->has_changes = false;
   next->base_generation = cur->generation;
-  next->generation = next->table.generation();
+  next->generation = result.generation;
   d.shadow = d.publisher->PublishAndWait(std::move(next));
-  d.shadow->table.DeleteAll();
+  d.shadow->table.Clear(result.generation);
   d.shadow->changes.Clear();
   return result;
+}
+
+uint64_t DpdkDataplane::ShadowResyncs() const {
+  std::lock_guard<std::mutex> lock(impl_->apply_mu);
+  return impl_->shadow_resyncs;
 }
 
 uint64_t DpdkDataplane::generation() const {

@@ -722,6 +722,7 @@ TEST(DpdkDataplaneTest, GroupCommitAppliesEachBatchAndPublishesOnce) {
   auto one = (*dp)->GetRule(1);
   ASSERT_TRUE(one.ok());
   EXPECT_EQ(one->action, Action::Output(3));
+  EXPECT_EQ((*dp)->ShadowResyncs(), 0u);  // every replay brought the shadow level
 }
 
 // DeleteAll publishes an empty table in one step (no per-rule batch, no
@@ -759,14 +760,19 @@ TEST(DpdkDataplaneTest, DeleteAllEmptiesThePublishedTableAndTheShadow) {
                                  RuleOp::Insert(Ipv4DstRule(2, 5, 0, 0, Action::Output(2)))})
                   .ok());
   EXPECT_EQ(send(), static_cast<size_t>(kPackets));  // cached under rule 1
+  // A batch that does not concern the flow: the shadow DeleteAll will take
+  // is then a table published with a change set, which must not be reused.
+  ASSERT_TRUE((*dp)->ApplyBatch({RuleOp::Insert(Ipv4DstRule(4, 20, dst + 1, 32, Action::Drop()))})
+                  .ok());
+  EXPECT_EQ(send(), static_cast<size_t>(kPackets));
 
   auto all = (*dp)->DeleteAll();
   ASSERT_TRUE(all.ok()) << all.status();
-  EXPECT_EQ(all->deleted, 2u);
+  EXPECT_EQ(all->deleted, 3u);
   EXPECT_EQ(all->rules, 0u);
-  EXPECT_EQ(all->generation, 2u);
-  EXPECT_EQ((*dp)->generation(), 2u);
-  EXPECT_EQ((*dp)->Stats().pmds[0].generation, 2u);  // installed at the ack
+  EXPECT_EQ(all->generation, 3u);
+  EXPECT_EQ((*dp)->generation(), 3u);
+  EXPECT_EQ((*dp)->Stats().pmds[0].generation, 3u);  // installed at the ack
   EXPECT_TRUE((*dp)->ListRules().empty());
   EXPECT_EQ((*dp)->GetRule(1).status().code(), absl::StatusCode::kNotFound);
   const uint64_t no_match0 = (*dp)->Stats().Total().no_match;
@@ -777,7 +783,7 @@ TEST(DpdkDataplaneTest, DeleteAllEmptiesThePublishedTableAndTheShadow) {
   all = (*dp)->DeleteAll();
   ASSERT_TRUE(all.ok()) << all.status();
   EXPECT_EQ(all->deleted, 0u);
-  EXPECT_EQ(all->generation, 2u);
+  EXPECT_EQ(all->generation, 3u);
 
   // The ids are free again, and both tables of the pair take the batches
   // that follow (the second and third replay the first two on the shadow).
@@ -785,13 +791,17 @@ TEST(DpdkDataplaneTest, DeleteAllEmptiesThePublishedTableAndTheShadow) {
   EXPECT_EQ(send(), static_cast<size_t>(kPackets));
   ASSERT_TRUE((*dp)->ApplyBatch({RuleOp::Insert(Ipv4DstRule(3, 1, 0, 8, Action::Drop()))}).ok());
   ASSERT_TRUE((*dp)->ApplyBatch({RuleOp::Delete(3)}).ok());
-  EXPECT_EQ((*dp)->generation(), 5u);
+  EXPECT_EQ((*dp)->generation(), 6u);
   EXPECT_EQ((*dp)->Stats().rules.rules, 1u);
   ASSERT_EQ((*dp)->ListRules().size(), 1u);
   EXPECT_EQ((*dp)->ListRules()[0].id, 1u);
   EXPECT_EQ(send(), static_cast<size_t>(kPackets));
+  // Both emptied tables were level: no batch needed a copy of the table.
+  EXPECT_EQ((*dp)->ShadowResyncs(), 0u);
   const PmdCounters t = (*dp)->Stats().Total();
   EXPECT_EQ(t.rx_packets, t.tx_packets + t.tx_dropped + t.rule_drops + t.no_match + t.bad_port);
+  (*dp)->Stop();
+  EXPECT_EQ((*dp)->DeleteAll().status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(DpdkDataplaneTest, PipelineSettingsReachTheRunningPmds) {

@@ -61,8 +61,7 @@ absl::StatusCode RefineCode(const absl::Status& s) {
   const absl::string_view m = s.message();
   if (absl::StrContains(m, "): id: ") && absl::StrContains(m, "already exists"))
     return absl::StatusCode::kAlreadyExists;
-  if (absl::StrContains(m, "): id: ") && absl::StrContains(m, "unknown rule id"))
-    return absl::StatusCode::kNotFound;
+  if (IsUnknownRuleIdError(s)) return absl::StatusCode::kNotFound;
   return s.code();
 }
 
@@ -414,7 +413,9 @@ grpc::Status ClassifierService::DeleteAll(grpc::ServerContext* ctx,
                                           v1::BatchAck* resp) {
   if (grpc::Status s = CheckAlive(ctx, "DeleteAll was applied"); !s.ok()) return s;
   absl::StatusOr<BatchResult> r = dp_->DeleteAll();
-  if (!r.ok()) return ToGrpcStatus(r.status());
+  if (!r.ok())  // NOT_FOUND, as for a batch, when the rules kept changing
+    return grpc::Status(static_cast<grpc::StatusCode>(RefineCode(r.status())),
+                        std::string(r.status().message()));
   FillAck(*r, resp);
   return grpc::Status::OK;
 }

@@ -85,21 +85,27 @@ TEST(MetricsExporterTest, ServesCollectorAndApplyLatencyAndPassesPromtool) {
   ASSERT_TRUE(observed.ApplyBatch({RuleOp::Insert(r)}).ok());
   ASSERT_FALSE(observed.ApplyBatch({RuleOp::Delete(99)}).ok());
   ASSERT_TRUE(observed.ApplyBatch({RuleOp::Delete(1)}).ok());
+  // DeleteAll reaches the dataplane's own DeleteAll (not a list and a batch
+  // of deletes made by the wrapper) and is observed as one batch.
+  ASSERT_TRUE(observed.ApplyBatch({RuleOp::Insert(r)}).ok());
+  ASSERT_TRUE(observed.DeleteAll().ok());
+  EXPECT_EQ(fake.delete_all_calls(), 1);
+  EXPECT_TRUE(fake.ListRules().empty());
 
   HttpResponse h = HttpGet("127.0.0.1", port, "/metrics");
   ASSERT_EQ(h.status, 200);
   EXPECT_THAT(h.body, HasSubstr("# TYPE flowclass_pmd_packets_total counter"));
   EXPECT_THAT(h.body, HasSubstr("flowclass_pmd_packets_total{pmd=\"0\",layer=\"emc\"} 500"));
-  EXPECT_THAT(h.body, HasSubstr("flowclass_rule_generation 2"));
+  EXPECT_THAT(h.body, HasSubstr("flowclass_rule_generation 4"));
   EXPECT_THAT(h.body, HasSubstr(
       "flowclass_subtable_hits_total{pmd=\"0\",port=\"1\",subtable=\"other\"} 1000"));
   EXPECT_THAT(h.body, HasSubstr("# TYPE flowclass_rule_batch_apply_duration_seconds histogram"));
   EXPECT_THAT(h.body, HasSubstr(
-      "flowclass_rule_batch_apply_duration_seconds_count{result=\"ok\"} 2"));
+      "flowclass_rule_batch_apply_duration_seconds_count{result=\"ok\"} 4"));
   EXPECT_THAT(h.body, HasSubstr(
       "flowclass_rule_batch_apply_duration_seconds_count{result=\"error\"} 1"));
   EXPECT_THAT(h.body, HasSubstr(
-      "flowclass_rule_batch_apply_duration_seconds_bucket{result=\"ok\",le=\"10\"} 2"));
+      "flowclass_rule_batch_apply_duration_seconds_bucket{result=\"ok\",le=\"10\"} 4"));
 
   // Counters follow the dataplane between scrapes.
   fake.SetStats(SomeStats(3000));

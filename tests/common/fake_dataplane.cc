@@ -29,6 +29,19 @@ absl::StatusOr<BatchResult> FakeDataplane::ApplyBatch(absl::Span<const RuleOp> o
   return r;
 }
 
+absl::StatusOr<BatchResult> FakeDataplane::DeleteAll() {
+  {
+    absl::MutexLock lock(&mu_);
+    ++delete_all_calls_;
+  }
+  return Dataplane::DeleteAll();
+}
+
+int FakeDataplane::delete_all_calls() const {
+  absl::MutexLock lock(&mu_);
+  return delete_all_calls_;
+}
+
 uint64_t FakeDataplane::generation() const {
   absl::MutexLock lock(&mu_);
   return table_->generation();

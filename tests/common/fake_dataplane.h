@@ -29,6 +29,8 @@ class FakeDataplane final : public Dataplane {
   explicit FakeDataplane(RuleTableLimits limits = {});
 
   absl::StatusOr<BatchResult> ApplyBatch(absl::Span<const RuleOp> ops) override;
+  // The default (list, then delete by id), counted: delete_all_calls().
+  absl::StatusOr<BatchResult> DeleteAll() override;
   uint64_t generation() const override;
   std::vector<Rule> ListRules() const override;
   DataplaneStats Stats() const override;
@@ -52,6 +54,8 @@ class FakeDataplane final : public Dataplane {
   void SetRuleHits(std::vector<RuleHit> hits);
   // Every successfully applied batch, in order.
   std::vector<std::vector<RuleOp>> applied_batches() const;
+  // Calls of DeleteAll (so a wrapper's forwarding of it can be checked).
+  int delete_all_calls() const;
   // Classifies one key with the current table (nullptr: no match).
   std::optional<Rule> Classify(const FlowKey& key) const;
 
@@ -67,6 +71,7 @@ class FakeDataplane final : public Dataplane {
   std::map<std::string, ConfigEntry> config_ ABSL_GUARDED_BY(mu_);
   std::vector<std::vector<RuleOp>> batches_ ABSL_GUARDED_BY(mu_);
   std::vector<RuleHit> rule_hits_ ABSL_GUARDED_BY(mu_);
+  int delete_all_calls_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace flowclass
