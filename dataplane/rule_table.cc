@@ -4,7 +4,7 @@
 // Memory layout
 // -------------
 //   Impl
-//   ├─ rules_        id -> shared_ptr<const Rule> (Rule addresses are stable;
+//   ├─ rules_        id -> SharedRule (Rule addresses are stable;
 //   │                 entries point at them; the other table of a left-right
 //   │                 pair holds the same objects, see AppliedBatch)
 //   ├─ by_cookie_    cookie -> {id}, cookies != 0 (DeleteByCookie; rules
@@ -376,7 +376,7 @@ struct RuleTable::Impl {
   explicit Impl(RuleTableLimits l) : limits(l) {}
 
   // Adds a validated rule whose id is absent.
-  void AddRule(std::shared_ptr<const Rule> owned);
+  void AddRule(SharedRule owned);
   // The subtable of `mask`, created if absent.  Consecutive entries (the
   // expansions of one rule, rules of one shape streamed together) mostly
   // share a mask: the last one is checked before the map.
@@ -402,7 +402,7 @@ struct RuleTable::Impl {
   size_t entries = 0;
   size_t expanded_rules = 0;
   // Shared with the other table of a left-right pair (see AppliedBatch).
-  absl::flat_hash_map<uint64_t, std::shared_ptr<const Rule>, RuleIdHash> rules;
+  absl::flat_hash_map<uint64_t, SharedRule, RuleIdHash> rules;
   absl::flat_hash_map<uint64_t, absl::flat_hash_set<uint64_t>> by_cookie;  // cookie != 0
   // The ids of the rules carrying `cookie` (control path; allocates).
   std::vector<uint64_t> IdsWithCookie(uint64_t cookie) const;
@@ -439,7 +439,7 @@ std::vector<uint64_t> RuleTable::Impl::IdsWithCookie(uint64_t cookie) const {
   return ids;
 }
 
-void RuleTable::Impl::AddRule(std::shared_ptr<const Rule> owned) {
+void RuleTable::Impl::AddRule(SharedRule owned) {
   const Rule* rule = owned.get();
   rules.emplace(rule->id, std::move(owned));
   if (rule->cookie != 0) by_cookie[rule->cookie].insert(rule->id);
@@ -688,11 +688,11 @@ void RuleTable::Impl::ApplyValid(absl::Span<const RuleOp> ops,
     applied->reserve(ops.size());
   }
   for (const RuleOp& op : ops) {
-    AppliedOp a{op.kind, 0, nullptr};
+    AppliedOp a{op.kind, 0, {}};
     switch (op.kind) {
       case RuleOp::Kind::kInsert:
       case RuleOp::Kind::kReplace:
-        a.rule = std::make_shared<const Rule>(op.rule);  // the one copy
+        a.rule = SharedRule::Make(op.rule);  // the one copy
         break;
       case RuleOp::Kind::kDelete:
         a.key = op.id;
