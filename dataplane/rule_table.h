@@ -75,7 +75,9 @@ struct RuleTableStats {
 // between them: one allocation holding the rule and its reference count, and
 // 8 bytes per reference (a shared_ptr is 16, and make_shared adds 16 bytes
 // to each rule: the id map of a million rules is memory the control thread
-// faults in and misses on).  Copies may be made and dropped on any thread.
+// faults in and misses on).  Copies may be made and dropped on any thread;
+// in the dataplane only the control thread owns rules (PMDs read `const
+// Rule*` from published tables, freed only after a grace period).
 class SharedRule {
  public:
   SharedRule() = default;

@@ -116,9 +116,11 @@ absl::StatusOr<ApplyResult> FlowclassClient::ApplyOps(absl::Span<const RuleOp> o
   bool stop = false;
   const auto start = std::chrono::steady_clock::now();
   std::thread writer([&] {
-    // Each batch is built on an arena, reset once it is written: its
-    // thousands of submessages and address strings are not allocated and
-    // freed one by one (clearing a reused message frees its oneofs).
+    // Each batch is built on an arena, reset once it is written (Write
+    // serializes it before returning): its thousands of submessages and
+    // string objects are not allocated and freed one by one (clearing a
+    // reused message frees its oneofs).  Address texts longer than the
+    // small-string buffer still get a heap buffer each.
     google::protobuf::Arena arena;
     for (size_t b = 0; b < n_batches; ++b) {
       {
