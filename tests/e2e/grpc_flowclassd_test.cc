@@ -284,7 +284,9 @@ TEST(GrpcFlowclassdTest, FlowclassctlAgainstARealDaemon) {
   st = (*client)->GetStats();
   ASSERT_TRUE(st.ok()) << st.status();
   const uint64_t rules_before = st->rules(), gen_before = st->generation();
-  ASSERT_GT(rules_before, 1000u);
+  // 999 to 1001 rules: how many of bad2.txt's in-flight batches applied
+  // depends on timing (see above).
+  ASSERT_GE(rules_before, 999u);
   r = Ctl("del-rules " + conn + " --all");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr(absl::StrCat("deleted=", rules_before, " generation=",
