@@ -66,7 +66,6 @@ struct PackedKey {
 // is cache misses on new slots, and a smaller slot is fewer lines to miss.
 inline constexpr int kSmallKeyWords = 3;
 
-
 struct FlowHash {
   size_t operator()(const Flow& f) const {
     return HashWords(f.w.data(), kFlowWords, 0);
@@ -389,6 +388,13 @@ struct RuleTable::Impl {
   void Apply(const AppliedOp& op, BatchResult* result);
   // Bumps the generation after a batch and re-sorts the order if needed.
   void FinishBatch(BatchResult* result);
+  // The result of a batch that changes nothing (empty, or nothing to delete).
+  BatchResult Unchanged() const {
+    BatchResult r;
+    r.generation = generation;
+    r.rules = rules.size();
+    return r;
+  }
   // Removes a present rule.
   void RemoveRule(uint64_t id);
   // Re-sorts order_ after a batch (drops nothing: empty subtables are erased
@@ -528,13 +534,11 @@ RuleTable::RuleTable(const RuleTable& other)
 absl::StatusOr<BatchResult> RuleTable::ApplyBatch(
     absl::Span<const RuleOp> ops, AppliedBatch* applied) {
   Impl& t = *impl_;
-  BatchResult result;
   if (ops.empty()) {
     if (applied != nullptr) applied->clear();  // nothing to replay
-    result.generation = t.generation;
-    result.rules = t.rules.size();
-    return result;
+    return t.Unchanged();
   }
+  BatchResult result;
 
   // Phase 1: simulate the batch on an overlay of the ids it touches and
   // check every operation against the state the earlier ones produce.
@@ -647,22 +651,17 @@ absl::StatusOr<BatchResult> RuleTable::ApplyBatch(
 
 BatchResult RuleTable::ReplayBatch(const AppliedBatch& batch) {
   Impl& t = *impl_;
+  if (batch.empty()) return t.Unchanged();
   BatchResult result;
-  if (batch.empty()) {
-    result.generation = t.generation;
-    result.rules = t.rules.size();
-    return result;
-  }
   for (const AppliedOp& op : batch) t.Apply(op, &result);
   t.FinishBatch(&result);
   return result;
 }
 
 BatchResult RuleTable::DeleteAll() {
-  BatchResult result;
-  result.deleted = impl_->rules.size();
-  result.generation = impl_->generation;
-  if (result.deleted == 0) return result;
+  BatchResult result = impl_->Unchanged();
+  if (result.rules == 0) return result;
+  result.deleted = std::exchange(result.rules, 0);
   Clear(++result.generation);
   return result;
 }

@@ -206,13 +206,11 @@ absl::Status FlagNumber(const Args& a, const char* name, T* out) {
   return absl::OkStatus();
 }
 
-// A cookie as the native format (and dump-rules) writes it: decimal or 0x hex.
-bool ParseCookie(const std::string& c, uint64_t* v) { return ParseNativeNumber(c, v); }
-
+// --cookie as the native format (and dump-rules) writes it: decimal or 0x hex.
 absl::Status FlagCookie(const Args& a, uint64_t* out) {
   auto it = a.values.find("--cookie");
   if (it == a.values.end()) return absl::OkStatus();
-  if (!ParseCookie(it->second.back(), out))
+  if (!ParseNativeNumber(it->second.back(), out))
     return absl::InvalidArgumentError(
         absl::StrCat("--cookie '", it->second.back(), "' is not a number (decimal, or hex with 0x)"));
   return absl::OkStatus();
@@ -328,11 +326,11 @@ int AddRules(absl::string_view cmd, const Args& a) {
                      a.positional[0].c_str(), oe.field().empty() ? "-" : oe.field().c_str(),
                      ops[idx].rule.ToString().c_str());
     }
-    // Every batch before the rejected one was applied; of those after it,
-    // the ones already in flight were applied or rejected on their own.
+    // Every batch before the rejected one was applied, so the rest of
+    // ops_applied is after it: batches already in flight, applied or
+    // rejected on their own.
     const size_t bad = static_cast<size_t>(e.batch_id() - ao.first_batch_id);
     const size_t before = std::min(ops.size(), bad * ao.batch_size);
-    // (Every batch before it was applied, so the rest of ops_applied is after it.)
     const size_t n_after = r->ops_applied - before;
     const std::string after = RulesOfBatchesAfter(r->ok_batches, bad, ao.batch_size, ops.size());
     std::fprintf(stderr, "flowclassctl add-rules: %zu of %zu rules applied before it%s%s\n", before,
@@ -364,7 +362,7 @@ int DelRules(absl::string_view cmd, const Args& a) {
   if (auto it = a.values.find("--cookie"); it != a.values.end())
     for (const std::string& c : it->second) {
       uint64_t v = 0;
-      if (!ParseCookie(c, &v)) return Usage(cmd, "--cookie '" + c + "' is not a number");
+      if (!ParseNativeNumber(c, &v)) return Usage(cmd, "--cookie '" + c + "' is not a number");
       batch.add_ops()->set_delete_cookie(v);
     }
   if (all == (batch.ops_size() > 0)) return Usage(cmd, "give ids and/or --cookie, or --all");

@@ -252,6 +252,12 @@ struct DpdkDataplane::Impl {
   // Under apply_mu: the table to apply the next batches to, level with the
   // published one `cur` (the shadow with its pending batches replayed).
   std::unique_ptr<PublishedTable> NextTable(const PublishedTable* cur);
+  // Under apply_mu: publishes `next`, made from the published `cur` by
+  // batches that changed `changes` (null: anything may have changed, each
+  // PMD rechecks every megaflow), waits for every PMD to install it, and
+  // keeps the table it replaces as the shadow.
+  void Publish(std::unique_ptr<PublishedTable> next, const PublishedTable* cur,
+               RuleChangeSet* changes);
 };
 
 DpdkDataplane::Impl::~Impl() {
@@ -785,13 +791,22 @@ std::vector<absl::StatusOr<BatchResult>> DpdkDataplane::ApplyBatches(
     d.shadow = std::move(next);  // level with cur
     return results;
   }
-  next->changes = std::move(changes);
-  next->has_changes = true;
-  next->base_generation = cur->generation;
-  next->generation = next->table.generation();
-  d.shadow = d.publisher->PublishAndWait(std::move(next));
+  d.Publish(std::move(next), cur, &changes);
   d.shadow_pending = std::move(applied);
   return results;
+}
+
+void DpdkDataplane::Impl::Publish(std::unique_ptr<PublishedTable> next,
+                                  const PublishedTable* cur, RuleChangeSet* changes) {
+  if (changes != nullptr) {
+    next->changes = std::move(*changes);
+  } else {
+    next->changes.Clear();
+  }
+  next->has_changes = changes != nullptr;
+  next->base_generation = cur->generation;
+  next->generation = next->table.generation();
+  shadow = publisher->PublishAndWait(std::move(next));
 }
 
 std::unique_ptr<PublishedTable> DpdkDataplane::Impl::NextTable(
@@ -840,11 +855,7 @@ absl::StatusOr<BatchResult> DpdkDataplane::DeleteAll() {
   d.shadow_pending.clear();
   if (!next) next = std::make_unique<PublishedTable>(d.opts.limits);
   next->table.Clear(result.generation);
-  next->changes.Clear();
-  next->has_changes = false;
-  next->base_generation = cur->generation;
-  next->generation = result.generation;
-  d.shadow = d.publisher->PublishAndWait(std::move(next));
+  d.Publish(std::move(next), cur, /*changes=*/nullptr);
   d.shadow->table.Clear(result.generation);
   d.shadow->changes.Clear();
   return result;
