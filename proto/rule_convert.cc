@@ -288,33 +288,61 @@ void VlanToProto(const Match& m, Field f, v1::VlanMatch* out) {
   if (mk >> kVlanPcpShift) out->set_pcp(static_cast<uint32_t>(v >> kVlanPcpShift));
 }
 
+// inet_pton(AF_INET)'s grammar, on a string_view: exactly four decimal
+// octets of at most 255, separated by single dots, no leading zeros, nothing
+// else.
+bool ParseDottedQuad(absl::string_view s, uint32_t* out) {
+  uint32_t v = 0;
+  uint32_t octet = 0;
+  int octets = 0;
+  bool saw_digit = false;
+  for (const char ch : s) {
+    if (ch >= '0' && ch <= '9') {
+      if (saw_digit && octet == 0) return false;  // leading zero
+      octet = octet * 10 + static_cast<uint32_t>(ch - '0');
+      if (octet > 255) return false;
+      if (!saw_digit) {
+        if (++octets > 4) return false;
+        saw_digit = true;
+      }
+    } else if (ch == '.' && saw_digit && octets < 4) {
+      v = v << 8 | octet;
+      octet = 0;
+      saw_digit = false;
+    } else {
+      return false;
+    }
+  }
+  if (octets != 4 || !saw_digit) return false;
+  *out = v << 8 | octet;
+  return true;
+}
+
 }  // namespace
 
 absl::Status ParseIpv4Masked(absl::string_view text, uint32_t* value,
                              uint32_t* mask) {
-  const std::string t(text);
-  const size_t slash = t.find('/');
-  const std::string addr = t.substr(0, slash);
-  in_addr a{};
-  if (inet_pton(AF_INET, addr.c_str(), &a) != 1)
+  // In place (no copy of the text: a streamed load parses two addresses per
+  // rule), with inet_pton's rules for a dotted quad.
+  const size_t slash = text.find('/');
+  const absl::string_view addr = text.substr(0, slash);
+  if (!ParseDottedQuad(addr, value))
     return absl::InvalidArgumentError(
         absl::StrCat("\"", addr, "\" is not an IPv4 address"));
-  *value = ntohl(a.s_addr);
   *mask = 0xffffffffu;
-  if (slash == std::string::npos) return absl::OkStatus();
-  const std::string suffix = t.substr(slash + 1);
+  if (slash == absl::string_view::npos) return absl::OkStatus();
+  const absl::string_view suffix = text.substr(slash + 1);
   int len = 0;
-  if (absl::SimpleAtoi(suffix, &len) && suffix.find('.') == std::string::npos) {
+  if (absl::SimpleAtoi(suffix, &len) && suffix.find('.') == absl::string_view::npos) {
     if (len < 0 || len > 32)
       return absl::InvalidArgumentError(
           absl::StrCat("prefix length ", suffix, " is outside 0..32"));
     *mask = len == 0 ? 0 : ~uint32_t{0} << (32 - len);
     return absl::OkStatus();
   }
-  if (inet_pton(AF_INET, suffix.c_str(), &a) != 1)
+  if (!ParseDottedQuad(suffix, mask))
     return absl::InvalidArgumentError(
         absl::StrCat("\"", suffix, "\" is neither a prefix length nor an IPv4 mask"));
-  *mask = ntohl(a.s_addr);
   return absl::OkStatus();
 }
 

@@ -2,7 +2,11 @@
 // messages of every malformed input the structured form can carry.
 #include "proto/rule_convert.h"
 
+#include <arpa/inet.h>
+
+#include <random>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -169,6 +173,48 @@ TEST(RuleConvertTest, AddressFormatting) {
   EXPECT_EQ(FormatIpv6Masked(v, m), "2001:db8::1/ffff::ff");
   EXPECT_EQ(ErrorField("operation 3 (rule id 7): ipv4_src: bad"), "ipv4_src");
   EXPECT_EQ(ErrorField("no field here"), "");
+}
+
+// The address parser works in place; it must accept exactly what
+// inet_pton(AF_INET) accepts, with the same value.
+TEST(RuleConvertTest, Ipv4ParserAgreesWithInetPton) {
+  std::vector<std::string> cases = {
+      "1.2.3.4", "0.0.0.0", "255.255.255.255", "256.1.1.1", "01.2.3.4", "1.2.3.04",
+      "1.2.3.0", "1.2.3", "1.2.3.4.", ".1.2.3.4", "1..2.3", "1.2.3.4.5", "", "a.b.c.d",
+      "1.2.3.4 ", " 1.2.3.4", "1.2.3.-4", "+1.2.3.4", "1.2.3.4a", "999.1.1.1",
+      "1.2.3.1000", "00.0.0.0", "0.0.0.00", "10.20.30.40"};
+  // Random near-addresses: 3 to 5 groups of 0 to 4 digits (leading zeros,
+  // values over 255 and empty groups included), one in eight with a stray
+  // character somewhere.
+  std::mt19937 rng(7);
+  for (int i = 0; i < 20000; ++i) {
+    std::string t;
+    const int groups = 3 + static_cast<int>(rng() % 3);
+    for (int g = 0; g < groups; ++g) {
+      if (g) t += '.';
+      const int digits = static_cast<int>(rng() % 5);
+      for (int d = 0; d < digits; ++d) t += static_cast<char>('0' + rng() % (d ? 10 : 3));
+    }
+    if (rng() % 8 == 0) t.insert(rng() % (t.size() + 1), 1, " a-+:"[rng() % 5]);
+    cases.push_back(t);
+  }
+  int accepted = 0;
+  for (const std::string& addr : cases) {
+    in_addr a{};
+    const bool want = inet_pton(AF_INET, addr.c_str(), &a) == 1;
+    uint32_t v = 0, m = 0;
+    const absl::Status got = ParseIpv4Masked(addr, &v, &m);
+    ASSERT_EQ(got.ok(), want) << "\"" << addr << "\": " << got;
+    if (!want) continue;
+    ++accepted;
+    EXPECT_EQ(v, ntohl(a.s_addr)) << addr;
+    EXPECT_EQ(m, 0xffffffffu) << addr;
+    // As a mask after a prefix, the same grammar.
+    const absl::Status with_mask = ParseIpv4Masked("10.0.0.0/" + addr, &v, &m);
+    ASSERT_TRUE(with_mask.ok()) << addr << ": " << with_mask;
+    EXPECT_EQ(m, ntohl(a.s_addr)) << addr;
+  }
+  EXPECT_GT(accepted, 100);  // the random strings include valid addresses
 }
 
 }  // namespace
