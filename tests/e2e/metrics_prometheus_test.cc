@@ -242,13 +242,11 @@ scrape_configs:
         ASSERT_TRUE(j.has_value()) << expr;
         EXPECT_EQ((*j)["status"].str, "success") << p["title"].str << ": " << expr << " -> "
                                                  << (*j)["error"].str;
+        // Every query has data: this daemon ran traffic through every layer
+        // and applied rule batches.  (A query can be valid and still never
+        // match, e.g. a binary operator between series whose labels differ.)
         const bool has_data = !(*j)["data"]["result"].array.empty();
-        for (const char* must : {"Hit ratio per layer", "Mpps per PMD", "Cycles per packet",
-                                 "Subtables per port", "Subtable lookups per megaflow hit"}) {
-          if (p["title"].str == must && t["refId"].str == "A") {
-            EXPECT_TRUE(has_data) << must << ": " << expr;
-          }
-        }
+        EXPECT_TRUE(has_data) << p["title"].str << " (" << t["refId"].str << "): " << expr;
         ++checked;
       }
     }
