@@ -273,6 +273,14 @@ absl::StatusOr<DaemonConfig> Convert(const YAML::Node& root) {
   FC_RETURN_IF_ERROR(mp.Int("cache", &c.dataplane.mbuf_cache, 0, 512));
   FC_RETURN_IF_ERROR(mp.Int("data_room", &c.dataplane.mbuf_data_room, 256, 65535));
   FC_RETURN_IF_ERROR(mp.CheckNoUnknownKeys());
+  // DPDK refuses a pool whose per-lcore cache flush threshold (1.5x the
+  // cache) exceeds the pool; say so here rather than at start-up.
+  if (c.dataplane.mbufs != 0 &&
+      uint64_t{c.dataplane.mbuf_cache} * 3 > uint64_t{c.dataplane.mbufs} * 2)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mempool.cache: a cache of ", c.dataplane.mbuf_cache, " mbufs needs a pool of at least ",
+        (uint64_t{c.dataplane.mbuf_cache} * 3 + 1) / 2, " (mempool.mbufs is ",
+        c.dataplane.mbufs, "): lower mempool.cache or raise mempool.mbufs"));
 
   YAML::Node ports = top.Get("ports");
   if (!ports || !ports.IsSequence() || ports.size() == 0)

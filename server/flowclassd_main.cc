@@ -186,6 +186,20 @@ int Main(int argc, char** argv) {
     return kExitUsage;
   }
 
+  // SIGINT/SIGTERM from here on stop the daemon cleanly (exit 0), also while
+  // it starts: each start-up step below checks for a signal before the next
+  // (loading a large rule set takes seconds; a pod can be deleted meanwhile).
+  if (!check_only) {
+    struct sigaction sa = {};
+    sa.sa_handler = OnSignal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+  }
+  auto signal_name = [] {
+    return g_signal.load() == SIGINT ? "SIGINT" : "SIGTERM";
+  };
+
   absl::StatusOr<DaemonConfig> config = LoadConfig(config_path, overrides);
   if (!config.ok()) {
     std::fprintf(stderr, "flowclassd: config error: %s\n",
@@ -204,6 +218,12 @@ int Main(int argc, char** argv) {
     return kExitOk;
   }
 
+  if (g_signal.load() != 0) {
+    std::printf("flowclassd: stopping (%s) before start\nflowclassd: stopped\n",
+                signal_name());
+    return kExitOk;
+  }
+
   absl::Status st = InitEal(config->eal);
   if (!st.ok()) {
     std::fprintf(stderr, "flowclassd: EAL error: %s\n",
@@ -215,6 +235,24 @@ int Main(int argc, char** argv) {
     CleanupEal();
     return code;
   };
+  // Start-up ends early: no thread of ours may use the dataplane after this,
+  // so the /metrics exporter (whose HTTP threads call Stats()) goes first.
+  ApplyLatencyMetrics apply_latency;         // metrics (issue 7); outlives
+  std::unique_ptr<MetricsExporter> metrics;  // the exporter that reads it
+  std::unique_ptr<DpdkDataplane>* dp_owner = nullptr;
+  auto abort_start = [&](int code) {
+    metrics.reset();
+    if (dp_owner != nullptr) dp_owner->reset();
+    return finish(code);
+  };
+  auto stop_before_start = [&] {
+    std::printf("flowclassd: stopping (%s) before start\n", signal_name());
+    const int code = abort_start(kExitOk);
+    std::printf("flowclassd: stopped\n");
+    std::fflush(stdout);
+    return code;
+  };
+  if (g_signal.load() != 0) return stop_before_start();
 
   SetupStage stage = SetupStage::kNone;
   absl::StatusOr<std::unique_ptr<DpdkDataplane>> dp =
@@ -234,22 +272,21 @@ int Main(int argc, char** argv) {
     return finish(code);
   }
   DpdkDataplane& dataplane = **dp;
+  dp_owner = &*dp;
+  if (g_signal.load() != 0) return stop_before_start();
 
   // ---- metrics (issue 7) ----
   // Rule batches go through `observed` (it times ApplyBatch for the
   // apply-latency histogram); /metrics reads dataplane.Stats() per scrape.
   // Declared after `dp`'s pointee is alive and reset before it goes.
-  ApplyLatencyMetrics apply_latency;
   ObservedDataplane observed(&dataplane, &apply_latency);
-  std::unique_ptr<MetricsExporter> metrics;
   if (config->metrics.enabled) {
     absl::StatusOr<std::unique_ptr<MetricsExporter>> m =
         MetricsExporter::Start(config->metrics, &dataplane, &apply_latency);
     if (!m.ok()) {
       std::fprintf(stderr, "flowclassd: metrics error: %s\n",
                    std::string(m.status().message()).c_str());
-      dp->reset();
-      return finish(kExitMetrics);
+      return abort_start(kExitMetrics);
     }
     metrics = std::move(*m);
     std::printf("flowclassd: metrics on %s\n", metrics->url().c_str());
@@ -260,24 +297,16 @@ int Main(int argc, char** argv) {
   if (!applied.ok()) {
     std::fprintf(stderr, "flowclassd: rules error: %s\n",
                  std::string(applied.status().message()).c_str());
-    metrics.reset();  // metrics (issue 7)
-    dp->reset();
-    return finish(kExitRules);
+    return abort_start(kExitRules);
   }
 
-  struct sigaction sa = {};
-  sa.sa_handler = OnSignal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  if (g_signal.load() != 0) return stop_before_start();
 
   st = dataplane.Start();
   if (!st.ok()) {
     std::fprintf(stderr, "flowclassd: port error: %s\n",
                  std::string(st.message()).c_str());
-    metrics.reset();  // metrics (issue 7)
-    dp->reset();
-    return finish(kExitPort);
+    return abort_start(kExitPort);
   }
   std::printf("flowclassd: running, %zu PMD(s), %zu port(s), generation %llu "
               "(%zu rules); pid %d\n",
@@ -312,9 +341,9 @@ int Main(int argc, char** argv) {
     if (!gs.ok()) {
       std::fprintf(stderr, "flowclassd: config error: %s\n",
                    std::string(gs.status().message()).c_str());
+      metrics.reset();  // its HTTP threads read the dataplane being stopped
       dataplane.Stop();
-      dp->reset();
-      return finish(kExitConfig);
+      return abort_start(kExitConfig);
     }
     grpc_server = *std::move(gs);
     std::printf("flowclassd: grpc listening on %s (%s)\n", grpc_server->target().c_str(),

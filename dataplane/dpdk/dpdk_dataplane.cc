@@ -601,7 +601,9 @@ absl::StatusOr<std::unique_ptr<DpdkDataplane>> DpdkDataplane::Create(
     return absl::ResourceExhaustedError(absl::StrCat(
         "mempool.mbufs: cannot create a pool of ", n_mbufs, " mbufs of ",
         o.mbuf_data_room, " bytes: ", rte_strerror(rte_errno),
-        " (raise eal.memory_mb or lower mempool.mbufs)"));
+        rte_errno == EINVAL
+            ? " (mempool.cache must be at most 512 and at most mempool.mbufs / 1.5)"
+            : " (raise eal.memory_mb or lower mempool.mbufs)"));
 
   // Configure every port.
   stage = SetupStage::kPort;

@@ -1,8 +1,11 @@
 #include "tests/common/e2e_util.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +20,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/ascii.h"
 #include "gtest/gtest.h"
 
 namespace flowclass {
@@ -125,6 +130,30 @@ ChildProcess::~ChildProcess() {
 
 void ChildProcess::Signal(int sig) {
   if (pid_ > 0 && !exited_) kill(pid_, sig);
+}
+
+bool ChildProcess::CatchesSignal(int sig) const {
+  if (pid_ <= 0 || exited_) return false;
+  for (absl::string_view line :
+       absl::StrSplit(ReadFile("/proc/" + std::to_string(pid_) + "/status"), '\n')) {
+    uint64_t mask = 0;
+    if (absl::ConsumePrefix(&line, "SigCgt:") &&
+        absl::SimpleHexAtoi(absl::StripAsciiWhitespace(line), &mask))
+      return (mask >> (sig - 1)) & 1;
+  }
+  return false;
+}
+
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  close(fd);
+  return ok ? ntohs(a.sin_port) : -1;
 }
 
 bool ChildProcess::Running() {

@@ -34,6 +34,10 @@ CmdResult RunCommand(const std::string& cmd);
 std::map<std::string, uint64_t> OutputFields(const std::string& output,
                                              const std::string& prefix);
 
+// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0,
+// then released), for a server the test starts.
+int FreePort();
+
 // A fresh directory /tmp/<prefix>_XXXXXX, removed at destruction unless the
 // current test failed (so its files can be inspected).
 class TempDir {
@@ -59,6 +63,9 @@ class ChildProcess {
   ChildProcess& operator=(const ChildProcess&) = delete;
 
   void Signal(int sig);
+  // True once the process has a handler installed for `sig` (its SigCgt in
+  // /proc/<pid>/status): a signal sent after that is not fatal.
+  bool CatchesSignal(int sig) const;
   // Exit code; -1 on timeout (the process is then killed), -2 when it was
   // ended by a signal.
   int Wait(double seconds);

@@ -2,12 +2,16 @@
 // of known flows in, pcaps out, every packet accounted for and sent where a
 // linear-scan reference classifier says.  Each daemon gets its own
 // --file-prefix and is stopped by its PID.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -28,6 +32,7 @@
 #include "gtest/gtest.h"
 #include "dataplane/flow.h"
 #include "dataplane/rule.h"
+#include "server/metrics/test_http.h"
 #include "tests/common/packet_builder.h"
 #include "tests/common/e2e_util.h"
 #include "tests/common/rule_builders.h"
@@ -335,6 +340,9 @@ TEST(FlowclassdPcapTest, CheckConfigAndExitCodes) {
       {{"--check-config", dir.File("good.yaml"), "--set", "pmd.burst=99"}, 3,
        "pmd.burst: 99 is outside 1..32"},
       {{"--check-config", dir.File("missing.yaml")}, 3, "cannot open config file"},
+      // The default cache (256) needs 384 mbufs: DPDK would refuse the pool.
+      {{"--check-config", dir.File("good.yaml"), "--set", "mempool.mbufs=300"}, 3,
+       "mempool.cache: a cache of 256 mbufs needs a pool of at least 384"},
       {{"--check-config", dir.File("good.yaml"), "--rules", dir.File("none.txt")}, 7,
        "rules error"},
       {{"--bogus"}, 2, "unknown argument"},
@@ -373,6 +381,69 @@ TEST(FlowclassdPcapTest, CheckConfigAndExitCodes) {
   EXPECT_EQ(d.Wait(30), 0) << d.Output();
   EXPECT_THAT(d.Output(), HasSubstr("stopping (duration reached)"));
   EXPECT_EQ(OutputFields(d.Output(), "final total")["rx"], 1u);
+}
+
+// Start-up that ends early must end cleanly.  SIGTERM while a large rule set
+// loads (a pod deleted during start): exit 0, EAL cleaned up, not death by
+// the signal.  A gRPC port that cannot be bound while /metrics is scraped:
+// exit 3 (the exporter, whose HTTP threads read the dataplane, is stopped
+// before the dataplane is freed; it was not, and the daemon crashed).
+TEST(FlowclassdPcapTest, StartUpEndsCleanlyOnSignalAndOnGrpcErrorWhileScraped) {
+  TempDir dir("flowclassd_e2e");
+  std::string big;
+  for (int i = 0; i < 300000; ++i)
+    absl::StrAppend(&big, "id=", i + 1, ",priority=", 300000 - i, ",in_port=1,ip,nw_dst=10.",
+                    (i >> 16) & 255, ".", (i >> 8) & 255, ".", i & 255, ",actions=output:2\n");
+  WriteFile(dir.File("big.txt"), big);
+  WritePcap(dir.File("in.pcap"), {BuildFrameFromFlow(SampleFlows(1, 1)[0], 64)});
+  WriteFile(dir.File("d.yaml"),
+            Config("1", "0@0,1@1", "rx_pcap=" + dir.File("in.pcap"), 1,
+                   "tx_pcap=" + dir.File("o2.pcap"), "tx_pcap=" + dir.File("o3.pcap"),
+                   dir.File("big.txt")));
+  {
+    Daemon d(dir, {"-c", dir.File("d.yaml")}, "sig");
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!d.CatchesSignal(SIGTERM) && d.Running() && std::chrono::steady_clock::now() < end)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_TRUE(d.CatchesSignal(SIGTERM)) << d.Output();
+    d.Signal(SIGTERM);
+    EXPECT_EQ(d.Wait(60), 0) << d.Output();
+    EXPECT_THAT(d.Output(), HasSubstr("stopping (SIGTERM) before start"));
+    EXPECT_THAT(d.Output(), ::testing::Not(HasSubstr("flowclassd: running")));
+  }
+  {
+    const int busy = socket(AF_INET, SOCK_STREAM, 0);  // holds the gRPC port
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    ASSERT_EQ(bind(busy, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    ASSERT_EQ(listen(busy, 1), 0);
+    ASSERT_EQ(getsockname(busy, reinterpret_cast<sockaddr*>(&a), &len), 0);
+    const int grpc_port = ntohs(a.sin_port);
+    const int metrics_port = FreePort();
+    ASSERT_GT(metrics_port, 0);
+    Daemon d(dir,
+             {"-c", dir.File("d.yaml"), "--set", "metrics.enabled=true", "--set",
+              absl::StrCat("metrics.address=127.0.0.1:", metrics_port), "--set",
+              "grpc.address=127.0.0.1", "--set", absl::StrCat("grpc.port=", grpc_port),
+              "--set", "grpc.plaintext=true"},
+             "grpc");
+    std::atomic<bool> done{false};
+    std::atomic<int> scrapes{0};
+    std::thread scraper([&] {  // scrape as fast as it answers, as Prometheus may
+      while (!done.load()) {
+        if (HttpGet("127.0.0.1", metrics_port, "/metrics", 200).status == 200) ++scrapes;
+      }
+    });
+    const int code = d.Wait(60);
+    done = true;
+    scraper.join();
+    close(busy);
+    EXPECT_EQ(code, 3) << d.Output();
+    EXPECT_THAT(d.Output(), HasSubstr("cannot listen"));
+    EXPECT_GT(scrapes.load(), 0) << "the exporter was never scraped: the test proves nothing";
+  }
 }
 
 }  // namespace

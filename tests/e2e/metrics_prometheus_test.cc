@@ -53,18 +53,6 @@ using Clock = std::chrono::steady_clock;
 
 const char* const kDaemon = FLOWCLASS_BINARY_DIR "/server/flowclassd";
 
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 // Prometheus HTTP API client.
 class Prom {
  public:
