@@ -57,7 +57,14 @@ inline absl::Status ValidateMetricsOptions(const MetricsOptions& o) {
   if (!internal_metrics::SplitAddress(o.address, &host, &port))
     return absl::InvalidArgumentError(absl::StrCat(
         "metrics.address: \"", o.address,
-        "\" is not host:port (e.g. 127.0.0.1:9464, [::1]:9464)"));
+        "\" is not host:port (e.g. 127.0.0.1:9464, 0.0.0.0:9464)"));
+  // The HTTP server under prometheus-cpp is Debian's civetweb, built without
+  // IPv6 (mg_check_feature(8) is 0): a [v6]:port could never be bound.
+  if (host.front() == '[')
+    return absl::InvalidArgumentError(absl::StrCat(
+        "metrics.address: \"", o.address,
+        "\": IPv6 is not supported by the /metrics HTTP server (civetweb built without "
+        "IPv6); use an IPv4 address such as 0.0.0.0:", port));
   if (o.top_subtables > 1000)
     return absl::InvalidArgumentError(absl::StrCat(
         "metrics.top_subtables: ", o.top_subtables, " is outside 0..1000"));

@@ -266,7 +266,7 @@ else
       multi-resource)
         grep -q '^port 7: 0000:d8:0a.1 rx_queues 4' <<<"$out" && grep -q '^port 9: 0000:af:00.3,rxq_pkt_split=0 tx-only' <<<"$out" &&
           grep -q '^pmd lcores: 5,6,7 burst 16 ' <<<"$out" && grep -q '^grpc: \[::\]:50051 tls (client certificates required)' <<<"$out" &&
-          grep -q '^3 rules ok' <<<"$out" && grep -q '^metrics: http://\[::\]:9100/metrics' <<<"$out" &&
+          grep -q '^3 rules ok' <<<"$out" && grep -q '^metrics: http://0.0.0.0:9100/metrics' <<<"$out" &&
           pass "[$set] VF of the second resource, fixed PCI port, extra args, mTLS, IPv6, start-up rules" ||
           fail "[$set] --check-config summary:"$'\n'"$out" ;;
       lab)
@@ -299,6 +299,7 @@ reject() {
 }
 reject "negative grpc.port (schema)" "grpc.port" --set grpc.port=-1
 reject "metrics.port 70000 (schema)" "metrics.port" --set metrics.port=70000
+reject "IPv6 metrics.bindAddress (schema: no IPv6 in civetweb)" "bindAddress" --set metrics.bindAddress=::
 reject "fractional resources.cpu (schema)" "resources.cpu" --set resources.cpu=1.5
 reject "hugepages.pageSize 4Mi (schema)" "hugepages.pageSize" --set hugepages.pageSize=4Mi
 reject "empty image.repository (schema)" "image.repository" --set image.repository=

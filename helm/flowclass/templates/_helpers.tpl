@@ -207,11 +207,8 @@ flowclassd rejects; the entrypoint replaces it with the VF's PCI address.
 {{- end }}
 {{- $m := get $cfg "metrics" | default dict }}
 {{- $_ := set $m "enabled" $v.metrics.enabled }}
-{{- $host := $v.metrics.bindAddress }}
-{{- if contains ":" $host }}
-{{- $host = printf "[%s]" $host }}
-{{- end }}
-{{- $_ := set $m "address" (printf "%s:%d" $host (int $v.metrics.port)) }}
+{{- /* IPv4 only (the schema refuses a colon): civetweb has no IPv6 */}}
+{{- $_ := set $m "address" (printf "%s:%d" $v.metrics.bindAddress (int $v.metrics.port)) }}
 {{- $_ := set $cfg "metrics" $m }}
 {{- if $v.rules.text }}
 {{- $r := get $cfg "rules" | default dict }}
