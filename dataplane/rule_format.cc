@@ -8,6 +8,9 @@
 #include "dataplane/internal/cat.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -875,19 +878,32 @@ absl::StatusOr<Rule> ParseNativeLine(std::string_view line,
   return std::move(p.rule);
 }
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(
-        Cat(path, ": cannot open: ", std::strerror(errno)));
+}  // namespace
+
+absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::NotFoundError(Cat(path, ": cannot open: ", std::strerror(errno)));
+  std::string text;
+  struct stat st {};
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) text.reserve(static_cast<size_t>(st.st_size));
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = read(fd, buf, sizeof(buf));
+    if (n > 0) {
+      text.append(buf, static_cast<size_t>(n));
+    } else if (n == 0) {
+      break;
+    } else if (errno != EINTR) {
+      const int e = errno;
+      close(fd);
+      return absl::FailedPreconditionError(Cat(path, ": cannot read: ", std::strerror(e)));
+    }
   }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) {
-    return absl::DataLossError(Cat(path, ": read error"));
-  }
-  return std::move(ss).str();
+  close(fd);
+  return text;
 }
+
+namespace {
 
 absl::Status WithPath(const std::string& path, const absl::Status& s) {
   return absl::Status(s.code(), Cat(path, ": ", s.message()));
@@ -966,7 +982,7 @@ std::string FormatNativeRules(absl::Span<const Rule> rules) {
 absl::StatusOr<std::vector<Rule>> LoadRuleFile(const std::string& path,
                                                RuleFormat fmt,
                                                const ClassBenchOptions& opts) {
-  absl::StatusOr<std::string> text = ReadFile(path);
+  absl::StatusOr<std::string> text = ReadTextFile(path);
   if (!text.ok()) return text.status();
   if (fmt == RuleFormat::kAuto) {
     fmt = LooksLikeClassBench(*text) ? RuleFormat::kClassBench
@@ -1016,7 +1032,7 @@ absl::StatusOr<std::vector<TraceEntry>> ParseTrace(std::string_view text) {
 }
 
 absl::StatusOr<std::vector<TraceEntry>> LoadTraceFile(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadFile(path);
+  absl::StatusOr<std::string> text = ReadTextFile(path);
   if (!text.ok()) return text.status();
   absl::StatusOr<std::vector<TraceEntry>> entries = ParseTrace(*text);
   if (!entries.ok()) return WithPath(path, entries.status());

@@ -1,5 +1,6 @@
 #include "dataplane/rule_format.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -813,6 +815,25 @@ TEST_F(FileTest, AutoDetectsFormatAndPrefixesPathToErrors) {
   r = LoadRuleFile(empty);
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->empty());
+
+  // A directory opens but cannot be read: an error, never an empty rule set
+  // (or an empty trace that a replay would pass).
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  r = LoadRuleFile(dir);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(std::string(r.status().message()), dir + ": cannot read: Is a directory");
+  EXPECT_EQ(LoadTraceFile(dir).status().code(), absl::StatusCode::kFailedPrecondition);
+  // Not only regular files: a pipe (`add-rules <(generate)`) is read to its end.
+  const std::string fifo = dir + "/" + absl::StrCat("rule_format_test_", ::getpid(), "_fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  paths_.push_back(fifo);
+  std::thread writer([&] {
+    std::ofstream(fifo) << "tcp,actions=output:3\nudp,actions=drop\n";
+  });
+  r = LoadRuleFile(fifo);
+  writer.join();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->size(), 2u);
 }
 
 }  // namespace

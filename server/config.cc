@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "dataplane/rule_format.h"
 
 namespace flowclass {
 namespace {
@@ -421,11 +422,11 @@ absl::StatusOr<DaemonConfig> ParseConfig(const std::string& yaml_text,
 
 absl::StatusOr<DaemonConfig> LoadConfig(const std::string& path,
                                         const std::vector<std::string>& overrides) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open config file"));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ParseConfig(ss.str(), overrides, path);
+  absl::StatusOr<std::string> text = ReadTextFile(path);
+  if (!text.ok())
+    return absl::Status(text.status().code(),
+                        absl::StrCat("config file ", text.status().message()));
+  return ParseConfig(*text, overrides, path);
 }
 
 std::string DescribeConfig(const DaemonConfig& c) {

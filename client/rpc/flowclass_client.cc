@@ -4,13 +4,12 @@
 #include <grpcpp/security/credentials.h>
 
 #include <condition_variable>
-#include <fstream>
 #include <mutex>
-#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "dataplane/rule_format.h"
 #include "google/protobuf/arena.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "proto/rule_convert.h"
@@ -19,11 +18,10 @@ namespace flowclass {
 namespace {
 
 absl::StatusOr<std::string> ReadFile(const std::string& what, const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat(what, ": cannot read \"", path, "\""));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  absl::StatusOr<std::string> text = ReadTextFile(path);
+  if (!text.ok())
+    return absl::NotFoundError(absl::StrCat(what, ": cannot read ", text.status().message()));
+  return text;
 }
 
 }  // namespace

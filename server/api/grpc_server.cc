@@ -5,10 +5,9 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/security/server_credentials.h>
 
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "dataplane/rule_format.h"
 #include "server/api/classifier_service.h"
 
 namespace flowclass {
@@ -17,15 +16,13 @@ namespace {
 constexpr int kUnaryStreamHeadroom = 16;
 
 absl::StatusOr<std::string> ReadPem(const std::string& key, const std::string& path) {
-  std::ifstream in(path);
-  if (!in)
-    return absl::NotFoundError(absl::StrCat("grpc.", key, ": cannot read \"", path, "\""));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (ss.str().find("-----BEGIN") == std::string::npos)
+  absl::StatusOr<std::string> pem = ReadTextFile(path);
+  if (!pem.ok())
+    return absl::NotFoundError(absl::StrCat("grpc.", key, ": cannot read ", pem.status().message()));
+  if (pem->find("-----BEGIN") == std::string::npos)
     return absl::InvalidArgumentError(
         absl::StrCat("grpc.", key, ": \"", path, "\" is not a PEM file"));
-  return ss.str();
+  return pem;
 }
 
 }  // namespace

@@ -339,7 +339,12 @@ TEST(FlowclassdPcapTest, CheckConfigAndExitCodes) {
       {{"--check-config", dir.File("good.yaml")}, 0, "6 rules ok"},
       {{"--check-config", dir.File("good.yaml"), "--set", "pmd.burst=99"}, 3,
        "pmd.burst: 99 is outside 1..32"},
-      {{"--check-config", dir.File("missing.yaml")}, 3, "cannot open config file"},
+      {{"--check-config", dir.File("missing.yaml")}, 3,
+       "config file " + dir.File("missing.yaml") + ": cannot open: No such file"},
+      // A directory opens, but is never taken for an empty file.
+      {{"--check-config", dir.path()}, 3, "config file " + dir.path() + ": cannot read: Is a directory"},
+      {{"--check-config", dir.File("good.yaml"), "--rules", dir.path()}, 7,
+       dir.path() + ": cannot read: Is a directory"},
       // The default cache (256) needs 384 mbufs: DPDK would refuse the pool.
       {{"--check-config", dir.File("good.yaml"), "--set", "mempool.mbufs=300"}, 3,
        "mempool.cache: a cache of 256 mbufs needs a pool of at least 384"},
