@@ -75,8 +75,8 @@ constexpr char kDumpHelp[] =
     "  --hits      append '# hits=N' to each line\n";
 constexpr char kStatsHelp[] =
     "usage: flowclassctl stats [options]\n"
-    "  --watch SECONDS   repeat every SECONDS until interrupted\n"
-    "  --count N         with --watch: stop after N reports\n"
+    "  --watch SECONDS   repeat every SECONDS (0.001..86400) until interrupted\n"
+    "  --count N         with --watch: stop after N >= 1 reports\n"
     "  --rule-hits       also per-rule hit counts\n";
 constexpr char kConfigHelp[] =
     "usage: flowclassctl config get [KEY]\n"
@@ -162,6 +162,11 @@ absl::Status ParseArgs(const std::vector<absl::string_view>& in, Args* out) {
       if (eq != std::string::npos) {
         name = a.substr(0, eq);
         value = a.substr(eq + 1);
+        // An on/off option is on by being there: "--all=no" must not mean
+        // --all (it deleted every rule).
+        if (!TakesValue(name))
+          return absl::InvalidArgumentError(
+              absl::StrCat(name, " takes no value (got '", a, "'); leave it out to turn it off"));
       } else if (TakesValue(a)) {
         if (i + 1 >= in.size()) return absl::InvalidArgumentError(a + " needs a value");
         value = std::string(in[++i]);
@@ -417,11 +422,14 @@ int Stats(absl::string_view cmd, const Args& a) {
     return Usage(cmd, "--count needs --watch");
   double watch = 0;
   uint64_t count = 0;
+  // !(watch >= 0.001) also refuses nan; a day at most (inf would not sleep).
   if (HasFlag(a, "--watch") && (!absl::SimpleAtod(FlagString(a, "--watch", ""), &watch) ||
-                                watch <= 0))
-    return Usage(cmd, "--watch needs a number of seconds > 0");
+                                !(watch >= 0.001) || watch > 86400))
+    return Usage(cmd, "--watch needs a number of seconds from 0.001 to 86400");
   if (absl::Status s = FlagNumber(a, "--count", &count); !s.ok())
     return Usage(cmd, std::string(s.message()));
+  if (HasFlag(a, "--count") && count == 0)
+    return Usage(cmd, "--count needs a number of reports >= 1 (leave it out to repeat until interrupted)");
   auto client = Dial(a);
   if (!client.ok()) return Usage(cmd, std::string(client.status().message()));
   for (uint64_t n = 1;; ++n) {

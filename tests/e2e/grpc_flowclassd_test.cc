@@ -317,6 +317,19 @@ TEST(GrpcFlowclassdTest, UnreachableServerAndPlaintextRemoteConfig) {
   // Nothing listens on port 1 of loopback: exit 5.
   CmdResult r = Ctl("stats --plaintext --server 127.0.0.1:1 --timeout-ms 2000");
   EXPECT_EQ(r.code, 5) << r.out;
+  // Usage errors, found before dialing: an on/off option given a value
+  // ("--all=no" once meant --all), --watch that would never sleep.
+  for (const auto& [args, want] : std::vector<std::pair<std::string, std::string>>{
+           {"del-rules --all=no", "--all takes no value (got '--all=no')"},
+           {"stats --plaintext=yes", "--plaintext takes no value"},
+           {"add-rules --replace=false x.txt", "--replace takes no value"},
+           {"stats --watch nan", "--watch needs a number of seconds from 0.001 to 86400"},
+           {"stats --watch inf", "--watch needs a number of seconds"},
+           {"stats --watch 1 --count 0", "--count needs a number of reports >= 1"}}) {
+    r = Ctl(args + " --server 127.0.0.1:1 --timeout-ms 2000");
+    EXPECT_EQ(r.code, 2) << args << ": " << r.out;
+    EXPECT_THAT(r.out, HasSubstr(want)) << args;
+  }
   // Plaintext on a non-loopback address needs allow_plaintext_remote.
   TempDir dir("flowclass_grpc_e2e");
   WriteFile(dir.File("in.pcap"), "");
