@@ -41,7 +41,8 @@ constexpr char kConnHelp[] =
     "  --ca FILE            PEM CA that signed the server certificate\n"
     "  --cert FILE --key FILE  client certificate and key (mutual TLS)\n"
     "  --server-name NAME   TLS name to verify instead of HOST\n"
-    "  --timeout-ms N       deadline per call (default 30000)\n"
+    "  --timeout-ms N       deadline per call (default 30000; add-rules: one\n"
+    "                       for the stream, N x (1 + batches/window))\n"
     "exit codes: 0 ok, 2 usage, 3 bad input file, 4 rejected by the server,\n"
     "            5 server unreachable (connect, TLS, deadline)\n";
 
@@ -234,17 +235,16 @@ absl::StatusOr<std::unique_ptr<FlowclassClient>> Dial(const Args& a) {
 
 // ------------------------------------------------------------------ commands
 
-// The rules, by 1-based position in the file, of the batches acked OK after
-// batch `bad` (0-based): "#21-#80, #91-#100".
-std::string RulesOfBatchesAfter(const std::vector<size_t>& ok_batches, size_t bad,
-                                size_t batch_size, size_t n_rules) {
+// The rules, by 1-based position in the file, of `batches` (0-based,
+// ascending): "#21-#80, #91-#100".
+std::string RulesOfBatches(const std::vector<size_t>& batches, size_t batch_size,
+                           size_t n_rules) {
   std::string text;
   size_t lo = 0, hi = 0;  // the run being built (hi 0: none)
   auto flush = [&] {
     if (hi != 0) absl::StrAppend(&text, text.empty() ? "" : ", ", "#", lo, "-#", hi);
   };
-  for (size_t b : ok_batches) {
-    if (b <= bad) continue;
+  for (size_t b : batches) {
     const size_t first = b * batch_size + 1, last = std::min(n_rules, (b + 1) * batch_size);
     if (hi != 0 && first == hi + 1) {
       hi = last;
@@ -256,6 +256,38 @@ std::string RulesOfBatchesAfter(const std::vector<size_t>& ok_batches, size_t ba
   }
   flush();
   return text;
+}
+
+// Those of the batches acked OK after batch `bad` (0-based).
+std::string RulesOfBatchesAfter(const std::vector<size_t>& ok_batches, size_t bad,
+                                size_t batch_size, size_t n_rules) {
+  std::vector<size_t> after;
+  for (size_t b : ok_batches)
+    if (b > bad) after.push_back(b);
+  return RulesOfBatches(after, batch_size, n_rules);
+}
+
+// What a stream that failed part way left behind, for the user to act on:
+// acks arrive in batch order, so batches [0, acked) were answered (the OK
+// ones are in), [acked, sent) were sent without an answer (applied or not:
+// unknown) and the rest were never sent.
+std::string StreamFailureReport(const ApplyResult& p, size_t batch_size, size_t n_rules) {
+  auto rules_in = [&](size_t lo_batch, size_t hi_batch) {
+    const size_t lo = std::min(n_rules, lo_batch * batch_size);
+    const size_t hi = std::min(n_rules, hi_batch * batch_size);
+    return std::pair<size_t, std::string>(
+        hi - lo, hi > lo ? absl::StrCat(" (#", lo + 1, "-#", hi, ")") : "");
+  };
+  const size_t acked = static_cast<size_t>(p.batches_acked);
+  const size_t sent = std::max(acked, static_cast<size_t>(p.batches_sent));
+  const size_t n_batches = (n_rules + batch_size - 1) / batch_size;
+  const std::string ok = RulesOfBatches(p.ok_batches, batch_size, n_rules);
+  const auto [unanswered, unanswered_text] = rules_in(acked, sent);
+  const auto [unsent, unsent_text] = rules_in(sent, n_batches);
+  return absl::StrCat("the stream ended early: ", p.ops_applied, " of ", n_rules,
+                      " rules applied", ok.empty() ? "" : absl::StrCat(" (", ok, ")"), "; ",
+                      unanswered, " sent without an answer, applied or not", unanswered_text,
+                      " (dump-rules shows which); ", unsent, " not sent", unsent_text);
 }
 
 int AddRules(absl::string_view cmd, const Args& a) {
@@ -315,9 +347,20 @@ int AddRules(absl::string_view cmd, const Args& a) {
       std::fflush(stderr);
     };
   }
-  absl::StatusOr<ApplyResult> r = (*client)->ApplyOps(ops, ao);
+  ApplyResult partial;
+  absl::StatusOr<ApplyResult> r = (*client)->ApplyOps(ops, ao, &partial);
   if (bar) std::fputs("\n", stderr);
-  if (!r.ok()) return Fail(cmd, r.status());
+  if (!r.ok()) {
+    const int code = Fail(cmd, r.status());
+    if (partial.first_error.has_value())
+      std::fprintf(stderr, "flowclassctl add-rules: batch %llu was rejected before: %s\n",
+                   static_cast<unsigned long long>(partial.first_error->batch_id()),
+                   partial.first_error->status_message().c_str());
+    if (!ops.empty())
+      std::fprintf(stderr, "flowclassctl add-rules: %s\n",
+                   StreamFailureReport(partial, ao.batch_size, ops.size()).c_str());
+    return code;
+  }
   if (r->first_error.has_value()) {
     const v1::BatchAck& e = *r->first_error;
     std::fprintf(stderr, "flowclassctl add-rules: batch %llu rejected: %s: %s\n",

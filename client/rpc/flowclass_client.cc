@@ -88,7 +88,8 @@ absl::Status FlowclassClient::WaitForReady(std::chrono::milliseconds timeout) {
 }
 
 absl::StatusOr<ApplyResult> FlowclassClient::ApplyOps(absl::Span<const RuleOp> ops,
-                                                      const ApplyOptions& o) {
+                                                      const ApplyOptions& o,
+                                                      ApplyResult* partial) {
   if (o.batch_size == 0 || o.window == 0)
     return absl::InvalidArgumentError("batch_size and window must be at least 1");
   const size_t n_batches = (ops.size() + o.batch_size - 1) / o.batch_size;
@@ -101,7 +102,7 @@ absl::StatusOr<ApplyResult> FlowclassClient::ApplyOps(absl::Span<const RuleOp> o
   }
 
   grpc::ClientContext ctx;
-  // A stream has no natural deadline: allow `timeout` per window of batches.
+  // A stream has no natural deadline: one of `timeout` x (1 + batches/window).
   if (options_.timeout.count() > 0)
     ctx.set_deadline(std::chrono::system_clock::now() +
                      options_.timeout * static_cast<int64_t>(1 + n_batches / o.window));
@@ -111,6 +112,7 @@ absl::StatusOr<ApplyResult> FlowclassClient::ApplyOps(absl::Span<const RuleOp> o
   std::mutex mu;
   std::condition_variable cv;
   size_t in_flight = 0;
+  size_t sent = 0;
   bool stop = false;
   const auto start = std::chrono::steady_clock::now();
   std::thread writer([&] {
@@ -135,6 +137,8 @@ absl::StatusOr<ApplyResult> FlowclassClient::ApplyOps(absl::Span<const RuleOp> o
       batch->mutable_ops()->Reserve(static_cast<int>(hi - lo));
       for (size_t i = lo; i < hi; ++i) RuleOpToProto(ops[i], batch->add_ops());
       if (!stream->Write(*batch)) break;  // the stream ended; Finish says why
+      std::lock_guard<std::mutex> lock(mu);
+      ++sent;
     }
     stream->WritesDone();
   });
@@ -171,7 +175,11 @@ absl::StatusOr<ApplyResult> FlowclassClient::ApplyOps(absl::Span<const RuleOp> o
   const grpc::Status st = stream->Finish();
   result.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!st.ok()) return FromGrpcStatus(st);
+  result.batches_sent = sent;
+  if (!st.ok()) {
+    if (partial != nullptr) *partial = std::move(result);
+    return FromGrpcStatus(st);
+  }
   return result;
 }
 

@@ -72,6 +72,10 @@ struct ApplyResult {
   // rejection no further batch is sent, but batches already in flight behind
   // the rejected one are applied or rejected on their own.
   std::vector<size_t> ok_batches;
+  // Batches written to the stream (the first batches_sent of `ops`).  When
+  // the stream fails, those sent but not acknowledged may or may not have
+  // been applied.
+  uint64_t batches_sent = 0;
 };
 
 class FlowclassClient {
@@ -82,8 +86,13 @@ class FlowclassClient {
   // Waits until the channel is connected (or `timeout` passes).
   absl::Status WaitForReady(std::chrono::milliseconds timeout);
 
+  // An error when the stream itself fails (deadline, message over the size
+  // limit, connection lost); `partial`, if not null, then receives what was
+  // acknowledged and sent before (rejected batches are not stream errors:
+  // they are in ApplyResult::first_error).
   absl::StatusOr<ApplyResult> ApplyOps(absl::Span<const RuleOp> ops,
-                                       const ApplyOptions& options = {});
+                                       const ApplyOptions& options = {},
+                                       ApplyResult* partial = nullptr);
   // One batch on its own stream.
   absl::StatusOr<v1::BatchAck> ApplyBatch(const v1::RuleBatch& batch);
   absl::StatusOr<std::vector<v1::Rule>> ListRules(const v1::ListRulesRequest& req = {});

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -267,6 +268,54 @@ TEST(GrpcFlowclassdTest, FlowclassctlAgainstARealDaemon) {
                             : has4       ? "; also applied, from batches already in flight after it: 1 (#4-#4)"
                                          : "; none after it";
   EXPECT_THAT(r.out, HasSubstr(absl::StrCat("1 of 4 rules applied before it (#1-#1)", after, "\n")));
+
+  // A stream that ends early (its deadline passes part way): exit 5, and the
+  // last line says which rules are in, which were sent without an answer
+  // (applied or not) and which were never sent; the daemon holds at least
+  // the first and at most the first two.
+  {
+    const uint64_t rules_before_stream = (*client)->GetStats()->rules();
+    WriteFile(dir.File("many.txt"), RuleFile(60000, 100000));
+    r = Ctl(absl::StrCat("add-rules ", conn, " --progress off --timeout-ms 3 ",
+                         dir.File("many.txt")));
+    EXPECT_EQ(r.code, 5) << r.out;
+    EXPECT_THAT(r.out, HasSubstr("DEADLINE_EXCEEDED"));
+    std::smatch m;
+    const std::regex report(
+        "the stream ended early: ([0-9]+) of 60000 rules applied[^;]*; ([0-9]+) sent without "
+        "an answer, applied or not[^;]*; ([0-9]+) not sent");
+    ASSERT_TRUE(std::regex_search(r.out, m, report)) << r.out;
+    const uint64_t applied = std::stoull(m[1]), unanswered = std::stoull(m[2]),
+                   unsent = std::stoull(m[3]);
+    EXPECT_EQ(applied + unanswered + unsent, 60000u) << r.out;
+    EXPECT_GT(unsent + unanswered, 0u) << r.out;
+    // The server may still be applying what it read: wait for it to settle.
+    uint64_t held = 0;
+    for (int i = 0; i < 50; ++i) {
+      held = (*client)->GetStats()->rules() - rules_before_stream;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if ((*client)->GetStats()->rules() - rules_before_stream == held) break;
+    }
+    EXPECT_GE(held, applied) << r.out;
+    EXPECT_LE(held, applied + unanswered) << r.out;
+    for (uint64_t id = 100000; id < 160000; id += 997) {
+      if (id < 100000 + applied) {
+        EXPECT_TRUE((*client)->GetRule(id).ok()) << id;
+      } else if (id >= 100000 + applied + unanswered) {
+        EXPECT_FALSE((*client)->GetRule(id).ok()) << id;
+      }
+    }
+    // Remove them again, in one batch of deletes.
+    auto listed = (*client)->ListRules();
+    ASSERT_TRUE(listed.ok());
+    v1::RuleBatch dels;
+    for (const v1::Rule& x : *listed)
+      if (x.id() >= 100000) dels.add_ops()->set_delete_id(x.id());
+    auto ack = (*client)->ApplyBatch(dels);
+    ASSERT_TRUE(ack.ok()) << ack.status();
+    EXPECT_EQ(ack->status_code(), 0) << ack->status_message();
+    EXPECT_EQ((*client)->GetStats()->rules(), rules_before_stream);
+  }
 
   // A file with no rules sends nothing and reports the daemon's generation.
   WriteFile(dir.File("empty.txt"), "# nothing yet\n");
