@@ -552,6 +552,7 @@ absl::StatusOr<BatchResult> RuleTable::ApplyBatch(
     bool present;
     uint64_t cookie;
     size_t entries;
+    size_t op;  // the operation of this batch that left the id so
   };
   absl::flat_hash_map<uint64_t, Sim> changed;
   changed.reserve(ops.size());
@@ -564,7 +565,19 @@ absl::StatusOr<BatchResult> RuleTable::ApplyBatch(
     }
     auto r = t.rules.find(id);
     if (r == t.rules.end()) return std::nullopt;
-    return Sim{true, r->second->cookie, ExpansionCount(*r->second)};
+    return Sim{true, r->second->cookie, ExpansionCount(*r->second), 0};
+  };
+  // " (operation 2 of this batch deleted it)" when an earlier operation of
+  // the batch is why an id is taken or unknown: the table alone is not.
+  auto earlier = [&](uint64_t id) -> std::string {
+    auto c = changed.find(id);
+    if (c == changed.end()) return "";
+    const RuleOp& o = ops[c->second.op];
+    const char* what = o.kind == RuleOp::Kind::kInsert    ? "inserted it"
+                       : o.kind == RuleOp::Kind::kReplace ? "replaced it"
+                       : o.kind == RuleOp::Kind::kDelete  ? "deleted it"
+                                                          : "deleted it by its cookie";
+    return absl::StrCat(" (operation ", c->second.op, " of this batch ", what, ")");
   };
   auto check_limits = [&](size_t i, uint64_t id, size_t rules_after,
                           size_t entries_after) -> absl::Status {
@@ -597,11 +610,11 @@ absl::StatusOr<BatchResult> RuleTable::ApplyBatch(
         if (insert && cur.has_value()) {
           return OpError(absl::StatusCode::kInvalidArgument, i, id,
                          absl::StrCat("id: insert of rule id ", id,
-                                      " which already exists"));
+                                      " which already exists", earlier(id)));
         }
         if (!insert && !cur.has_value()) {
           return OpError(absl::StatusCode::kInvalidArgument, i, id,
-                         absl::StrCat("id: replace of unknown rule id ", id));
+                         absl::StrCat("id: replace of unknown rule id ", id, earlier(id)));
         }
         const size_t n = ExpansionCount(op.rule);
         const size_t rules_after = n_rules + (insert ? 1 : 0);
@@ -612,18 +625,19 @@ absl::StatusOr<BatchResult> RuleTable::ApplyBatch(
           return s;
         n_rules = rules_after;
         n_entries = entries_after;
-        changed[id] = Sim{true, op.rule.cookie, n};
+        changed[id] = Sim{true, op.rule.cookie, n, i};
         break;
       }
       case RuleOp::Kind::kDelete: {
         const std::optional<Sim> cur = current(op.id);
         if (!cur.has_value()) {
           return OpError(absl::StatusCode::kInvalidArgument, i, op.id,
-                         absl::StrCat("id: delete of unknown rule id ", op.id));
+                         absl::StrCat("id: delete of unknown rule id ", op.id,
+                                      earlier(op.id)));
         }
         --n_rules;
         n_entries -= cur->entries;
-        changed[op.id] = Sim{false, 0, 0};
+        changed[op.id] = Sim{false, 0, 0, i};
         break;
       }
       case RuleOp::Kind::kDeleteByCookie: {
@@ -638,7 +652,7 @@ absl::StatusOr<BatchResult> RuleTable::ApplyBatch(
           const std::optional<Sim> cur = current(id);
           --n_rules;
           n_entries -= cur->entries;
-          changed[id] = Sim{false, 0, 0};
+          changed[id] = Sim{false, 0, 0, i};
         }
         break;
       }

@@ -859,19 +859,23 @@ TEST_F(BadBatchTest, EachErrorLeavesTheTableUnchanged) {
       {"insert_twice_in_batch",
        {RuleOp::Insert(Good(500))},
        kInvalid,
-       "operation 3 (rule id 500): id: insert of rule id 500"},
+       "operation 3 (rule id 500): id: insert of rule id 500 which already exists "
+       "(operation 0 of this batch inserted it)"},
       {"delete_twice_in_batch",
        {RuleOp::Delete(1)},
        kInvalid,
-       "operation 3 (rule id 1): id: delete of unknown rule id 1"},
+       "operation 3 (rule id 1): id: delete of unknown rule id 1 (operation 1 of this "
+       "batch deleted it)"},
       {"replace_after_delete_in_batch",
        {RuleOp::Replace(Good(1))},
        kInvalid,
-       "operation 3 (rule id 1): id: replace of unknown"},
+       "operation 3 (rule id 1): id: replace of unknown rule id 1 (operation 1 of this "
+       "batch deleted it)"},
       {"replace_after_delete_by_cookie",
        {RuleOp::DeleteByCookie(99), RuleOp::Replace(Good(100))},
        kInvalid,
-       "operation 4 (rule id 100): id: replace of unknown rule id 100"},
+       "operation 4 (rule id 100): id: replace of unknown rule id 100 (operation 3 of "
+       "this batch deleted it by its cookie)"},
       {"max_rules", too_many, absl::StatusCode::kResourceExhausted,
        "operation 12 (rule id 609): max_rules: the table would hold 41 rules, "
        "limit 40"},
