@@ -179,7 +179,8 @@ class Dataplane {
   // Group commit: applies batches[0], batches[1], ... in order, each one
   // atomically, with exactly the results of that many ApplyBatch calls
   // (results[i] is batch i's; a rejected batch changes nothing and does not
-  // stop the ones after it; each accepted batch gets its own generation).
+  // stop the ones after it; each accepted batch that changes the rules gets
+  // its own generation).
   // The difference is when they become visible: an implementation may
   // publish the whole group once, so a stream of small batches pays one
   // grace period (and one PMD revalidation) per group instead of per batch.

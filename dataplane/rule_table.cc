@@ -664,6 +664,13 @@ absl::StatusOr<BatchResult> RuleTable::ApplyBatch(
     }
   }
 
+  // A batch that changes nothing (delete_cookie ops that match no rule) is
+  // acknowledged like an empty one: same generation, nothing to publish.
+  if (changed.empty()) {
+    if (applied != nullptr) applied->clear();
+    return t.Unchanged();
+  }
+
   // Phase 2: everything is known valid; apply in order.
   t.ApplyValid(ops, &result, applied);
   return result;

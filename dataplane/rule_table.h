@@ -68,7 +68,7 @@ struct RuleTableStats {
   size_t entries = 0;          // masked entries after range expansion
   size_t expanded_rules = 0;   // rules that needed more than one entry
   size_t subtables = 0;
-  uint64_t generation = 0;     // +1 per applied non-empty batch
+  uint64_t generation = 0;     // +1 per applied batch that changes the rules
 };
 
 // A rule shared by the tables of a left-right pair and the AppliedBatch
@@ -138,9 +138,11 @@ class RuleTable {
 
   // All or nothing.  INVALID_ARGUMENT for a bad rule / unknown or duplicate
   // id, RESOURCE_EXHAUSTED for a limit; the message starts with
-  // "operation <i> (rule id <id>): ".  When it succeeds and `applied` is not
-  // null, *applied receives the batch for ReplayBatch (empty for an empty
-  // batch; untouched on error).
+  // "operation <i> (rule id <id>): ".  A batch that changes nothing (empty,
+  // or only delete-by-cookie of cookies no rule carries) keeps the
+  // generation.  When it succeeds and `applied` is not null, *applied
+  // receives the batch for ReplayBatch (empty when it changed nothing;
+  // untouched on error).
   absl::StatusOr<BatchResult> ApplyBatch(absl::Span<const RuleOp> ops,
                                          AppliedBatch* applied = nullptr);
   // Applies a batch that ApplyBatch accepted on a table holding the same

@@ -434,11 +434,13 @@ TEST(RuleTableTest, BatchSemantics) {
   ASSERT_NE(t.Find(5), nullptr);
   EXPECT_EQ(t.Find(5)->cookie, 8u);
   ASSERT_NE(t.Find(2), nullptr);
-  // A cookie nobody has: a no-op, but a non-empty batch bumps the generation.
-  res = t.ApplyBatch({RuleOp::DeleteByCookie(12345)});
+  // A cookie nobody has: the batch changes nothing, and keeps the generation
+  // (nothing for PMDs to revalidate, no new rule set to acknowledge).
+  res = t.ApplyBatch({RuleOp::DeleteByCookie(12345), RuleOp::DeleteByCookie(54321)});
   ASSERT_TRUE(res.ok());
   EXPECT_EQ(res->deleted, 0u);
-  EXPECT_EQ(t.generation(), 4u);
+  EXPECT_EQ(res->generation, 3u);
+  EXPECT_EQ(t.generation(), 3u);
 
   std::vector<uint64_t> ids;
   for (const Rule* r : t.Rules()) ids.push_back(r->id);
@@ -615,6 +617,13 @@ TEST(RuleTableTest, EmptyBatchRecordsNothingToReplay) {
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(done.empty());
   EXPECT_EQ(r->rules, 1u);
+  // Nor does a batch that changes nothing.
+  ASSERT_TRUE(t.ApplyBatch({RuleOp::Insert(V4Rule(2, 1))}, &done).ok());
+  r = t.ApplyBatch({RuleOp::DeleteByCookie(777)}, &done);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(done.empty());
+  EXPECT_EQ(r->generation, 2u);
+  EXPECT_EQ(r->rules, 2u);
 }
 
 TEST(RuleTableTest, FlowKeyLookupEqualsFlowLookup) {

@@ -783,7 +783,9 @@ std::vector<absl::StatusOr<BatchResult>> DpdkDataplane::ApplyBatches(
     RuleChangeSet cs = MakeRuleChangeSet(next->table, ops);
     AppliedBatch done;
     absl::StatusOr<BatchResult> r = next->table.ApplyBatch(ops, &done);
-    if (r.ok()) {  // all or nothing: a rejected batch left `next` as it was
+    // All or nothing: a rejected batch left `next` as it was, and so did one
+    // that changed nothing (no generation, nothing to publish or replay).
+    if (r.ok() && !done.empty()) {
       changes.Merge(std::move(cs));
       applied.push_back(std::move(done));
     }

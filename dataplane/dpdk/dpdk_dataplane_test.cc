@@ -711,9 +711,17 @@ TEST(DpdkDataplaneTest, GroupCommitAppliesEachBatchAndPublishesOnce) {
   const std::vector<RuleOp> d0 = {RuleOp::Delete(7)};
   const absl::Span<const RuleOp> group3[] = {d0};
   for (const auto& r : (*dp)->ApplyBatches(group3)) ASSERT_TRUE(r.ok()) << r.status();
+  // A group whose middle batch changes nothing (a cookie no rule carries):
+  // it keeps the generation and leaves nothing for the shadow to replay.
+  const std::vector<RuleOp> e0 = {RuleOp::DeleteByCookie(0xdead)};
+  const absl::Span<const RuleOp> group4[] = {e0};
+  const auto noop = (*dp)->ApplyBatches(group4);
+  ASSERT_TRUE(noop[0].ok()) << noop[0].status();
+  EXPECT_EQ(noop[0]->generation, 6u);
+  EXPECT_EQ((*dp)->generation(), 6u);
   // Twice more single batches so that each side has been brought level.
   ASSERT_TRUE((*dp)->ApplyBatch({RuleOp::Insert(Ipv4DstRule(8, 4, 0, 24, Action::Drop()))}).ok());
-  ASSERT_TRUE((*dp)->ApplyBatch({RuleOp::Delete(8)}).ok());
+  ASSERT_TRUE((*dp)->ApplyBatch({RuleOp::DeleteByCookie(0xbeef), RuleOp::Delete(8)}).ok());
   std::vector<uint64_t> ids;
   for (const Rule& r : (*dp)->ListRules()) ids.push_back(r.id);
   std::sort(ids.begin(), ids.end());

@@ -216,7 +216,11 @@ TEST(GrpcFlowclassdTest, FlowclassctlAgainstARealDaemon) {
   r = Ctl(absl::StrCat("del-rules ", conn, " --cookie 2"));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr("deleted=1000 generation=21"));
-  // (odd ids had cookie 2 and are gone)
+  // (odd ids had cookie 2 and are gone; a cookie no rule carries changes
+  // nothing, so the generation stays)
+  r = Ctl(absl::StrCat("del-rules ", conn, " --cookie 0x77"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("deleted=0 generation=21"));
   r = Ctl(absl::StrCat("del-rules ", conn, " 2 3"));
   EXPECT_EQ(r.code, 4) << r.out;
   EXPECT_THAT(r.out, HasSubstr("NOT_FOUND"));
