@@ -534,9 +534,9 @@ int Trace(absl::string_view cmd, const Args& a) {
   if (HasFlag(a, "--packet-hex")) {
     if (!a.positional.empty()) return Usage(cmd, "give FLOW or --packet-hex, not both");
     const std::string hex = FlagString(a, "--packet-hex", "");
-    bool hex_ok = hex.size() % 2 == 0;
+    bool hex_ok = !hex.empty() && hex.size() % 2 == 0;
     for (char ch : hex) hex_ok &= absl::ascii_isxdigit(static_cast<unsigned char>(ch));
-    if (!hex_ok) return Usage(cmd, "--packet-hex: not an even-length hex string");
+    if (!hex_ok) return Usage(cmd, "--packet-hex: not a non-empty, even-length hex string");
     const std::string bytes = absl::HexStringToBytes(hex);
     req.set_packet(bytes);
     uint32_t in_port = 0;
@@ -553,7 +553,17 @@ int Trace(absl::string_view cmd, const Args& a) {
   if (!client.ok()) return Usage(cmd, std::string(client.status().message()));
   absl::StatusOr<v1::TraceResponse> t = (*client)->Trace(req);
   if (!t.ok()) return Fail(cmd, t.status());
-  std::printf("key: %s\nlayer: %s\n", t->key().c_str(), t->layer().c_str());
+  std::printf("key: %s\n", t->key().c_str());
+  // The parser's flags for a frame: what the key is missing and why (a PMD
+  // counts such frames as parse_errors and classifies what it could read).
+  if (t->parse_flags() != 0) {
+    std::string why;
+    if (t->parse_flags() & 1) why = "truncated (the frame ends inside a header)";
+    if (t->parse_flags() & 2)
+      absl::StrAppend(&why, why.empty() ? "" : ", ", "malformed (a header field is invalid)");
+    std::printf("parse: %s\n", why.c_str());
+  }
+  std::printf("layer: %s\n", t->layer().c_str());
   if (t->has_pmd()) std::printf("pmd: %u\n", t->pmd());
   std::printf("megaflow: %s\nrule subtables visited: %u\n", t->megaflow().c_str(),
               t->rule_subtables_visited());

@@ -191,6 +191,7 @@ TEST(GrpcFlowclassdTest, FlowclassctlAgainstARealDaemon) {
   r = Ctl(absl::StrCat("trace ", conn, " --in-port 1 --packet-hex ", hex));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_THAT(r.out, ::testing::ContainsRegex("layer: (emc|smc|cd|megaflow)\npmd: 0\n"));
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("parse:")));
   const FlowKey k0 = ParsePacket(frames[0].data(), frames[0].size(), 1);
   best = reference.Lookup(k0);
   if (best) {
@@ -198,6 +199,11 @@ TEST(GrpcFlowclassdTest, FlowclassctlAgainstARealDaemon) {
   } else {
     EXPECT_THAT(r.out, HasSubstr("action: drop"));
   }
+  // A frame cut inside its IPv4 header: the trace says so.
+  r = Ctl(absl::StrCat("trace ", conn, " --in-port 1 --packet-hex ", hex.substr(0, 2 * 20)));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("\nparse: truncated (the frame ends inside a header)\nlayer: "));
+  EXPECT_EQ(Ctl(absl::StrCat("trace ", conn, " --in-port 1 --packet-hex ''")).code, 2);
 
   // A file that parses but the server rejects (an IPv4 field on an ARP
   // rule): exit 4, names the field and the rule, nothing changes.
