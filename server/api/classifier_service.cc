@@ -11,9 +11,11 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "dataplane/packet_parser.h"
 #include "dataplane/rule_format.h"
 #include "google/protobuf/arena.h"
@@ -568,13 +570,17 @@ grpc::Status ClassifierService::Trace(grpc::ServerContext*,
       if (!r.ok())
         return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                             absl::StrCat("flow: ", r.status().message()));
-      for (int f = 0; f < kFieldCount; ++f) {
-        const FieldInfo& fi = kFieldInfo[f];
-        const uint64_t m = r->match.mask.Get(static_cast<Field>(f));
-        if (m != 0 && m != (fi.Mask() >> fi.shift))
-          return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                              absl::StrCat("flow: ", fi.name,
-                                           ": a mask is not allowed in a trace (exact values only)"));
+      // A trace describes one packet: a mask the user wrote (value/mask,
+      // addr/len) is refused, naming the key.  Keys that set part of a field
+      // by their nature (dl_vlan, nw_tos, ip_dscp, ip_frag, tcp_flags=+syn)
+      // are fine: the packet has the field's other bits 0.
+      for (absl::string_view kv : absl::StrSplit(req->flow(), ',')) {
+        const size_t eq = kv.find('=');
+        if (eq != absl::string_view::npos && kv.find('/', eq) != absl::string_view::npos)
+          return grpc::Status(
+              grpc::StatusCode::INVALID_ARGUMENT,
+              absl::StrCat("flow: ", absl::StripAsciiWhitespace(kv.substr(0, eq)),
+                           ": a mask is not allowed in a trace (exact values only)"));
       }
       if (!r->match.tp_src.IsFull() || !r->match.tp_dst.IsFull())
         return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,

@@ -695,7 +695,24 @@ TEST_F(ApiTest, TraceFlowAndPacket) {
 
   req.Clear();
   req.set_flow("udp,nw_src=10.0.0.0/8");
+  t = client_->Trace(req);
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.status().message(), "flow: nw_src: a mask is not allowed in a trace (exact values only)");
+  req.set_flow("udp,nw_src=1.2.3.4,tp_dst=10-20");
   EXPECT_EQ(client_->Trace(req).status().code(), absl::StatusCode::kInvalidArgument);
+  // Keys that set part of a field are values, not masks: the packet has the
+  // field's other bits 0.
+  for (const char* flow : {"in_port=3,dl_vlan=5,udp,nw_src=10.1.2.3", "ip,nw_tos=4,nw_src=10.1.2.3",
+                           "ip,ip_dscp=1,nw_src=10.1.2.3", "ip,ip_frag=first,nw_src=10.1.2.3",
+                           "tcp,tcp_flags=+syn,nw_src=10.1.2.3"}) {
+    req.set_flow(flow);
+    t = client_->Trace(req);
+    EXPECT_TRUE(t.ok()) << flow << ": " << t.status();
+  }
+  req.set_flow("in_port=3,dl_vlan=5,udp,nw_src=10.1.2.3");
+  t = client_->Trace(req);
+  ASSERT_TRUE(t.ok());
+  EXPECT_THAT(t->key(), HasSubstr("vlan0_tci=0x1005"));
   req.Clear();
   EXPECT_EQ(client_->Trace(req).status().code(), absl::StatusCode::kInvalidArgument);
   req.set_flow("udp,nw_src=1.2.3.4,tp_dst=99");
