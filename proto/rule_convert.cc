@@ -475,6 +475,22 @@ std::string ErrorField(absl::string_view message) {
   return std::string(f);
 }
 
+void ToProtoFieldNames(std::string* message, std::string* field) {
+  static constexpr std::pair<const char*, const char*> kNames[] = {
+      {"nw_proto", "ip_proto"},     {"nw_tos", "ip_tos"},         {"nw_ttl", "ip_ttl"},
+      {"nw_frag", "ip_frag"},       {"vlan0_tci", "vlan"},        {"vlan1_tci", "inner_vlan"},
+      {"ipv6_src_hi", "ipv6_src"},  {"ipv6_src_lo", "ipv6_src"},  {"ipv6_dst_hi", "ipv6_dst"},
+      {"ipv6_dst_lo", "ipv6_dst"}};
+  for (const auto& [ours, theirs] : kNames) {
+    if (*field != ours) continue;
+    const std::string was = absl::StrCat("): ", ours, ": ");
+    if (const size_t at = message->find(was); at != std::string::npos)
+      message->replace(at, was.size(), absl::StrCat("): ", theirs, ": "));
+    *field = theirs;
+    return;
+  }
+}
+
 absl::Status RuleFromProto(const v1::Rule& in, Rule* out) {
   Rule r;
   if (!in.text().empty()) {

@@ -250,11 +250,25 @@ std::vector<v1::BatchAck> ClassifierService::ApplyGroup(
     if (!r.ok()) {
       uint32_t index = 0;
       uint64_t id = 0;
-      const std::string msg(r.status().message());
+      std::string msg(r.status().message());
       const bool per_op = absl::StartsWith(msg, "operation ");
-      if (per_op) ParseOpPrefix(msg, &index, &id);
+      std::string field;
+      if (per_op) {
+        ParseOpPrefix(msg, &index, &id);
+        field = ErrorField(msg);
+        // A rule sent as a structured match is told in v1.Match's names; one
+        // sent as native text keeps the native ones it was written with.
+        const v1::RuleBatch& batch = *batches[b];
+        if (index < static_cast<uint32_t>(batch.ops_size())) {
+          const v1::RuleOp& op = batch.ops(static_cast<int>(index));
+          const v1::Rule* rule = op.has_insert()    ? &op.insert()
+                                 : op.has_replace() ? &op.replace()
+                                                    : nullptr;
+          if (rule != nullptr && rule->text().empty()) ToProtoFieldNames(&msg, &field);
+        }
+      }
       Reject(&ack, RefineCode(r.status()), msg, per_op ? static_cast<int>(index) : -1,
-             id, per_op ? ErrorField(msg) : "");
+             id, field);
       ack.set_generation(gen);
       continue;
     }

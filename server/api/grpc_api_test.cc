@@ -483,6 +483,21 @@ TEST_F(ApiTest, BadInputTable) {
   v1::Rule bad_text;
   bad_text.set_id(16);
   bad_text.set_text("priority=1,udp,nw_src=10.0.0.0/33,actions=drop");
+  // Errors found by the rule table's validation, in v1.Match's names for a
+  // structured rule (the table calls them nw_proto, nw_tos, ipv6_src_lo).
+  v1::Rule proto_mask = MakeRule(17);
+  proto_mask.mutable_match()->mutable_ip_proto()->set_value(6);
+  proto_mask.mutable_match()->mutable_ip_proto()->set_mask(1);
+  v1::Rule tos_mask = MakeRule(18);
+  tos_mask.mutable_match()->mutable_ip_tos()->set_value(3);
+  tos_mask.mutable_match()->mutable_ip_tos()->set_mask(0xfc);
+  v1::Rule v6_bits = MakeRule(19);
+  v6_bits.mutable_match()->clear_ipv4_src();
+  v6_bits.mutable_match()->set_ipv6_src("2001:db8::1/32");
+  // The same mistake written as native text keeps the native name.
+  v1::Rule text_proto;
+  text_proto.set_id(20);
+  text_proto.set_text("priority=1,nw_proto=6,actions=drop");  // no eth_type
   const BadInput cases[] = {
       {"oversized batch",
        {Insert(MakeRule(3)), Insert(MakeRule(4)), Insert(MakeRule(5)), Insert(MakeRule(6)),
@@ -502,6 +517,10 @@ TEST_F(ApiTest, BadInputTable) {
       {"output port too big", {Insert(out_port)}, kInvalid, 0, "action"},
       {"no action", {Insert(no_action)}, kInvalid, 0, "action"},
       {"bad native text", {Insert(bad_text)}, kInvalid, 0, "text"},
+      {"ip_proto value outside its mask", {Insert(proto_mask)}, kInvalid, 0, "ip_proto"},
+      {"ip_tos value outside its mask", {Insert(tos_mask)}, kInvalid, 0, "ip_tos"},
+      {"ipv6_src bits outside the prefix", {Insert(v6_bits)}, kInvalid, 0, "ipv6_src"},
+      {"native text: native name", {Insert(text_proto)}, kInvalid, 0, "nw_proto"},
   };
   uint64_t batch_id = 10;
   for (const BadInput& c : cases) {
@@ -516,6 +535,10 @@ TEST_F(ApiTest, BadInputTable) {
       EXPECT_EQ(ack.errors(0).op_index(), static_cast<uint32_t>(c.op_index)) << c.name;
       EXPECT_EQ(ack.errors(0).field(), c.field) << c.name << ": " << ack.status_message();
       EXPECT_EQ(ack.errors(0).code(), c.code) << c.name;
+      // The message names the same field as `field` (when it names one).
+      if (*c.field != 0 && c.op_index >= 0 && c.code == kInvalid) {
+        EXPECT_THAT(ack.status_message(), HasSubstr(absl::StrCat(c.field, ": "))) << c.name;
+      }
     }
     EXPECT_EQ(ack.generation(), 1u) << c.name;
     EXPECT_EQ(fake_->generation(), 1u) << c.name;
