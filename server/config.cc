@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "dataplane/cuckoo_distributor.h"
 #include "dataplane/rule_format.h"
 
 namespace flowclass {
@@ -329,6 +330,45 @@ absl::StatusOr<DaemonConfig> Convert(const YAML::Node& root) {
     return absl::InvalidArgumentError(absl::StrCat(
         "rules.format: \"", c.rules_format, "\" is not auto, native or classbench"));
 
+  // The run-time pipeline settings' start values: the same dotted keys as
+  // SetConfig / `flowclassctl config set` (docs/flowclassd.md).
+  PipelineConfig& pc = c.dataplane.pipeline;
+  MapReader pl(top.Get("pipeline"), "pipeline");
+  FC_RETURN_IF_ERROR(pl.CheckIsMap());
+  FC_RETURN_IF_ERROR(
+      pl.Int("emc_insert_inv_prob", &pc.emc_config.insert_inv_prob, 0, 1 << 30));
+  FC_RETURN_IF_ERROR(pl.Bool("smc", &pc.smc));
+  std::string cd_mode(CdModeName(pc.cd.mode));
+  FC_RETURN_IF_ERROR(pl.String("cd", &cd_mode));
+  if (absl::StatusOr<CdMode> m = ParseCdMode(cd_mode); m.ok()) {
+    pc.cd.mode = *m;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pipeline.cd: \"", cd_mode, "\" is not on, off or auto"));
+  }
+  FC_RETURN_IF_ERROR(pl.Int("ranking_interval_ms", &pc.ranking_interval_ms, 0, 3600000));
+  FC_RETURN_IF_ERROR(pl.CheckNoUnknownKeys());
+  MapReader dl(top.Get("dpcls"), "dpcls");
+  FC_RETURN_IF_ERROR(dl.CheckIsMap());
+  FC_RETURN_IF_ERROR(dl.Bool("force_scalar", &pc.dpcls.lookup.force_scalar));
+  if (YAML::Node prio = dl.Get("lookup_prio"); prio && !prio.IsNull()) {
+    if (!prio.IsMap())
+      return absl::InvalidArgumentError(
+          "dpcls.lookup_prio: must be a mapping of implementation name to priority");
+    for (const auto& kv : prio) {
+      const std::string name = kv.first.Scalar();
+      int v = 0;
+      if (!kv.second.IsScalar() || !absl::SimpleAtoi(kv.second.Scalar(), &v))
+        return absl::InvalidArgumentError(
+            absl::StrCat("dpcls.lookup_prio.", name, ": \"", Dump(kv.second),
+                         "\" is not an integer priority"));
+      if (absl::Status s = pc.dpcls.lookup.Set(name, v); !s.ok())
+        return absl::InvalidArgumentError(
+            absl::StrCat("dpcls.lookup_prio.", name, ": ", s.message()));
+    }
+  }
+  FC_RETURN_IF_ERROR(dl.CheckNoUnknownKeys());
+
   MapReader st(top.Get("stats"), "stats");
   FC_RETURN_IF_ERROR(st.CheckIsMap());
   FC_RETURN_IF_ERROR(st.Int("interval_ms", &c.stats_interval_ms, 0, 3600000));
@@ -444,6 +484,11 @@ std::string DescribeConfig(const DaemonConfig& c) {
                     p.devargs.empty() ? "" : "," + p.devargs,
                     p.poll ? absl::StrCat(" rx_queues ", p.rx_queues) : " tx-only",
                     " rss ", p.rss ? "true" : "false", "\n");
+  const PipelineConfig& pc = c.dataplane.pipeline;
+  absl::StrAppend(&s, "pipeline: emc_insert_inv_prob ", pc.emc_config.insert_inv_prob, " smc ",
+                  pc.smc ? "on" : "off", " cd ", std::string(CdModeName(pc.cd.mode)),
+                  " ranking_interval_ms ", pc.ranking_interval_ms, "\n");
+  absl::StrAppend(&s, "dpcls: ", pc.dpcls.lookup.ToString(), "\n");
   absl::StrAppend(&s, "rules: ", c.rules_file.empty() ? "(none)" : c.rules_file,
                   " format ", c.rules_format, "\n");
   absl::StrAppend(&s, "metrics: ",  // metrics (issue 7)

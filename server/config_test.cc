@@ -86,6 +86,14 @@ TEST(ConfigTest, ErrorsNameTheKeyAndTheProblem) {
       {{"eal.file_prefix.x=1"}, "\"x\" is below a scalar"},
       {{"pmd.lcores.x=1"}, "\"x\" is not an index of a list of 2"},
       {{"novalue"}, "expected key=value"},
+      {{"pipeline.smc=maybe"}, "pipeline.smc: \"maybe\" is not a boolean"},
+      {{"pipeline.cd=sometimes"}, "pipeline.cd: \"sometimes\" is not on, off or auto"},
+      {{"pipeline.ranking_interval_ms=-1"}, "pipeline.ranking_interval_ms: -1 is outside"},
+      {{"pipeline.emc=1"}, "pipeline.emc: unknown key"},
+      {{"dpcls.lookup_prio.sse9=1"}, "dpcls.lookup_prio.sse9: "},
+      {{"dpcls.lookup_prio.avx512=high"}, "dpcls.lookup_prio.avx512: \"high\" is not an integer"},
+      {{"dpcls.lookup_prio=3"}, "dpcls.lookup_prio: must be a mapping"},
+      {{"mempool.mbufs=300"}, "mempool.cache: a cache of 256 mbufs needs a pool of at least 384"},
   };
   for (const Case& c : cases) {
     auto r = Parse(kMinimal, c.ov);
@@ -93,6 +101,36 @@ TEST(ConfigTest, ErrorsNameTheKeyAndTheProblem) {
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << c.ov[0];
     EXPECT_THAT(std::string(r.status().message()), HasSubstr(c.want)) << c.ov[0];
   }
+}
+
+// The run-time settings' start values: the same dotted keys as SetConfig.
+TEST(ConfigTest, PipelineAndDpclsSectionsSetTheStartValues) {
+  auto d = Parse(kMinimal);
+  ASSERT_TRUE(d.ok()) << d.status();
+  const PipelineConfig dflt;
+  EXPECT_EQ(d->dataplane.pipeline.smc, dflt.smc);
+  EXPECT_EQ(d->dataplane.pipeline.dpcls.lookup, dflt.dpcls.lookup);
+  auto c = Parse(std::string(kMinimal) + R"(
+pipeline: {emc_insert_inv_prob: 5, smc: on, cd: off, ranking_interval_ms: 250}
+dpcls: {force_scalar: true, lookup_prio: {generic: 7, autovalidator: 1}}
+)");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const PipelineConfig& p = c->dataplane.pipeline;
+  EXPECT_EQ(p.emc_config.insert_inv_prob, 5u);
+  EXPECT_TRUE(p.smc);
+  EXPECT_EQ(p.cd.mode, CdMode::kOff);
+  EXPECT_EQ(p.ranking_interval_ms, 250u);
+  EXPECT_TRUE(p.dpcls.lookup.force_scalar);
+  EXPECT_EQ(p.dpcls.lookup.Get("generic").value_or(-1), 7);
+  EXPECT_EQ(p.dpcls.lookup.Get("autovalidator").value_or(-1), 1);
+  EXPECT_EQ(p.dpcls.lookup.Get("avx512").value_or(-1), dflt.dpcls.lookup.Get("avx512").value_or(-2));
+  EXPECT_THAT(DescribeConfig(*c),
+              HasSubstr("pipeline: emc_insert_inv_prob 5 smc on cd off ranking_interval_ms 250\n"));
+  // The command line reaches them too.
+  auto o = Parse(kMinimal, {"pipeline.smc=on", "dpcls.lookup_prio.generic=9"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_TRUE(o->dataplane.pipeline.smc);
+  EXPECT_EQ(o->dataplane.pipeline.dpcls.lookup.Get("generic").value_or(-1), 9);
 }
 
 TEST(ConfigTest, MissingSectionsAndSyntaxErrors) {

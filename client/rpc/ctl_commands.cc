@@ -28,7 +28,7 @@ const char kRpcCommandsHelp[] =
     "  dump-rules  print the rule set in native text (feeds add-rules)\n"
     "  stats       PMD counters, like ovs-appctl dpif-netdev/pmd-stats-show\n"
     "  config      get or set run-time configuration keys\n"
-    "  trace       classify one flow or packet on the control core\n"
+    "  trace       where a PMD classifies one flow or packet (read-only)\n"
     "  lookup-impl get or set subtable lookup implementation priorities\n";
 
 namespace {
@@ -82,8 +82,9 @@ constexpr char kStatsHelp[] =
 constexpr char kConfigHelp[] =
     "usage: flowclassctl config get [KEY]\n"
     "       flowclassctl config set KEY=VALUE [KEY=VALUE]...\n"
-    "Keys are the dotted names of flowclassd's YAML (pmd.tx_retries,\n"
-    "pipeline.emc_insert_inv_prob, ...).  set is all or nothing.\n";
+    "Keys are dotted names of flowclassd's YAML (pmd.tx_retries,\n"
+    "pipeline.emc_insert_inv_prob, dpcls.lookup_prio.avx512, ...; `config get`\n"
+    "lists them).  set is all or nothing.\n";
 constexpr char kTraceHelp[] =
     "usage: flowclassctl trace [options] FLOW\n"
     "       flowclassctl trace [options] --packet-hex HEX [--in-port N]\n"

@@ -1123,6 +1123,9 @@ absl::Status DpdkDataplane::SetConfig(absl::string_view key, absl::string_view v
     return d.SetKnob(key, value);
   }
   auto m = GetConfig();
+  if (m.count(std::string(key)) && absl::StartsWith(key, kConfigLookupAvailablePrefix))
+    return absl::FailedPreconditionError(
+        absl::StrCat(key, ": read-only (whether this CPU can run the implementation)"));
   if (m.count(std::string(key)))
     return absl::FailedPreconditionError(
         absl::StrCat(key, ": can only be set at start-up (config file)"));

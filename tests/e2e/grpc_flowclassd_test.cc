@@ -129,7 +129,8 @@ TEST(GrpcFlowclassdTest, FlowclassctlAgainstARealDaemon) {
   }
   WritePcap(dir.File("in.pcap"), frames);
   WriteFile(dir.File("d.yaml"), DaemonConfig(dir, ""));
-  Daemon d(dir, {"-c", dir.File("d.yaml")});
+  // A pipeline setting's start value from the command line (config get below).
+  Daemon d(dir, {"-c", dir.File("d.yaml"), "--set", "pipeline.emc_insert_inv_prob=5"});
   const std::string target = d.WaitForGrpc(30);
   ASSERT_FALSE(target.empty()) << d.Output();
   const std::string conn = absl::StrCat("--plaintext --server ", target);
@@ -253,6 +254,10 @@ TEST(GrpcFlowclassdTest, FlowclassctlAgainstARealDaemon) {
   EXPECT_THAT(r.out, HasSubstr("FAILED_PRECONDITION"));
   r = Ctl("config set " + conn + " no.such.key=1");
   EXPECT_EQ(r.code, 4);
+  EXPECT_EQ(Ctl("config get " + conn + " pipeline.emc_insert_inv_prob").out, "5\n");
+  r = Ctl("config set " + conn + " dpcls.lookup_available.generic=false");
+  EXPECT_EQ(r.code, 4) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("read-only"));
   r = Ctl("stats " + conn);
   EXPECT_EQ(r.code, 0);
   EXPECT_THAT(r.out, HasSubstr("pmd thread 0 (lcore 1)"));
