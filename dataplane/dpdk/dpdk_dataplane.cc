@@ -183,9 +183,15 @@ absl::Status InitEal(const EalOptions& opts) {
   argv.push_back(nullptr);
   int rc = rte_eal_init(static_cast<int>(args.size()), argv.data());
   if (rc < 0) {
-    return absl::InternalError(absl::StrCat(
-        "eal: rte_eal_init failed: ", rte_strerror(rte_errno), " (args: ",
-        absl::StrJoin(args, " "), ")"));
+    // Some refusals leave rte_errno 0 ("Success"): e.g. another primary
+    // process holding the file prefix.  EAL printed its reason on stderr.
+    const std::string why =
+        rte_errno != 0 ? rte_strerror(rte_errno)
+                       : "EAL gave no error code; its own message is above (another running "
+                         "process with this eal.file_prefix, an lcore the machine lacks, "
+                         "too little memory, ...)";
+    return absl::InternalError(absl::StrCat("eal: rte_eal_init failed: ", why, " (args: ",
+                                            absl::StrJoin(args, " "), ")"));
   }
   g_eal_initialized.store(true);
   return absl::OkStatus();

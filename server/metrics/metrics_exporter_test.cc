@@ -182,6 +182,10 @@ TEST(MetricsExporterTest, OptionErrorsNameTheKey) {
       {":9464", 8, 2, "metrics.address"},
       {"::1:9464", 8, 2, "metrics.address"},
       {"127.0.0.1:x", 8, 2, "metrics.address"},
+      // .invalid never resolves (RFC 6761): refused when read, not at start.
+      {"no-such-host.invalid:9464", 8, 2,
+       "metrics.address: \"no-such-host.invalid:9464\": host \"no-such-host.invalid\" does "
+       "not resolve to an IPv4 address"},
       {"127.0.0.1:0", 1001, 2, "metrics.top_subtables: 1001 is outside 0..1000"},
       {"127.0.0.1:0", 8, 0, "metrics.threads: 0 is outside 1..64"},
   };

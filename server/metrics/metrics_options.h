@@ -9,6 +9,9 @@
 #ifndef FLOWCLASS_SERVER_METRICS_METRICS_OPTIONS_H_
 #define FLOWCLASS_SERVER_METRICS_METRICS_OPTIONS_H_
 
+#include <netdb.h>
+#include <sys/socket.h>
+
 #include <cstdint>
 #include <string>
 
@@ -65,6 +68,20 @@ inline absl::Status ValidateMetricsOptions(const MetricsOptions& o) {
         "metrics.address: \"", o.address,
         "\": IPv6 is not supported by the /metrics HTTP server (civetweb built without "
         "IPv6); use an IPv4 address such as 0.0.0.0:", port));
+  // A host name that does not resolve would only fail when the exporter
+  // starts (exit 9); say so when the config is read.
+  {
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
+    if (res != nullptr) freeaddrinfo(res);
+    if (rc != 0)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "metrics.address: \"", o.address, "\": host \"", host,
+          "\" does not resolve to an IPv4 address (", gai_strerror(rc), ")"));
+  }
   if (o.top_subtables > 1000)
     return absl::InvalidArgumentError(absl::StrCat(
         "metrics.top_subtables: ", o.top_subtables, " is outside 0..1000"));
