@@ -72,12 +72,12 @@ std::string PmdLine(const char* tag, const PmdCounters& p) {
   return absl::StrFormat(
       "%s pmd=%d lcore=%d gen=%d rx=%d tx=%d tx_dropped=%d rule_drops=%d "
       "no_match=%d bad_port=%d parse_errors=%d busy=%.1f%% cycles_per_pkt=%.1f "
-      "emc_hits=%d smc_hits=%d megaflow_hits=%d upcalls=%d\n",
+      "emc_hits=%d smc_hits=%d megaflow_hits=%d upcalls=%d upcalls_failed=%d\n",
       tag, p.pmd, p.lcore, p.generation, p.rx_packets, p.tx_packets,
       p.tx_dropped, p.rule_drops, p.no_match, p.bad_port, p.parse_errors,
       total ? 100.0 * static_cast<double>(p.busy_cycles) / total : 0.0,
       p.CyclesPerPacket(), p.pipeline.emc_hits, p.pipeline.smc_hits,
-      p.pipeline.megaflow_hits, p.pipeline.upcall_ok);
+      p.pipeline.megaflow_hits, p.pipeline.upcall_ok, p.pipeline.upcall_failed);
 }
 
 void PrintStats(const char* tag, const DataplaneStats& s, bool ports) {

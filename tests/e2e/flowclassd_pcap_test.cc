@@ -256,6 +256,13 @@ TEST(FlowclassdPcapTest, OnePmdEveryPacketWhereTheReferenceSays) {
   EXPECT_EQ(total["rule_drops"], want_drops);
   EXPECT_EQ(total["no_match"], want_nomatch);
   EXPECT_EQ(total["gen"], 1u);
+  // The PMD line's layers add up to what it received.
+  auto pmd = OutputFields(out, "final pmd=0");
+  EXPECT_EQ(pmd["emc_hits"] + pmd["smc_hits"] + pmd["megaflow_hits"] + pmd["upcalls"] +
+                pmd["upcalls_failed"],
+            pmd["rx"])
+      << out;
+  EXPECT_EQ(pmd.count("upcalls_failed"), 1u) << out;
   // Output pcaps: exactly the reference's frames, in order.
   const std::vector<Frame> out2 = ReadPcap(dir.File("out2.pcap"));
   const std::vector<Frame> out3 = ReadPcap(dir.File("out3.pcap"));
