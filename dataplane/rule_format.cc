@@ -924,8 +924,9 @@ bool LooksLikeClassBench(std::string_view text) {
 }  // namespace
 
 absl::StatusOr<std::vector<Rule>> ParseClassBench(
-    std::string_view text, const ClassBenchOptions& opts) {
+    std::string_view text, const ClassBenchOptions& opts, std::vector<size_t>* lines) {
   std::vector<Rule> rules;
+  if (lines != nullptr) lines->clear();
   std::optional<bool> has_flags;
   absl::Status s =
       ForEachLine(text, [&](size_t line_no, std::string_view line) {
@@ -940,6 +941,7 @@ absl::StatusOr<std::vector<Rule>> ParseClassBench(
                              (l - 1) % opts.num_ports + 1))
                        : opts.action;
         rules.push_back(r);
+        if (lines != nullptr) lines->push_back(line_no);
         return absl::OkStatus();
       });
   if (!s.ok()) return s;
@@ -959,14 +961,17 @@ bool ParseNativeNumber(std::string_view s, uint64_t* out) {
   return ParseU64(s, Base::kAuto, out);
 }
 
-absl::StatusOr<std::vector<Rule>> ParseNativeRules(std::string_view text) {
+absl::StatusOr<std::vector<Rule>> ParseNativeRules(std::string_view text,
+                                                   std::vector<size_t>* lines) {
   std::vector<Rule> rules;
+  if (lines != nullptr) lines->clear();
   absl::Status s =
       ForEachLine(text, [&](size_t line_no, std::string_view line) {
         if (IsBlankOrComment(line)) return absl::OkStatus();
         absl::StatusOr<Rule> r = ParseNativeLine(line, line_no);
         if (!r.ok()) return AtLine(line_no, r.status());
         rules.push_back(*std::move(r));
+        if (lines != nullptr) lines->push_back(line_no);
         return absl::OkStatus();
       });
   if (!s.ok()) return s;
@@ -981,7 +986,8 @@ std::string FormatNativeRules(absl::Span<const Rule> rules) {
 
 absl::StatusOr<std::vector<Rule>> LoadRuleFile(const std::string& path,
                                                RuleFormat fmt,
-                                               const ClassBenchOptions& opts) {
+                                               const ClassBenchOptions& opts,
+                                               std::vector<size_t>* lines) {
   absl::StatusOr<std::string> text = ReadTextFile(path);
   if (!text.ok()) return text.status();
   if (fmt == RuleFormat::kAuto) {
@@ -989,8 +995,8 @@ absl::StatusOr<std::vector<Rule>> LoadRuleFile(const std::string& path,
                                      : RuleFormat::kNative;
   }
   absl::StatusOr<std::vector<Rule>> rules =
-      fmt == RuleFormat::kClassBench ? ParseClassBench(*text, opts)
-                                     : ParseNativeRules(*text);
+      fmt == RuleFormat::kClassBench ? ParseClassBench(*text, opts, lines)
+                                     : ParseNativeRules(*text, lines);
   if (!rules.ok()) return WithPath(path, rules.status());
   return rules;
 }

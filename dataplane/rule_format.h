@@ -63,8 +63,11 @@ struct ClassBenchOptions {
 // only rule lines) gets id = L, priority = N - L + 1 (the first rule wins, as
 // in ClassBench's first-match semantics), cookie 0, eth_type 0x0800 exact.
 // Blank lines and lines starting with '#' are skipped.
+// `lines`, if not null, receives the 1-based line of each rule (this and the
+// other file parsers below).
 absl::StatusOr<std::vector<Rule>> ParseClassBench(
-    std::string_view text, const ClassBenchOptions& opts = {});
+    std::string_view text, const ClassBenchOptions& opts = {},
+    std::vector<size_t>* lines = nullptr);
 
 // -------------------------------------------------------------------- Native
 
@@ -77,7 +80,8 @@ absl::StatusOr<Rule> ParseNativeRule(std::string_view line,
 
 // Parses a native rule file: '#' comment lines and blank lines are skipped; a
 // rule without "id=" gets the 1-based number of the line it is on.
-absl::StatusOr<std::vector<Rule>> ParseNativeRules(std::string_view text);
+absl::StatusOr<std::vector<Rule>> ParseNativeRules(std::string_view text,
+                                                   std::vector<size_t>* lines = nullptr);
 
 // An unsigned number as the native format reads it (ids, cookies): decimal,
 // or hex after 0x / 0X; no sign, no blanks; false on overflow past 2^64-1.
@@ -102,7 +106,7 @@ absl::StatusOr<std::string> ReadTextFile(const std::string& path);
 // a '#' comment starts with '@', native otherwise.
 absl::StatusOr<std::vector<Rule>> LoadRuleFile(
     const std::string& path, RuleFormat fmt = RuleFormat::kAuto,
-    const ClassBenchOptions& opts = {});
+    const ClassBenchOptions& opts = {}, std::vector<size_t>* lines = nullptr);
 
 // -------------------------------------------------------------------- Traces
 

@@ -788,9 +788,15 @@ TEST_F(FileTest, AutoDetectsFormatAndPrefixesPathToErrors) {
   EXPECT_FALSE(LoadRuleFile(cb, RuleFormat::kNative).ok());
 
   const std::string nat = Write("native", "# c\ntcp,actions=output:3\n");
-  r = LoadRuleFile(nat);
+  std::vector<size_t> lines;
+  r = LoadRuleFile(nat, RuleFormat::kAuto, {}, &lines);
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->size(), 1u);
+  EXPECT_THAT(lines, ::testing::ElementsAre(2));
+  r = LoadRuleFile(cb, RuleFormat::kAuto, {}, &lines);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(lines, ::testing::ElementsAre(3));  // after a comment and a blank line
+  r = LoadRuleFile(nat);
   EXPECT_EQ((*r)[0].id, 2u);
   EXPECT_EQ((*r)[0].action, Action::Output(3));
 

@@ -318,7 +318,8 @@ int AddRules(absl::string_view cmd, const Args& a) {
 
   ClassBenchOptions cbo;
   cbo.num_ports = cb_ports;
-  absl::StatusOr<std::vector<Rule>> rules = LoadRuleFile(a.positional[0], rf, cbo);
+  std::vector<size_t> lines;  // of each rule, for the report of a rejected one
+  absl::StatusOr<std::vector<Rule>> rules = LoadRuleFile(a.positional[0], rf, cbo, &lines);
   if (!rules.ok()) {
     std::fprintf(stderr, "flowclassctl add-rules: %s\n",
                  std::string(rules.status().message()).c_str());
@@ -371,8 +372,9 @@ int AddRules(absl::string_view cmd, const Args& a) {
     for (const v1::OpError& oe : e.errors()) {
       const size_t idx = (e.batch_id() - ao.first_batch_id) * ao.batch_size + oe.op_index();
       if (idx < ops.size())
-        std::fprintf(stderr, "  rule #%zu of %s (field %s): %s\n", idx + 1,
-                     a.positional[0].c_str(), oe.field().empty() ? "-" : oe.field().c_str(),
+        std::fprintf(stderr, "  rule #%zu of %s (line %zu, field %s): %s\n", idx + 1,
+                     a.positional[0].c_str(), idx < lines.size() ? lines[idx] : idx + 1,
+                     oe.field().empty() ? "-" : oe.field().c_str(),
                      ops[idx].rule.ToString().c_str());
     }
     // Every batch before the rejected one was applied, so the rest of

@@ -209,12 +209,14 @@ TEST(GrpcFlowclassdTest, FlowclassctlAgainstARealDaemon) {
   // A file that parses but the server rejects (an IPv4 field on an ARP
   // rule): exit 4, names the field and the rule, nothing changes.
   WriteFile(dir.File("bad.txt"),
+            "# a comment line: rule #2 is on line 3\n"
             "id=5000,priority=1,udp,nw_dst=10.0.0.0/8,actions=drop\n"
             "id=5001,priority=1,dl_type=0x0806,nw_src=10.0.0.1,actions=drop\n");
   r = Ctl(absl::StrCat("add-rules ", conn, " --progress off ", dir.File("bad.txt")));
   EXPECT_EQ(r.code, 4) << r.out;
   EXPECT_THAT(r.out, HasSubstr("ipv4_src"));
-  EXPECT_THAT(r.out, HasSubstr("rule #2 of"));
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat("rule #2 of ", dir.File("bad.txt"),
+                                            " (line 3, field ipv4_src)")));
   st = (*client)->GetStats();
   EXPECT_EQ(st->generation(), 20u);
   EXPECT_EQ(st->rules(), 2000u);
