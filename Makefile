@@ -90,7 +90,7 @@ demo: build
 	@scripts/demo.sh $(BUILD) $(CLASSBENCH)
 
 bench: build
-	@scripts/bench.sh $(BUILD)
+	@scripts/bench.sh $(BUILD) $(CLASSBENCH)
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN)

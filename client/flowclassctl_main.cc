@@ -64,9 +64,11 @@ constexpr char kReplayHelp[] =
     "Loads RULES (ClassBench filter file or native rule text), builds one flow\n"
     "key per line of TRACE (ClassBench trace: sip dip sport dport proto\n"
     "expected), classifies the keys in bursts of 32 through the PMD pipeline\n"
-    "and checks every verdict against the expected column (1-based line of\n"
-    "the first matching rule; 0 or past the end = no match).  Only the\n"
-    "classification loop is timed, on one thread.\n"
+    "and checks every verdict against the expected column: the id of the\n"
+    "first matching rule (a ClassBench rule's 1-based position; a native\n"
+    "rule's line, comments included, or its id=); 0 or greater than every\n"
+    "rule id = no match.  Only the classification loop is timed, on one\n"
+    "thread.\n"
     "\n"
     "options:\n"
     "  --format auto|classbench|native   rule file format (default auto:\n"
@@ -106,7 +108,19 @@ int ReplayUsage(const std::string& msg) {
   return kExitUsage;
 }
 
-int Replay(const std::vector<std::string_view>& args) {
+int Replay(const std::vector<std::string_view>& raw) {
+  // "--opt=value" is "--opt value", as for every other command (every
+  // replay option but --help takes a value).
+  std::vector<std::string_view> args;
+  for (std::string_view a : raw) {
+    const size_t eq = a.find('=');
+    if (a.substr(0, 2) == "--" && eq != std::string_view::npos) {
+      args.push_back(a.substr(0, eq));
+      args.push_back(a.substr(eq + 1));
+    } else {
+      args.push_back(a);
+    }
+  }
   ReplayOptions opts;
   std::vector<std::string_view> positional;
   for (size_t i = 0; i < args.size(); ++i) {

@@ -1,5 +1,6 @@
 #include "client/replay.h"
 
+#include <algorithm>
 #include <chrono>
 #include <vector>
 
@@ -33,6 +34,11 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayOptions& options,
     }
   }
   const uint64_t n_rules = rules->size();
+  // "Past the end" is past every rule id: ClassBench ids are 1..N, but a
+  // native file's ids are line numbers (comments and blank lines count) or
+  // its own id= values, which may exceed the number of rules.
+  uint64_t max_id = 0;
+  for (const Rule& r : *rules) max_id = std::max(max_id, r.id);
 
   // Keys and expected ids prepared before the timed loop.
   const size_t n = trace->size();
@@ -41,7 +47,7 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayOptions& options,
   for (size_t i = 0; i < n; ++i) {
     keys[i] = (*trace)[i].key;
     const uint64_t e = (*trace)[i].expected;
-    expected[i] = (e == 0 || e > n_rules) ? 0 : e;
+    expected[i] = (e == 0 || e > max_id) ? 0 : e;
   }
   std::vector<Verdict> verdicts(n);
 
@@ -65,8 +71,12 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayOptions& options,
       if (verdicts[i].rule_id == expected[i]) continue;
       if (result.mismatches < static_cast<uint64_t>(options.max_reported_mismatches)) {
         out << absl::StrFormat(
-            "mismatch: pass %d trace line %d: %s expected rule %d got %d\n",
+            "mismatch: pass %d trace line %d: %s expected rule %d%s got %d\n",
             pass + 1, i + 1, keys[i].ToString(), expected[i],
+            expected[i] == (*trace)[i].expected
+                ? ""
+                : absl::StrFormat(" (no match: the trace says %d, past every rule id)",
+                                  (*trace)[i].expected),
             verdicts[i].rule_id);
       }
       ++result.mismatches;

@@ -7,9 +7,10 @@
 // classification loop is timed (keys are prepared first), on one thread.
 //
 // Expected results follow the trace convention: column 6 is the 1-based line
-// of the first matching rule; 0 or a line past the end means no rule matches.
-// The loaders give the rule on line L the id L, so a packet agrees when its
-// verdict's rule id equals the expected line (or 0 for "no match").
+// of the first matching rule; 0 or a value past every rule id means no rule
+// matches.  The ClassBench loader gives rule L the id L and the native one a
+// rule's line (or its id=), so a packet agrees when its verdict's rule id
+// equals the expected value (or 0 for "no match").
 #ifndef FLOWCLASS_CLIENT_REPLAY_H_
 #define FLOWCLASS_CLIENT_REPLAY_H_
 

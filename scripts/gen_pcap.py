@@ -3,8 +3,8 @@
 
 No third-party modules (no scapy): frames are packed by hand.  Flows are
 drawn deterministically from --seed; destination addresses 10.<a>.<b>.<c> and
-ports spread so that a sample rule set (deploy/demo_rules.txt) sends some to
-port 2, some to port 3 and drops others.
+ports spread so that the demo's sample rule set (in scripts/demo_daemon.sh)
+sends some to port 2, some to port 3 and drops others.
 
   gen_pcap.py --out demo.pcap --packets 10000 --flows 100 [--seed 1]
 """
@@ -42,6 +42,11 @@ def main():
     ap.add_argument("--size", type=int, default=64, help="frame size (no FCS)")
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
+    for name in ("packets", "flows"):
+        if getattr(a, name) < 1:
+            ap.error(f"--{name} must be at least 1")
+    if not 60 <= a.size <= 9000:
+        ap.error("--size must be 60..9000 bytes")
     rnd = random.Random(a.seed)
     flows = []
     for _ in range(a.flows):

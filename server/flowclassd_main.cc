@@ -158,6 +158,11 @@ int Main(int argc, char** argv) {
       check_only = true;
     } else if (a == "--set") {
       if (!value(&v)) return kExitUsage;
+      if (v.find('=') == std::string::npos || v.front() == '=') {
+        std::fprintf(stderr, "flowclassd: --set needs KEY=VALUE, got \"%s\"\n", v.c_str());
+        Usage(stderr);
+        return kExitUsage;
+      }
       overrides.push_back(v);
     } else if (a == "--rules") {
       if (!value(&v)) return kExitUsage;

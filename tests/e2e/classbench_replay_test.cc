@@ -104,6 +104,33 @@ TEST(FlowclassctlReplay, MismatchesGiveExitOne) {
   EXPECT_THAT(out, ::testing::HasSubstr("replay: packets=1 mismatches=1 "));
 }
 
+// A native rule file's ids are line numbers (comments and blank lines count)
+// or id= values, which can exceed the number of rules: the trace's expected
+// id is compared as it is, and only a value past every id means no match.
+// Options also take "--opt=value".
+TEST(FlowclassctlReplay, NativeRuleIdsBeyondTheRuleCount) {
+  const std::string rules = ::testing::TempDir() + "/native_ids.rules";
+  const std::string trace = ::testing::TempDir() + "/native_ids.trace";
+  std::ofstream(rules) << "# two rules, on lines 2 and 4\n"
+                          "id=7,priority=10,udp,actions=drop\n"
+                          "\n"
+                          "ip,nw_src=10.0.0.0/8,actions=output:2\n";
+  // 11.0.0.1 udp -> id 7; 10.0.0.1 tcp -> the rule on line 4; 12.0.0.1 tcp
+  // -> none (0, and 99: past every id).
+  std::ofstream(trace) << "184549377 1 5 6 17 7\n"
+                          "167772161 1 5 6 6 4\n"
+                          "201326593 1 5 6 6 0\n"
+                          "201326593 1 5 6 6 99\n";
+  auto [code, out] = RunCmd(kCtl + " replay --repeat=2 --format=native " + rules + " " + trace);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_THAT(out, ::testing::HasSubstr("replay: packets=8 mismatches=0 "));
+  // And a wrong expectation there is still caught, with the trace's value.
+  std::ofstream(trace) << "184549377 1 5 6 17 4\n";
+  const CmdResult wrong = RunCmd(kCtl + " replay " + rules + " " + trace);
+  EXPECT_EQ(wrong.code, 1) << wrong.out;
+  EXPECT_THAT(wrong.out, ::testing::HasSubstr("expected rule 4 got 7"));
+}
+
 TEST(FlowclassctlReplay, BadInputsAreClearErrors) {
   CmdResult r = RunCmd(kCtl + " replay /nonexistent/rules " + kDir + "acl1_100_trace");
   EXPECT_EQ(r.code, 3) << r.out;

@@ -358,6 +358,8 @@ TEST(FlowclassdPcapTest, CheckConfigAndExitCodes) {
       {{"--check-config", dir.File("good.yaml"), "--rules", dir.File("none.txt")}, 7,
        "rules error"},
       {{"--bogus"}, 2, "unknown argument"},
+      {{"--check-config", dir.File("good.yaml"), "--set", "novalue"}, 2,
+       "--set needs KEY=VALUE, got \"novalue\""},
       {{}, 2, "no config file"},
       // EAL cannot use an lcore the machine does not have.
       {{"-c", dir.File("good.yaml"), "--set", "eal.lcore_map=", "--lcores", "200"}, 4,
