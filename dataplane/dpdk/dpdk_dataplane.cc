@@ -1149,7 +1149,9 @@ absl::Status DpdkDataplane::Impl::SetKnob(absl::string_view key,
   };
   uint32_t n = 0;
   if (key == kConfigEmcInsertInvProb) {
-    if (!absl::SimpleAtoi(value, &n)) return bad("a whole number (0 disables)");
+    // The config file's range (server/config.cc).
+    if (!absl::SimpleAtoi(value, &n) || n > (1u << 30))
+      return bad("a whole number in 0..1073741824 (0 disables)");
     k.emc_insert_inv_prob = n;
   } else if (key == kConfigSmc) {
     if (v != "on" && v != "off") return bad("on or off");

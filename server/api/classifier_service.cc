@@ -442,15 +442,22 @@ grpc::Status ClassifierService::GetStats(grpc::ServerContext*,
   const DataplaneStats s = dp_->Stats();
   resp->set_generation(s.generation);
   resp->set_rules(s.rules.rules);
-  uint64_t snap_megaflows = 0, snap_subtables = 0;
+  // The snapshot figures of the PMDs that answered, summed for `total`
+  // (cd_enabled: any PMD has the CD on).
+  PipelineSnapshot sum;
   bool any_snapshot = false;
   for (const PmdCounters& p : s.pmds) {
     v1::PmdStats* out = resp->add_pmd();
     FillPmd(p, out);
     if (p.has_snapshot) {
       FillPmdSnapshot(p.snapshot, req->include_subtables(), out);
-      snap_megaflows += p.snapshot.megaflows;
-      snap_subtables += p.snapshot.subtables;
+      sum.megaflows += p.snapshot.megaflows;
+      sum.subtables += p.snapshot.subtables;
+      sum.emc_occupancy += p.snapshot.emc_occupancy;
+      sum.emc_entries += p.snapshot.emc_entries;
+      sum.smc_occupancy += p.snapshot.smc_occupancy;
+      sum.smc_entries += p.snapshot.smc_entries;
+      sum.cd_enabled = sum.cd_enabled || p.snapshot.cd_enabled;
       any_snapshot = true;
     }
   }
@@ -464,11 +471,7 @@ grpc::Status ClassifierService::GetStats(grpc::ServerContext*,
   }
   resp->mutable_total()->set_cd_hits(cd_hits);
   resp->mutable_total()->set_cd_false_hits(cd_false);
-  if (any_snapshot) {
-    // Megaflow-classifier figures summed over the PMDs that answered.
-    resp->mutable_total()->set_megaflows(snap_megaflows);
-    resp->mutable_total()->set_subtables(static_cast<uint32_t>(snap_subtables));
-  }
+  if (any_snapshot) FillPmdSnapshot(sum, /*include_subtables=*/false, resp->mutable_total());
   for (const PortCounters& p : s.ports) {
     v1::PortStats* ps = resp->add_port();
     ps->set_port(p.number);

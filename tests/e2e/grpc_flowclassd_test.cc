@@ -158,6 +158,13 @@ TEST(GrpcFlowclassdTest, FlowclassctlAgainstARealDaemon) {
   auto st2 = (*client)->GetStats();
   ASSERT_TRUE(st2.ok());
   EXPECT_GT(st2->total().packets(), st->total().packets());
+  // The total carries the PMDs' cache figures too (one PMD: the same).
+  EXPECT_GT(st2->pmd(0).emc_entries(), 0u);
+  EXPECT_EQ(st2->total().emc_entries(), st2->pmd(0).emc_entries());
+  EXPECT_EQ(st2->total().emc_occupancy(), st2->pmd(0).emc_occupancy());
+  EXPECT_EQ(st2->total().smc_entries(), st2->pmd(0).smc_entries());
+  EXPECT_EQ(st2->total().megaflows(), st2->pmd(0).megaflows());
+  EXPECT_EQ(st2->total().cd_enabled(), st2->pmd(0).cd_enabled());
   EXPECT_EQ((*client)->Healthy("flowclass.v1.Classifier").value_or(false), true);
 
   // dump-rules gives back exactly the file's rules.
@@ -256,6 +263,11 @@ TEST(GrpcFlowclassdTest, FlowclassctlAgainstARealDaemon) {
   EXPECT_THAT(r.out, HasSubstr("FAILED_PRECONDITION"));
   r = Ctl("config set " + conn + " no.such.key=1");
   EXPECT_EQ(r.code, 4);
+  EXPECT_EQ(Ctl("config get " + conn + " pipeline.emc_insert_inv_prob").out, "5\n");
+  // The config file's range holds over the API too.
+  r = Ctl("config set " + conn + " pipeline.emc_insert_inv_prob=4294967295");
+  EXPECT_EQ(r.code, 4) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("0..1073741824"));
   EXPECT_EQ(Ctl("config get " + conn + " pipeline.emc_insert_inv_prob").out, "5\n");
   r = Ctl("config set " + conn + " dpcls.lookup_available.generic=false");
   EXPECT_EQ(r.code, 4) << r.out;
