@@ -129,7 +129,10 @@ void Pipeline::Revalidate(const RuleChangeSet* changes) {
     Flow wc;
     const Rule* r = table_->Lookup(mf.value, &wc);
     const Verdict v = r ? Verdict{r->id, r->action} : Verdict{};
-    bool keep = v == mf.verdict;
+    // A rule deleted and inserted again under its id is a new rule: its
+    // megaflows go (with their hits), even when the verdict reads the same.
+    bool keep = v == mf.verdict &&
+                !(changes != nullptr && changes->deleted_ids.contains(mf.verdict.rule_id));
     for (int w = 0; keep && w < kFlowWords; ++w) {
       keep = (wc.w[w] & ~mf.mask.w[w]) == 0;
     }
@@ -155,7 +158,8 @@ void Pipeline::Revalidate(const RuleChangeSet* changes) {
 void Pipeline::ForgetDeletedRules(const RuleChangeSet* changes) {
   if (changes != nullptr) {
     for (uint64_t id : changes->removed_ids)
-      if (table_->Find(id) == nullptr) retired_rule_hits_.erase(id);
+      if (table_->Find(id) == nullptr || changes->deleted_ids.contains(id))
+        retired_rule_hits_.erase(id);
     return;
   }
   absl::erase_if(retired_rule_hits_,

@@ -307,6 +307,53 @@ TEST(Pipeline, RevalidationKeepsUnaffectedMegaflows) {
   EXPECT_EQ((*p)->Snapshot().rule_hits, Hits{});
 }
 
+// An id deleted and inserted again in one step (one batch, or a group of
+// batches published together) is a new rule: it starts at 0 hits, even with
+// the same match and action (the old megaflow would still give its verdict).
+// A replace keeps the hits.
+TEST(Pipeline, ReinsertedIdStartsAtZeroHitsReplacedKeepsThem) {
+  using Hits = std::vector<std::pair<uint64_t, uint64_t>>;
+  for (int mode = 0; mode < 3; ++mode) {  // one batch, a group of two, a replace
+    SCOPED_TRACE(mode);
+    TwoDisjointRules two;
+    PipelineConfig cfg;
+    cfg.emc = false;
+    cfg.cd.mode = CdMode::kOff;
+    auto p = Pipeline::Create(cfg);
+    ASSERT_TRUE(p.ok());
+    (*p)->SetRuleTable(&two.table);
+    Verdict v[2];
+    (*p)->ProcessBurst(two.keys, 2, v);
+    (*p)->ProcessBurst(two.keys, 2, v);
+    ASSERT_EQ((*p)->Snapshot().rule_hits, (Hits{{1, 2}, {2, 2}}));
+    RuleTable next(two.table);
+    RuleChangeSet changes;
+    if (mode == 0) {
+      const std::vector<RuleOp> ops = {RuleOp::Delete(1), RuleOp::Insert(two.a)};
+      changes = MakeRuleChangeSet(two.table, ops);
+      ASSERT_TRUE(next.ApplyBatch(ops).ok());
+    } else if (mode == 1) {
+      const std::vector<RuleOp> del = {RuleOp::Delete(1)}, ins = {RuleOp::Insert(two.a)};
+      changes = MakeRuleChangeSet(next, del);
+      ASSERT_TRUE(next.ApplyBatch(del).ok());
+      changes.Merge(MakeRuleChangeSet(next, ins));
+      ASSERT_TRUE(next.ApplyBatch(ins).ok());
+    } else {
+      const std::vector<RuleOp> ops = {RuleOp::Replace(two.a)};
+      changes = MakeRuleChangeSet(two.table, ops);
+      ASSERT_TRUE(next.ApplyBatch(ops).ok());
+    }
+    (*p)->SetRuleTable(&next, &changes);
+    EXPECT_EQ((*p)->Snapshot().rule_hits,
+              mode == 2 ? (Hits{{1, 2}, {2, 2}}) : (Hits{{2, 2}}));
+    (*p)->ProcessBurst(two.keys, 2, v);
+    EXPECT_EQ(v[0].rule_id, 1u);
+    EXPECT_EQ((*p)->Snapshot().rule_hits,
+              mode == 2 ? (Hits{{1, 3}, {2, 3}}) : (Hits{{1, 1}, {2, 3}}));
+    (*p)->SetRuleTable(nullptr);
+  }
+}
+
 // Without revalidation a new table flushes every megaflow (their hits are
 // retired); a deleted rule's retired hits still go with it.
 TEST(Pipeline, FlushForgetsDeletedRulesHits) {

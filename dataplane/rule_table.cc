@@ -922,6 +922,7 @@ void RuleChangeSet::Merge(RuleChangeSet&& later) {
   } else {
     removed_ids.insert(later.removed_ids.begin(), later.removed_ids.end());
   }
+  deleted_ids.insert(later.deleted_ids.begin(), later.deleted_ids.end());
   for (auto& [port, v] : later.by_in_port) {
     std::vector<Match>& dst = by_in_port[port];
     if (dst.empty()) {
@@ -941,6 +942,7 @@ void RuleChangeSet::Merge(RuleChangeSet&& later) {
 
 void RuleChangeSet::Clear() {
   removed_ids.clear();
+  deleted_ids.clear();
   by_in_port.clear();
   any_in_port.clear();
 }
@@ -963,15 +965,20 @@ RuleChangeSet MakeRuleChangeSet(const RuleTable& before,
         break;
       case RuleOp::Kind::kDelete:
         remove_old(op.id);
+        cs.deleted_ids.insert(op.id);
         break;
       case RuleOp::Kind::kDeleteByCookie:
-        for (const Rule* r : before.RulesWithCookie(op.cookie)) remove_old(r->id);
+        for (const Rule* r : before.RulesWithCookie(op.cookie)) {
+          remove_old(r->id);
+          cs.deleted_ids.insert(r->id);
+        }
         // Rules inserted earlier in this batch with this cookie: their
         // matches are already in the set; their ids must count as removed.
         for (const RuleOp& o : ops) {
           if ((o.kind == RuleOp::Kind::kInsert || o.kind == RuleOp::Kind::kReplace) &&
               o.rule.cookie == op.cookie) {
             cs.removed_ids.insert(o.rule.id);
+            cs.deleted_ids.insert(o.rule.id);
           }
         }
         break;

@@ -198,6 +198,9 @@ bool IsUnknownRuleIdError(const absl::Status& s);
 // Built by the control plane (allocates); read by PMDs (no allocation).
 struct RuleChangeSet {
   absl::flat_hash_set<uint64_t> removed_ids;  // deleted or replaced
+  // Deleted (by id or cookie), even if a later operation inserted the id
+  // again: that is a new rule, whose hits start at 0 (a replace keeps them).
+  absl::flat_hash_set<uint64_t> deleted_ids;
   absl::flat_hash_map<uint32_t, std::vector<Match>> by_in_port;
   std::vector<Match> any_in_port;  // in_port not matched exactly
   size_t size() const;             // number of matches
