@@ -207,6 +207,9 @@ struct Flow {
   std::string ToString(const Flow& mask) const;
 };
 
+// "2001:db8::1": an IPv6 address as inet_ntop writes it.
+std::string Ipv6String(absl::uint128 a);
+
 // 64-bit hashing used by every table.  Not cryptographic; good avalanche.
 inline constexpr uint64_t HashFinish(uint64_t h) {
   h ^= h >> 33;

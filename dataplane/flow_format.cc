@@ -40,17 +40,6 @@ std::string MacString(uint64_t a) {
                          (a >> 8) & 0xff, a & 0xff);
 }
 
-std::string Ipv6String(absl::uint128 a) {
-  unsigned char b[16];
-  const uint64_t hi = absl::Uint128High64(a), lo = absl::Uint128Low64(a);
-  for (int i = 0; i < 8; ++i) {
-    b[i] = static_cast<unsigned char>(hi >> (56 - 8 * i));
-    b[8 + i] = static_cast<unsigned char>(lo >> (56 - 8 * i));
-  }
-  char buf[INET6_ADDRSTRLEN];
-  if (inet_ntop(AF_INET6, b, buf, sizeof(buf)) == nullptr) return "?";
-  return buf;
-}
 
 // Length of the prefix `mask` is, or -1 when it is not a prefix.
 int PrefixLen32(uint32_t mask) {
@@ -314,6 +303,18 @@ std::string MatchToNative(const Match& match) {
 }
 
 }  // namespace
+
+std::string Ipv6String(absl::uint128 a) {
+  unsigned char b[16];
+  const uint64_t hi = absl::Uint128High64(a), lo = absl::Uint128Low64(a);
+  for (int i = 0; i < 8; ++i) {
+    b[i] = static_cast<unsigned char>(hi >> (56 - 8 * i));
+    b[8 + i] = static_cast<unsigned char>(lo >> (56 - 8 * i));
+  }
+  char buf[INET6_ADDRSTRLEN];
+  if (inet_ntop(AF_INET6, b, buf, sizeof(buf)) == nullptr) return "?";
+  return buf;
+}
 
 std::string Flow::ToString() const { return FlowDump(*this, nullptr); }
 

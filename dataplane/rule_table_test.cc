@@ -788,7 +788,7 @@ TEST_F(BadBatchTest, EachErrorLeavesTheTableUnchanged) {
        {RuleOp::Insert(
            with([](Rule* r) { r->match.SetExact(Field::kIpv6SrcHi, 1); }))},
        kInvalid,
-       "operation 3 (rule id 501): ipv6_src_hi: requires eth_type=0x86dd"},
+       "operation 3 (rule id 501): ipv6_src: requires eth_type=0x86dd"},
       {"nw_proto_without_ip",
        {RuleOp::Insert([] {
          Rule r;
@@ -812,7 +812,7 @@ TEST_F(BadBatchTest, EachErrorLeavesTheTableUnchanged) {
          return r;
        }())},
        kInvalid,
-       "operation 3 (rule id 501): ipv6_dst_hi: requires eth_type=0x86dd"},
+       "operation 3 (rule id 501): ipv6_dst: requires eth_type=0x86dd"},
       {"tp_range_without_ip",
        {RuleOp::Insert([] {
          Rule r;

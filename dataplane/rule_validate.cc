@@ -5,7 +5,8 @@
 // reports the same one: id, value/mask per field, bits outside every field,
 // port ranges, protocol prerequisites (IPv4 / IPv6 / IP), VLAN TCI, action.
 // Every message starts with the name of the field at fault (InfoOf(f).name,
-// or "id" / "action" / "match"), then says what is wrong with the numbers.
+// ipv6_src / ipv6_dst for either half of an address, or "id" / "action" /
+// "match"), then says what is wrong with the numbers.
 #include <array>
 #include <cstdint>
 #include <string>
@@ -77,6 +78,16 @@ absl::Status CheckValueInsideMask(const Match& m) {
     const uint64_t v = m.value.Get(f);
     const uint64_t k = m.mask.Get(f);
     if ((v & ~k) != 0) {
+      // An IPv6 address is two 64-bit fields here; the user wrote one.
+      const bool src6 = f == Field::kIpv6SrcHi || f == Field::kIpv6SrcLo;
+      const bool dst6 = f == Field::kIpv6DstHi || f == Field::kIpv6DstLo;
+      if (src6 || dst6) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            src6 ? "ipv6_src" : "ipv6_dst", ": value ",
+            Ipv6String(src6 ? m.value.Ipv6Src() : m.value.Ipv6Dst()),
+            " has bits outside mask ",
+            Ipv6String(src6 ? m.mask.Ipv6Src() : m.mask.Ipv6Dst())));
+      }
       return absl::InvalidArgumentError(
           absl::StrCat(info.name, ": value ", Hex(v, info.bits),
                        " has bits outside mask ", Hex(k, info.bits)));
@@ -123,8 +134,9 @@ absl::Status CheckPrerequisites(const Match& m) {
   for (Field f : {Field::kIpv6SrcHi, Field::kIpv6SrcLo, Field::kIpv6DstHi,
                   Field::kIpv6DstLo}) {
     if (Constrains(m, f) && !EthTypeIs(m, kEthTypeIpv6)) {
+      const bool src = f == Field::kIpv6SrcHi || f == Field::kIpv6SrcLo;
       return absl::InvalidArgumentError(
-          absl::StrCat(InfoOf(f).name, ": requires eth_type=0x86dd but ",
+          absl::StrCat(src ? "ipv6_src" : "ipv6_dst", ": requires eth_type=0x86dd but ",
                        EthTypeDescription(m)));
     }
   }
