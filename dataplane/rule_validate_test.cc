@@ -206,7 +206,7 @@ std::vector<Case> Cases() {
          r.match.SetExact(Field::kIpv6DstLo, 1);
          return r;
        },
-       "ipv6_dst_lo: requires eth_type=0x86dd", "eth_type is 0x0800"},
+       "ipv6_dst: requires eth_type=0x86dd", "eth_type is 0x0800"},
       {"ipv6_without_eth_type",
        [] {
          Rule r;
