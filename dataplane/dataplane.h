@@ -160,6 +160,9 @@ inline constexpr char kConfigEmcInsertInvProb[] = "pipeline.emc_insert_inv_prob"
 inline constexpr char kConfigSmc[] = "pipeline.smc";
 inline constexpr char kConfigCd[] = "pipeline.cd";
 inline constexpr char kConfigRankingIntervalMs[] = "pipeline.ranking_interval_ms";
+// Their ranges, the same in the config file and over SetConfig.
+inline constexpr uint32_t kMaxEmcInsertInvProb = uint32_t{1} << 30;
+inline constexpr uint32_t kMaxRankingIntervalMs = 3600000;
 inline constexpr char kConfigForceScalar[] = "dpcls.force_scalar";
 inline constexpr char kConfigLookupPrioPrefix[] = "dpcls.lookup_prio.";
 inline constexpr char kConfigLookupAvailablePrefix[] = "dpcls.lookup_available.";

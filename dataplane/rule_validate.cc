@@ -9,6 +9,7 @@
 // "match"), then says what is wrong with the numbers.
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -34,6 +35,18 @@ const PortRange* RangeOf(const Match& m, Field f) {
 }
 
 // True when the rule says something about field `f` (a mask or a range).
+// An IPv6 address is two 64-bit fields here, but the user wrote one address:
+// messages name and show the address a half belongs to.
+struct Ipv6Address {
+  const char* name;
+  absl::uint128 (Flow::*get)() const;
+};
+std::optional<Ipv6Address> Ipv6AddressOf(Field f) {
+  if (f == Field::kIpv6SrcHi || f == Field::kIpv6SrcLo) return Ipv6Address{"ipv6_src", &Flow::Ipv6Src};
+  if (f == Field::kIpv6DstHi || f == Field::kIpv6DstLo) return Ipv6Address{"ipv6_dst", &Flow::Ipv6Dst};
+  return std::nullopt;
+}
+
 bool Constrains(const Match& m, Field f) {
   const PortRange* r = RangeOf(m, f);
   return IsMatched(m, f) || (r != nullptr && !r->IsFull());
@@ -78,15 +91,10 @@ absl::Status CheckValueInsideMask(const Match& m) {
     const uint64_t v = m.value.Get(f);
     const uint64_t k = m.mask.Get(f);
     if ((v & ~k) != 0) {
-      // An IPv6 address is two 64-bit fields here; the user wrote one.
-      const bool src6 = f == Field::kIpv6SrcHi || f == Field::kIpv6SrcLo;
-      const bool dst6 = f == Field::kIpv6DstHi || f == Field::kIpv6DstLo;
-      if (src6 || dst6) {
+      if (const std::optional<Ipv6Address> a = Ipv6AddressOf(f)) {
         return absl::InvalidArgumentError(absl::StrCat(
-            src6 ? "ipv6_src" : "ipv6_dst", ": value ",
-            Ipv6String(src6 ? m.value.Ipv6Src() : m.value.Ipv6Dst()),
-            " has bits outside mask ",
-            Ipv6String(src6 ? m.mask.Ipv6Src() : m.mask.Ipv6Dst())));
+            a->name, ": value ", Ipv6String((m.value.*a->get)()), " has bits outside mask ",
+            Ipv6String((m.mask.*a->get)())));
       }
       return absl::InvalidArgumentError(
           absl::StrCat(info.name, ": value ", Hex(v, info.bits),
@@ -134,9 +142,8 @@ absl::Status CheckPrerequisites(const Match& m) {
   for (Field f : {Field::kIpv6SrcHi, Field::kIpv6SrcLo, Field::kIpv6DstHi,
                   Field::kIpv6DstLo}) {
     if (Constrains(m, f) && !EthTypeIs(m, kEthTypeIpv6)) {
-      const bool src = f == Field::kIpv6SrcHi || f == Field::kIpv6SrcLo;
       return absl::InvalidArgumentError(
-          absl::StrCat(src ? "ipv6_src" : "ipv6_dst", ": requires eth_type=0x86dd but ",
+          absl::StrCat(Ipv6AddressOf(f)->name, ": requires eth_type=0x86dd but ",
                        EthTypeDescription(m)));
     }
   }

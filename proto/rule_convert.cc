@@ -478,9 +478,8 @@ std::string ErrorField(absl::string_view message) {
 void ToProtoFieldNames(std::string* message, std::string* field) {
   static constexpr std::pair<const char*, const char*> kNames[] = {
       {"nw_proto", "ip_proto"},     {"nw_tos", "ip_tos"},         {"nw_ttl", "ip_ttl"},
-      {"nw_frag", "ip_frag"},       {"vlan0_tci", "vlan"},        {"vlan1_tci", "inner_vlan"},
-      {"ipv6_src_hi", "ipv6_src"},  {"ipv6_src_lo", "ipv6_src"},  {"ipv6_dst_hi", "ipv6_dst"},
-      {"ipv6_dst_lo", "ipv6_dst"}};
+      {"nw_frag", "ip_frag"},       {"vlan0_tci", "vlan"},        {"vlan1_tci", "inner_vlan"}};
+  // (IPv6 addresses: ValidateRule names them ipv6_src / ipv6_dst already.)
   for (const auto& [ours, theirs] : kNames) {
     if (*field != ours) continue;
     const std::string was = absl::StrCat("): ", ours, ": ");

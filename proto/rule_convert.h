@@ -68,8 +68,8 @@ std::string ErrorField(absl::string_view message);
 // A per-operation error of the rule table ("operation 3 (rule id 7):
 // nw_proto: ...") names the classifier's field; for a rule sent as a
 // structured v1.Match, the same error in the names of v1.Match (ip_proto,
-// ip_tos, ip_ttl, ip_frag, vlan, inner_vlan, ipv6_src, ipv6_dst): the field
-// and the message.  Other names are the same in both and stay.
+// ip_tos, ip_ttl, ip_frag, vlan, inner_vlan): the field and the message.
+// Other names are the same in both and stay.
 void ToProtoFieldNames(std::string* message, std::string* field);
 
 }  // namespace flowclass

@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "dataplane/cuckoo_distributor.h"
+#include "dataplane/dataplane.h"
 #include "dataplane/rule_format.h"
 
 namespace flowclass {
@@ -336,7 +337,7 @@ absl::StatusOr<DaemonConfig> Convert(const YAML::Node& root) {
   MapReader pl(top.Get("pipeline"), "pipeline");
   FC_RETURN_IF_ERROR(pl.CheckIsMap());
   FC_RETURN_IF_ERROR(
-      pl.Int("emc_insert_inv_prob", &pc.emc_config.insert_inv_prob, 0, 1 << 30));
+      pl.Int("emc_insert_inv_prob", &pc.emc_config.insert_inv_prob, 0, kMaxEmcInsertInvProb));
   FC_RETURN_IF_ERROR(pl.Bool("smc", &pc.smc));
   std::string cd_mode(CdModeName(pc.cd.mode));
   FC_RETURN_IF_ERROR(pl.String("cd", &cd_mode));
@@ -346,7 +347,8 @@ absl::StatusOr<DaemonConfig> Convert(const YAML::Node& root) {
     return absl::InvalidArgumentError(
         absl::StrCat("pipeline.cd: \"", cd_mode, "\" is not on, off or auto"));
   }
-  FC_RETURN_IF_ERROR(pl.Int("ranking_interval_ms", &pc.ranking_interval_ms, 0, 3600000));
+  FC_RETURN_IF_ERROR(
+      pl.Int("ranking_interval_ms", &pc.ranking_interval_ms, 0, kMaxRankingIntervalMs));
   FC_RETURN_IF_ERROR(pl.CheckNoUnknownKeys());
   MapReader dl(top.Get("dpcls"), "dpcls");
   FC_RETURN_IF_ERROR(dl.CheckIsMap());

@@ -223,31 +223,22 @@ int Main(int argc, char** argv) {
     return kExitOk;
   }
 
-  if (g_signal.load() != 0) {
-    std::printf("flowclassd: stopping (%s) before start\nflowclassd: stopped\n",
-                signal_name());
-    return kExitOk;
-  }
-
-  absl::Status st = InitEal(config->eal);
-  if (!st.ok()) {
-    std::fprintf(stderr, "flowclassd: EAL error: %s\n",
-                 std::string(st.message()).c_str());
-    return kExitEal;
-  }
-  // From here on, leave through `finish` so EAL is cleaned up.
+  // From here on, leave through `finish` so EAL is cleaned up (CleanupEal
+  // does nothing before InitEal).
   auto finish = [](int code) {
     CleanupEal();
     return code;
   };
   // Start-up ends early: no thread of ours may use the dataplane after this,
   // so the /metrics exporter (whose HTTP threads call Stats()) goes first.
-  ApplyLatencyMetrics apply_latency;         // metrics (issue 7); outlives
-  std::unique_ptr<MetricsExporter> metrics;  // the exporter that reads it
-  std::unique_ptr<DpdkDataplane>* dp_owner = nullptr;
+  // Declared so that, destroyed in reverse, the exporter goes before what it
+  // reads: the dataplane and the apply-latency histogram.
+  std::unique_ptr<DpdkDataplane> owned;      // set once created
+  ApplyLatencyMetrics apply_latency;         // metrics (issue 7)
+  std::unique_ptr<MetricsExporter> metrics;
   auto abort_start = [&](int code) {
     metrics.reset();
-    if (dp_owner != nullptr) dp_owner->reset();
+    owned.reset();
     return finish(code);
   };
   auto stop_before_start = [&] {
@@ -257,6 +248,14 @@ int Main(int argc, char** argv) {
     std::fflush(stdout);
     return code;
   };
+  if (g_signal.load() != 0) return stop_before_start();
+
+  absl::Status st = InitEal(config->eal);
+  if (!st.ok()) {
+    std::fprintf(stderr, "flowclassd: EAL error: %s\n",
+                 std::string(st.message()).c_str());
+    return kExitEal;
+  }
   if (g_signal.load() != 0) return stop_before_start();
 
   SetupStage stage = SetupStage::kNone;
@@ -276,8 +275,8 @@ int Main(int argc, char** argv) {
                  std::string(dp.status().message()).c_str());
     return finish(code);
   }
-  DpdkDataplane& dataplane = **dp;
-  dp_owner = &*dp;
+  owned = *std::move(dp);
+  DpdkDataplane& dataplane = *owned;
   if (g_signal.load() != 0) return stop_before_start();
 
   // ---- metrics (issue 7) ----
@@ -383,7 +382,7 @@ int Main(int argc, char** argv) {
     std::fputs(final_stats.ToString().c_str(), stdout);
     std::fflush(stdout);
   }
-  dp->reset();
+  owned.reset();
   std::printf("flowclassd: stopped\n");
   std::fflush(stdout);
   return finish(kExitOk);

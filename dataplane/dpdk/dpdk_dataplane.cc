@@ -1149,9 +1149,8 @@ absl::Status DpdkDataplane::Impl::SetKnob(absl::string_view key,
   };
   uint32_t n = 0;
   if (key == kConfigEmcInsertInvProb) {
-    // The config file's range (server/config.cc).
-    if (!absl::SimpleAtoi(value, &n) || n > (1u << 30))
-      return bad("a whole number in 0..1073741824 (0 disables)");
+    if (!absl::SimpleAtoi(value, &n) || n > kMaxEmcInsertInvProb)
+      return bad(absl::StrCat("a whole number in 0..", kMaxEmcInsertInvProb, " (0 disables)"));
     k.emc_insert_inv_prob = n;
   } else if (key == kConfigSmc) {
     if (v != "on" && v != "off") return bad("on or off");
@@ -1161,8 +1160,8 @@ absl::Status DpdkDataplane::Impl::SetKnob(absl::string_view key,
     if (!mode.ok()) return bad("on, off or auto");
     k.cd = *mode;
   } else if (key == kConfigRankingIntervalMs) {
-    if (!absl::SimpleAtoi(value, &n) || n > 3600000) {
-      return bad("a whole number of milliseconds in 0..3600000");
+    if (!absl::SimpleAtoi(value, &n) || n > kMaxRankingIntervalMs) {
+      return bad(absl::StrCat("a whole number of milliseconds in 0..", kMaxRankingIntervalMs));
     }
     k.ranking_interval_ms = n;
   } else if (key == kConfigForceScalar) {
