@@ -211,6 +211,17 @@ int Main(int argc, char** argv) {
                  std::string(config.status().message()).c_str());
     return kExitConfig;
   }
+  // The TLS files (PEM, the key is the certificate's) before anything starts:
+  // gRPC would only say "cannot listen", after EAL and the ports.  Not with
+  // --check-config, which leaves them alone (secrets are mounted only where
+  // the daemon runs; the chart's tests check rendered configs without them).
+  if (config->grpc.enabled && !check_only) {
+    if (absl::StatusOr<GrpcTlsPem> pem = LoadGrpcTlsFiles(config->grpc); !pem.ok()) {
+      std::fprintf(stderr, "flowclassd: config error: %s\n",
+                   std::string(pem.status().message()).c_str());
+      return kExitConfig;
+    }
+  }
   absl::StatusOr<std::vector<RuleOp>> rules = LoadRules(*config);
   if (!rules.ok()) {
     std::fprintf(stderr, "flowclassd: rules error: %s\n",

@@ -9,22 +9,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "dataplane/rule_format.h"
+#include "common/tls_pem.h"
 #include "google/protobuf/arena.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "proto/rule_convert.h"
 
 namespace flowclass {
-namespace {
-
-absl::StatusOr<std::string> ReadFile(const std::string& what, const std::string& path) {
-  absl::StatusOr<std::string> text = ReadTextFile(path);
-  if (!text.ok())
-    return absl::NotFoundError(absl::StrCat(what, ": cannot read ", text.status().message()));
-  return text;
-}
-
-}  // namespace
 
 absl::Status FromGrpcStatus(const grpc::Status& s) {
   if (s.ok()) return absl::OkStatus();
@@ -45,19 +35,25 @@ absl::StatusOr<std::unique_ptr<FlowclassClient>> FlowclassClient::Connect(
       return absl::InvalidArgumentError("--plaintext: cannot be combined with --ca/--cert/--key");
     creds = grpc::InsecureChannelCredentials();
   } else {
+    // The files are checked here (PEM certificates, a key that is the
+    // certificate's): gRPC would only fail the handshake, as UNAVAILABLE.
     grpc::SslCredentialsOptions ssl;
     if (!o.ca_file.empty()) {
-      absl::StatusOr<std::string> ca = ReadFile("--ca", o.ca_file);
+      absl::StatusOr<std::string> ca = ReadCertificatesPem("--ca", o.ca_file);
       if (!ca.ok()) return ca.status();
       ssl.pem_root_certs = *ca;
     }
     if (o.cert_file.empty() != o.key_file.empty())
       return absl::InvalidArgumentError("--cert and --key: give both or neither");
     if (!o.cert_file.empty()) {
-      absl::StatusOr<std::string> cert = ReadFile("--cert", o.cert_file);
+      absl::StatusOr<std::string> cert = ReadCertificatesPem("--cert", o.cert_file);
       if (!cert.ok()) return cert.status();
-      absl::StatusOr<std::string> key = ReadFile("--key", o.key_file);
+      absl::StatusOr<std::string> key = ReadPrivateKeyPem("--key", o.key_file);
       if (!key.ok()) return key.status();
+      if (absl::Status s = CheckKeyMatchesCertificate("--key", o.key_file, *key, "--cert",
+                                                      o.cert_file, *cert);
+          !s.ok())
+        return s;
       ssl.pem_cert_chain = *cert;
       ssl.pem_private_key = *key;
     }

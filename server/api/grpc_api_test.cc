@@ -760,6 +760,16 @@ TEST(GrpcConfigTest, PlaintextNeedsLoopbackOrExplicitRemote) {
   c.tls_key_file = "k.pem";
   c.require_client_cert = true;
   EXPECT_THAT(ValidateGrpcServerConfig(c).message(), HasSubstr("grpc.tls_ca_file"));
+  c.tls_ca_file = "ca.pem";
+  EXPECT_TRUE(ValidateGrpcServerConfig(c).ok());
+  // A CA without mutual TLS would be silently unused: refused.
+  c.require_client_cert = false;
+  EXPECT_THAT(ValidateGrpcServerConfig(c).message(),
+              HasSubstr("grpc.tls_ca_file: only verifies client certificates"));
+  GrpcServerConfig p;
+  p.plaintext = true;
+  p.tls_ca_file = "ca.pem";
+  EXPECT_THAT(ValidateGrpcServerConfig(p).message(), HasSubstr("grpc.tls_ca_file: set, but plaintext"));
   c.address = "not an address";
   EXPECT_THAT(ValidateGrpcServerConfig(c).message(), HasSubstr("grpc.address"));
   EXPECT_TRUE(IsLoopbackAddress("127.1.2.3"));

@@ -4,6 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/tls_pem.h"
 
 namespace flowclass {
 
@@ -43,6 +44,8 @@ absl::Status ValidateGrpcServerConfig(const GrpcServerConfig& c) {
       return bad("plaintext", "true together with tls_cert_file/tls_key_file");
     if (c.require_client_cert)
       return bad("require_client_cert", "needs TLS (plaintext is true)");
+    if (!c.tls_ca_file.empty())
+      return bad("tls_ca_file", "set, but plaintext is true (no TLS): remove one of them");
     if (!IsLoopbackAddress(c.address) && !c.allow_plaintext_remote)
       return bad("allow_plaintext_remote",
                  absl::StrCat("plaintext on non-loopback address ", c.address,
@@ -53,6 +56,10 @@ absl::Status ValidateGrpcServerConfig(const GrpcServerConfig& c) {
     if (c.tls_key_file.empty()) return bad("tls_key_file", "required with tls_cert_file");
     if (c.require_client_cert && c.tls_ca_file.empty())
       return bad("tls_ca_file", "required with require_client_cert: true");
+    if (!c.require_client_cert && !c.tls_ca_file.empty())
+      return bad("tls_ca_file",
+                 "only verifies client certificates: set require_client_cert: true "
+                 "(mutual TLS) or remove tls_ca_file");
   }
   if (c.max_message_bytes < 1024)
     return bad("max_message_bytes", absl::StrCat(c.max_message_bytes, " is below 1024"));
@@ -60,6 +67,27 @@ absl::Status ValidateGrpcServerConfig(const GrpcServerConfig& c) {
   if (c.max_concurrent_streams < 1)
     return bad("max_concurrent_streams", "must be at least 1");
   return absl::OkStatus();
+}
+
+absl::StatusOr<GrpcTlsPem> LoadGrpcTlsFiles(const GrpcServerConfig& c) {
+  GrpcTlsPem pem;
+  if (c.plaintext) return pem;
+  absl::StatusOr<std::string> cert = ReadCertificatesPem("grpc.tls_cert_file", c.tls_cert_file);
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key = ReadPrivateKeyPem("grpc.tls_key_file", c.tls_key_file);
+  if (!key.ok()) return key.status();
+  if (absl::Status s = CheckKeyMatchesCertificate("grpc.tls_key_file", c.tls_key_file, *key,
+                                                  "grpc.tls_cert_file", c.tls_cert_file, *cert);
+      !s.ok())
+    return s;
+  pem.cert = *std::move(cert);
+  pem.key = *std::move(key);
+  if (!c.tls_ca_file.empty()) {
+    absl::StatusOr<std::string> ca = ReadCertificatesPem("grpc.tls_ca_file", c.tls_ca_file);
+    if (!ca.ok()) return ca.status();
+    pem.ca = *std::move(ca);
+  }
+  return pem;
 }
 
 std::string GrpcListenAddress(const GrpcServerConfig& c) {

@@ -9,9 +9,13 @@
 // loopback only; a plaintext listener on any other address (0.0.0.0, a
 // node IP) also needs `allow_plaintext_remote: true`.  `require_client_cert`
 // (mutual TLS) needs `tls_ca_file`, the CA that signs client certificates.
+// `tls_ca_file` is only for client certificates: without require_client_cert
+// (or with plaintext) it is refused rather than silently unused.
 // ValidateGrpcServerConfig checks all of this without touching the files;
 // every error names the key ("grpc.tls_key_file: required with tls_cert_file").
-// Plain values: any thread.
+// LoadGrpcTlsFiles then reads the files and checks that they are PEM
+// certificates / an unencrypted key, and that the key is the certificate's
+// (OpenSSL; still no gRPC).  Plain values: any thread.
 #ifndef FLOWCLASS_SERVER_API_GRPC_CONFIG_H_
 #define FLOWCLASS_SERVER_API_GRPC_CONFIG_H_
 
@@ -20,6 +24,7 @@
 #include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace flowclass {
 
@@ -43,6 +48,16 @@ bool IsLoopbackAddress(absl::string_view address);
 
 // INVALID_ARGUMENT naming the key (prefix "grpc.").
 absl::Status ValidateGrpcServerConfig(const GrpcServerConfig& config);
+
+// The PEM texts of a TLS config (empty for plaintext; ca empty unless mutual).
+struct GrpcTlsPem {
+  std::string cert, key, ca;
+};
+
+// Reads and checks the TLS files of a config that ValidateGrpcServerConfig
+// accepted: NOT_FOUND (unreadable) or INVALID_ARGUMENT (not a certificate,
+// not a key, an encrypted key, a key of another certificate), naming the key.
+absl::StatusOr<GrpcTlsPem> LoadGrpcTlsFiles(const GrpcServerConfig& config);
 
 // "127.0.0.1:50051", "[::1]:50051".
 std::string GrpcListenAddress(const GrpcServerConfig& config);

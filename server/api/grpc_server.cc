@@ -7,23 +7,12 @@
 
 
 #include "absl/strings/str_cat.h"
-#include "dataplane/rule_format.h"
 #include "server/api/classifier_service.h"
 
 namespace flowclass {
 namespace {
 
 constexpr int kUnaryStreamHeadroom = 16;
-
-absl::StatusOr<std::string> ReadPem(const std::string& key, const std::string& path) {
-  absl::StatusOr<std::string> pem = ReadTextFile(path);
-  if (!pem.ok())
-    return absl::NotFoundError(absl::StrCat("grpc.", key, ": cannot read ", pem.status().message()));
-  if (pem->find("-----BEGIN") == std::string::npos)
-    return absl::InvalidArgumentError(
-        absl::StrCat("grpc.", key, ": \"", path, "\" is not a PEM file"));
-  return pem;
-}
 
 }  // namespace
 
@@ -46,24 +35,18 @@ void GrpcServer::Shutdown(std::chrono::milliseconds grace) {
 absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(
     Dataplane* dp, const GrpcServerConfig& config) {
   if (absl::Status s = ValidateGrpcServerConfig(config); !s.ok()) return s;
+  absl::StatusOr<GrpcTlsPem> pem = LoadGrpcTlsFiles(config);
+  if (!pem.ok()) return pem.status();
   std::shared_ptr<grpc::ServerCredentials> creds;
   if (config.plaintext) {
     creds = grpc::InsecureServerCredentials();
   } else {
-    absl::StatusOr<std::string> cert = ReadPem("tls_cert_file", config.tls_cert_file);
-    if (!cert.ok()) return cert.status();
-    absl::StatusOr<std::string> key = ReadPem("tls_key_file", config.tls_key_file);
-    if (!key.ok()) return key.status();
     grpc::SslServerCredentialsOptions opts(
         config.require_client_cert
             ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
             : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
-    if (!config.tls_ca_file.empty()) {
-      absl::StatusOr<std::string> ca = ReadPem("tls_ca_file", config.tls_ca_file);
-      if (!ca.ok()) return ca.status();
-      opts.pem_root_certs = *ca;
-    }
-    opts.pem_key_cert_pairs.push_back({*key, *cert});
+    opts.pem_root_certs = pem->ca;
+    opts.pem_key_cert_pairs.push_back({pem->key, pem->cert});
     creds = grpc::SslServerCredentials(opts);
   }
 

@@ -44,7 +44,11 @@ class TlsTest : public ::testing::Test {
         "-out client.pem -days 2 && ",
         // an unrelated CA (a client that trusts the wrong CA)
         "openssl req -x509 -newkey rsa:2048 -nodes -keyout other.key -out other.pem "
-        "-days 2 -subj /CN=other-ca");
+        "-days 2 -subj /CN=other-ca && ",
+        // the server key with a passphrase; a CA bundle of two; a cut-off one
+        "openssl pkey -in server.key -aes256 -passout pass:secret -out encrypted.key && ",
+        "cat ca.pem other.pem > bundle.pem && ",
+        "(cat ca.pem; head -c 300 other.pem) > broken_bundle.pem");
     made_ = std::system(cmd.c_str()) == 0;
   }
   static void TearDownTestSuite() {
@@ -132,8 +136,78 @@ TEST_F(TlsTest, BadFilesAreConfigErrorsNamingTheKey) {
   EXPECT_THAT(s.status().message(), HasSubstr("grpc.tls_cert_file"));
   c.tls_cert_file = F("openssl.log");  // not PEM
   s = StartGrpcServer(&fake_, c);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.status().message(), HasSubstr("grpc.tls_cert_file"));
-  EXPECT_THAT(s.status().message(), HasSubstr("not a PEM file"));
+  EXPECT_THAT(s.status().message(), HasSubstr("holds no PEM certificate"));
+}
+
+// What gRPC would only report as "cannot listen" (or a failed handshake
+// later) is refused before the server starts, naming the key and the file.
+TEST_F(TlsTest, WrongTlsFileContentsAreConfigErrors) {
+  auto start = [&](const std::string& cert, const std::string& key, const std::string& ca) {
+    GrpcServerConfig c;
+    c.port = 0;
+    c.tls_cert_file = F(cert);
+    c.tls_key_file = F(key);
+    if (!ca.empty()) {
+      c.tls_ca_file = F(ca);
+      c.require_client_cert = true;
+    }
+    // LoadGrpcTlsFiles (what --check-config runs) and StartGrpcServer agree.
+    absl::Status checked = LoadGrpcTlsFiles(c).status();
+    absl::Status started = StartGrpcServer(&fake_, c).status();
+    EXPECT_EQ(checked, started);
+    return started;
+  };
+  absl::Status s = start("server.pem", "other.key", "");  // another certificate's key
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("grpc.tls_key_file: the private key in \"" + F("other.key") +
+                                     "\" does not belong to the certificate in "
+                                     "grpc.tls_cert_file \"" + F("server.pem") + "\""));
+  s = start("server.key", "server.key", "");  // a key where the certificate goes
+  EXPECT_THAT(s.message(), HasSubstr("grpc.tls_cert_file"));
+  EXPECT_THAT(s.message(), HasSubstr("holds no PEM certificate"));
+  s = start("server.pem", "server.pem", "");  // a certificate where the key goes
+  EXPECT_THAT(s.message(), HasSubstr("grpc.tls_key_file"));
+  EXPECT_THAT(s.message(), HasSubstr("holds no PEM private key"));
+  s = start("server.pem", "encrypted.key", "");
+  EXPECT_THAT(s.message(), HasSubstr("grpc.tls_key_file"));
+  EXPECT_THAT(s.message(), HasSubstr("encrypted private key"));
+  s = start("server.pem", "server.key", "server.key");  // a key where the CA goes
+  EXPECT_THAT(s.message(), HasSubstr("grpc.tls_ca_file"));
+  s = start("server.pem", "server.key", "broken_bundle.pem");
+  EXPECT_THAT(s.message(), HasSubstr("grpc.tls_ca_file"));
+  EXPECT_THAT(s.message(), HasSubstr("certificate 2 of the file cannot be parsed"));
+  // A bundle of CAs is fine, and so is the right pair.
+  EXPECT_TRUE(start("server.pem", "server.key", "bundle.pem").ok());
+  EXPECT_TRUE(start("server.pem", "server.key", "").ok());
+}
+
+// The client library checks its files the same way: a usage error
+// (INVALID_ARGUMENT, flowclassctl exit 2) instead of UNAVAILABLE at the
+// first call.
+TEST_F(TlsTest, ClientRefusesWrongFilesBeforeConnecting) {
+  auto connect = [&](const std::string& ca, const std::string& cert, const std::string& key) {
+    ClientOptions o;
+    o.target = "127.0.0.1:1";  // never dialled: the checks come first
+    o.ca_file = ca.empty() ? "" : F(ca);
+    o.cert_file = cert.empty() ? "" : F(cert);
+    o.key_file = key.empty() ? "" : F(key);
+    return FlowclassClient::Connect(o).status();
+  };
+  absl::Status s = connect("server.key", "", "");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("--ca: \"" + F("server.key") + "\" holds no PEM certificate"));
+  s = connect("ca.pem", "client.pem", "other.key");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("--key: the private key in"));
+  EXPECT_THAT(s.message(), HasSubstr("certificate in --cert"));
+  s = connect("ca.pem", "client.key", "client.key");
+  EXPECT_THAT(s.message(), HasSubstr("--cert: "));
+  s = connect("missing.pem", "", "");
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(s.message(), HasSubstr("--ca: cannot read"));
+  EXPECT_TRUE(connect("bundle.pem", "client.pem", "client.key").ok());
 }
 
 }  // namespace

@@ -35,6 +35,7 @@ namespace flowclass {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const char* const kDaemon = FLOWCLASS_BINARY_DIR "/server/flowclassd";
 const char* const kCtl = FLOWCLASS_BINARY_DIR "/client/flowclassctl";
@@ -441,6 +442,22 @@ TEST(GrpcFlowclassdTest, UnreachableServerAndPlaintextRemoteConfig) {
   RemoveEalRuntimeDir(prefix);
   EXPECT_EQ(start.code, 3) << start.out;
   EXPECT_THAT(start.out, HasSubstr("grpc.tls_cert_file: cannot read"));
+  // Files that are there but wrong are refused the same way, before EAL
+  // starts (no "cannot listen" after the ports are up): a certificate given
+  // as the key.
+  const CmdResult made = RunCommand(absl::StrCat(
+      "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout ",
+      dir.File("cert.key"), " -out ", dir.File("cert.pem"), " -days 2 -subj /CN=t 2>&1"));
+  ASSERT_EQ(made.code, 0) << "openssl (make test installs it): " << made.out;
+  const CmdResult wrong = RunCommand(absl::StrCat(
+      kDaemon, " --file-prefix ", prefix, " --set run.duration_s=5 -c ", dir.File("d.yaml"),
+      " --set grpc.plaintext=false --set grpc.tls_key_file=", dir.File("cert.pem"),
+      " --set grpc.tls_cert_file=", dir.File("cert.pem"), " 2>&1"));
+  RemoveEalRuntimeDir(prefix);
+  EXPECT_EQ(wrong.code, 3) << wrong.out;
+  EXPECT_THAT(wrong.out, HasSubstr("grpc.tls_key_file: \"" + dir.File("cert.pem") +
+                                   "\" holds no PEM private key"));
+  EXPECT_THAT(wrong.out, Not(HasSubstr("flowclassd: running")));
 }
 
 }  // namespace
