@@ -278,6 +278,11 @@ std::string FormatStats(const v1::Stats& s) {
         "  miss with success upcall: %d\n"
         "  miss with failed upcall: %d\n"
         "  no rule matched (dropped): %d\n"
+        "  dropped by a rule: %d\n"
+        "  output to an unknown port (dropped): %d\n"
+        "  sent: %d\n"
+        "  tx dropped (queue full): %d\n"
+        "  truncated or malformed headers: %d\n"
         "  idle cycles: %d (%.2f%%)\n"
         "  processing cycles: %d (%.2f%%)\n"
         "  avg cycles per packet: %.2f\n"
@@ -285,6 +290,7 @@ std::string FormatStats(const v1::Stats& s) {
         title, p.packets(), p.emc_hits(), p.smc_hits(), p.megaflow_hits(), p.cd_hits(),
         p.cd_false_hits(), p.cd_enabled() ? "on" : "off",
         p.avg_subtable_lookups_per_hit(), p.upcall_ok(), p.upcall_failed(), p.no_match(),
+        p.rule_drops(), p.bad_port(), p.tx_packets(), p.tx_dropped(), p.parse_errors(),
         p.cycles_idle(),
         total_cycles ? 100.0 * static_cast<double>(p.cycles_idle()) / total_cycles : 0.0,
         p.cycles_busy(),

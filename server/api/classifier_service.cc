@@ -155,6 +155,12 @@ void FillPmd(const PmdCounters& p, v1::PmdStats* out) {
   out->set_cycles_idle(p.idle_cycles);
   out->set_avg_cycles_per_packet(p.CyclesPerPacket());
   out->set_generation(p.generation);
+  out->set_tx_packets(p.tx_packets);
+  out->set_tx_dropped(p.tx_dropped);
+  out->set_rule_drops(p.rule_drops);
+  out->set_bad_port(p.bad_port);
+  out->set_parse_errors(p.parse_errors);
+  out->set_iterations(p.iterations);
 }
 
 v1::CacheMode ModeFromText(const std::string& s) {

@@ -567,6 +567,14 @@ TEST_F(ApiTest, StatsTotalsAndRuleHits) {
     p.pipeline.subtable_lookups = 30;
     p.pipeline.upcall_ok = 5;
     p.pipeline.cd_hits = 3;
+    // Where PMD i's packets went (distinct values, each field checked).
+    p.tx_packets = 60 * (i + 1);
+    p.tx_dropped = 1 + i;
+    p.rule_drops = 20 + i;
+    p.no_match = 7 + i;
+    p.bad_port = 3 + i;
+    p.parse_errors = 2 + i;
+    p.iterations = 500 + i;
     if (i == 1) {  // PMD 1 answered the snapshot request, PMD 0 did not
       p.has_snapshot = true;
       p.snapshot.cd_enabled = true;
@@ -621,6 +629,19 @@ TEST_F(ApiTest, StatsTotalsAndRuleHits) {
   EXPECT_EQ(st->total().cd_hits(), 6u);
   EXPECT_DOUBLE_EQ(st->total().avg_subtable_lookups_per_hit(), 1.5);
   EXPECT_DOUBLE_EQ(st->total().avg_cycles_per_packet(), 10.0);
+  EXPECT_EQ(st->pmd(1).tx_packets(), 120u);
+  EXPECT_EQ(st->pmd(1).tx_dropped(), 2u);
+  EXPECT_EQ(st->pmd(1).rule_drops(), 21u);
+  EXPECT_EQ(st->pmd(1).no_match(), 8u);
+  EXPECT_EQ(st->pmd(1).bad_port(), 4u);
+  EXPECT_EQ(st->pmd(1).parse_errors(), 3u);
+  EXPECT_EQ(st->pmd(1).iterations(), 501u);
+  EXPECT_EQ(st->total().tx_packets(), 180u);
+  EXPECT_EQ(st->total().tx_dropped(), 3u);
+  EXPECT_EQ(st->total().rule_drops(), 41u);
+  EXPECT_EQ(st->total().bad_port(), 7u);
+  EXPECT_EQ(st->total().parse_errors(), 5u);
+  EXPECT_EQ(st->total().iterations(), 1001u);
   ASSERT_EQ(st->port_size(), 1);
   EXPECT_EQ(st->port(0).tx_packets(), 77u);
   ASSERT_EQ(st->rule_hits_size(), 2);
@@ -632,6 +653,11 @@ TEST_F(ApiTest, StatsTotalsAndRuleHits) {
   EXPECT_THAT(text, HasSubstr("pmd thread 1 (lcore 2)"));
   EXPECT_THAT(text, HasSubstr("emc hits: 30"));
   EXPECT_THAT(text, HasSubstr("avg. subtable lookups per megaflow hit: 1.50"));
+  EXPECT_THAT(text, HasSubstr("  dropped by a rule: 21\n"
+                              "  output to an unknown port (dropped): 4\n"
+                              "  sent: 120\n"
+                              "  tx dropped (queue full): 2\n"
+                              "  truncated or malformed headers: 3\n"));
 }
 
 TEST_F(ApiTest, ConfigGetSetAndRollback) {
