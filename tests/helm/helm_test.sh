@@ -301,6 +301,19 @@ reject() {
 reject "negative grpc.port (schema)" "grpc.port" --set grpc.port=-1
 reject "metrics.port 70000 (schema)" "metrics.port" --set metrics.port=70000
 reject "IPv6 metrics.bindAddress (schema: no IPv6 in civetweb)" "bindAddress" --set metrics.bindAddress=::
+reject "a host name as grpc.bindAddress (schema: flowclassd takes IP literals)" "bindAddress" \
+  --set grpc.bindAddress=myhost
+reject "loopback grpc.bindAddress (probes reach the pod IP)" \
+  "grpc.bindAddress 127.0.0.1 is a loopback address" --set grpc.bindAddress=127.0.0.1
+reject "loopback IPv6 grpc.bindAddress" "grpc.bindAddress ::1 is a loopback address" \
+  --set grpc.bindAddress=::1
+reject "loopback metrics.bindAddress (Prometheus scrapes the pod IP)" \
+  "metrics.bindAddress localhost is a loopback address" --set metrics.bindAddress=localhost
+for addr in "::" "0.0.0.0" "10.1.2.3" "fd00::7"; do  # what the two checks above must let through
+  if out=$(hq template flowclass "$chart" --set "grpc.bindAddress=$addr" 2>&1 >/dev/null); then
+    pass "accepts grpc.bindAddress $addr"
+  else fail "grpc.bindAddress $addr refused:"$'\n'"$out"; fi
+done
 reject "fractional resources.cpu (schema)" "resources.cpu" --set resources.cpu=1.5
 reject "hugepages.pageSize 4Mi (schema)" "hugepages.pageSize" --set hugepages.pageSize=4Mi
 reject "empty image.repository (schema)" "image.repository" --set image.repository=

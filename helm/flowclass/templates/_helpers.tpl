@@ -160,6 +160,15 @@ ConfigMap, so every render runs it.
 {{- if and $v.serviceMonitor.enabled (not $v.metrics.enabled) }}
 {{- fail "serviceMonitor.enabled needs metrics.enabled" }}
 {{- end }}
+{{- /* Loopback listeners: kubelet probes, the Service, port-forward and
+       Prometheus all reach the pod IP, so the pod would never be ready. */}}
+{{- $loopback := "^(127\\.|::1$|\\[::1\\]$|localhost$)" }}
+{{- if and $v.grpc.enabled (regexMatch $loopback $v.grpc.bindAddress) }}
+{{- fail (printf "grpc.bindAddress %s is a loopback address: the probes, the Service and port-forward reach the pod IP; use 0.0.0.0 (or :: for IPv6/dual stack)" $v.grpc.bindAddress) }}
+{{- end }}
+{{- if and $v.metrics.enabled (regexMatch $loopback $v.metrics.bindAddress) }}
+{{- fail (printf "metrics.bindAddress %s is a loopback address: Prometheus scrapes the pod IP (and the probes use it without gRPC); use 0.0.0.0" $v.metrics.bindAddress) }}
+{{- end }}
 {{- if and $v.grpc.enabled $v.metrics.enabled (eq (int $v.grpc.port) (int $v.metrics.port)) }}
 {{- fail (printf "grpc.port and metrics.port are both %d" (int $v.grpc.port)) }}
 {{- end }}
