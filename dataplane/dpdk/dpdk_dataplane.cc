@@ -626,6 +626,14 @@ absl::StatusOr<std::unique_ptr<DpdkDataplane>> DpdkDataplane::Create(
       return absl::InvalidArgumentError(absl::StrCat(
           where, ": rx_queues ", nrx, " but the device has at most ",
           info.max_rx_queues));
+    // net_pcap makes one rx queue per rx_pcap= / rx_iface= / iface= input:
+    // an input past rx_queues would never be read, silently.
+    if (po.poll && info.driver_name != nullptr &&
+        std::strcmp(info.driver_name, "net_pcap") == 0 && nrx < info.max_rx_queues)
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": the device has ", info.max_rx_queues,
+          " rx inputs (rx_pcap=/rx_iface=/iface=) but rx_queues is ", nrx,
+          ": the inputs past it would never be read; set rx_queues: ", info.max_rx_queues));
     if (n_pmds > info.max_tx_queues)
       return absl::InvalidArgumentError(absl::StrCat(
           where, ": the device has ", info.max_tx_queues,

@@ -562,6 +562,28 @@ TEST(DpdkDataplaneTest, SetupErrorsSayWhatFailed) {
   EXPECT_EQ(stage, SetupStage::kPort);
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("one per PMD is needed (2)"));
 
+  // A net_pcap device reads each rx_pcap= input as one rx queue: with fewer
+  // rx_queues the rest would never be read.
+  {
+    const std::string pcap =
+        std::filesystem::temp_directory_path() / absl::StrCat("fc_rxq_", getpid(), ".pcap");
+    FILE* f = std::fopen(pcap.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    const uint32_t header[6] = {0xa1b2c3d4, 0x00040002, 0, 0, 65535, 1};  // pcap, Ethernet
+    std::fwrite(header, sizeof(header), 1, f);
+    std::fclose(f);
+    bad = o;
+    PortOptions two = Port(2, absl::StrCat("net_pcap_rxq", getpid()));
+    two.devargs = absl::StrCat("rx_pcap=", pcap, ",rx_pcap=", pcap, ",tx_pcap=/dev/null");
+    bad.ports.push_back(two);
+    r = DpdkDataplane::Create(bad, &stage);
+    EXPECT_EQ(stage, SetupStage::kPort);
+    EXPECT_THAT(std::string(r.status().message()),
+                HasSubstr("the device has 2 rx inputs (rx_pcap=/rx_iface=/iface=) but rx_queues "
+                          "is 1: the inputs past it would never be read; set rx_queues: 2"));
+    std::filesystem::remove(pcap);
+  }
+
   bad = o;
   bad.mbufs = 1u << 26;  // far more than -m 256 holds
   r = DpdkDataplane::Create(bad, &stage);
