@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "client/replay.h"
 #if FLOWCLASS_WITH_RPC
 #include "client/rpc/ctl_commands.h"
@@ -27,6 +28,7 @@ inline bool IsRpcCommand(absl::string_view) { return false; }
 inline int RunRpcCommand(absl::string_view, std::vector<absl::string_view>) { return 2; }
 }  // namespace flowclass
 #endif
+#include "dataplane/dataplane.h"
 #include "dataplane/subtable_lookup.h"
 
 namespace flowclass {
@@ -169,6 +171,12 @@ int Replay(const std::vector<std::string_view>& raw) {
       uint32_t n = 0;
       if (!v || !absl::SimpleAtoi(absl::string_view(v->data(), v->size()), &n)) {
         return ReplayUsage(std::string(a) + " needs a whole number");
+      }
+      // The ranges flowclassd's pipeline.* settings take.
+      const uint32_t max = a == "--emc-insert-inv-prob" ? kMaxEmcInsertInvProb
+                                                        : kMaxRankingIntervalMs;
+      if (n > max) {
+        return ReplayUsage(absl::StrCat(std::string(a), ": ", n, " is outside 0..", max));
       }
       if (a == "--emc-insert-inv-prob") {
         opts.pipeline.emc_config.insert_inv_prob = n;

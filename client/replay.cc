@@ -83,6 +83,9 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayOptions& options,
     }
     result.packets += n;
   }
+  if (result.mismatches > static_cast<uint64_t>(options.max_reported_mismatches))
+    out << absl::StrFormat("(%d more mismatches not listed)\n",
+                           result.mismatches - options.max_reported_mismatches);
   const PipelineSnapshot snap = pipeline.Snapshot();
   result.stats = snap.stats;
   result.lookup_mismatches = pipeline.lookup_mismatches();

@@ -132,6 +132,14 @@ absl::Status ParseFitting(std::string_view s, int bits, size_t col,
     return ColumnError(col, field, Cat("bad number ", Quote(s)));
   }
   if (*out > LowBits(bits)) {
+    // In hex the text is read as hex, and the limit is given in hex too
+    // ("255" is 0x255 there, not 255).
+    if (base == Base::kHex)
+      return ColumnError(col, field,
+                         Cat(what, " ", Quote(s), " is ", absl::StrFormat("%#x", *out),
+                             " in hex, which does not fit ", bits, " bits (max ",
+                             absl::StrFormat("%#x", LowBits(bits)),
+                             "; this column is hex, e.g. 0x06/0xFF)"));
     return ColumnError(col, field,
                        Cat(what, " ", s, " does not fit ", bits,
                                     " bits (max ", LowBits(bits), ")"));
@@ -978,6 +986,13 @@ absl::StatusOr<std::vector<Rule>> ParseNativeRules(std::string_view text,
   return rules;
 }
 
+// Editors on some systems start a UTF-8 file with a byte-order mark: it is
+// not part of the first rule (nor a reason to take a ClassBench file for a
+// native one).
+static void StripUtf8Bom(std::string* text) {
+  if (text->compare(0, 3, "\xEF\xBB\xBF") == 0) text->erase(0, 3);
+}
+
 std::string FormatNativeRules(absl::Span<const Rule> rules) {
   std::string out;
   for (const Rule& r : rules) CatTo(&out, r.ToString(), "\n");
@@ -987,13 +1002,16 @@ std::string FormatNativeRules(absl::Span<const Rule> rules) {
 absl::StatusOr<std::vector<Rule>> LoadRuleFile(const std::string& path,
                                                RuleFormat fmt,
                                                const ClassBenchOptions& opts,
-                                               std::vector<size_t>* lines) {
+                                               std::vector<size_t>* lines,
+                                               RuleFormat* used) {
   absl::StatusOr<std::string> text = ReadTextFile(path);
   if (!text.ok()) return text.status();
+  StripUtf8Bom(&*text);
   if (fmt == RuleFormat::kAuto) {
     fmt = LooksLikeClassBench(*text) ? RuleFormat::kClassBench
                                      : RuleFormat::kNative;
   }
+  if (used != nullptr) *used = fmt;
   absl::StatusOr<std::vector<Rule>> rules =
       fmt == RuleFormat::kClassBench ? ParseClassBench(*text, opts, lines)
                                      : ParseNativeRules(*text, lines);
@@ -1040,6 +1058,7 @@ absl::StatusOr<std::vector<TraceEntry>> ParseTrace(std::string_view text) {
 absl::StatusOr<std::vector<TraceEntry>> LoadTraceFile(const std::string& path) {
   absl::StatusOr<std::string> text = ReadTextFile(path);
   if (!text.ok()) return text.status();
+  StripUtf8Bom(&*text);
   absl::StatusOr<std::vector<TraceEntry>> entries = ParseTrace(*text);
   if (!entries.ok()) return WithPath(path, entries.status());
   return entries;

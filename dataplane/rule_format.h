@@ -103,10 +103,13 @@ enum class RuleFormat { kAuto, kClassBench, kNative };
 absl::StatusOr<std::string> ReadTextFile(const std::string& path);
 
 // kAuto: the file is ClassBench when its first line that is neither blank nor
-// a '#' comment starts with '@', native otherwise.
+// a '#' comment starts with '@', native otherwise.  A UTF-8 byte-order mark at
+// the start is skipped.  `used`, if not null, receives the format the file
+// was read as (kClassBench or kNative).
 absl::StatusOr<std::vector<Rule>> LoadRuleFile(
     const std::string& path, RuleFormat fmt = RuleFormat::kAuto,
-    const ClassBenchOptions& opts = {}, std::vector<size_t>* lines = nullptr);
+    const ClassBenchOptions& opts = {}, std::vector<size_t>* lines = nullptr,
+    RuleFormat* used = nullptr);
 
 // -------------------------------------------------------------------- Traces
 

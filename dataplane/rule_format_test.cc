@@ -567,7 +567,12 @@ const BadCase kBadCases[] = {
      "line 1, column 41: nw_proto: expected hex value/mask like 0x06/0xFF, got "
      "'0x06'"},
     {Input::kClassBench, "@1.2.3.4/8 5.6.7.8/32 0 : 65535 80 : 80 0x100/0xFF",
-     "line 1, column 41: nw_proto: value 0x100 does not fit 8 bits (max 255)"},
+     "line 1, column 41: nw_proto: value '0x100' is 0x100 in hex, which does not fit 8 bits "
+     "(max 0xff; this column is hex, e.g. 0x06/0xFF)"},
+    // Without 0x the column is still hex: "255" is 0x255, and the message says so.
+    {Input::kClassBench, "@1.2.3.4/8 5.6.7.8/32 0 : 65535 80 : 80 6/255",
+     "line 1, column 43: nw_proto: mask '255' is 0x255 in hex, which does not fit 8 bits "
+     "(max 0xff; this column is hex, e.g. 0x06/0xFF)"},
     {Input::kClassBench, "@1.2.3.4/8 5.6.7.8/32 0 : 65535 80 : 80",
      "line 1, column 40: nw_proto: missing"},
     {Input::kClassBench,
@@ -582,8 +587,8 @@ const BadCase kBadCases[] = {
      "rule of this file has no TCP-flags field"},
     {Input::kClassBench,
      "@1.2.3.4/8\t5.6.7.8/32\t0 : 65535\t80 : 80\t0x06/0xFF\t0x10000/0xFFFF\t",
-     "line 1, column 51: tcp_flags: value 0x10000 does not fit 16 bits (max "
-     "65535)"},
+     "line 1, column 51: tcp_flags: value '0x10000' is 0x10000 in hex, which does not fit 16 "
+     "bits (max 0xffff; this column is hex, e.g. 0x06/0xFF)"},
     {Input::kClassBench,
      "@1.2.3.4/8\t5.6.7.8/32\t0 : 65535\t80 : 80\t0x06/0xFF\t0x0/0x0\tjunk",
      "line 1, column 59: tcp_flags: unexpected text 'junk' after the last field"},
@@ -799,6 +804,23 @@ TEST_F(FileTest, AutoDetectsFormatAndPrefixesPathToErrors) {
   r = LoadRuleFile(nat);
   EXPECT_EQ((*r)[0].id, 2u);
   EXPECT_EQ((*r)[0].action, Action::Output(3));
+
+  // A UTF-8 byte-order mark is not part of the first rule, and does not hide
+  // a ClassBench file from the detection; `used` says what the file was read as.
+  RuleFormat used = RuleFormat::kAuto;
+  r = LoadRuleFile(Write("bom_native", "\xEF\xBB\xBFid=7,udp,actions=drop\n"), RuleFormat::kAuto,
+                   {}, nullptr, &used);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)[0].id, 7u);
+  EXPECT_EQ(used, RuleFormat::kNative);
+  r = LoadRuleFile(Write("bom_cb", std::string("\xEF\xBB\xBF") + kCbOk + "\n"),
+                   RuleFormat::kAuto, {}, nullptr, &used);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(used, RuleFormat::kClassBench);
+  absl::StatusOr<std::vector<TraceEntry>> bom_trace =
+      LoadTraceFile(Write("bom_trace", "\xEF\xBB\xBF" "1 2 3 4 5 1\n"));
+  ASSERT_TRUE(bom_trace.ok()) << bom_trace.status();
+  EXPECT_EQ(bom_trace->size(), 1u);
 
   const std::string bad = Write("bad", "tcp,actions=output:3\nudp,bogus=1,actions=drop\n");
   r = LoadRuleFile(bad);

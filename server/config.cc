@@ -363,7 +363,7 @@ absl::StatusOr<DaemonConfig> Convert(const YAML::Node& root) {
       if (!kv.second.IsScalar() || !absl::SimpleAtoi(kv.second.Scalar(), &v))
         return absl::InvalidArgumentError(
             absl::StrCat("dpcls.lookup_prio.", name, ": \"", Dump(kv.second),
-                         "\" is not an integer priority"));
+                         "\" is not a whole-number priority in 0..", kMaxLookupPriority));
       if (absl::Status s = pc.dpcls.lookup.Set(name, v); !s.ok())
         return absl::InvalidArgumentError(
             absl::StrCat("dpcls.lookup_prio.", name, ": ", s.message()));

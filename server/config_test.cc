@@ -91,7 +91,7 @@ TEST(ConfigTest, ErrorsNameTheKeyAndTheProblem) {
       {{"pipeline.ranking_interval_ms=-1"}, "pipeline.ranking_interval_ms: -1 is outside"},
       {{"pipeline.emc=1"}, "pipeline.emc: unknown key"},
       {{"dpcls.lookup_prio.sse9=1"}, "dpcls.lookup_prio.sse9: "},
-      {{"dpcls.lookup_prio.avx512=high"}, "dpcls.lookup_prio.avx512: \"high\" is not an integer"},
+      {{"dpcls.lookup_prio.avx512=high"}, "dpcls.lookup_prio.avx512: \"high\" is not a whole-number priority in 0..255"},
       {{"dpcls.lookup_prio=3"}, "dpcls.lookup_prio: must be a mapping"},
       {{"mempool.mbufs=300"}, "mempool.cache: a cache of 256 mbufs needs a pool of at least 384"},
   };

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "client/rpc/flowclass_client.h"
 #include "dataplane/rule_format.h"
@@ -41,8 +43,9 @@ constexpr char kConnHelp[] =
     "  --ca FILE            PEM CA that signed the server certificate\n"
     "  --cert FILE --key FILE  client certificate and key (mutual TLS)\n"
     "  --server-name NAME   TLS name to verify instead of HOST\n"
-    "  --timeout-ms N       deadline per call (default 30000; add-rules: one\n"
-    "                       for the stream, N x (1 + batches/window))\n"
+    "  --timeout-ms N       deadline per call (default 30000, 0 = none; add-rules:\n"
+    "                       one for the stream, N x (1 + batches/window))\n"
+    "An option given twice is refused (but --cookie of del-rules).\n"
     "exit codes: 0 ok, 2 usage, 3 bad input file, 4 rejected by the server,\n"
     "            5 server unreachable (connect, TLS, deadline)\n";
 
@@ -67,8 +70,9 @@ constexpr char kAddHelp[] =
     "Prints: add-rules: rules=N batches=B generation=G seconds=S rules_per_s=R\n";
 constexpr char kDelHelp[] =
     "usage: flowclassctl del-rules [options] [ID...] [--cookie C]... | --all\n"
-    "Deletes the given ids and every rule with each cookie in ONE batch\n"
-    "(all or nothing: an unknown id rejects the batch), or every rule.\n";
+    "Deletes the given ids and every rule with each cookie (both decimal or\n"
+    "0x hex) in ONE batch (all or nothing: an unknown id rejects the batch),\n"
+    "or every rule.\n";
 constexpr char kDumpHelp[] =
     "usage: flowclassctl dump-rules [options]\n"
     "Prints rules in native text, (priority desc, id asc).\n"
@@ -78,7 +82,8 @@ constexpr char kStatsHelp[] =
     "usage: flowclassctl stats [options]\n"
     "  --watch SECONDS   repeat every SECONDS (0.001..86400) until interrupted\n"
     "  --count N         with --watch: stop after N >= 1 reports\n"
-    "  --rule-hits       also per-rule hit counts\n";
+    "  --rule-hits       also per-rule hit counts (rules with hits; dump-rules\n"
+    "                    --hits lists every rule)\n";
 constexpr char kConfigHelp[] =
     "usage: flowclassctl config get [KEY]\n"
     "       flowclassctl config set KEY=VALUE [KEY=VALUE]...\n"
@@ -90,6 +95,8 @@ constexpr char kTraceHelp[] =
     "       flowclassctl trace [options] --packet-hex HEX [--in-port N]\n"
     "FLOW is native match text with exact values, e.g.\n"
     "  in_port=1,udp,nw_src=10.0.0.1,nw_dst=10.0.0.2,tp_src=5,tp_dst=53\n"
+    "(no masks, ranges or actions=).  --packet-hex is an Ethernet frame;\n"
+    "--in-port N its port (default 0).\n"
     "Prints the key, the layer that would classify it on a PMD (emc, smc,\n"
     "cd, megaflow, or upcall: the slow path installs a megaflow), the PMD,\n"
     "the megaflow (cached, or the one an upcall would install), the\n"
@@ -150,8 +157,33 @@ bool TakesValue(absl::string_view a) {
   return false;
 }
 
+// On/off options (present or not) of some command.
+bool IsOnOff(absl::string_view a) {
+  return a == "--all" || a == "--hits" || a == "--replace" || a == "--rule-hits" ||
+         a == "--plaintext";
+}
+
+// HOST:PORT (a name, an IPv4 address or a [bracketed] IPv6 one; port
+// 1..65535), or a gRPC target URI with a scheme (unix:PATH, dns:///...).
+bool IsServerTarget(absl::string_view t) {
+  if (absl::StartsWith(t, "unix:") || absl::StartsWith(t, "unix-abstract:") ||
+      absl::StartsWith(t, "dns:") || absl::StartsWith(t, "ipv4:") || absl::StartsWith(t, "ipv6:"))
+    return t.find(':') + 1 < t.size();
+  const size_t colon = t.rfind(':');
+  if (colon == absl::string_view::npos || colon == 0) return false;
+  const absl::string_view host = t.substr(0, colon);
+  if (host.find(':') != absl::string_view::npos &&  // IPv6 needs brackets
+      !(host.front() == '[' && host.back() == ']'))
+    return false;
+  uint32_t port = 0;
+  return absl::SimpleAtoi(t.substr(colon + 1), &port) && port >= 1 && port <= 65535 &&
+         absl::ascii_isdigit(static_cast<unsigned char>(t.back()));
+}
+
 absl::Status ParseArgs(const std::vector<absl::string_view>& in, Args* out) {
+  std::string target_from = "$FLOWCLASS_SERVER";
   if (const char* env = std::getenv("FLOWCLASS_SERVER")) out->conn.target = env;
+  std::set<std::string> seen;  // options given so far (each at most once, but --cookie)
   for (size_t i = 0; i < in.size(); ++i) {
     const std::string a(in[i]);
     if (a == "-h" || a == "--help") {
@@ -166,14 +198,23 @@ absl::Status ParseArgs(const std::vector<absl::string_view>& in, Args* out) {
         value = a.substr(eq + 1);
         // An on/off option is on by being there: "--all=no" must not mean
         // --all (it deleted every rule).
-        if (!TakesValue(name))
+        if (IsOnOff(name))
           return absl::InvalidArgumentError(
               absl::StrCat(name, " takes no value (got '", a, "'); leave it out to turn it off"));
+        if (!TakesValue(name))
+          return absl::InvalidArgumentError(absl::StrCat("unknown option '", name, "'"));
       } else if (TakesValue(a)) {
         if (i + 1 >= in.size()) return absl::InvalidArgumentError(a + " needs a value");
         value = std::string(in[++i]);
       }
-      if (name == "--server") out->conn.target = value;
+      // Given twice, one value would silently win: refused (del-rules takes
+      // several --cookie, one delete per cookie).
+      if (!seen.insert(name).second && name != "--cookie")
+        return absl::InvalidArgumentError(absl::StrCat(name, " is given more than once"));
+      if (name == "--server") {
+        out->conn.target = value;
+        target_from = "--server";
+      }
       else if (name == "--ca") out->conn.ca_file = value;
       else if (name == "--cert") out->conn.cert_file = value;
       else if (name == "--key") out->conn.key_file = value;
@@ -191,6 +232,10 @@ absl::Status ParseArgs(const std::vector<absl::string_view>& in, Args* out) {
       out->positional.push_back(a);
     }
   }
+  if (!out->help && !IsServerTarget(out->conn.target))
+    return absl::InvalidArgumentError(
+        absl::StrCat(target_from, " '", out->conn.target,
+                     "': expected HOST:PORT, e.g. 127.0.0.1:50051 or [::1]:50051"));
   return absl::OkStatus();
 }
 
@@ -217,6 +262,8 @@ absl::Status FlagNumber(const Args& a, const char* name, T* out) {
 absl::Status FlagCookie(const Args& a, uint64_t* out) {
   auto it = a.values.find("--cookie");
   if (it == a.values.end()) return absl::OkStatus();
+  if (it->second.size() > 1)
+    return absl::InvalidArgumentError("--cookie is given more than once (only del-rules takes several)");
   if (!ParseNativeNumber(it->second.back(), out))
     return absl::InvalidArgumentError(
         absl::StrCat("--cookie '", it->second.back(), "' is not a number (decimal, or hex with 0x)"));
@@ -306,6 +353,9 @@ int AddRules(absl::string_view cmd, const Args& a) {
     if (!s.ok()) return Usage(cmd, std::string(s.message()));
   if (ao.batch_size == 0 || ao.window == 0)
     return Usage(cmd, "--batch-size and --window must be at least 1");
+  if (HasFlag(a, "--classbench-ports") && (cb_ports < 1 || cb_ports > kMaxPortNumber))
+    return Usage(cmd, absl::StrCat("--classbench-ports: ", FlagString(a, "--classbench-ports", ""),
+                                   " is outside 1..", kMaxPortNumber, " (output ports)"));
   const std::string fmt = FlagString(a, "--format", "auto");
   RuleFormat rf = RuleFormat::kAuto;
   if (fmt == "native") rf = RuleFormat::kNative;
@@ -318,13 +368,21 @@ int AddRules(absl::string_view cmd, const Args& a) {
 
   ClassBenchOptions cbo;
   cbo.num_ports = cb_ports;
+
   std::vector<size_t> lines;  // of each rule, for the report of a rejected one
-  absl::StatusOr<std::vector<Rule>> rules = LoadRuleFile(a.positional[0], rf, cbo, &lines);
+  RuleFormat used = rf;
+  absl::StatusOr<std::vector<Rule>> rules =
+      LoadRuleFile(a.positional[0], rf, cbo, &lines, &used);
   if (!rules.ok()) {
     std::fprintf(stderr, "flowclassctl add-rules: %s\n",
                  std::string(rules.status().message()).c_str());
     return kCtlExitBadInput;
   }
+  // Native rules carry their own actions: the option would be ignored.
+  if (HasFlag(a, "--classbench-ports") && used == RuleFormat::kNative)
+    return Usage(cmd, absl::StrCat("--classbench-ports: ", a.positional[0],
+                                   " is a native rule file (its rules have their own actions); "
+                                   "the option is only for ClassBench files"));
   std::vector<RuleOp> ops;
   ops.reserve(rules->size());
   for (Rule& r : *rules) {
@@ -407,7 +465,8 @@ int DelRules(absl::string_view cmd, const Args& a) {
   batch.set_batch_id(1);
   for (const std::string& p : a.positional) {
     uint64_t id = 0;
-    if (!absl::SimpleAtoi(p, &id)) return Usage(cmd, "ID '" + p + "' is not a number");
+    if (!ParseNativeNumber(p, &id))
+      return Usage(cmd, "ID '" + p + "' is not a number (decimal, or hex with 0x)");
     batch.add_ops()->set_delete_id(id);
   }
   if (auto it = a.values.find("--cookie"); it != a.values.end())
@@ -519,7 +578,8 @@ int Config(absl::string_view cmd, const Args& a) {
       const std::string& kv = a.positional[i];
       const size_t eq = kv.find('=');
       if (eq == std::string::npos || eq == 0) return Usage(cmd, "'" + kv + "' is not KEY=VALUE");
-      (*set.mutable_values())[kv.substr(0, eq)] = kv.substr(eq + 1);
+      if (!set.mutable_values()->insert({kv.substr(0, eq), kv.substr(eq + 1)}).second)
+        return Usage(cmd, absl::StrCat(kv.substr(0, eq), " is set more than once"));
     }
     absl::StatusOr<v1::Config> c = (*client)->SetConfig(set);
     if (!c.ok()) return Fail(cmd, c.status());

@@ -1177,7 +1177,8 @@ absl::Status DpdkDataplane::Impl::SetKnob(absl::string_view key,
     k.lookup.force_scalar = v == "true";
   } else if (absl::StartsWith(key, kConfigLookupPrioPrefix)) {
     int prio = 0;
-    if (!absl::SimpleAtoi(value, &prio)) return bad("an integer priority");
+    if (!absl::SimpleAtoi(value, &prio))
+      return bad(absl::StrCat("a whole-number priority in 0..", kMaxLookupPriority));
     const std::string name(key.substr(std::string_view(kConfigLookupPrioPrefix).size()));
     if (absl::Status s = k.lookup.Set(name, prio); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(key, ": ", s.message()));

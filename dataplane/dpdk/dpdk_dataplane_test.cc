@@ -868,6 +868,9 @@ TEST(DpdkDataplaneTest, PipelineSettingsReachTheRunningPmds) {
   const absl::Status bad = (*dp)->SetConfig("pipeline.cd", "sometimes");
   EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(bad.message().find("pipeline.cd"), std::string::npos);
+  // A priority past int says the range, not "not an integer".
+  EXPECT_EQ((*dp)->SetConfig("dpcls.lookup_prio.avx512", "4000000000").message(),
+            "dpcls.lookup_prio.avx512: \"4000000000\" is not a whole-number priority in 0..255");
   EXPECT_EQ((*dp)->SetConfig("dpcls.lookup_prio.nosuch", "1").code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ((*dp)->SetConfig("dpcls.lookup_available.generic", "false").code(),

@@ -586,9 +586,14 @@ grpc::Status ClassifierService::Trace(grpc::ServerContext*,
                         req->packet().size(), req->in_port());
       break;
     case v1::TraceRequest::kFlow: {
-      std::string line = req->flow();
-      if (!absl::StrContains(line, "actions="))
-        line = line.empty() ? "actions=drop" : line + ",actions=drop";
+      if (absl::StripAsciiWhitespace(req->flow()).empty())
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            "flow: empty; give the packet's fields, e.g. in_port=1,udp,tp_dst=53");
+      if (absl::StrContains(req->flow(), "actions="))
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            "flow: actions: a trace takes match fields only (the rule's "
+                            "action is what it reports)");
+      const std::string line = req->flow() + ",actions=drop";
       absl::StatusOr<Rule> r = ParseNativeRule(line, 1);
       if (!r.ok())
         return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -605,9 +610,13 @@ grpc::Status ClassifierService::Trace(grpc::ServerContext*,
               absl::StrCat("flow: ", absl::StripAsciiWhitespace(kv.substr(0, eq)),
                            ": a mask is not allowed in a trace (exact values only)"));
       }
-      if (!r->match.tp_src.IsFull() || !r->match.tp_dst.IsFull())
-        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                            "flow: tp_src/tp_dst: a range is not allowed in a trace");
+      for (const auto& [range, name] : {std::pair{&r->match.tp_src, "tp_src"},
+                                        std::pair{&r->match.tp_dst, "tp_dst"}})
+        if (!range->IsFull())
+          return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                              absl::StrCat("flow: ", name,
+                                           ": a range is not allowed in a trace (exact values "
+                                           "only)"));
       key = FlowKey::FromFlow(r->match.value);
       break;
     }

@@ -749,6 +749,13 @@ TEST_F(ApiTest, TraceFlowAndPacket) {
   EXPECT_EQ(t.status().message(), "flow: nw_src: a mask is not allowed in a trace (exact values only)");
   req.set_flow("udp,nw_src=1.2.3.4,tp_dst=10-20");
   EXPECT_EQ(client_->Trace(req).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_->Trace(req).status().message(),
+            "flow: tp_dst: a range is not allowed in a trace (exact values only)");
+  // A trace reports the action; it takes none, and not nothing.
+  req.set_flow("in_port=1,udp,actions=drop");
+  EXPECT_THAT(client_->Trace(req).status().message(), HasSubstr("flow: actions: "));
+  req.set_flow(" ");
+  EXPECT_THAT(client_->Trace(req).status().message(), HasSubstr("flow: empty"));
   // Keys that set part of a field are values, not masks: the packet has the
   // field's other bits 0.
   for (const char* flow : {"in_port=3,dl_vlan=5,udp,nw_src=10.1.2.3", "ip,nw_tos=4,nw_src=10.1.2.3",

@@ -419,11 +419,46 @@ TEST(GrpcFlowclassdTest, UnreachableServerAndPlaintextRemoteConfig) {
            {"add-rules --replace=false x.txt", "--replace takes no value"},
            {"stats --watch nan", "--watch needs a number of seconds from 0.001 to 86400"},
            {"stats --watch inf", "--watch needs a number of seconds"},
-           {"stats --watch 1 --count 0", "--count needs a number of reports >= 1"}}) {
+           {"stats --watch 1 --count 0", "--count needs a number of reports >= 1"},
+           // an unknown option is one, with a value too
+           {"dump-rules --bogus=1", "unknown option '--bogus'"},
+           // one value would silently win
+           {"dump-rules --limit 1 --limit 3", "--limit is given more than once"},
+           {"dump-rules --cookie 1 --cookie 2", "--cookie is given more than once"},
+           {"stats --timeout-ms 5 --timeout-ms 9", "--timeout-ms is given more than once"},
+           {"config set pmd.tx_retries=3 pmd.tx_retries=5", "pmd.tx_retries is set more than once"},
+           {"add-rules --classbench-ports 70000 x.txt", "--classbench-ports: 70000 is outside 1..65535"},
+           {"del-rules 12z", "ID '12z' is not a number (decimal, or hex with 0x)"}}) {
     r = Ctl(args + " --server 127.0.0.1:1 --timeout-ms 2000");
     EXPECT_EQ(r.code, 2) << args << ": " << r.out;
     EXPECT_THAT(r.out, HasSubstr(want)) << args;
   }
+  // A --server (or $FLOWCLASS_SERVER) that is not HOST:PORT is a usage error,
+  // not a connection failure (exit 5) or gRPC's log lines.
+  for (const char* target : {"127.0.0.1", "''", "::1:50051", "127.0.0.1:0", "127.0.0.1:99999"}) {
+    r = Ctl(absl::StrCat("stats --plaintext --server ", target));
+    EXPECT_EQ(r.code, 2) << target << ": " << r.out;
+    EXPECT_THAT(r.out, HasSubstr("expected HOST:PORT")) << target;
+  }
+  r = RunCommand(absl::StrCat("FLOWCLASS_SERVER=nohostport ", kCtl, " stats --plaintext 2>&1"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("$FLOWCLASS_SERVER 'nohostport': expected HOST:PORT"));
+  // --classbench-ports on a native file would be ignored: refused.
+  {
+    TempDir cb("flowclass_ctl_cb");
+    WriteFile(cb.File("native.txt"), "id=1,priority=1,udp,actions=drop\n");
+    r = Ctl(absl::StrCat("add-rules --plaintext --server 127.0.0.1:1 --classbench-ports 3 ",
+                         cb.File("native.txt")));
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_THAT(r.out, HasSubstr("is a native rule file"));
+  }
+  // replay takes the ranges flowclassd's pipeline settings take.
+  r = Ctl("replay --emc-insert-inv-prob 4294967295 x y");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("--emc-insert-inv-prob: 4294967295 is outside 0..1073741824"));
+  r = Ctl("replay --ranking-interval-ms 3600001 x y");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("--ranking-interval-ms: 3600001 is outside 0..3600000"));
   // Plaintext on a non-loopback address needs allow_plaintext_remote.
   TempDir dir("flowclass_grpc_e2e");
   WriteFile(dir.File("in.pcap"), "");
