@@ -325,6 +325,24 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
     snap_served = r;
     box.done.store(r, std::memory_order_release);
   };
+  // The pipeline's counters as readers see them: after each busy iteration,
+  // after a rule change (an idle PMD revalidates too) and at the end.
+  auto publish_pipeline_counters = [&c, &pipeline] {
+    const PmdStats& s = pipeline.stats();
+    c.p_packets.store(s.packets, std::memory_order_relaxed);
+    c.p_emc.store(s.emc_hits, std::memory_order_relaxed);
+    c.p_smc.store(s.smc_hits, std::memory_order_relaxed);
+    c.p_megaflow.store(s.megaflow_hits, std::memory_order_relaxed);
+    c.p_subtable.store(s.subtable_lookups, std::memory_order_relaxed);
+    c.p_upcall_ok.store(s.upcall_ok, std::memory_order_relaxed);
+    c.p_upcall_failed.store(s.upcall_failed, std::memory_order_relaxed);
+    c.p_no_match.store(s.no_match, std::memory_order_relaxed);
+    c.p_cycles.store(s.cycles, std::memory_order_relaxed);
+    c.p_cd_hits.store(s.cd_hits, std::memory_order_relaxed);
+    c.p_cd_false_hits.store(s.cd_false_hits, std::memory_order_relaxed);
+    c.p_revalidations.store(s.revalidations, std::memory_order_relaxed);
+    c.p_revalidated_out.store(s.megaflows_revalidated_out, std::memory_order_relaxed);
+  };
   box.live.store(true, std::memory_order_release);
   CounterLine* rxq_lines = pmd.rxq_counters.get();
   publisher->Online(pmd.index);
@@ -356,6 +374,7 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
       const bool one_step = current != nullptr && v->has_changes &&
                             v->base_generation == current_generation;
       pipeline.SetRuleTable(&v->table, one_step ? &v->changes : nullptr);
+      publish_pipeline_counters();  // the revalidation's counters
       current = v;
       current_generation = v->generation;
       // Counter first: Quiescent's release store publishes it, so a Stats()
@@ -450,30 +469,21 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
     t0 = t1;
     if (got) {
       Bump(c.busy_cycles, dt);
-      const PmdStats& s = pipeline.stats();
-      c.p_packets.store(s.packets, std::memory_order_relaxed);
-      c.p_emc.store(s.emc_hits, std::memory_order_relaxed);
-      c.p_smc.store(s.smc_hits, std::memory_order_relaxed);
-      c.p_megaflow.store(s.megaflow_hits, std::memory_order_relaxed);
-      c.p_subtable.store(s.subtable_lookups, std::memory_order_relaxed);
-      c.p_upcall_ok.store(s.upcall_ok, std::memory_order_relaxed);
-      c.p_upcall_failed.store(s.upcall_failed, std::memory_order_relaxed);
-      c.p_no_match.store(s.no_match, std::memory_order_relaxed);
-      c.p_cycles.store(s.cycles, std::memory_order_relaxed);
-      c.p_cd_hits.store(s.cd_hits, std::memory_order_relaxed);
-      c.p_cd_false_hits.store(s.cd_false_hits, std::memory_order_relaxed);
-      c.p_revalidations.store(s.revalidations, std::memory_order_relaxed);
-      c.p_revalidated_out.store(s.megaflows_revalidated_out,
-                                std::memory_order_relaxed);
+      publish_pipeline_counters();
     } else {
       Bump(c.idle_cycles, dt);
       const uint32_t sleep = idle_sleep_us.load(std::memory_order_relaxed);
       if (sleep) {
         rte_delay_us_sleep(sleep);
-        t0 = rte_rdtsc();  // time asleep is neither busy nor idle
+        // Time asleep is idle time: busy / (busy + idle) stays the share of
+        // the PMD's time spent on packets.
+        const uint64_t woke = rte_rdtsc();
+        Bump(c.idle_cycles, woke - t0);
+        t0 = woke;
       }
     }
   }
+  publish_pipeline_counters();
   // Metrics: leave the last state for Stats() after Stop() (off the fast
   // path; the lock only orders us against a reader copying `snap`).
   // A reader may hold snap_mu while it waits for us: keep answering.

@@ -610,6 +610,38 @@ TEST(DpdkDataplaneTest, SetupErrorsSayWhatFailed) {
   EXPECT_TRUE(r.ok()) << r.status();
 }
 
+// An idle PMD's counters: its sleeps are idle time (busy + idle covers the
+// run), and a rule change it installs without traffic is counted.
+TEST(DpdkDataplaneTest, IdlePmdCountsItsSleepAndItsRevalidations) {
+  RingPort p = RingPort::Make("idle1", 1, 1);
+  DpdkDataplaneOptions o;
+  o.ports = {Port(1, p.name)};
+  o.pmd_lcores = {1};
+  o.idle_sleep_us = 2000;  // most of the PMD's time is asleep
+  auto dp = DpdkDataplane::Create(o);
+  ASSERT_TRUE(dp.ok()) << dp.status();
+  ASSERT_TRUE((*dp)->Start().ok());
+  // The PMD's first iteration installs the (empty) table: one revalidation.
+  WaitFor([&] { return (*dp)->Stats().pmds[0].pipeline.revalidations >= 1; }, 2);
+  const DataplaneStats s0 = (*dp)->Stats();
+  const uint64_t tsc0 = rte_rdtsc();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE((*dp)->ApplyBatch({RuleOp::Insert(Ipv4DstRule(1, 1, 0, 0, Action::Drop()))}).ok());
+  const DataplaneStats s1 = (*dp)->Stats();
+  const uint64_t tsc1 = rte_rdtsc();
+  const PmdCounters& a = s0.pmds[0];
+  const PmdCounters& b = s1.pmds[0];
+  EXPECT_EQ(b.rx_packets, 0u);
+  const double counted =
+      static_cast<double>((b.busy_cycles + b.idle_cycles) - (a.busy_cycles + a.idle_cycles));
+  // Within one sleep of the wall time (sleeping was once counted as neither).
+  EXPECT_GT(counted, 0.8 * static_cast<double>(tsc1 - tsc0)) << counted << " of " << tsc1 - tsc0;
+  EXPECT_LT(counted, 1.2 * static_cast<double>(tsc1 - tsc0)) << counted << " of " << tsc1 - tsc0;
+  // The batch's revalidation shows without a packet received after it.
+  EXPECT_EQ(b.generation, 1u);
+  EXPECT_EQ(b.pipeline.revalidations, a.pipeline.revalidations + 1);
+}
+
 TEST(DpdkDataplaneTest, RuntimeConfigAndRejectedBatches) {
   RingPort p = RingPort::Make("cfg1", 1, 1);
   DpdkDataplaneOptions o;
