@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -148,6 +149,26 @@ class MapReader {
 
 // "a.b.0.c=value": walks (creating maps as needed) and sets the leaf to the
 // value parsed as YAML, so "[1,2]" becomes a list and "true" a boolean.
+// EAL's --log-level: LEVEL, or TYPE:LEVEL / TYPE-REGEX,LEVEL, several
+// separated by spaces are not taken.  LEVEL is 1..8 or a name.  EAL itself
+// only warns about a bad one and goes on at its default level.
+absl::Status ValidateEalLogLevel(const std::string& v) {
+  if (v.empty()) return absl::OkStatus();
+  const size_t sep = v.find_last_of(":,");
+  const std::string level = sep == std::string::npos ? v : v.substr(sep + 1);
+  int n = 0;
+  static const char* const kNames[] = {"emergency", "alert",  "critical", "error",
+                                       "warning",   "notice", "info",     "debug"};
+  bool ok = absl::SimpleAtoi(level, &n) && n >= 1 && n <= 8;
+  for (const char* name : kNames) ok |= level == name;
+  if (ok && sep != std::string::npos) ok = sep > 0;  // a type before the separator
+  if (!ok)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "eal.log_level: \"", v, "\" is not LEVEL, TYPE:LEVEL or TYPE-REGEX,LEVEL with LEVEL "
+        "1..8 or emergency, alert, critical, error, warning, notice, info, debug"));
+  return absl::OkStatus();
+}
+
 absl::Status ApplyOverride(YAML::Node& root, const std::string& ov) {
   const size_t eq = ov.find('=');
   if (eq == std::string::npos || eq == 0)
@@ -157,8 +178,11 @@ absl::Status ApplyOverride(YAML::Node& root, const std::string& ov) {
   const std::string value = ov.substr(eq + 1);
   std::vector<std::string> parts = absl::StrSplit(key, '.');
   YAML::Node value_node;
+  // A bracketed IPv6 address ("[::1]", "[::1]:9464") reads as a YAML list:
+  // it is an address.  (Lists of lcores and the like have no ':'.)
+  static const std::regex kBracketedIpv6(R"(\[[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*\](:[0-9]+)?)");
   try {
-    value_node = YAML::Load(value);
+    value_node = std::regex_match(value, kBracketedIpv6) ? YAML::Node(value) : YAML::Load(value);
   } catch (const YAML::Exception& e) {
     value_node = YAML::Node(value);
   }
@@ -237,6 +261,7 @@ absl::StatusOr<DaemonConfig> Convert(const YAML::Node& root) {
   FC_RETURN_IF_ERROR(eal.String("file_prefix", &c.eal.file_prefix));
   FC_RETURN_IF_ERROR(eal.Bool("pci", &c.eal.pci));
   FC_RETURN_IF_ERROR(eal.String("log_level", &c.eal.log_level));
+  FC_RETURN_IF_ERROR(ValidateEalLogLevel(c.eal.log_level));
   FC_RETURN_IF_ERROR(eal.StringList("extra_args", &c.eal.extra_args));
   FC_RETURN_IF_ERROR(eal.CheckNoUnknownKeys());
   if (!c.eal.hugepages && c.eal.memory_mb == 0)

@@ -68,6 +68,11 @@ TEST(ConfigTest, ErrorsNameTheKeyAndTheProblem) {
       {{"eal.hugepaggs=true"}, "eal.hugepaggs: unknown key"},
       {{"pmd.burst=64"}, "pmd.burst: 64 is outside 1..32"},
       {{"pmd.burst=many"}, "pmd.burst: \"many\" is not an integer"},
+      // EAL only warns about a bad --log-level and runs at its default.
+      {{"eal.log_level=nonsense"}, "eal.log_level: \"nonsense\" is not LEVEL, TYPE:LEVEL"},
+      {{"eal.log_level=9"}, "eal.log_level: \"9\" is not LEVEL"},
+      {{"eal.log_level=lib.eal:loud"}, "eal.log_level: \"lib.eal:loud\""},
+      {{"eal.log_level=:debug"}, "eal.log_level: \":debug\""},
       {{"pmd.lcores=[0]"}, "pmd.lcores[0]: lcore 0 is eal.main_lcore"},
       {{"pmd.lcores=[1,1]"}, "pmd.lcores[1]: lcore 1 is listed twice"},
       {{"pmd.lcores=[]"}, "pmd.lcores: required"},
@@ -155,6 +160,42 @@ TEST(ConfigTest, PciPortsAreAllowListedForEal) {
   std::vector<std::string> args = BuildEalArgs(c->eal);
   EXPECT_THAT(args, ::testing::Contains("0000:3b:02.1,rxq_cqe_comp_en=0"));
   EXPECT_THAT(args, ::testing::Not(::testing::Contains("--no-huge")));
+}
+
+TEST(ConfigTest, EalLogLevelsAndIpv6OverridesAreTaken) {
+  for (const char* level : {"error", "8", "lib.eal:debug", "pmd.net.*,warning"}) {
+    auto c = Parse(kMinimal, {absl::StrCat("eal.log_level=", level)});
+    ASSERT_TRUE(c.ok()) << level << ": " << c.status();
+    EXPECT_EQ(c->eal.log_level, level);
+  }
+  // "[::1]" and "[::1]:9464" read as YAML lists; --set takes them as the
+  // addresses they are (so the message is about the address, not the type).
+  auto c = Parse(kMinimal, {"grpc.plaintext=true", "grpc.port=0", "grpc.address=[::1]"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->grpc.address, "[::1]");
+  c = Parse(kMinimal, {"metrics.address=[::1]:9464"});
+  EXPECT_THAT(c.status().message(), ::testing::Not(HasSubstr("must be a string")));
+  EXPECT_THAT(c.status().message(), HasSubstr("metrics.address"));
+  // A list stays a list.
+  c = Parse(kMinimal, {"pmd.lcores=[3,4]"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->dataplane.pmd_lcores, ElementsAre(3, 4));
+}
+
+TEST(ConfigTest, NoPciPortMeansNoPciProbe) {
+  // eal.pci: true with vdevs only: nothing to allow-list, so nothing probed
+  // (not every PCI device EAL can bind).
+  auto c = Parse(kMinimal, {"eal.pci=true"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(BuildEalArgs(c->eal), ::testing::Contains("--no-pci"));
+  // Unless the user picks devices in extra_args.
+  c = Parse(kMinimal, {"eal.pci=true", "eal.extra_args=[-a, 0000:3b:02.1]"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(BuildEalArgs(c->eal), ::testing::Not(::testing::Contains("--no-pci")));
+  // With a PCI port: it is allowed, nothing else.
+  c = Parse(kMinimal, {"eal.pci=true", "ports.1.device=0000:3b:02.1"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(BuildEalArgs(c->eal), ::testing::Not(::testing::Contains("--no-pci")));
 }
 
 TEST(ConfigTest, LooksLikePciAddress) {

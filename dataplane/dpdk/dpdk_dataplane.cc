@@ -161,7 +161,14 @@ std::vector<std::string> BuildEalArgs(const EalOptions& o) {
     a.push_back(absl::StrCat(o.memory_mb));
   }
   if (!o.file_prefix.empty()) a.push_back("--file-prefix=" + o.file_prefix);
-  if (!o.pci) a.push_back("--no-pci");
+  // Only configured PCI devices are probed: with none (and no -a / -b of
+  // the user's own in extra_args), none at all, rather than every device
+  // EAL can bind.
+  bool user_picks_pci = false;
+  for (const std::string& e : o.extra_args)
+    for (const char* f : {"-a", "-b", "--allow", "--block"})
+      user_picks_pci |= e == f || absl::StartsWith(e, absl::StrCat(f, "="));
+  if (!o.pci || (o.pci_allow.empty() && !user_picks_pci)) a.push_back("--no-pci");
   for (const std::string& p : o.pci_allow) {
     a.push_back("-a");
     a.push_back(p);
@@ -669,6 +676,19 @@ absl::StatusOr<std::unique_ptr<DpdkDataplane>> DpdkDataplane::Create(
       rc = rte_eth_rx_queue_setup(ps.eth_port, q, rxd,
                                   static_cast<unsigned>(socket < 0 ? SOCKET_ID_ANY : socket),
                                   nullptr, impl->pool);
+      // net_pcap's infinite_rx copies the whole pcap into mbufs of the pool
+      // here, and refuses (EINVAL) when the pool cannot hold it.
+      if (rc == -EINVAL && info.driver_name != nullptr &&
+          std::strcmp(info.driver_name, "net_pcap") == 0 &&
+          absl::StrContains(po.devargs, "infinite_rx=1")) {
+        stage = SetupStage::kMempool;
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "mempool.mbufs: ", where, ": rx queue ", q,
+            " (net_pcap, infinite_rx=1) keeps the whole pcap in the pool, which has ",
+            rte_mempool_avail_count(impl->pool), " free mbufs of ", impl->pool->size,
+            ": set mempool.mbufs to at least the pcap's packet count plus ", need,
+            " (what the ports and PMDs need besides)"));
+      }
       if (rc != 0) return DpdkError(absl::StrCat(where, ": rx queue ", q, " setup"), rc);
     }
     for (uint16_t q = 0; q < n_pmds; ++q) {

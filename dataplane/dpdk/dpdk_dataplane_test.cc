@@ -581,6 +581,30 @@ TEST(DpdkDataplaneTest, SetupErrorsSayWhatFailed) {
     EXPECT_THAT(std::string(r.status().message()),
                 HasSubstr("the device has 2 rx inputs (rx_pcap=/rx_iface=/iface=) but rx_queues "
                           "is 1: the inputs past it would never be read; set rx_queues: 2"));
+
+    // infinite_rx keeps the whole pcap in the pool: a pool too small for it
+    // is a mempool error naming mempool.mbufs (not "rx queue setup: Invalid
+    // argument").
+    f = std::fopen(pcap.c_str(), "ab");
+    ASSERT_NE(f, nullptr);
+    const uint8_t frame[60] = {2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00};
+    for (uint32_t i = 0; i < 3000; ++i) {
+      const uint32_t rec[4] = {i, 0, sizeof(frame), sizeof(frame)};
+      std::fwrite(rec, sizeof(rec), 1, f);
+      std::fwrite(frame, sizeof(frame), 1, f);
+    }
+    std::fclose(f);
+    bad = o;
+    bad.mbufs = 2500;
+    PortOptions inf = Port(2, absl::StrCat("net_pcap_inf", getpid()));
+    inf.devargs = absl::StrCat("rx_pcap=", pcap, ",tx_pcap=/dev/null,infinite_rx=1");
+    bad.ports.push_back(inf);
+    r = DpdkDataplane::Create(bad, &stage);
+    EXPECT_EQ(stage, SetupStage::kMempool);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_THAT(std::string(r.status().message()),
+                HasSubstr("(net_pcap, infinite_rx=1) keeps the whole pcap in the pool"));
+    EXPECT_THAT(std::string(r.status().message()), ::testing::StartsWith("mempool.mbufs: "));
     std::filesystem::remove(pcap);
   }
 
