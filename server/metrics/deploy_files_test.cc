@@ -151,6 +151,26 @@ TEST(AlertRulesTest, ReferenceOnlyExportedMetrics) {
   for (const std::string& n : names) EXPECT_TRUE(exported.count(n)) << n;
 }
 
+// The image builds from the directories the Dockerfile copies: each one the
+// top-level CMakeLists.txt adds must be among them (common/ once was not).
+TEST(DockerfileTest, CopiesEveryDirectoryTheBuildAdds) {
+  const std::string cmake = ReadFile(FLOWCLASS_SOURCE_DIR "/CMakeLists.txt");
+  const std::string docker = ReadFile(FLOWCLASS_SOURCE_DIR "/deploy/Dockerfile");
+  ASSERT_FALSE(cmake.empty());
+  ASSERT_FALSE(docker.empty());
+  std::set<std::string> added;
+  for (size_t at = cmake.find("add_subdirectory("); at != std::string::npos;
+       at = cmake.find("add_subdirectory(", at + 1)) {
+    const size_t start = at + 17;
+    const size_t end = cmake.find_first_of("/) ", start);
+    added.insert(cmake.substr(start, end - start));
+  }
+  EXPECT_GE(added.size(), 6u);  // dataplane, proto, client, tests, common, server
+  for (const std::string& dir : added)
+    EXPECT_NE(docker.find("\nCOPY " + dir + "/ " + dir + "/\n"), std::string::npos)
+        << "deploy/Dockerfile does not copy " << dir << "/, which CMakeLists.txt adds";
+}
+
 TEST(AlertRulesTest, MetricNameScannerFindsUnknownNames) {
   // The checks above rely on MetricNames(); make sure it would catch a typo.
   const auto names = MetricNames(
