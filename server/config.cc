@@ -21,7 +21,9 @@ namespace flowclass {
 namespace {
 
 // Highest lcore id accepted here; EAL checks the real limit (RTE_MAX_LCORE).
-constexpr int kMaxLcoreId = 1023;
+// DPDK refuses lcore ids from RTE_MAX_LCORE up (CPUs past it go through
+// eal.lcore_map, whose lcore ids are small).
+constexpr int kMaxLcoreId = kMaxEalLcores - 1;
 
 // Reads typed values out of a YAML map, remembering which keys were used so
 // that unknown ones can be reported.  yaml-cpp throws; we convert to Status.

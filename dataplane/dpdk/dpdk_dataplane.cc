@@ -143,6 +143,8 @@ absl::Status DpdkError(absl::string_view what, int err) {
 
 }  // namespace
 
+static_assert(kMaxEalLcores == RTE_MAX_LCORE, "kMaxEalLcores must be DPDK's RTE_MAX_LCORE");
+
 std::vector<std::string> BuildEalArgs(const EalOptions& o) {
   std::vector<std::string> a = {o.program};
   if (!o.lcore_map.empty()) {

@@ -181,12 +181,17 @@ fi
 if [ -f "$work/multi-resource.yaml.d/entrypoint.sh" ] && [ -f "$work/default.yaml.d/entrypoint.sh" ]; then
   o="$work/args.out" e="$work/entry.err"
   cfg="$work/default.yaml.d/flowclassd.yaml"
-  run_entry default "$o" PCIDEVICE_INTEL_COM_INTEL_SRIOV_DPDK=0000:3b:02.1 FLOWCLASS_CPUS=4-6 2>"$e"
-  expect_args "entrypoint: one VF, CPUs 4-6 -> main lcore 4, PMDs [5,6]" "$o" \
-    -c "$cfg" --set ports.0.device=0000:3b:02.1 --set eal.main_lcore=4 --set pmd.lcores=[5,6]
-  run_entry default "$o" "PCIDEVICE_INTEL_COM_INTEL_SRIOV_DPDK= 0000:5e:00.2 " FLOWCLASS_CPUS=2,7,11 2>"$e"
-  expect_args "entrypoint: blanks trimmed, CPU list 2,7,11" "$o" \
-    -c "$cfg" --set ports.0.device=0000:5e:00.2 --set eal.main_lcore=2 --set pmd.lcores=[7,11]
+  run_entry default "$o" PCIDEVICE_INTEL_COM_INTEL_SRIOV_DPDK=0000:3b:02.1 FLOWCLASS_CPUS=4-7 2>"$e"
+  expect_args "entrypoint: one VF, CPUs 4-7 -> main lcore 4, PMDs [5,6,7]" "$o" \
+    -c "$cfg" --set ports.0.device=0000:3b:02.1 --set eal.main_lcore=4 --set pmd.lcores=[5,6,7]
+  # CPU ids past DPDK's RTE_MAX_LCORE (128): lcores 0..n mapped onto them.
+  run_entry default "$o" PCIDEVICE_INTEL_COM_INTEL_SRIOV_DPDK=0000:3b:02.1 FLOWCLASS_CPUS=126,150-152 2>"$e"
+  expect_args "entrypoint: CPUs 126,150-152 -> eal.lcore_map 0@126,1@150,2@151,3@152" "$o" \
+    -c "$cfg" --set ports.0.device=0000:3b:02.1 --set eal.lcore_map=0@126,1@150,2@151,3@152 \
+    --set eal.main_lcore=0 --set pmd.lcores=[1,2,3]
+  run_entry default "$o" "PCIDEVICE_INTEL_COM_INTEL_SRIOV_DPDK= 0000:5e:00.2 " FLOWCLASS_CPUS=2,7,11,40 2>"$e"
+  expect_args "entrypoint: blanks trimmed, CPU list 2,7,11,40" "$o" \
+    -c "$cfg" --set ports.0.device=0000:5e:00.2 --set eal.main_lcore=2 --set pmd.lcores=[7,11,40]
   # Three resources' VFs, one resource name with '-', extra args passed on.
   cfg="$work/multi-resource.yaml.d/flowclassd.yaml"
   run_entry multi-resource "$o" PCIDEVICE_INTEL_COM_INTEL_SRIOV_DPDK=0000:3b:02.1 \
@@ -199,7 +204,7 @@ if [ -f "$work/multi-resource.yaml.d/entrypoint.sh" ] && [ -f "$work/default.yam
      grep -q "not exclusive" <<<"$err"; then
     expect_args "entrypoint: 16 shared CPUs -> warning, 1 + resources.cpu-1 lcores" "$o" \
       -c "$work/default.yaml.d/flowclassd.yaml" --set ports.0.device=0000:3b:02.1 \
-      --set eal.main_lcore=0 --set pmd.lcores=[1,2]
+      --set eal.main_lcore=0 --set pmd.lcores=[1,2,3]
   else
     fail "entrypoint: no warning for a non-exclusive CPU set:"$'\n'"$err"
   fi
@@ -208,16 +213,16 @@ if [ -f "$work/multi-resource.yaml.d/entrypoint.sh" ] && [ -f "$work/default.yam
   expect_args "entrypoint: explicit lcores, vdev ports: no overrides" "$o" -c "$work/lab.yaml.d/flowclassd.yaml"
   # Errors: exit 3 and a message saying what is wrong.
   expect_error "entrypoint: no PCIDEVICE_* variable" "PCIDEVICE_INTEL_COM_INTEL_SRIOV_DPDK is not set" \
-    run_entry default "$o" FLOWCLASS_CPUS=4-6
+    run_entry default "$o" FLOWCLASS_CPUS=4-7
   expect_error "entrypoint: fewer VFs than ports" "wants VF 1 of PCIDEVICE_EXAMPLE_COM_SRIOV-DPDK-WEST, but it holds 1" \
     run_entry multi-resource "$o" PCIDEVICE_INTEL_COM_INTEL_SRIOV_DPDK=0000:3b:02.1 \
     "PCIDEVICE_EXAMPLE_COM_SRIOV-DPDK-WEST=0000:d8:0a.0" FLOWCLASS_CPUS=10-13
   expect_error "entrypoint: malformed PCI address" "not a PCI address" \
-    run_entry default "$o" PCIDEVICE_INTEL_COM_INTEL_SRIOV_DPDK=3b:02.1 FLOWCLASS_CPUS=4-6
+    run_entry default "$o" PCIDEVICE_INTEL_COM_INTEL_SRIOV_DPDK=3b:02.1 FLOWCLASS_CPUS=4-7
   expect_error "entrypoint: one CPU" "at least one PMD lcore" \
     run_entry default "$o" PCIDEVICE_INTEL_COM_INTEL_SRIOV_DPDK=0000:3b:02.1 FLOWCLASS_CPUS=5
-  expect_error "entrypoint: fewer CPUs than resources.cpu" "may run on 2 CPU(s) only" \
-    run_entry default "$o" PCIDEVICE_INTEL_COM_INTEL_SRIOV_DPDK=0000:3b:02.1 FLOWCLASS_CPUS=4-5
+  expect_error "entrypoint: fewer CPUs than resources.cpu" "may run on 3 CPU(s) only" \
+    run_entry default "$o" PCIDEVICE_INTEL_COM_INTEL_SRIOV_DPDK=0000:3b:02.1 FLOWCLASS_CPUS=4-6
   expect_error "entrypoint: unparsable CPU list" "cannot parse the CPU list" \
     run_entry default "$o" PCIDEVICE_INTEL_COM_INTEL_SRIOV_DPDK=0000:3b:02.1 FLOWCLASS_CPUS=4-x
 else
@@ -253,7 +258,7 @@ else
     # What the daemon would do: production EAL flags, PCI allow-list, lcores.
     case "$set" in
       default)
-        grep -q '^eal args: .*-l 4,5,6 --main-lcore=4 .*-a 0000:3b:02.1' <<<"$out" &&
+        grep -q '^eal args: .*-l 4,5,6,7 --main-lcore=4 .*-a 0000:3b:02.1' <<<"$out" &&
           ! grep -q -- '--no-huge\|--no-pci' <<<"$out" &&
           grep -q '^port 1: 0000:3b:02.1 ' <<<"$out" &&
           grep -q '^metrics: http://0.0.0.0:9464/metrics' <<<"$out" &&

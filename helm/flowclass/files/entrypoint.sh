@@ -18,7 +18,9 @@
 #     In "auto" mode the first CPU of the container's affinity
 #     (Cpus_allowed_list) becomes eal.main_lcore (the control core) and the
 #     next FLOWCLASS_PMD_COUNT CPUs become pmd.lcores (DPDK lcore id = CPU id,
-#     as docs/flowclassd.md asks for production: no lcore_map).
+#     as docs/flowclassd.md asks for production: no lcore_map; but when a CPU
+#     id is 128 or more, past DPDK's RTE_MAX_LCORE, lcores 0..n are mapped
+#     onto the CPUs with eal.lcore_map).
 #
 # The rendered config is deliberately incomplete where these values go (VF
 # ports carry a placeholder device such as "@vf:intel.com/x:0", and pmd.lcores
@@ -195,8 +197,28 @@ case ${FLOWCLASS_LCORES:-} in
         n=$((n + 1))
       fi
     done
-    echo "$me: CPUs $cpu_list -> eal.main_lcore=$main pmd.lcores=[$pmds]" >&2
-    overrides="$overrides eal.main_lcore=$main pmd.lcores=[$pmds]"
+    # DPDK's lcore ids stop at RTE_MAX_LCORE (128 in Debian's build): on a
+    # node with more CPUs, lcores 0..n are mapped onto the pinned CPUs.
+    high=""
+    for c in $main $(echo "$pmds" | tr , ' '); do
+      [ "$c" -ge 128 ] && high=yes
+    done
+    if [ -n "$high" ]; then
+      map="0@$main"
+      ids=""
+      n=1
+      for c in $(echo "$pmds" | tr , ' '); do
+        map="$map,$n@$c"
+        ids="${ids:+$ids,}$n"
+        n=$((n + 1))
+      done
+      echo "$me: CPUs $cpu_list (ids >= 128) -> eal.lcore_map=$map eal.main_lcore=0" \
+        "pmd.lcores=[$ids]" >&2
+      overrides="$overrides eal.lcore_map=$map eal.main_lcore=0 pmd.lcores=[$ids]"
+    else
+      echo "$me: CPUs $cpu_list -> eal.main_lcore=$main pmd.lcores=[$pmds]" >&2
+      overrides="$overrides eal.main_lcore=$main pmd.lcores=[$pmds]"
+    fi
     ;;
   "") ;;
   *) die "FLOWCLASS_LCORES=\"$FLOWCLASS_LCORES\" is neither auto nor empty" ;;
