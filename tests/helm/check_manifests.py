@@ -132,7 +132,15 @@ def check_manifests(src, rendered, values_file):
         check(ann.get("k8s.v1.cni.cncf.io/networks") == ", ".join(nets),
               f"networks annotation {ann.get('k8s.v1.cni.cncf.io/networks')!r}")
     else:
-        want_nets = [n if isinstance(n, dict) else {"name": n} for n in nets]
+        def short_form(n):  # "[namespace/]name[@interface]", as Multus reads it
+            o = {}
+            if "@" in n:
+                n, o["interface"] = n.split("@", 1)
+            if "/" in n:
+                o["namespace"], n = n.split("/", 1)
+            o["name"] = n
+            return o
+        want_nets = [n if isinstance(n, dict) else short_form(n) for n in nets]
         got = ann.get("k8s.v1.cni.cncf.io/networks")
         check(got is not None and json.loads(got) == want_nets, f"networks annotation {got!r}")
     check("checksum/config" in ann, "no checksum/config annotation (pods would not roll on config change)")

@@ -314,6 +314,23 @@ reject "loopback IPv6 grpc.bindAddress" "grpc.bindAddress ::1 is a loopback addr
   --set grpc.bindAddress=::1
 reject "loopback metrics.bindAddress (Prometheus scrapes the pod IP)" \
   "metrics.bindAddress localhost is a loopback address" --set metrics.bindAddress=localhost
+reject "an IPv4 octet past 255 (schema)" "bindAddress" --set grpc.bindAddress=999.1.1.1
+reject "the TLS mount inside the config mount (schema)" "mountPath" \
+  --set grpc.tls.mountPath=/etc/flowclass/tls
+reject "liveness successThreshold 2 (schema: Kubernetes requires 1)" "successThreshold" \
+  --set probes.liveness.successThreshold=2
+reject "a capability with the CAP_ prefix (schema)" "capabilities" \
+  --set "securityContext.capabilities={CAP_IPC_LOCK}"
+reject "hugepages not a whole number of pages" "hugepages.amount 1500Mi is not a whole number of 1Gi pages" \
+  --set hugepages.amount=1500Mi
+reject "a scrape timeout past the interval" "serviceMonitor.scrapeTimeout 4s is longer than serviceMonitor.interval 2s" \
+  --set serviceMonitor.enabled=true --set serviceMonitor.interval=2s
+reject "a surge pod" "maxSurge must stay 0" --set updateStrategy.rollingUpdate.maxSurge=1
+reject "a port below 1024 without NET_BIND_SERVICE" "metrics.port 80 is below 1024" --set metrics.port=80
+if out=$(hq template flowclass "$chart" --set grpc.port=443 \
+           --set "securityContext.capabilities={IPC_LOCK,NET_BIND_SERVICE}" 2>&1 >/dev/null); then
+  pass "accepts grpc.port 443 with NET_BIND_SERVICE"
+else fail "grpc.port 443 with NET_BIND_SERVICE refused:"$'\n'"$out"; fi
 for addr in "::" "0.0.0.0" "10.1.2.3" "fd00::7"; do  # what the two checks above must let through
   if out=$(hq template flowclass "$chart" --set "grpc.bindAddress=$addr" 2>&1 >/dev/null); then
     pass "accepts grpc.bindAddress $addr"

@@ -108,6 +108,26 @@ pinned CPUs (config.pmd.lcores not given).
 {{- end }}
 
 {{/*
+flowclass.bytes QUANTITY: a Kubernetes binary quantity ("2Gi", "512Mi",
+"1048576") in bytes.
+*/}}
+{{- define "flowclass.bytes" -}}
+{{- $n := regexFind "^[0-9]+" . | int64 }}
+{{- $unit := trimPrefix (regexFind "^[0-9]+" .) . }}
+{{- $mul := get (dict "" 1 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 "k" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000) $unit | default 0 }}
+{{- mul $n $mul }}
+{{- end }}
+
+{{/*
+flowclass.millis DURATION: a Prometheus duration ("5s", "500ms", "1m") in ms.
+*/}}
+{{- define "flowclass.millis" -}}
+{{- $n := regexFind "^[0-9]+" . | int64 }}
+{{- $unit := trimPrefix (regexFind "^[0-9]+" .) . }}
+{{- mul $n (get (dict "ms" 1 "s" 1000 "m" 60000 "h" 3600000) $unit | default 0) }}
+{{- end }}
+
+{{/*
 flowclass.validate: checks the schema cannot express.  Called from the
 ConfigMap, so every render runs it.
 */}}
@@ -168,6 +188,35 @@ ConfigMap, so every render runs it.
 {{- end }}
 {{- if and $v.metrics.enabled (regexMatch $loopback $v.metrics.bindAddress) }}
 {{- fail (printf "metrics.bindAddress %s is a loopback address: Prometheus scrapes the pod IP (and the probes use it without gRPC); use 0.0.0.0" $v.metrics.bindAddress) }}
+{{- end }}
+{{- /* The API server refuses a hugepage request that is not a whole number
+       of pages. */}}
+{{- if $v.hugepages.enabled }}
+{{- $amount := include "flowclass.bytes" (toString $v.hugepages.amount) | int64 }}
+{{- $page := include "flowclass.bytes" (toString $v.hugepages.pageSize) | int64 }}
+{{- if or (le $amount 0) (ne (mod $amount $page) 0) }}
+{{- fail (printf "hugepages.amount %s is not a whole number of %s pages (Kubernetes refuses the pod)" (toString $v.hugepages.amount) (toString $v.hugepages.pageSize)) }}
+{{- end }}
+{{- end }}
+{{- /* Prometheus refuses a scrape timeout longer than the interval. */}}
+{{- if $v.serviceMonitor.enabled }}
+{{- if gt (include "flowclass.millis" $v.serviceMonitor.scrapeTimeout | int64) (include "flowclass.millis" $v.serviceMonitor.interval | int64) }}
+{{- fail (printf "serviceMonitor.scrapeTimeout %s is longer than serviceMonitor.interval %s (Prometheus refuses it)" $v.serviceMonitor.scrapeTimeout $v.serviceMonitor.interval) }}
+{{- end }}
+{{- end }}
+{{- /* A surge pod would ask for the same VFs, CPUs and hugepages on the node. */}}
+{{- $ru := (get ($v.updateStrategy | default dict) "rollingUpdate") | default dict }}
+{{- if and (hasKey $ru "maxSurge") (not (has (toString (get $ru "maxSurge")) (list "0" "0%"))) }}
+{{- fail (printf "updateStrategy.rollingUpdate.maxSurge must stay 0 (got %v): a second pod on the node would need the same VFs, CPUs and hugepages" (get $ru "maxSurge")) }}
+{{- end }}
+{{- /* Every capability is dropped but the listed ones: a port below 1024
+       needs NET_BIND_SERVICE. */}}
+{{- if not $v.securityContext.privileged }}
+{{- range $what, $port := dict "grpc.port" (and $v.grpc.enabled (int $v.grpc.port)) "metrics.port" (and $v.metrics.enabled (int $v.metrics.port)) }}
+{{- if and $port (lt (int $port) 1024) (not (has "NET_BIND_SERVICE" $v.securityContext.capabilities)) }}
+{{- fail (printf "%s %d is below 1024: add NET_BIND_SERVICE to securityContext.capabilities (all others are dropped), or use a port from 1024 up" $what (int $port)) }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- if and $v.grpc.enabled $v.metrics.enabled (eq (int $v.grpc.port) (int $v.metrics.port)) }}
 {{- fail (printf "grpc.port and metrics.port are both %d" (int $v.grpc.port)) }}
@@ -255,7 +304,7 @@ tcpSocket:
 {{/*
 flowclass.networks: the value of k8s.v1.cni.cncf.io/networks.  Plain names
 are joined with ", "; as soon as one entry is an object, the JSON list form
-is used (names become {"name": ...}).
+is used ("ns/name@if" strings become {"namespace", "name", "interface"}).
 */}}
 {{- define "flowclass.networks" -}}
 {{- $objects := false }}
@@ -268,7 +317,19 @@ is used (names become {"name": ...}).
 {{- if kindIs "map" . }}
 {{- $list = append $list . }}
 {{- else }}
-{{- $list = append $list (dict "name" .) }}
+{{- /* The short form "[namespace/]name[@interface]" as Multus reads it. */}}
+{{- $o := dict }}
+{{- $rest := . }}
+{{- if contains "@" $rest }}
+{{- $_ := set $o "interface" (last (splitList "@" $rest)) }}
+{{- $rest = first (splitList "@" $rest) }}
+{{- end }}
+{{- if contains "/" $rest }}
+{{- $_ := set $o "namespace" (first (splitList "/" $rest)) }}
+{{- $rest = last (splitList "/" $rest) }}
+{{- end }}
+{{- $_ := set $o "name" $rest }}
+{{- $list = append $list $o }}
 {{- end }}
 {{- end }}
 {{- toJson $list }}
