@@ -19,6 +19,8 @@
 #include "dataplane/packet_parser.h"
 #include "dataplane/rule_format.h"
 #include "google/protobuf/arena.h"
+#include "grpcpp/support/method_handler.h"
+#include "grpcpp/support/proto_buffer_reader.h"
 #include "proto/rule_convert.h"
 
 namespace flowclass {
@@ -197,7 +199,18 @@ grpc::Status ToGrpcStatus(const absl::Status& s) {
 }
 
 ClassifierService::ClassifierService(Dataplane* dp, const GrpcServerConfig& config)
-    : dp_(dp), config_(config) {}
+    : dp_(dp), config_(config) {
+  // Method 0 is ApplyRules (the generated WithAsyncMethod_ApplyRules marks
+  // index 0): served on raw ByteBuffers, parsed by ApplyRulesRaw.
+  MarkMethodStreamed(
+      0, new grpc::internal::BidiStreamingHandler<ClassifierService, grpc::ByteBuffer,
+                                                   grpc::ByteBuffer>(
+             [](ClassifierService* s, grpc::ServerContext* ctx,
+                grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
+               return s->ApplyRulesRaw(ctx, stream);
+             },
+             this));
+}
 
 v1::BatchAck ClassifierService::ApplyOne(const v1::RuleBatch& batch) {
   const v1::RuleBatch* one[] = {&batch};
@@ -285,8 +298,13 @@ std::vector<v1::BatchAck> ClassifierService::ApplyGroup(
 }
 
 grpc::Status ClassifierService::ApplyRules(
+    grpc::ServerContext*, grpc::ServerReaderWriter<v1::BatchAck, v1::RuleBatch>*) {
+  return grpc::Status(grpc::StatusCode::INTERNAL, "ApplyRules is served by ApplyRulesRaw");
+}
+
+grpc::Status ClassifierService::ApplyRulesRaw(
     grpc::ServerContext* ctx,
-    grpc::ServerReaderWriter<v1::BatchAck, v1::RuleBatch>* stream) {
+    grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
   StreamSlot slot(&open_streams_, config_.max_concurrent_streams);
   if (!slot.ok()) return TooManyStreams(config_.max_concurrent_streams);
   // Group commit.  A reader thread takes batches off the stream while this
@@ -317,9 +335,20 @@ grpc::Status ClassifierService::ApplyRules(
   std::deque<Received> queue;
   bool closed = false;  // the reader is done (half-close, error, or told to)
   bool stop = false;    // tells the reader to stop taking batches
+  // A message that did not parse as a RuleBatch: its position in the
+  // stream (1-based; 0: none) and protobuf's reason.
+  uint64_t bad_message = 0;
   std::thread reader([&] {
     Received next = receive();
-    while (stream->Read(next.batch)) {
+    uint64_t n_read = 0;
+    for (grpc::ByteBuffer raw; stream->Read(&raw);) {
+      ++n_read;
+      grpc::ProtoBufferReader in(&raw);
+      if (!next.batch->ParseFromZeroCopyStream(&in)) {
+        std::lock_guard<std::mutex> lock(mu);
+        bad_message = n_read;
+        break;
+      }
       std::unique_lock<std::mutex> lock(mu);
       cv.wait(lock, [&] { return queue.size() < kMaxQueued || stop; });
       if (stop) break;
@@ -359,7 +388,10 @@ grpc::Status ClassifierService::ApplyRules(
     if (!status.ok()) break;
     bool written = true;
     for (const v1::BatchAck& ack : ApplyGroup(batches, config_.max_batch_ops)) {
-      if (!stream->Write(ack)) {  // client went away
+      grpc::ByteBuffer out;
+      bool own = false;
+      if (!grpc::SerializationTraits<v1::BatchAck>::Serialize(ack, &out, &own).ok() ||
+          !stream->Write(out)) {  // client went away
         written = false;
         break;
       }
@@ -377,6 +409,13 @@ grpc::Status ClassifierService::ApplyRules(
   }
   reader.join();
   if (!status.ok()) return status;
+  if (drained && bad_message != 0)
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrCat("message ", bad_message,
+                     " of the stream is not a RuleBatch (truncated, or a string field that is "
+                     "not UTF-8): it and the messages after it were not applied; every batch "
+                     "before it was acknowledged"));
   // Read() fails at the client's half-close, or when the transport gave up
   // (deadline, cancellation, a message over the size limit).
   if (!drained || ctx->IsCancelled())

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "dataplane/dataplane.h"
 #include "flowclass/v1/flowclass.grpc.pb.h"
 #include "server/api/grpc_config.h"
@@ -42,6 +43,8 @@ class ClassifierService final : public v1::Classifier::Service {
   // `dp` must outlive the service.
   ClassifierService(Dataplane* dp, const GrpcServerConfig& config);
 
+  // Not called: the constructor installs ApplyRulesRaw for the method, which
+  // parses each RuleBatch itself (see there).
   grpc::Status ApplyRules(
       grpc::ServerContext* ctx,
       grpc::ServerReaderWriter<v1::BatchAck, v1::RuleBatch>* stream) override;
@@ -70,6 +73,15 @@ class ClassifierService final : public v1::Classifier::Service {
                                        uint64_t max_ops);
 
  private:
+  // ApplyRules on the raw messages.  gRPC's typed Read() returns false both at
+  // the client's half-close and for a message it cannot parse (truncated, or
+  // a string field that is not UTF-8): the stream then ended with OK and the
+  // batches after it were dropped unacknowledged.  Parsing here tells them
+  // apart: a message that is not a RuleBatch ends the stream with
+  // INVALID_ARGUMENT naming it, after the acks of the batches before it.
+  grpc::Status ApplyRulesRaw(grpc::ServerContext* ctx,
+                             grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream);
+
   Dataplane* dp_;
   GrpcServerConfig config_;
   std::atomic<uint32_t> open_streams_{0};

@@ -60,8 +60,15 @@ TEST(GrpcNodeTest, NodeClientStreamsBatchesAndReadsStats) {
   EXPECT_THAT(r.out, HasSubstr("\"rule7\":{\"ipv4_src\":\"10.7.0.0/16\",\"tp_dst_hi\":2007,"
                                "\"output_port\":2}"));
   EXPECT_THAT(r.out, HasSubstr("\"missing_code\":5"));  // NOT_FOUND
-  // And the dataplane agrees.
-  EXPECT_EQ(fake.generation(), 6u);
+  // A message that is not a RuleBatch (truncated; a string that is not
+  // UTF-8) between two good batches: the first is acked, the stream ends
+  // with INVALID_ARGUMENT naming message 2, the third is not applied.
+  EXPECT_THAT(r.out, HasSubstr("\"raw\":[{\"acks\":[\"101\"],\"code\":3,\"message2\":true,"
+                               "\"later\":5},{\"acks\":[\"101\"],\"code\":3,\"message2\":true,"
+                               "\"later\":5}]"));
+  // And the dataplane agrees (after the raw streams: two generations each,
+  // batch 101 and the delete of its rule).
+  EXPECT_EQ(fake.generation(), 10u);
   EXPECT_EQ(fake.ListRules().size(), 250u);
   for (const Rule& rule : fake.ListRules()) EXPECT_EQ(rule.id % 2, 1u);
 }

@@ -72,6 +72,24 @@ function listRules(req) {
   });
 }
 
+// ApplyRules with raw messages: `middle` (bytes that are not a RuleBatch)
+// between two good batches.  Resolves to the acks and the stream's status.
+function applyRaw(first, middle, last) {
+  const m = v1.Classifier.service.ApplyRules;
+  return new Promise((resolve) => {
+    const acks = [];
+    const call = client.makeBidiStreamRequest(m.path, (b) => b, m.responseDeserialize, null,
+                                              { deadline: deadline() });
+    call.on('data', (ack) => acks.push(ack.batch_id));
+    call.on('error', (e) => resolve({ acks, code: e.code, details: e.details }));
+    call.on('end', () => resolve({ acks, code: 0, details: '' }));
+    call.write(m.requestSerialize(first));
+    call.write(middle);
+    call.write(m.requestSerialize(last));
+    call.end();
+  });
+}
+
 async function main() {
   const batches = [];
   // Batches 1..5: 100 rules each, cookie 1 for odd ids, 2 for even ids.
@@ -119,6 +137,29 @@ async function main() {
              output_port: one.action.output_port },
     missing_code: missing,
   };
+  // Bytes that are not a RuleBatch end the stream with INVALID_ARGUMENT (not
+  // OK with the batches after them silently dropped): a truncated message, and
+  // a rule text that is not UTF-8 (proto3 strings must be).
+  const m = v1.Classifier.service.ApplyRules;
+  const text = m.requestSerialize({ batch_id: '102', ops: [{ insert: { text: 'id=5002,udp,actions=drop_Z' } }] });
+  const notUtf8 = Buffer.from(text);
+  notUtf8[notUtf8.indexOf('_Z')] = 0xe9;
+  out.raw = [];
+  for (const middle of [Buffer.from([0x12, 0x7f, 0x0a]), notUtf8]) {
+    const r = await applyRaw(
+      { batch_id: '101', ops: [{ insert: { text: 'id=5001,priority=1,udp,actions=drop' } }] }, middle,
+      { batch_id: '103', ops: [{ insert: { text: 'id=5003,priority=1,udp,actions=drop' } }] });
+    let later = null;
+    try {
+      await unary('GetRule', { id: '5003' });
+      later = 'applied';
+    } catch (e) {
+      later = e.code;
+    }
+    out.raw.push({ acks: r.acks, code: r.code, message2: /message 2 of the stream/.test(r.details),
+                   later });
+    await applyBatches([{ batch_id: '104', ops: [{ delete_id: '5001' }] }]);
+  }
   console.log(JSON.stringify(out));
   client.close();
 }
