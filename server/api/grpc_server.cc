@@ -7,6 +7,7 @@
 
 
 #include "absl/strings/str_cat.h"
+#include "grpc/health/v1/health.pb.h"
 #include "server/api/classifier_service.h"
 
 namespace flowclass {
@@ -52,6 +53,11 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  // gRPC's built-in health service carries no descriptors: reflection lists
+  // grpc.health.v1.Health but could not describe it.  Referencing our
+  // generated health.proto links it in, which registers its descriptors in
+  // the pool reflection answers from.
+  (void)grpc::health::v1::HealthCheckRequest::descriptor();
 
   auto server = std::unique_ptr<GrpcServer>(new GrpcServer());
   server->config_ = config;

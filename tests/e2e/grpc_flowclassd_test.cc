@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
@@ -182,6 +183,22 @@ TEST(GrpcFlowclassdTest, FlowclassctlAgainstARealDaemon) {
     EXPECT_EQ(st2->total().tx_packets(), p.tx_packets());
   }
   EXPECT_EQ((*client)->Healthy("flowclass.v1.Classifier").value_or(false), true);
+  // Server reflection describes every service the daemon serves, the health
+  // service included (a tool such as grpcurl finds its methods).
+  {
+    const std::string modules = std::string(FLOWCLASS_BINARY_DIR) + "/node-client/node_modules";
+    ASSERT_TRUE(std::filesystem::exists(modules + "/@grpc/grpc-js"))
+        << "run tests/node/setup.sh " << FLOWCLASS_BINARY_DIR << " first (make test does)";
+    const CmdResult refl = RunCommand(absl::StrCat(
+        "NODE_PATH=", modules, " timeout 60 node ", FLOWCLASS_SOURCE_DIR, "/tests/node/reflect.js ",
+        target, " flowclass.v1.Classifier grpc.health.v1.Health grpc.health.v1.HealthCheckRequest",
+        " no.such.Service 2>&1"));
+    ASSERT_EQ(refl.code, 0) << refl.out;
+    EXPECT_THAT(refl.out, HasSubstr("{\"flowclass.v1.Classifier\":\"found\","
+                                    "\"grpc.health.v1.Health\":\"found\","
+                                    "\"grpc.health.v1.HealthCheckRequest\":\"found\","
+                                    "\"no.such.Service\":\"error\"}"));
+  }
 
   // dump-rules gives back exactly the file's rules.
   r = Ctl("dump-rules " + conn);
