@@ -175,6 +175,19 @@ absl::Status CheckVlan(const Match& m) {
           Hex(k, 16), ") without the present bit 0x1000 in the value"));
     }
   }
+  // An inner tag needs an outer one: with the outer matched as absent, any
+  // match on the inner TCI can never hit (a frame without a tag has neither).
+  const uint64_t outer_v = m.value.Get(Field::kVlan0Tci);
+  const uint64_t outer_k = m.mask.Get(Field::kVlan0Tci);
+  const uint64_t inner_v = m.value.Get(Field::kVlan1Tci);
+  const uint64_t inner_k = m.mask.Get(Field::kVlan1Tci);
+  if ((outer_k & kVlanPresent) != 0 && (outer_v & kVlanPresent) == 0 &&
+      (inner_v & kVlanPresent) != 0)
+    return absl::InvalidArgumentError(absl::StrCat(
+        InfoOf(Field::kVlan1Tci).name, ": matches an inner tag (value ", Hex(inner_v, 16),
+        " mask ", Hex(inner_k, 16), ") but the outer tag is matched as absent (",
+        InfoOf(Field::kVlan0Tci).name, " present bit 0): no frame has an inner tag without "
+        "an outer one"));
   return absl::OkStatus();
 }
 

@@ -280,6 +280,14 @@ std::vector<Case> Cases() {
          return r;
        },
        "vlan1_tci: matches vid/pcp"},
+      {"inner_tag_under_no_outer_tag",  // could never match
+       [] {
+         Rule r = BaseL2();
+         r.match.SetMasked(Field::kVlan0Tci, 0, 0x1000);
+         r.match.SetMasked(Field::kVlan1Tci, 0x1003, 0x1fff);
+         return r;
+       },
+       "vlan1_tci: matches an inner tag", "outer tag is matched as absent"},
       {"unknown_action",
        [] {
          Rule r = BaseV4();

@@ -363,8 +363,11 @@ TEST(FlowclassdPcapTest, CheckConfigAndExitCodes) {
        "--set needs KEY=VALUE, got \"novalue\""},
       {{}, 2, "no config file"},
       // EAL cannot use an lcore the machine does not have.
-      {{"-c", dir.File("good.yaml"), "--set", "eal.lcore_map=", "--lcores", "200"}, 4,
+      {{"-c", dir.File("good.yaml"), "--set", "eal.lcore_map=", "--lcores", "100"}, 4,
        "EAL error"},
+      // Nor any lcore id past DPDK's RTE_MAX_LCORE: refused with the config.
+      {{"-c", dir.File("good.yaml"), "--set", "eal.lcore_map=", "--lcores", "200"}, 3,
+       "pmd.lcores[0]: \"200\" is not an integer in 0..127"},
       {{"-c", dir.File("good.yaml"), "--set", "ports.1.device=net_bogus0"}, 5,
        "cannot probe device \"net_bogus0"},
       {{"-c", dir.File("good.yaml"), "--set", "mempool.mbufs=50000000"}, 6,
