@@ -210,6 +210,9 @@ absl::Status ActionFromProto(const v1::Action& a, Action* out) {
     case v1::Action::KIND_NOT_SET:
       break;
   }
+  if (!a.GetReflection()->GetUnknownFields(a).empty())
+    return Bad("action", "a kind this server does not know (a newer client?); it takes drop "
+                         "or output_port");
   return Bad("action", "not set (drop or output_port)");
 }
 
@@ -493,7 +496,10 @@ void ToProtoFieldNames(std::string* message, std::string* field) {
 absl::Status RuleFromProto(const v1::Rule& in, Rule* out) {
   Rule r;
   if (!in.text().empty()) {
-    if (in.has_match() || in.has_action())
+    // An empty match or action message (a client that always fills them)
+    // is as good as none.
+    if ((in.has_match() && in.match().ByteSizeLong() != 0) ||
+        (in.has_action() && in.action().kind_case() != v1::Action::KIND_NOT_SET))
       return Bad("text", "set either text or match/action, not both");
     absl::StatusOr<Rule> parsed = ParseNativeRule(in.text(), in.id());
     if (!parsed.ok()) return Bad("text", parsed.status().message());
@@ -594,6 +600,9 @@ absl::Status RuleOpFromProto(const v1::RuleOp& in, RuleOp* out) {
     case v1::RuleOp::OP_NOT_SET:
       break;
   }
+  if (!in.GetReflection()->GetUnknownFields(in).empty())
+    return Bad("op", "a kind this server does not know (a newer client?); it takes insert, "
+                     "replace, delete_id or delete_cookie");
   return Bad("op", "not set (insert, replace, delete_id or delete_cookie)");
 }
 

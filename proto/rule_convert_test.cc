@@ -88,6 +88,12 @@ TEST(RuleConvertTest, TextFormFillsInFromFields) {
   EXPECT_EQ(r.priority, 5u);
   EXPECT_EQ(r.cookie, 7u);
   EXPECT_EQ(r.match.tp_dst, (PortRange{1000, 2000}));
+  // A client that always fills match and action leaves them empty: fine.
+  p.mutable_match();
+  p.mutable_action();
+  Rule e;
+  ASSERT_TRUE(RuleFromProto(p, &e).ok());
+  EXPECT_EQ(e, r);
 }
 
 struct BadCase {

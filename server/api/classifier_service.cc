@@ -228,10 +228,11 @@ std::vector<v1::BatchAck> ClassifierService::ApplyGroup(
     v1::BatchAck& ack = acks[b];
     ack.set_batch_id(batch.batch_id());
     if (static_cast<uint64_t>(batch.ops_size()) > max_ops) {
+      // The OpError names the first operation past the limit.
       Reject(&ack, absl::StatusCode::kResourceExhausted,
              absl::StrCat("grpc.max_batch_ops: batch ", batch.batch_id(), " has ",
                           batch.ops_size(), " operations, limit ", max_ops),
-             -1, 0, "");
+             static_cast<int>(max_ops), OpRuleId(batch.ops(static_cast<int>(max_ops))), "ops");
       rejected[b] = true;
       continue;
     }
@@ -598,12 +599,18 @@ grpc::Status ClassifierService::SetConfig(grpc::ServerContext* ctx,
   if (grpc::Status s = CheckAlive(ctx, "SetConfig was applied"); !s.ok()) return s;
   // Remember old values (also proves every key exists), set in order, and
   // put back what was set if one fails.
+  // A key set to the value it has is left alone: a controller that writes
+  // back what GetConfig gave it (read-only keys included) changes nothing.
   std::vector<std::string> old;
+  std::vector<std::pair<std::string, std::string>> changes;
   for (const auto& [k, val] : sets) {
     absl::StatusOr<std::string> o = dp_->GetConfig(k);
     if (!o.ok()) return ToGrpcStatus(o.status());
+    if (*o == val) continue;
     old.push_back(*o);
+    changes.emplace_back(k, val);
   }
+  sets = std::move(changes);
   for (size_t i = 0; i < sets.size(); ++i) {
     absl::Status s = dp_->SetConfig(sets[i].first, sets[i].second);
     if (!s.ok()) {
@@ -625,6 +632,9 @@ grpc::Status ClassifierService::Trace(grpc::ServerContext*,
                         req->packet().size(), req->in_port());
       break;
     case v1::TraceRequest::kFlow: {
+      if (req->in_port() != 0)
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            "in_port: goes with packet; a flow names its port itself (in_port=N)");
       if (absl::StripAsciiWhitespace(req->flow()).empty())
         return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                             "flow: empty; give the packet's fields, e.g. in_port=1,udp,tp_dst=53");
@@ -643,11 +653,22 @@ grpc::Status ClassifierService::Trace(grpc::ServerContext*,
       // are fine: the packet has the field's other bits 0.
       for (absl::string_view kv : absl::StrSplit(req->flow(), ',')) {
         const size_t eq = kv.find('=');
-        if (eq != absl::string_view::npos && kv.find('/', eq) != absl::string_view::npos)
-          return grpc::Status(
-              grpc::StatusCode::INVALID_ARGUMENT,
-              absl::StrCat("flow: ", absl::StripAsciiWhitespace(kv.substr(0, eq)),
-                           ": a mask is not allowed in a trace (exact values only)"));
+        const absl::string_view key =
+            absl::StripAsciiWhitespace(kv.substr(0, eq == absl::string_view::npos ? kv.size() : eq));
+        // A rule's own attributes are not packet fields.
+        if (key == "id" || key == "priority" || key == "cookie")
+          return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                              absl::StrCat("flow: ", key, ": not a packet field"));
+        const size_t slash = eq == absl::string_view::npos ? eq : kv.find('/', eq);
+        if (slash == absl::string_view::npos) continue;
+        // A whole-address prefix is an exact value.
+        const absl::string_view len = absl::StripAsciiWhitespace(kv.substr(slash + 1));
+        const bool v6 = key == "ipv6_src" || key == "ipv6_dst";
+        const bool v4 = key == "nw_src" || key == "nw_dst" || key == "ipv4_src" || key == "ipv4_dst";
+        if ((v4 && len == "32") || (v6 && len == "128")) continue;
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            absl::StrCat("flow: ", key,
+                                         ": a mask is not allowed in a trace (exact values only)"));
       }
       for (const auto& [range, name] : {std::pair{&r->match.tp_src, "tp_src"},
                                         std::pair{&r->match.tp_dst, "tp_dst"}})

@@ -498,11 +498,21 @@ TEST_F(ApiTest, BadInputTable) {
   v1::Rule text_proto;
   text_proto.set_id(20);
   text_proto.set_text("priority=1,nw_proto=6,actions=drop");  // no eth_type
+  // What a newer client might send: a oneof case this server does not know
+  // (unknown fields to it).
+  v1::RuleOp unknown_op;
+  unknown_op.GetReflection()->MutableUnknownFields(&unknown_op)->AddVarint(15, 1);
+  v1::Rule unknown_action = MakeRule(21);
+  unknown_action.mutable_action()->Clear();
+  unknown_action.mutable_action()->GetReflection()
+      ->MutableUnknownFields(unknown_action.mutable_action())->AddVarint(15, 1);
   const BadInput cases[] = {
       {"oversized batch",
        {Insert(MakeRule(3)), Insert(MakeRule(4)), Insert(MakeRule(5)), Insert(MakeRule(6)),
         Insert(MakeRule(7))},
-       kExhausted, -1, ""},
+       kExhausted, 4, "ops"},  // the first operation past max_batch_ops (4)
+      {"op of an unknown kind", {Insert(MakeRule(3)), unknown_op}, kInvalid, 1, "op"},
+      {"action of an unknown kind", {Insert(unknown_action)}, kInvalid, 0, "action"},
       {"unknown enum value", {Insert(MakeRule(3)), Insert(frag)}, kInvalid, 1, "ip_frag"},
       {"op not set", {Insert(MakeRule(3)), v1::RuleOp()}, kInvalid, 1, "op"},
       {"duplicate ids in batch", {Insert(MakeRule(3)), Insert(MakeRule(3))}, kExists, 1, "id"},
@@ -539,6 +549,9 @@ TEST_F(ApiTest, BadInputTable) {
       if (*c.field != 0 && c.op_index >= 0 && c.code == kInvalid) {
         EXPECT_THAT(ack.status_message(), HasSubstr(absl::StrCat(c.field, ": "))) << c.name;
       }
+    }
+    if (std::string(c.name).find("unknown kind") != std::string::npos) {
+      EXPECT_THAT(ack.status_message(), HasSubstr("a kind this server does not know")) << c.name;
     }
     EXPECT_EQ(ack.generation(), 1u) << c.name;
     EXPECT_EQ(fake_->generation(), 1u) << c.name;
@@ -705,6 +718,20 @@ TEST_F(ApiTest, ConfigGetSetAndRollback) {
   EXPECT_THAT(m.status().message(), HasSubstr("smc"));
   mode.set_smc(v1::CACHE_MODE_AUTO);  // AUTO is for the CD only
   EXPECT_EQ(client_->SetConfig(mode).status().code(), absl::StatusCode::kInvalidArgument);
+  // Read-modify-write: everything GetConfig returned, start-up-only keys
+  // included, written back with one change: only that one changes.
+  auto now = client_->GetConfig();
+  ASSERT_TRUE(now.ok());
+  ASSERT_TRUE(now->values().contains("pmd.burst"));
+  v1::Config echo;
+  *echo.mutable_values() = now->values();
+  (*echo.mutable_values())["pmd.tx_retries"] = "3";
+  auto echoed = client_->SetConfig(echo);
+  ASSERT_TRUE(echoed.ok()) << echoed.status();
+  EXPECT_EQ(*fake_->GetConfig("pmd.tx_retries"), "3");
+  // A start-up-only key with another value is still refused.
+  (*echo.mutable_values())["pmd.burst"] = "7";
+  EXPECT_EQ(client_->SetConfig(echo).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_F(ApiTest, TraceFlowAndPacket) {
@@ -751,6 +778,20 @@ TEST_F(ApiTest, TraceFlowAndPacket) {
   EXPECT_EQ(client_->Trace(req).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(client_->Trace(req).status().message(),
             "flow: tp_dst: a range is not allowed in a trace (exact values only)");
+  // A whole-address prefix is an exact value; a rule's own keys are not
+  // packet fields; in_port goes with a packet only.
+  req.set_flow("in_port=3,udp,nw_src=10.1.2.3/32,nw_dst=1.2.3.4,tp_src=9,tp_dst=53");
+  t = client_->Trace(req);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->rule_id(), 2u);
+  req.set_flow("udp,nw_src=10.1.2.3/31");
+  EXPECT_THAT(client_->Trace(req).status().message(), HasSubstr("flow: nw_src: a mask"));
+  req.set_flow("priority=9,udp,nw_src=10.1.2.3");
+  EXPECT_EQ(client_->Trace(req).status().message(), "flow: priority: not a packet field");
+  req.set_flow("udp,nw_src=10.1.2.3");
+  req.set_in_port(3);
+  EXPECT_THAT(client_->Trace(req).status().message(), HasSubstr("in_port: goes with packet"));
+  req.clear_in_port();
   // A trace reports the action; it takes none, and not nothing.
   req.set_flow("in_port=1,udp,actions=drop");
   EXPECT_THAT(client_->Trace(req).status().message(), HasSubstr("flow: actions: "));
