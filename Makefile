@@ -21,7 +21,8 @@ DEB_PACKAGES := cmake ninja-build g++ pkg-config python3 openssl libabsl-dev \
                 libgtest-dev libgmock-dev libbenchmark-dev \
                 libdpdk-dev libpcap-dev libyaml-cpp-dev \
                 libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libssl-dev \
-                prometheus-cpp-dev prometheus yamllint iproute2 libjemalloc-dev
+                prometheus-cpp-dev prometheus yamllint iproute2 libjemalloc-dev \
+                openvswitch-switch-dpdk
 # Node.js + npm run the foreign gRPC client test.  Checked by command, not by
 # package: NodeSource's nodejs (which bundles npm) conflicts with Debian's npm.
 NODE_PACKAGES := nodejs npm
