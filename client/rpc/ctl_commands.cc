@@ -122,8 +122,9 @@ int Usage(absl::string_view cmd, const std::string& msg) {
 }
 
 int Fail(absl::string_view cmd, const absl::Status& s) {
-  std::fprintf(stderr, "flowclassctl %s: %s: %s\n", std::string(cmd).c_str(),
-               absl::StatusCodeToString(s.code()).c_str(), std::string(s.message()).c_str());
+  std::fprintf(stderr, "flowclassctl %s: %s: %s%s\n", std::string(cmd).c_str(),
+               absl::StatusCodeToString(s.code()).c_str(), std::string(s.message()).c_str(),
+               ConnectionHint(s).c_str());
   switch (s.code()) {
     case absl::StatusCode::kUnavailable:
     case absl::StatusCode::kDeadlineExceeded:

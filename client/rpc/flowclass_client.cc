@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/tls_pem.h"
@@ -19,6 +20,27 @@ namespace flowclass {
 absl::Status FromGrpcStatus(const grpc::Status& s) {
   if (s.ok()) return absl::OkStatus();
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
+std::string ConnectionHint(const absl::Status& s) {
+  if (s.code() != absl::StatusCode::kUnavailable) return "";
+  const absl::string_view m = s.message();
+  if (absl::StrContains(m, "wrong version number"))
+    return "\n  (TLS to a server that speaks plaintext: add --plaintext if the server has "
+           "grpc.plaintext: true)";
+  if (absl::StrContains(m, "certificate verify failed"))
+    return "\n  (the server's certificate is not signed by the CA this client trusts: give "
+           "--ca FILE, and --server-name NAME when the certificate does not name HOST)";
+  if (absl::StrContains(m, "andshake"))
+    return "\n  (TLS handshake failed: check --ca, --server-name, and --cert/--key when the "
+           "server requires client certificates)";
+  if (absl::StrContains(m, "Socket closed"))
+    return "\n  (the server closed the connection: plaintext to a TLS server? drop "
+           "--plaintext and give --ca)";
+  if (absl::StrContains(m, "Connection refused"))
+    return "\n  (nothing listens there: is flowclassd running with grpc: enabled, on this "
+           "--server address?)";
+  return "";
 }
 
 absl::Status AckStatus(const v1::BatchAck& ack) {

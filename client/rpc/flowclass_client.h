@@ -43,6 +43,11 @@ class Status;
 
 namespace flowclass {
 
+// For an UNAVAILABLE status from a call: what gRPC's connection error
+// usually means here ("\n  (TLS to a server that speaks plaintext: ...)"),
+// or "" (flowclassctl prints it after the error).
+std::string ConnectionHint(const absl::Status& s);
+
 struct ClientOptions {
   std::string target = "127.0.0.1:50051";  // host:port
   bool plaintext = false;     // no TLS (the server must be configured so)

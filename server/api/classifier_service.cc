@@ -91,13 +91,27 @@ void ParseOpPrefix(absl::string_view m, uint32_t* index, uint64_t* id) {
   absl::SimpleAtoi(m.substr(idp + 9, close - idp - 9), id);
 }
 
+// The id a rule sent as text gives itself ("id=77,..."; the text's id wins
+// over the field), or 0.
+uint64_t TextRuleId(absl::string_view text) {
+  for (absl::string_view kv : absl::StrSplit(text, ',')) {
+    kv = absl::StripAsciiWhitespace(kv);
+    uint64_t id = 0;
+    if (absl::ConsumePrefix(&kv, "id=") && absl::SimpleAtoi(kv, &id)) return id;
+  }
+  return 0;
+}
+
 uint64_t OpRuleId(const v1::RuleOp& op) {
+  const v1::Rule* rule = nullptr;
   switch (op.op_case()) {
-    case v1::RuleOp::kInsert: return op.insert().id();
-    case v1::RuleOp::kReplace: return op.replace().id();
+    case v1::RuleOp::kInsert: rule = &op.insert(); break;
+    case v1::RuleOp::kReplace: rule = &op.replace(); break;
     case v1::RuleOp::kDeleteId: return op.delete_id();
     default: return 0;
   }
+  if (const uint64_t from_text = TextRuleId(rule->text()); from_text != 0) return from_text;
+  return rule->id();
 }
 
 void Reject(v1::BatchAck* ack, absl::StatusCode code, std::string message,

@@ -483,6 +483,8 @@ TEST_F(ApiTest, BadInputTable) {
   v1::Rule bad_text;
   bad_text.set_id(16);
   bad_text.set_text("priority=1,udp,nw_src=10.0.0.0/33,actions=drop");
+  v1::Rule bad_text_id;  // the id only in the text: the OpError names it
+  bad_text_id.set_text("id=77,priority=1,udp,nw_src=10.0.0.0/33,actions=drop");
   // Errors found by the rule table's validation, in v1.Match's names for a
   // structured rule (the table calls them nw_proto, nw_tos, ipv6_src_lo).
   v1::Rule proto_mask = MakeRule(17);
@@ -527,6 +529,7 @@ TEST_F(ApiTest, BadInputTable) {
       {"output port too big", {Insert(out_port)}, kInvalid, 0, "action"},
       {"no action", {Insert(no_action)}, kInvalid, 0, "action"},
       {"bad native text", {Insert(bad_text)}, kInvalid, 0, "text"},
+      {"bad native text with its own id", {Insert(bad_text_id)}, kInvalid, 0, "text"},
       {"ip_proto value outside its mask", {Insert(proto_mask)}, kInvalid, 0, "ip_proto"},
       {"ip_tos value outside its mask", {Insert(tos_mask)}, kInvalid, 0, "ip_tos"},
       {"ipv6_src bits outside the prefix", {Insert(v6_bits)}, kInvalid, 0, "ipv6_src"},
@@ -549,6 +552,9 @@ TEST_F(ApiTest, BadInputTable) {
       if (*c.field != 0 && c.op_index >= 0 && c.code == kInvalid) {
         EXPECT_THAT(ack.status_message(), HasSubstr(absl::StrCat(c.field, ": "))) << c.name;
       }
+    }
+    if (std::string(c.name) == "bad native text with its own id") {
+      EXPECT_EQ(ack.errors(0).rule_id(), 77u) << ack.status_message();
     }
     if (std::string(c.name).find("unknown kind") != std::string::npos) {
       EXPECT_THAT(ack.status_message(), HasSubstr("a kind this server does not know")) << c.name;

@@ -100,11 +100,16 @@ TEST_F(TlsTest, ServerTlsClientVerifiesTheServer) {
   // Trusting another CA: the handshake fails, nothing reaches the service.
   ClientOptions wrong_ca = ok;
   wrong_ca.ca_file = F("other.pem");
-  EXPECT_EQ(Call(*s, wrong_ca).status().code(), absl::StatusCode::kUnavailable);
+  const absl::Status bad_ca = Call(*s, wrong_ca).status();
+  EXPECT_EQ(bad_ca.code(), absl::StatusCode::kUnavailable);
+  // flowclassctl adds what it probably means.
+  EXPECT_THAT(ConnectionHint(bad_ca), HasSubstr("not signed by the CA this client trusts"));
   // Plaintext against a TLS port fails too.
   ClientOptions plain;
   plain.plaintext = true;
-  EXPECT_EQ(Call(*s, plain).status().code(), absl::StatusCode::kUnavailable);
+  const absl::Status plain_to_tls = Call(*s, plain).status();
+  EXPECT_EQ(plain_to_tls.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(ConnectionHint(plain_to_tls), HasSubstr("plaintext to a TLS server?"));
 }
 
 TEST_F(TlsTest, MutualTlsNeedsAClientCertificateFromTheCa) {
@@ -124,6 +129,21 @@ TEST_F(TlsTest, MutualTlsNeedsAClientCertificateFromTheCa) {
   self_signed.cert_file = F("other.pem");
   self_signed.key_file = F("other.key");
   EXPECT_EQ(Call(*s, self_signed).status().code(), absl::StatusCode::kUnavailable);
+}
+
+// TLS to a plaintext server: the hint says so.
+TEST_F(TlsTest, TlsClientToPlaintextServerGetsAHint) {
+  GrpcServerConfig c;
+  c.port = 0;
+  c.plaintext = true;
+  auto s = StartGrpcServer(&fake_, c);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ClientOptions tls;
+  tls.ca_file = F("ca.pem");
+  const absl::Status st = Call(**s, tls).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(ConnectionHint(st), HasSubstr("add --plaintext")) << st;
+  EXPECT_EQ(ConnectionHint(absl::NotFoundError("x")), "");
 }
 
 TEST_F(TlsTest, BadFilesAreConfigErrorsNamingTheKey) {

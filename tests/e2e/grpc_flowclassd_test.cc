@@ -428,6 +428,7 @@ TEST(GrpcFlowclassdTest, UnreachableServerAndPlaintextRemoteConfig) {
   // Nothing listens on port 1 of loopback: exit 5.
   CmdResult r = Ctl("stats --plaintext --server 127.0.0.1:1 --timeout-ms 2000");
   EXPECT_EQ(r.code, 5) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("(nothing listens there: is flowclassd running"));
   // Usage errors, found before dialing: an on/off option given a value
   // ("--all=no" once meant --all), --watch that would never sleep.
   for (const auto& [args, want] : std::vector<std::pair<std::string, std::string>>{
