@@ -80,9 +80,12 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint8_t ParseL4(uint8_t proto, bool ipv6,
       const uint16_t off_flags = Load16(q + 12);
       const size_t hlen = static_cast<size_t>(off_flags >> 12) * 4;
       if (hlen < kTcpMinLen) return kKeyMalformed;
+      // A header that claims more than the datagram holds: no ports or
+      // flags (as OVS: a forged length must not satisfy a port rule).
+      if (n < hlen) return kKeyTruncated;
       SetPorts(w, Load16(q), Load16(q + 2));
       w[kWordMeta] |= uint64_t{off_flags & 0x0fffu} << 48;
-      return n < hlen ? kKeyTruncated : 0;
+      return 0;
     }
     case kIpProtoUdp:
       if (n < kUdpLen) return kKeyTruncated;
@@ -117,6 +120,9 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint8_t ParseIpv4(const uint8_t* q,
     return kKeyMalformed;
   const size_t total = Load16(q + 2);
   if (ABSL_PREDICT_FALSE(total < hlen)) return kKeyMalformed;
+  // A header or datagram longer than the frame: no L3 field at all, as in
+  // OVS (its IPv4 sanity check), rather than fields a forged length vouches for.
+  if (ABSL_PREDICT_FALSE(n < hlen || n < total)) return kKeyTruncated;
 
   const uint16_t frag_off = Load16(q + 6);
   uint8_t frag = 0;
@@ -127,10 +133,8 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint8_t ParseIpv4(const uint8_t* q,
   const uint8_t proto = q[9];
   w[kWordIpv4] = Load64(q + 12);  // src in [63:32], dst in [31:0]: wire order
   w[kWordL4] = L4Word(proto, /*tos=*/q[1], /*ttl=*/q[8], frag);
-  if (ABSL_PREDICT_FALSE(n < hlen)) return kKeyTruncated;
   if (frag & kFragLater) return 0;
-  const size_t end = n < total ? n : total;
-  return ParseL4(proto, /*ipv6=*/false, q + hlen, end - hlen, w);
+  return ParseL4(proto, /*ipv6=*/false, q + hlen, total - hlen, w);
 }
 
 // q[0, n) starts at the IPv6 header and runs to the end of the frame.
@@ -140,13 +144,15 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint8_t ParseIpv6(const uint8_t* q,
   if (ABSL_PREDICT_FALSE((q[0] >> 4) != 6)) return kKeyMalformed;
   const uint8_t tclass = static_cast<uint8_t>((q[0] << 4) | (q[1] >> 4));
   const size_t total = kIpv6Len + Load16(q + 4);
+  // A payload longer than the frame: no L3 field at all (OVS's sanity check).
+  if (ABSL_PREDICT_FALSE(n < total)) return kKeyTruncated;
   const uint8_t hop_limit = q[7];
   w[kWordIpv6SrcHi] = Load64(q + 8);
   w[kWordIpv6SrcLo] = Load64(q + 16);
   w[kWordIpv6DstHi] = Load64(q + 24);
   w[kWordIpv6DstLo] = Load64(q + 32);
 
-  const size_t end = n < total ? n : total;
+  const size_t end = total;
   size_t off = kIpv6Len;
   uint8_t next = q[6];
   uint8_t frag = 0;
@@ -174,8 +180,12 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint8_t ParseIpv6(const uint8_t* q,
         break;
       }
       hlen = kIpv6FragLen;
-      frag = kFragAny;
-      if (Load16(q + off + 2) & 0xfff8) frag |= kFragLater;
+      // As OVS: a fragment header with offset 0 and M=0 (an atomic
+      // fragment, RFC 6946) is not a fragment; a later fragment's nw_proto
+      // is the fragment header's own number, 44 (its payload is no header).
+      const uint16_t offlg = Load16(q + off + 2);
+      if (offlg != 0) frag = kFragAny;
+      if (offlg & 0xfff8) frag |= kFragLater;
     } else {
       break;  // upper-layer protocol (or ESP / no-next-header)
     }
@@ -183,12 +193,18 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint8_t ParseIpv6(const uint8_t* q,
       flags = kKeyTruncated;
       break;
     }
+    if (frag & kFragLater) {
+      off += hlen;  // next stays 44
+      break;
+    }
     next = q[off];
     off += hlen;
-    if (frag & kFragLater) break;
   }
+  // Extension headers cut short: the addresses only (OVS keeps no
+  // tclass, hop limit or protocol for such a datagram).
+  if (flags) return flags;
   w[kWordL4] = L4Word(next, tclass, hop_limit, frag);
-  if (flags || (frag & kFragLater)) return flags;
+  if (frag & kFragLater) return 0;
   return ParseL4(next, /*ipv6=*/true, q + off, end - off, w);
 }
 
@@ -268,7 +284,8 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool ParseFastIpv4(const uint8_t* p,
       (Load16(ip + 6) & 0x3fff) != 0)
     return false;
   const size_t total = Load16(ip + 2);
-  const size_t end = len - kIpOff < total ? len - kIpOff : total;
+  if (total > len - kIpOff) return false;  // longer than the frame: no L3 (slow path)
+  const size_t end = total;
   const uint8_t proto = ip[9];
   const uint8_t* l4 = ip + kIpv4MinLen;
   uint64_t meta = in_port | (uint64_t{kEthTypeIpv4} << 32);

@@ -25,10 +25,13 @@
 //   IPv6       (eth_type 0x86dd) src, dst, traffic class -> nw_tos, hop limit
 //              -> nw_ttl.  Extension headers hop-by-hop (0), routing (43),
 //              destination options (60) [(len+1)*8 bytes], AH (51)
-//              [(len+2)*4 bytes] and fragment (44) [8 bytes; any fragment
-//              header sets kFragAny, a non-zero offset also kFragLater and
-//              stops the walk] are skipped; nw_proto = the next-header value
-//              where the walk stopped (the upper-layer protocol).
+//              [(len+2)*4 bytes] and fragment (44) [8 bytes] are skipped;
+//              nw_proto = the next-header value where the walk stopped (the
+//              upper-layer protocol).  Fragments as in OVS: a fragment header
+//              with offset 0 and M=0 (atomic, RFC 6946) is no fragment; M=1
+//              at offset 0 sets kFragAny and the walk goes on; a non-zero
+//              offset sets kFragAny|kFragLater, stops the walk and reports
+//              nw_proto 44 (the payload is no header of this fragment).
 //   L4         TCP (ports, tcp_flags = low 12 bits of the offset/flags word),
 //              UDP, SCTP (ports), ICMP under IPv4 and ICMPv6 under IPv6
 //              (type -> tp_src, code -> tp_dst).  Nothing else.
@@ -41,18 +44,21 @@
 // all of its bytes are present and valid.  eth_type always holds the last
 // type/TPID value read, so a frame cut inside the tags has eth_type = TPID.
 //
-// The end of an IP datagram is min(frame end, IPv4 total length / IPv6 40 +
-// payload length): Ethernet padding after the datagram is never parsed as a
-// header, and a frame cut in the *payload* is not flagged (nothing matchable
-// is lost).  An IPv6 payload length of 0 (jumbogram) therefore leaves no room
-// for extension or L4 headers: the key is flagged truncated.
+// The end of an IP datagram is its IPv4 total length / IPv6 40 + payload
+// length: Ethernet padding after it is never parsed as a header.  A datagram
+// (or an IPv4 header, by IHL) that claims more bytes than the frame holds
+// contributes no L3 field at all and is flagged truncated, as OVS's sanity
+// checks do: fields a forged length vouches for are not matched.  An IPv6
+// payload length of 0 (jumbogram) leaves no room for extension or L4 headers.
 //
 // Outcome flags (FlowKey::flags):
 //   kKeyTruncated  the frame or datagram ended inside a header; the key has
-//                  every unit completed before it.  A unit whose fixed part is
-//                  present but whose options are cut (IPv4 IHL, TCP data
-//                  offset) keeps its fields and sets the flag; for IPv4 the L4
-//                  header is then not parsed.
+//                  every unit completed before it, except that the IP layer
+//                  is all or nothing (above).  Within a whole datagram, IPv6
+//                  extension headers cut short keep only the addresses (no
+//                  class, hop limit or protocol), and a TCP header whose data
+//                  offset runs past the datagram gives no ports or flags (as
+//                  OVS).
 //   kKeyMalformed  IPv4 version != 4, IHL < 5 or total length < header
 //                  length; IPv6 version != 6; TCP data offset < 5.  The bad
 //                  unit contributes nothing; everything before it is kept.

@@ -322,10 +322,11 @@ std::vector<Case> AllCases() {
                    .Build(),
                With(Ipv6Flow(kIpProtoUdp, 0, 64, kFragAny),
                     {{Field::kTpSrc, 11}, {Field::kTpDst, 12}})});
+  // Offset 0 and M=0 (RFC 6946's atomic fragment): not a fragment, as in OVS.
   c.push_back(
       {"Ipv6AtomicFragment",
        EthAB().Ipv6(kIp6A, kIp6B).Ipv6Fragment(false, 0).Tcp(11, 12).Build(),
-       With(Ipv6Flow(kIpProtoTcp, 0, 64, kFragAny),
+       With(Ipv6Flow(kIpProtoTcp, 0, 64, 0),
             {{Field::kTpSrc, 11},
              {Field::kTpDst, 12},
              {Field::kTcpFlags, kTcpAck}})});
@@ -336,9 +337,10 @@ std::vector<Case> AllCases() {
                    .Ipv6Fragment(false, 185)
                    .Udp(11, 12)
                    .Build(),
-               Ipv6Flow(kIpProtoUdp, 0, 64, kFragAny | kFragLater)});
-  // A later fragment's next header is reported even when it names another
-  // extension header: the rest of the chain is not in this fragment.
+               Ipv6Flow(kIpv6ExtFragment, 0, 64, kFragAny | kFragLater)});
+  // A later fragment's nw_proto is the fragment header's own number, 44, as
+  // in OVS: what follows is not a header of this fragment, whatever the
+  // fragment header names (here destination options).
   c.push_back({"Ipv6LaterFragmentOfDestOpts",
                EthAB()
                    .Ipv6(kIp6A, kIp6B)
@@ -346,7 +348,7 @@ std::vector<Case> AllCases() {
                    .IpProto(60)
                    .Payload(16)
                    .Build(),
-               Ipv6Flow(60, 0, 64, kFragAny | kFragLater)});
+               Ipv6Flow(kIpv6ExtFragment, 0, 64, kFragAny | kFragLater)});
   c.push_back({"Ipv6NoNextHeader",
                EthAB().Ipv6(kIp6A, kIp6B).Ipv6DestOpts().Build(),
                Ipv6Flow(kIpProtoNoNext)});
@@ -359,12 +361,16 @@ std::vector<Case> AllCases() {
                                                {Field::kTpSrc, 1},
                                                {Field::kTpDst, 4}})});
   {
-    // Payload length 0 (jumbogram style): no room for the hop-by-hop header.
+    // Payload length 0 (jumbogram style): no room for the hop-by-hop header,
+    // so the addresses only (as OVS: no class, hop limit or protocol).
     std::vector<uint8_t> f =
         EthAB().Ipv6(kIp6A, kIp6B).Ipv6HopByHop().Udp(1, 2).Build();
     f[14 + 4] = 0;
     f[14 + 5] = 0;
-    c.push_back({"Ipv6ZeroPayloadLength", f, Ipv6Flow(0), kKeyTruncated});
+    Flow addresses = EthFlow(kEthTypeIpv6);
+    addresses.SetIpv6Src(kIp6A);
+    addresses.SetIpv6Dst(kIp6B);
+    c.push_back({"Ipv6ZeroPayloadLength", f, addresses, kKeyTruncated});
   }
 
   // --- Malformed headers keep what came before them.
@@ -409,17 +415,22 @@ std::vector<Case> AllCases() {
     std::vector<uint8_t> f =
         EthAB().Ipv4(kIpA, kIpB).Tcp(1, 2, kTcpSyn, 12).Build();
     f.resize(14 + 20 + 24);
-    c.push_back({"TcpOptionsCut", f,
-                 With(Ipv4Flow(kIpProtoTcp), {{Field::kTpSrc, 1},
-                                              {Field::kTpDst, 2},
-                                              {Field::kTcpFlags, kTcpSyn}}),
-                 kKeyTruncated});
+    // The frame ends before the datagram does: no L3 fields (as OVS).
+    c.push_back({"TcpOptionsCut", f, EthFlow(kEthTypeIpv4), kKeyTruncated});
+    // The datagram (total length) ends inside the TCP options: the header
+    // claims more than the datagram holds, so no ports or flags (as OVS).
+    f[14 + 2] = 0;
+    f[14 + 3] = 20 + 24;
+    c.push_back({"TcpOptionsPastDatagram", f, Ipv4Flow(kIpProtoTcp), kKeyTruncated});
     // IPv6 payload length ends inside the routing header.
     f = EthAB().Ipv6(kIp6A, kIp6B).Ipv6Routing(24).Udp(1, 2).PadTo(200).Build();
     f[14 + 4] = 0;
     f[14 + 5] = 16;
-    c.push_back(
-        {"Ipv6PayloadLengthCutsRouting", f, Ipv6Flow(43), kKeyTruncated});
+    // (the addresses only, as OVS)
+    Flow v6_addresses = EthFlow(kEthTypeIpv6);
+    v6_addresses.SetIpv6Src(kIp6A);
+    v6_addresses.SetIpv6Dst(kIp6B);
+    c.push_back({"Ipv6PayloadLengthCutsRouting", f, v6_addresses, kKeyTruncated});
   }
   return c;
 }
@@ -554,12 +565,11 @@ TEST(ParserPrefixTest, QinQIpv4OptionsTcpOptions) {
       .At(20)
       .Set(Field::kEthType, kEthTypeIpv4)
       .At(22)
+      // The IPv4 and TCP fields only with the whole datagram (as OVS: a
+      // datagram longer than the frame has no L3 fields).
       .Ipv4Fields(kIpProtoTcp, /*tos=*/0x10, /*ttl=*/9)
-      .At(42)
-      .At(50)  // options
       .L4Fields(4321, 8080, kTcpSyn | kTcpEce)
-      .At(70)
-      .At(82);  // TCP options
+      .At(frame.size());
   CheckAllPrefixes(frame, p);
 }
 
@@ -573,16 +583,9 @@ TEST(ParserPrefixTest, Ipv6ExtensionChainUdp) {
       .Payload(5);
   const std::vector<uint8_t> frame = b.Build();
   Progress p(kEthTypeIpv6);
-  p.Ipv6Fields(kIpv6ExtHopByHop, /*tclass=*/0x2c, /*hlim=*/3)
-      .At(54)
-      .Set(Field::kNwProto, kIpv6ExtAh)
-      .At(70)
-      .Set(Field::kNwProto, kIpv6ExtDestOpts)
-      .At(82)
-      .Set(Field::kNwProto, kIpProtoUdp)
-      .At(90)
+  p.Ipv6Fields(kIpProtoUdp, /*tclass=*/0x2c, /*hlim=*/3)
       .L4Fields(67, 68)
-      .At(98);
+      .At(frame.size());  // only with the whole datagram
   CheckAllPrefixes(frame, p);
 }
 
@@ -599,14 +602,10 @@ TEST(ParserPrefixTest, VlanIpv6FirstFragmentTcp) {
       .At(16)
       .Set(Field::kEthType, kEthTypeIpv6)
       .At(18)
-      .Ipv6Fields(kIpv6ExtFragment)
-      .At(58)
-      .Set(Field::kNwProto, kIpProtoTcp)
+      .Ipv6Fields(kIpProtoTcp)
       .Set(Field::kNwFrag, kFragAny)
-      .At(66)
       .L4Fields(1, 2, kTcpFin)
-      .At(86)
-      .At(90);
+      .At(90);  // the datagram's end (the frame is padded to 150)
   CheckAllPrefixes(frame, p);
 }
 
@@ -618,7 +617,7 @@ TEST(ParserPrefixTest, Ipv4LaterFragmentStopsAtIpHeader) {
                                          .Payload(30)
                                          .Build();
   Progress p(kEthTypeIpv4);
-  p.Ipv4Fields(kIpProtoUdp, 0, 64, kFragAny | kFragLater).At(34);
+  p.Ipv4Fields(kIpProtoUdp, 0, 64, kFragAny | kFragLater).At(frame.size());
   CheckAllPrefixes(frame, p);
 }
 
@@ -628,9 +627,7 @@ TEST(ParserPrefixTest, Ipv4IcmpSctpAndArp) {
     const std::vector<uint8_t> frame =
         EthAB().Ipv4(kIpA, kIpB).Icmp(0, 0).Payload(3).Build();
     Progress p(kEthTypeIpv4);
-    p.Ipv4Fields(kIpProtoIcmp)
-        .At(34)
-        .At(42);  // echo reply: type 0, code 0 — nothing new but no flag
+    p.Ipv4Fields(kIpProtoIcmp).At(frame.size());  // echo reply: type 0, code 0
     CheckAllPrefixes(frame, p);
   }
   {
@@ -638,7 +635,7 @@ TEST(ParserPrefixTest, Ipv4IcmpSctpAndArp) {
     const std::vector<uint8_t> frame =
         EthAB().Ipv4(kIpA, kIpB).Sctp(9, 10).Build();
     Progress p(kEthTypeIpv4);
-    p.Ipv4Fields(kIpProtoSctp).At(34).L4Fields(9, 10).At(46);
+    p.Ipv4Fields(kIpProtoSctp).L4Fields(9, 10).At(frame.size());
     CheckAllPrefixes(frame, p);
   }
   {
@@ -652,7 +649,7 @@ TEST(ParserPrefixTest, Ipv4IcmpSctpAndArp) {
     const std::vector<uint8_t> frame =
         EthAB().Ipv6(kIp6A, kIp6B).Icmpv6(2, 0).Build();
     Progress p(kEthTypeIpv6);
-    p.Ipv6Fields(kIpProtoIcmpv6).At(54).L4Fields(2, 0).At(58);
+    p.Ipv6Fields(kIpProtoIcmpv6).L4Fields(2, 0).At(frame.size());
     CheckAllPrefixes(frame, p);
   }
 }
@@ -711,6 +708,8 @@ Flow RandomBuildableFlow(std::mt19937_64& rng) {
                                        kFragAny | kFragLater};
   const uint8_t frag = kFrags[rng() % std::size(kFrags)];
   f.Set(Field::kNwFrag, frag);
+  // An IPv6 later fragment parses as nw_proto 44 whatever it carries (OVS).
+  if (v6 && (frag & kFragLater)) f.Set(Field::kNwProto, kIpv6ExtFragment);
   if (frag & kFragLater) return f;
   const bool icmp =
       (!v6 && proto == kIpProtoIcmp) || (v6 && proto == kIpProtoIcmpv6);

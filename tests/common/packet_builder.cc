@@ -459,7 +459,10 @@ bool CanBuildFrameFromFlow(const Flow& f) {
   if (frag != 0 && frag != kFragAny && frag != (kFragAny | kFragLater))
     return false;
   const uint64_t proto = f.Get(Field::kNwProto);
-  if (v6 && IsIpv6ExtType(proto)) return false;
+  // An IPv6 later fragment parses as nw_proto 44 (what it carries is not
+  // visible), and only as that.
+  if (v6 && (frag & kFragLater) && proto != 44) return false;
+  if (v6 && !(frag & kFragLater) && IsIpv6ExtType(proto)) return false;
   const bool l4 = HasL4(proto, v6) && !(frag & kFragLater);
   if (!l4 && (f.Get(Field::kTpSrc) || f.Get(Field::kTpDst))) return false;
   if ((!l4 || proto != kIpProtoTcp) && f.Get(Field::kTcpFlags)) return false;

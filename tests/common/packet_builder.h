@@ -174,7 +174,8 @@ class PacketBuilder {
 //   - IP words and the L4 word are zero unless eth_type is IPv4 (IPv6 words
 //     zero) or IPv6 (IPv4 word zero);
 //   - nw_frag is 0, kFragAny or kFragAny|kFragLater;
-//   - for IPv6, nw_proto is not an extension header type (0, 43, 44, 51, 60);
+//   - for IPv6, nw_proto is not an extension header type (0, 43, 44, 51, 60),
+//     but a later fragment's is 44 (as the parser reports it);
 //   - tp_src / tp_dst are zero unless the L4 header is parsed (TCP, UDP,
 //     SCTP, ICMP under IPv4, ICMPv6 under IPv6, not a later fragment), and
 //     ICMP type/code fit 8 bits; tcp_flags is zero unless such a TCP header.
