@@ -8,7 +8,7 @@
 #   The daemon scripts take their own BENCH_* settings (see each script).
 #
 # The Google Benchmark binaries print ratios against baselines run in the
-# same process; scripts/bench_daemon.sh needs dpdk-testpmd (Debian: dpdk) and
+# same process; scripts/bench_daemon.sh needs dpdk-testpmd (Debian: dpdk-dev) and
 # runs DPDK without hugepages on lcores 0 and 1; the rule-stream benchmark
 # starts flowclassd on 127.0.0.1 and stops it by its PID.  Expect tens of
 # minutes for everything on a 2-CPU machine.

@@ -190,6 +190,8 @@ absl::Status ParseArgs(const std::vector<absl::string_view>& in, Args* out) {
     if (a == "-h" || a == "--help") {
       out->help = true;
     } else if (a == "--plaintext") {
+      if (!seen.insert(a).second)
+        return absl::InvalidArgumentError("--plaintext is given more than once");
       out->conn.plaintext = true;
     } else if (a.rfind("--", 0) == 0 && a.size() > 2) {
       std::string name = a, value;

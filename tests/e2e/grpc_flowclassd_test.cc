@@ -444,6 +444,7 @@ TEST(GrpcFlowclassdTest, UnreachableServerAndPlaintextRemoteConfig) {
            {"dump-rules --limit 1 --limit 3", "--limit is given more than once"},
            {"dump-rules --cookie 1 --cookie 2", "--cookie is given more than once"},
            {"stats --timeout-ms 5 --timeout-ms 9", "--timeout-ms is given more than once"},
+           {"stats --plaintext --plaintext", "--plaintext is given more than once"},
            {"config set pmd.tx_retries=3 pmd.tx_retries=5", "pmd.tx_retries is set more than once"},
            {"add-rules --classbench-ports 70000 x.txt", "--classbench-ports: 70000 is outside 1..65535"},
            {"del-rules 12z", "ID '12z' is not a number (decimal, or hex with 0x)"}}) {
