@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -184,7 +185,9 @@ absl::Status ApplyOverride(YAML::Node& root, const std::string& ov) {
   // it is an address.  (Lists of lcores and the like have no ':'.)
   static const std::regex kBracketedIpv6(R"(\[[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*\](:[0-9]+)?)");
   try {
-    value_node = std::regex_match(value, kBracketedIpv6) ? YAML::Node(value) : YAML::Load(value);
+    const bool address_key = absl::EndsWith(key, "address");
+    value_node = address_key && std::regex_match(value, kBracketedIpv6) ? YAML::Node(value)
+                                                                        : YAML::Load(value);
   } catch (const YAML::Exception& e) {
     value_node = YAML::Node(value);
   }
@@ -340,6 +343,12 @@ absl::StatusOr<DaemonConfig> Convert(const YAML::Node& root) {
       return absl::InvalidArgumentError(absl::StrCat(
           "ports[", i, "].device: \"", p.device,
           "\" is neither a PCI address nor a vdev name (net_pcap0, net_ring0, ...)"));
+    } else if (c.eal.pci) {
+      // A vdev over PCI devices (net_bonding's slave=0000:3b:00.0,
+      // net_failsafe's dev(...)): they are allow-listed so EAL probes them.
+      static const std::regex kPci(R"([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])");
+      for (std::sregex_iterator m(p.devargs.begin(), p.devargs.end(), kPci), end; m != end; ++m)
+        c.eal.pci_allow.push_back(m->str());
     }
     c.dataplane.ports.push_back(p);
   }

@@ -166,10 +166,12 @@ std::vector<std::string> BuildEalArgs(const EalOptions& o) {
   // Only configured PCI devices are probed: with none (and no -a / -b of
   // the user's own in extra_args), none at all, rather than every device
   // EAL can bind.
+  // (The config allow-lists the PCI devices a vdev port names too, such as
+  // net_bonding's slave=0000:3b:00.0.)
   bool user_picks_pci = false;
   for (const std::string& e : o.extra_args)
     for (const char* f : {"-a", "-b", "--allow", "--block"})
-      user_picks_pci |= e == f || absl::StartsWith(e, absl::StrCat(f, "="));
+      user_picks_pci |= absl::StartsWith(e, f);
   if (!o.pci || (o.pci_allow.empty() && !user_picks_pci)) a.push_back("--no-pci");
   for (const std::string& p : o.pci_allow) {
     a.push_back("-a");
@@ -689,7 +691,8 @@ absl::StatusOr<std::unique_ptr<DpdkDataplane>> DpdkDataplane::Create(
             " (net_pcap, infinite_rx=1) keeps the whole pcap in the pool, which has ",
             rte_mempool_avail_count(impl->pool), " free mbufs of ", impl->pool->size,
             ": set mempool.mbufs to at least the pcap's packet count plus ", need,
-            " (what the ports and PMDs need besides)"));
+            " (what the ports and PMDs need besides); or a frame of the pcap is larger than "
+            "mempool.data_room - 128 (", o.mbuf_data_room - 128, " bytes)"));
       }
       if (rc != 0) return DpdkError(absl::StrCat(where, ": rx queue ", q, " setup"), rc);
     }

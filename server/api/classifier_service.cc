@@ -5,6 +5,8 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -215,7 +217,14 @@ grpc::Status ToGrpcStatus(const absl::Status& s) {
 ClassifierService::ClassifierService(Dataplane* dp, const GrpcServerConfig& config)
     : dp_(dp), config_(config) {
   // Method 0 is ApplyRules (the generated WithAsyncMethod_ApplyRules marks
-  // index 0): served on raw ByteBuffers, parsed by ApplyRulesRaw.
+  // index 0; methods are numbered in .proto order): served on raw
+  // ByteBuffers, parsed by ApplyRulesRaw.  A reordered .proto must not give
+  // the raw handler to another method.
+  if (v1::RuleBatch::descriptor()->file()->FindServiceByName("Classifier")->method(0)->name() !=
+      "ApplyRules") {
+    std::fprintf(stderr, "flowclass.v1.Classifier: method 0 is not ApplyRules\n");
+    std::abort();
+  }
   MarkMethodStreamed(
       0, new grpc::internal::BidiStreamingHandler<ClassifierService, grpc::ByteBuffer,
                                                    grpc::ByteBuffer>(
@@ -359,7 +368,7 @@ grpc::Status ClassifierService::ApplyRulesRaw(
     for (grpc::ByteBuffer raw; stream->Read(&raw);) {
       ++n_read;
       grpc::ProtoBufferReader in(&raw);
-      if (!next.batch->ParseFromZeroCopyStream(&in)) {
+      if (!next.batch->ParseFromZeroCopyStream(&in) || !in.status().ok()) {
         std::lock_guard<std::mutex> lock(mu);
         bad_message = n_read;
         break;
@@ -428,9 +437,9 @@ grpc::Status ClassifierService::ApplyRulesRaw(
     return grpc::Status(
         grpc::StatusCode::INVALID_ARGUMENT,
         absl::StrCat("message ", bad_message,
-                     " of the stream is not a RuleBatch (truncated, or a string field that is "
-                     "not UTF-8): it and the messages after it were not applied; every batch "
-                     "before it was acknowledged"));
+                     " of the stream does not parse as a RuleBatch (e.g. truncated, or a "
+                     "string field that is not UTF-8): it and the messages after it were not "
+                     "applied; every batch before it was acknowledged"));
   // Read() fails at the client's half-close, or when the transport gave up
   // (deadline, cancellation, a message over the size limit).
   if (!drained || ctx->IsCancelled())
@@ -615,14 +624,24 @@ grpc::Status ClassifierService::SetConfig(grpc::ServerContext* ctx,
   // put back what was set if one fails.
   // A key set to the value it has is left alone: a controller that writes
   // back what GetConfig gave it (read-only keys included) changes nothing.
+  // Compared with the value the key has at that point of the request (a key
+  // may come twice: named field, then `values`; the last one wins).
   std::vector<std::string> old;
   std::vector<std::pair<std::string, std::string>> changes;
+  std::map<std::string, std::string> pending;  // key -> value once the earlier entries are set
   for (const auto& [k, val] : sets) {
-    absl::StatusOr<std::string> o = dp_->GetConfig(k);
-    if (!o.ok()) return ToGrpcStatus(o.status());
-    if (*o == val) continue;
-    old.push_back(*o);
+    std::string now;
+    if (auto p = pending.find(k); p != pending.end()) {
+      now = p->second;
+    } else {
+      absl::StatusOr<std::string> o = dp_->GetConfig(k);
+      if (!o.ok()) return ToGrpcStatus(o.status());
+      now = *std::move(o);
+    }
+    if (now == val) continue;
+    old.push_back(now);
     changes.emplace_back(k, val);
+    pending[k] = val;
   }
   sets = std::move(changes);
   for (size_t i = 0; i < sets.size(); ++i) {

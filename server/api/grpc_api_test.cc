@@ -735,6 +735,14 @@ TEST_F(ApiTest, ConfigGetSetAndRollback) {
   auto echoed = client_->SetConfig(echo);
   ASSERT_TRUE(echoed.ok()) << echoed.status();
   EXPECT_EQ(*fake_->GetConfig("pmd.tx_retries"), "3");
+  // The same key twice in one request (named field, then `values`): the
+  // last one wins, even when it is the value the key had before.
+  ASSERT_TRUE(fake_->SetConfig("pipeline.emc_insert_inv_prob", "7").ok());
+  v1::Config twice;
+  twice.set_emc_insert_inv_prob(50);
+  (*twice.mutable_values())["pipeline.emc_insert_inv_prob"] = "7";
+  ASSERT_TRUE(client_->SetConfig(twice).ok());
+  EXPECT_EQ(*fake_->GetConfig("pipeline.emc_insert_inv_prob"), "7");
   // A start-up-only key with another value is still refused.
   (*echo.mutable_values())["pmd.burst"] = "7";
   EXPECT_EQ(client_->SetConfig(echo).status().code(), absl::StatusCode::kFailedPrecondition);

@@ -48,7 +48,8 @@ class TlsTest : public ::testing::Test {
         // the server key with a passphrase; a CA bundle of two; a cut-off one
         "openssl pkey -in server.key -aes256 -passout pass:secret -out encrypted.key && ",
         "cat ca.pem other.pem > bundle.pem && ",
-        "(cat ca.pem; head -c 300 other.pem) > broken_bundle.pem");
+        "(cat ca.pem; head -c 300 other.pem) > broken_bundle.pem && ",
+        "(head -c 300 ca.pem; printf '\\n-----END CERTIFICATE-----\\n') > broken_first.pem");
     made_ = std::system(cmd.c_str()) == 0;
   }
   static void TearDownTestSuite() {
@@ -198,6 +199,8 @@ TEST_F(TlsTest, WrongTlsFileContentsAreConfigErrors) {
   s = start("server.pem", "server.key", "broken_bundle.pem");
   EXPECT_THAT(s.message(), HasSubstr("grpc.tls_ca_file"));
   EXPECT_THAT(s.message(), HasSubstr("certificate 2 of the file cannot be parsed"));
+  s = start("server.pem", "server.key", "broken_first.pem");  // one damaged block
+  EXPECT_THAT(s.message(), HasSubstr("certificate 1 of the file cannot be parsed"));
   // A bundle of CAs is fine, and so is the right pair.
   EXPECT_TRUE(start("server.pem", "server.key", "bundle.pem").ok());
   EXPECT_TRUE(start("server.pem", "server.key", "").ok());

@@ -362,8 +362,9 @@ TEST(FlowclassdPcapTest, CheckConfigAndExitCodes) {
       {{"--check-config", dir.File("good.yaml"), "--set", "novalue"}, 2,
        "--set needs KEY=VALUE, got \"novalue\""},
       {{}, 2, "no config file"},
-      // EAL cannot use an lcore the machine does not have.
-      {{"-c", dir.File("good.yaml"), "--set", "eal.lcore_map=", "--lcores", "100"}, 4,
+      // EAL cannot use an lcore the machine does not have (127, the highest
+      // id DPDK takes: a host with 128 CPUs skips this case below).
+      {{"-c", dir.File("good.yaml"), "--set", "eal.lcore_map=", "--lcores", "127"}, 4,
        "EAL error"},
       // Nor any lcore id past DPDK's RTE_MAX_LCORE: refused with the config.
       {{"-c", dir.File("good.yaml"), "--set", "eal.lcore_map=", "--lcores", "200"}, 3,
@@ -374,6 +375,7 @@ TEST(FlowclassdPcapTest, CheckConfigAndExitCodes) {
        "mempool error: mempool.mbufs"},
   };
   for (const Case& c : cases) {
+    if (c.code == 4 && std::thread::hardware_concurrency() >= 128) continue;  // lcore 127 exists
     Daemon d(dir, c.args);
     EXPECT_EQ(d.Wait(30), c.code) << absl::StrJoin(c.args, " ") << "\n" << d.Output();
     EXPECT_THAT(d.Output(), HasSubstr(c.message)) << absl::StrJoin(c.args, " ");

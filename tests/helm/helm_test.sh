@@ -323,6 +323,8 @@ reject "a capability with the CAP_ prefix (schema)" "capabilities" \
   --set "securityContext.capabilities={CAP_IPC_LOCK}"
 reject "hugepages not a whole number of pages" "hugepages.amount 1500Mi is not a whole number of 1Gi pages" \
   --set hugepages.amount=1500Mi
+reject "a decimal hugepages.amount" "give a whole number with a binary unit" \
+  --set hugepages.pageSize=2Mi --set hugepages.amount=1.5Gi
 reject "a scrape timeout past the interval" "serviceMonitor.scrapeTimeout 4s is longer than serviceMonitor.interval 2s" \
   --set serviceMonitor.enabled=true --set serviceMonitor.interval=2s
 reject "a surge pod" "maxSurge must stay 0" --set updateStrategy.rollingUpdate.maxSurge=1

@@ -192,6 +192,9 @@ ConfigMap, so every render runs it.
 {{- /* The API server refuses a hugepage request that is not a whole number
        of pages. */}}
 {{- if $v.hugepages.enabled }}
+{{- if contains "." (toString $v.hugepages.amount) }}
+{{- fail (printf "hugepages.amount %s: give a whole number with a binary unit (e.g. 1536Mi for 1.5Gi)" (toString $v.hugepages.amount)) }}
+{{- end }}
 {{- $amount := include "flowclass.bytes" (toString $v.hugepages.amount) | int64 }}
 {{- $page := include "flowclass.bytes" (toString $v.hugepages.pageSize) | int64 }}
 {{- if or (le $amount 0) (ne (mod $amount $page) 0) }}
