@@ -24,22 +24,29 @@ absl::Status FromGrpcStatus(const grpc::Status& s) {
 
 std::string ConnectionHint(const absl::Status& s) {
   if (s.code() != absl::StatusCode::kUnavailable) return "";
-  const absl::string_view m = s.message();
-  if (absl::StrContains(m, "wrong version number"))
-    return "\n  (TLS to a server that speaks plaintext: add --plaintext if the server has "
-           "grpc.plaintext: true)";
-  if (absl::StrContains(m, "certificate verify failed"))
-    return "\n  (the server's certificate is not signed by the CA this client trusts: give "
-           "--ca FILE, and --server-name NAME when the certificate does not name HOST)";
-  if (absl::StrContains(m, "andshake"))
-    return "\n  (TLS handshake failed: check --ca, --server-name, and --cert/--key when the "
-           "server requires client certificates)";
-  if (absl::StrContains(m, "Socket closed"))
-    return "\n  (the server closed the connection: plaintext to a TLS server? drop "
-           "--plaintext and give --ca)";
-  if (absl::StrContains(m, "Connection refused"))
-    return "\n  (nothing listens there: is flowclassd running with grpc: enabled, on this "
-           "--server address?)";
+  // gRPC's words for the cause (first match wins), and what they mean here.
+  static constexpr struct {
+    const char* says;
+    const char* means;
+  } kHints[] = {
+      {"wrong version number",
+       "TLS to a server that speaks plaintext: add --plaintext if the server has "
+       "grpc.plaintext: true"},
+      {"certificate verify failed",
+       "the server's certificate is not signed by the CA this client trusts: give --ca FILE, "
+       "and --server-name NAME when the certificate does not name HOST"},
+      {"andshake",
+       "TLS handshake failed: check --ca, --server-name, and --cert/--key when the server "
+       "requires client certificates"},
+      {"Socket closed",
+       "the server closed the connection: plaintext to a TLS server? drop --plaintext and "
+       "give --ca"},
+      {"Connection refused",
+       "nothing listens there: is flowclassd running with grpc: enabled, on this --server "
+       "address?"},
+  };
+  for (const auto& h : kHints)
+    if (absl::StrContains(s.message(), h.says)) return absl::StrCat("\n  (", h.means, ")");
   return "";
 }
 
