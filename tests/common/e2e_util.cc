@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -108,8 +109,13 @@ TempDir::~TempDir() {
 
 ChildProcess::ChildProcess(std::vector<std::string> argv, const std::string& out)
     : out_(out) {
+  const pid_t parent = getpid();
   pid_ = fork();
   if (pid_ == 0) {
+    // Dies with the test (killed by ctest's timeout, say) instead of staying
+    // behind with its ports and EAL prefix; kept across exec.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
     const int fd = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(fd, 1);
     dup2(fd, 2);

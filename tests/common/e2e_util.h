@@ -54,7 +54,9 @@ class TempDir {
 };
 
 // A child process (argv[0] is the binary's path) with stdout and stderr in
-// the file `out`; killed by PID at destruction if still running.
+// the file `out`; killed by PID at destruction if still running, and by the
+// kernel if the test process dies first (PR_SET_PDEATHSIG: create it on the
+// thread that outlives it, the test's own).
 class ChildProcess {
  public:
   ChildProcess(std::vector<std::string> argv, const std::string& out);
