@@ -201,11 +201,10 @@ absl::Status ParseArgs(const std::vector<absl::string_view>& in, Args* out) {
         value = a.substr(eq + 1);
         // An on/off option is on by being there: "--all=no" must not mean
         // --all (it deleted every rule).
+        // (An unknown --name=value is refused by the command's OnlyFlags.)
         if (IsOnOff(name))
           return absl::InvalidArgumentError(
               absl::StrCat(name, " takes no value (got '", a, "'); leave it out to turn it off"));
-        if (!TakesValue(name))
-          return absl::InvalidArgumentError(absl::StrCat("unknown option '", name, "'"));
       } else if (TakesValue(a)) {
         if (i + 1 >= in.size()) return absl::InvalidArgumentError(a + " needs a value");
         value = std::string(in[++i]);

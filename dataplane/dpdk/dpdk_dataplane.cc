@@ -59,6 +59,24 @@ struct alignas(64) PmdCounterBlock {
   // ---- end metrics ----
 };
 
+// Which PmdStats field each mirror holds: the PMD stores through this table
+// and Stats() reads through it, so the two cannot disagree.
+constexpr std::pair<Counter PmdCounterBlock::*, uint64_t PmdStats::*> kPipelineMirrors[] = {
+    {&PmdCounterBlock::p_packets, &PmdStats::packets},
+    {&PmdCounterBlock::p_emc, &PmdStats::emc_hits},
+    {&PmdCounterBlock::p_smc, &PmdStats::smc_hits},
+    {&PmdCounterBlock::p_megaflow, &PmdStats::megaflow_hits},
+    {&PmdCounterBlock::p_subtable, &PmdStats::subtable_lookups},
+    {&PmdCounterBlock::p_upcall_ok, &PmdStats::upcall_ok},
+    {&PmdCounterBlock::p_upcall_failed, &PmdStats::upcall_failed},
+    {&PmdCounterBlock::p_no_match, &PmdStats::no_match},
+    {&PmdCounterBlock::p_cycles, &PmdStats::cycles},
+    {&PmdCounterBlock::p_cd_hits, &PmdStats::cd_hits},
+    {&PmdCounterBlock::p_cd_false_hits, &PmdStats::cd_false_hits},
+    {&PmdCounterBlock::p_revalidations, &PmdStats::revalidations},
+    {&PmdCounterBlock::p_revalidated_out, &PmdStats::megaflows_revalidated_out},
+};
+
 // ---- metrics (issue 7) ----
 // Per-rx-queue packet counters, 8 to a cache line, written by the owning PMD
 // only (queue i is line i / 8, slot i % 8).
@@ -340,19 +358,9 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
   // after a rule change (an idle PMD revalidates too) and at the end.
   auto publish_pipeline_counters = [&c, &pipeline] {
     const PmdStats& s = pipeline.stats();
-    c.p_packets.store(s.packets, std::memory_order_relaxed);
-    c.p_emc.store(s.emc_hits, std::memory_order_relaxed);
-    c.p_smc.store(s.smc_hits, std::memory_order_relaxed);
-    c.p_megaflow.store(s.megaflow_hits, std::memory_order_relaxed);
-    c.p_subtable.store(s.subtable_lookups, std::memory_order_relaxed);
-    c.p_upcall_ok.store(s.upcall_ok, std::memory_order_relaxed);
-    c.p_upcall_failed.store(s.upcall_failed, std::memory_order_relaxed);
-    c.p_no_match.store(s.no_match, std::memory_order_relaxed);
-    c.p_cycles.store(s.cycles, std::memory_order_relaxed);
-    c.p_cd_hits.store(s.cd_hits, std::memory_order_relaxed);
-    c.p_cd_false_hits.store(s.cd_false_hits, std::memory_order_relaxed);
-    c.p_revalidations.store(s.revalidations, std::memory_order_relaxed);
-    c.p_revalidated_out.store(s.megaflows_revalidated_out, std::memory_order_relaxed);
+#pragma GCC unroll 16
+    for (const auto& [mirror, field] : kPipelineMirrors)
+      (c.*mirror).store(s.*field, std::memory_order_relaxed);
   };
   box.live.store(true, std::memory_order_release);
   CounterLine* rxq_lines = pmd.rxq_counters.get();
@@ -1055,20 +1063,7 @@ DataplaneStats DpdkDataplane::Stats() const {
     p.busy_cycles = Read(c.busy_cycles);
     p.idle_cycles = Read(c.idle_cycles);
     p.generation = Read(c.generation);
-    p.pipeline.packets = Read(c.p_packets);
-    p.pipeline.emc_hits = Read(c.p_emc);
-    p.pipeline.smc_hits = Read(c.p_smc);
-    p.pipeline.megaflow_hits = Read(c.p_megaflow);
-    p.pipeline.subtable_lookups = Read(c.p_subtable);
-    p.pipeline.upcall_ok = Read(c.p_upcall_ok);
-    p.pipeline.upcall_failed = Read(c.p_upcall_failed);
-    p.pipeline.no_match = Read(c.p_no_match);
-    p.pipeline.cycles = Read(c.p_cycles);
-    // ---- metrics (issue 7) ----
-    p.pipeline.cd_hits = Read(c.p_cd_hits);
-    p.pipeline.cd_false_hits = Read(c.p_cd_false_hits);
-    p.pipeline.revalidations = Read(c.p_revalidations);
-    p.pipeline.megaflows_revalidated_out = Read(c.p_revalidated_out);
+    for (const auto& [mirror, field] : kPipelineMirrors) p.pipeline.*field = Read(c.*mirror);
     for (size_t qi = 0; qi < pmd.rxq.size(); ++qi) {
       QueueCounters q;
       q.port = pmd.rxq[qi].number;

@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/e2e_util.h"
 #include "tests/common/packet_builder.h"
 #include "tests/common/reference_classifier.h"
 #include "tests/common/rule_builders.h"
@@ -567,11 +568,7 @@ TEST(DpdkDataplaneTest, SetupErrorsSayWhatFailed) {
   {
     const std::string pcap =
         std::filesystem::temp_directory_path() / absl::StrCat("fc_rxq_", getpid(), ".pcap");
-    FILE* f = std::fopen(pcap.c_str(), "wb");
-    ASSERT_NE(f, nullptr);
-    const uint32_t header[6] = {0xa1b2c3d4, 0x00040002, 0, 0, 65535, 1};  // pcap, Ethernet
-    std::fwrite(header, sizeof(header), 1, f);
-    std::fclose(f);
+    WritePcap(pcap, {});
     bad = o;
     PortOptions two = Port(2, absl::StrCat("net_pcap_rxq", getpid()));
     two.devargs = absl::StrCat("rx_pcap=", pcap, ",rx_pcap=", pcap, ",tx_pcap=/dev/null");
@@ -585,15 +582,12 @@ TEST(DpdkDataplaneTest, SetupErrorsSayWhatFailed) {
     // infinite_rx keeps the whole pcap in the pool: a pool too small for it
     // is a mempool error naming mempool.mbufs (not "rx queue setup: Invalid
     // argument").
-    f = std::fopen(pcap.c_str(), "ab");
-    ASSERT_NE(f, nullptr);
-    const uint8_t frame[60] = {2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00};
-    for (uint32_t i = 0; i < 3000; ++i) {
-      const uint32_t rec[4] = {i, 0, sizeof(frame), sizeof(frame)};
-      std::fwrite(rec, sizeof(rec), 1, f);
-      std::fwrite(frame, sizeof(frame), 1, f);
-    }
-    std::fclose(f);
+    WritePcap(pcap, std::vector<std::vector<uint8_t>>(3000, PacketBuilder()
+                                                               .Eth(0x020000000001, 0x020000000002)
+                                                               .Ipv4(0x0a000001, 0x0a000002)
+                                                               .Udp(1, 2)
+                                                               .PadTo(60)
+                                                               .Build()));
     bad = o;
     bad.mbufs = 2500;
     PortOptions inf = Port(2, absl::StrCat("net_pcap_inf", getpid()));

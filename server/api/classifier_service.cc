@@ -321,11 +321,6 @@ std::vector<v1::BatchAck> ClassifierService::ApplyGroup(
   return acks;
 }
 
-grpc::Status ClassifierService::ApplyRules(
-    grpc::ServerContext*, grpc::ServerReaderWriter<v1::BatchAck, v1::RuleBatch>*) {
-  return grpc::Status(grpc::StatusCode::INTERNAL, "ApplyRules is served by ApplyRulesRaw");
-}
-
 grpc::Status ClassifierService::ApplyRulesRaw(
     grpc::ServerContext* ctx,
     grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {

@@ -43,11 +43,7 @@ class ClassifierService final : public v1::Classifier::Service {
   // `dp` must outlive the service.
   ClassifierService(Dataplane* dp, const GrpcServerConfig& config);
 
-  // Not called: the constructor installs ApplyRulesRaw for the method, which
-  // parses each RuleBatch itself (see there).
-  grpc::Status ApplyRules(
-      grpc::ServerContext* ctx,
-      grpc::ServerReaderWriter<v1::BatchAck, v1::RuleBatch>* stream) override;
+  // ApplyRules is served by ApplyRulesRaw (the constructor installs it).
   grpc::Status ListRules(grpc::ServerContext* ctx, const v1::ListRulesRequest* req,
                          grpc::ServerWriter<v1::Rule>* writer) override;
   grpc::Status GetRule(grpc::ServerContext* ctx, const v1::GetRuleRequest* req,
