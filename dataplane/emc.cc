@@ -84,12 +84,14 @@ uint64_t Emc::NextRandom() {
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool Emc::Matches(uint32_t slot,
                                                     const FlowKey& key) const {
   const EmcEntry& e = table_[slot];
-  if (e.hash != key.hash || e.map != key.map) return false;
-  const int n = key.n_words;
-  const int inline_n = n < kEmcInlineWords ? n : kEmcInlineWords;
-  for (int i = 0; i < inline_n; ++i)
-    if (e.words[i] != key.words[i]) return false;
-  for (int i = kEmcInlineWords; i < n; ++i)
+  // Branch-free over the inline words: past n_words both the entry (Store)
+  // and the key (FlowKey's invariant) hold zeros, and equal maps mean equal
+  // n_words, so comparing all five is the same as comparing n_words of them.
+  uint64_t diff = (e.hash ^ key.hash) | (e.map ^ key.map);
+#pragma GCC unroll 8
+  for (int i = 0; i < kEmcInlineWords; ++i) diff |= e.words[i] ^ key.words[i];
+  if (diff != 0) return false;
+  for (int i = kEmcInlineWords; i < key.n_words; ++i)
     if (overflow_[slot].words[i - kEmcInlineWords] != key.words[i]) return false;
   return true;
 }
