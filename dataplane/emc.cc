@@ -116,14 +116,15 @@ uint32_t Emc::LookupBurst(const FlowKey* keys, uint32_t todo_map,
   uint32_t second = 0;
   for (uint32_t m = todo_map; m; m &= m - 1) {
     const int i = std::countr_zero(m);
-    const Slots s = SlotsOf(keys[i].hash);
-    if (Matches(s.s0, keys[i]) && !IsDead(table_[s.s0])) {
-      mf_index[i] = table_[s.s0].mf_index;
+    const uint32_t s0 = SlotsOf(keys[i].hash).s0;  // s1 only on a miss
+    if (Matches(s0, keys[i]) && !IsDead(table_[s0])) {
+      mf_index[i] = table_[s0].mf_index;
       hits |= uint32_t{1} << i;
     } else {
+      const uint32_t s1 = SlotsOf(keys[i].hash).s1;
       second |= uint32_t{1} << i;
-      __builtin_prefetch(&table_[s.s1]);
-      if (keys[i].n_words > kEmcInlineWords) __builtin_prefetch(&overflow_[s.s1]);
+      __builtin_prefetch(&table_[s1]);
+      if (keys[i].n_words > kEmcInlineWords) __builtin_prefetch(&overflow_[s1]);
     }
   }
   // Stage 3: the second slots.

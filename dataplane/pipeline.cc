@@ -215,6 +215,7 @@ void Pipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts) {
   const uint64_t t0 = Cycles();
   Megaflow* mf[kMaxBurst];
   uint32_t todo = BurstMap(n);
+  uint64_t no_match = 0;
 
   if (config_.emc) {
     uint32_t idx[kMaxBurst];
@@ -225,13 +226,15 @@ void Pipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts) {
     uint64_t run = 0;
     for (uint32_t m = hits; m; m &= m - 1) {
       const int i = std::countr_zero(m);
-      mf[i] = &pool_.Get(idx[i]);
-      if (mf[i] != run_mf) {
+      Megaflow* const f = &pool_.Get(idx[i]);
+      if (f != run_mf) {
         if (run_mf != nullptr) run_mf->hits += run;
-        run_mf = mf[i];
+        run_mf = f;
         run = 0;
       }
       ++run;
+      verdicts[i] = f->verdict;
+      no_match += f->verdict.rule_id == 0;
     }
     if (run_mf != nullptr) run_mf->hits += run;
     stats_.emc_hits += std::popcount(hits);
@@ -240,6 +243,7 @@ void Pipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts) {
   }
 
   // The rest, one in_port at a time (a burst from one rx queue has one).
+  const uint32_t rest = todo;
   while (todo) {
     const uint32_t port =
         static_cast<uint32_t>(keys[std::countr_zero(todo)].Get(Field::kInPort));
@@ -252,8 +256,8 @@ void Pipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts) {
     todo &= ~same;
   }
 
-  uint64_t no_match = 0;
-  for (int i = 0; i < n; ++i) {
+  for (uint32_t m = rest; m; m &= m - 1) {
+    const int i = std::countr_zero(m);
     verdicts[i] = mf[i]->verdict;
     no_match += verdicts[i].rule_id == 0;
   }
