@@ -251,6 +251,40 @@ struct TwoDisjointRules {
                      MakeFiveTupleKey(0x0b000001, 1, 1, 1, 6)};
 };
 
+TEST(Pipeline, EmcHitsCountPerRuleInRunsAndAlone) {
+  // EMC hits add up per megaflow in runs (ProcessBurst): bursts whose hits
+  // alternate between rules, end in a run, or hit one rule throughout must
+  // all count every packet to its rule.
+  TwoDisjointRules two;
+  PipelineConfig cfg;
+  cfg.emc_config.insert_inv_prob = 1;  // every upcall fills the EMC
+  cfg.cd.mode = CdMode::kOff;
+  auto p = Pipeline::Create(cfg);
+  ASSERT_TRUE(p.ok());
+  (*p)->SetRuleTable(&two.table);
+  Verdict v[kMaxBurst];
+  (*p)->ProcessBurst(two.keys, 2, v);  // upcalls: one hit each
+  // 0 = rule 1's key, 1 = rule 2's: an alternating burst, runs ending in
+  // each rule, and a burst of one rule only.
+  const std::vector<std::vector<int>> bursts = {
+      {0, 1, 0, 1, 0}, {0, 0, 0, 1, 1}, {1, 1, 0, 0, 0, 0}, {1, 1, 1}};
+  uint64_t want[2] = {1, 1};
+  for (const std::vector<int>& b : bursts) {
+    FlowKey keys[kMaxBurst];
+    for (size_t i = 0; i < b.size(); ++i) {
+      keys[i] = two.keys[b[i]];
+      ++want[b[i]];
+    }
+    (*p)->ProcessBurst(keys, static_cast<int>(b.size()), v);
+    for (size_t i = 0; i < b.size(); ++i)
+      EXPECT_EQ(v[i].rule_id, b[i] == 0 ? 1u : 2u);
+  }
+  EXPECT_EQ((*p)->stats().emc_hits, want[0] + want[1] - 2);
+  using Hits = std::vector<std::pair<uint64_t, uint64_t>>;
+  EXPECT_EQ((*p)->Snapshot().rule_hits, (Hits{{1, want[0]}, {2, want[1]}}));
+  (*p)->SetRuleTable(nullptr);
+}
+
 TEST(Pipeline, RevalidationKeepsUnaffectedMegaflows) {
   // Changing one rule must not evict the other's megaflow.
   TwoDisjointRules two;
