@@ -298,8 +298,10 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool ParseFastIpv4(const uint8_t* p,
   } else if (proto != kIpProtoUdp || end < kIpv4MinLen + kUdpLen) {
     return false;
   }
-  const uint64_t eth_dst = Load48(p);
-  const uint64_t eth_src = Load48(p + 6);
+  // len >= 42 here: whole 8-byte loads cover each 6-byte address (one
+  // load and a byte swap instead of two of each).
+  const uint64_t eth_dst = Load64(p) >> 16;
+  const uint64_t eth_src = Load64(p + 6) >> 16;
   const uint64_t ipv4 = Load64(ip + 12);
   if (eth_dst == 0 || eth_src == 0 || ipv4 == 0) return false;
   uint64_t* w = key->words.data();
@@ -308,7 +310,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool ParseFastIpv4(const uint8_t* p,
   w[2] = eth_src;
   w[3] = ipv4;
   w[4] = L4Word(proto, /*tos=*/ip[1], /*ttl=*/ip[8], /*frag=*/0) |
-         (uint64_t{Load16(l4)} << 16) | Load16(l4 + 2);
+         Load32(l4);  // tp_src << 16 | tp_dst
   for (int i = 5; i < kFlowWords; ++i) w[i] = 0;
   key->map = (1u << kWordMeta) | (1u << kWordEthDst) | (1u << kWordEthSrc) |
              (1u << kWordIpv4) | (1u << kWordL4);
