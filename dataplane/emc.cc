@@ -97,14 +97,14 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool Emc::Matches(uint32_t slot,
 }
 
 uint32_t Emc::LookupBurst(const FlowKey* keys, uint32_t todo_map,
-                          uint32_t* mf_index) const {
+                          uint32_t* mf_index, bool first_slots_prefetched) const {
   // Stage 1: prefetch the first candidate slot of every key (and the
   // overflow record of a long key), so the misses of the whole burst overlap
   // instead of being paid one by one.  Insert prefers a free first slot, so
   // most keys that are cached at all are there: fetching the second slot up
   // front would double the memory traffic (and stall on fill buffers) for
   // nothing.
-  for (uint32_t m = todo_map; m; m &= m - 1) {
+  for (uint32_t m = first_slots_prefetched ? 0 : todo_map; m; m &= m - 1) {
     const FlowKey& key = keys[std::countr_zero(m)];
     const uint32_t s0 = SlotsOf(key.hash).s0;
     __builtin_prefetch(&table_[s0]);

@@ -137,8 +137,14 @@ class Emc {
   // keys[i] up.  A hit sets bit i of the result and writes mf_index[i]; for a
   // miss mf_index[i] is left untouched.  Staged: all candidate slots of the
   // burst are prefetched before any is compared.
+  // first_slots_prefetched: the caller already prefetched every key's first
+  // slot (ParseBurst with prefetch_hint()), so stage 1 is skipped.
   uint32_t LookupBurst(const FlowKey* keys, uint32_t todo_map,
-                       uint32_t* mf_index) const;
+                       uint32_t* mf_index, bool first_slots_prefetched = false) const;
+  // Where ParseBurst should prefetch each key's first slot.
+  HashPrefetch prefetch_hint() const {
+    return {reinterpret_cast<const uint8_t*>(table_.get()), mask_, 6};
+  }
 
   // Single-key convenience: the megaflow index, or kInvalidIndex on a miss.
   uint32_t Lookup(const FlowKey& key) const;

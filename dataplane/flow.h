@@ -250,6 +250,16 @@ inline uint64_t HashKeyWords(const uint64_t* w, uint32_t map) {
   return HashFinish(h);
 }
 
+// Where a key's hash points in a hash-indexed table of 2^k entries of
+// 2^entry_shift bytes (the EMC's first slots: Emc::prefetch_hint()).
+// ParseBurst (packet_parser.h) prefetches that line as soon as each key's hash is known, so the
+// table's misses overlap the parsing of the next frames.
+struct HashPrefetch {
+  const uint8_t* base = nullptr;  // nullptr: no prefetch
+  uint32_t mask = 0;              // entries - 1
+  int entry_shift = 0;
+};
+
 // Parse outcome flags carried next to the key (not matchable).
 inline constexpr uint8_t kKeyTruncated = 1;  // frame ended inside a header
 inline constexpr uint8_t kKeyMalformed = 2;  // a header field was invalid

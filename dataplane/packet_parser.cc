@@ -333,18 +333,22 @@ FlowKey ParsePacket(const uint8_t* frame, size_t len, uint32_t in_port) {
 }
 
 int ParseBurst(const uint8_t* const* frames, const uint16_t* lens, int n,
-               uint32_t in_port, FlowKey* keys) {
+               uint32_t in_port, FlowKey* keys, HashPrefetch prefetch) {
   // Frames usually arrive cold (just DMA'd); fetch the headers of the next
   // two while parsing this one.
   for (int i = 0; i < n && i < 2; ++i) __builtin_prefetch(frames[i]);
   int flagged = 0;  // the fast path never flags
   for (int i = 0; i < n; ++i) {
     if (i + 2 < n) __builtin_prefetch(frames[i + 2]);
-    if (ParseFastIpv4(frames[i], lens[i], in_port, &keys[i])) continue;
-    uint64_t w[kFlowWords] = {};
-    const uint8_t flags = ParseToWords(frames[i], lens[i], in_port, w);
-    PackKey(w, flags, &keys[i]);
-    flagged += flags != 0;
+    if (!ParseFastIpv4(frames[i], lens[i], in_port, &keys[i])) {
+      uint64_t w[kFlowWords] = {};
+      const uint8_t flags = ParseToWords(frames[i], lens[i], in_port, w);
+      PackKey(w, flags, &keys[i]);
+      flagged += flags != 0;
+    }
+    if (prefetch.base != nullptr)
+      __builtin_prefetch(prefetch.base + (size_t{static_cast<uint32_t>(keys[i].hash) & prefetch.mask}
+                                          << prefetch.entry_shift));
   }
   return flagged;
 }

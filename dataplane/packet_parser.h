@@ -92,7 +92,7 @@ FlowKey ParsePacket(const uint8_t* frame, size_t len, uint32_t in_port);
 // parsing the current one.  Returns how many keys carry flags (truncated or
 // malformed frames): the PMD counts them as parse errors.
 int ParseBurst(const uint8_t* const* frames, const uint16_t* lens, int n,
-               uint32_t in_port, FlowKey* keys);
+               uint32_t in_port, FlowKey* keys, HashPrefetch prefetch = {});
 
 // The dense form of ParsePacket, for tests and control-plane tools.  Stores
 // the outcome flags in *flags when `flags` is non-null.

@@ -210,7 +210,8 @@ void Pipeline::MaybePeriodic() {
   }
 }
 
-void Pipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts) {
+void Pipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts,
+                            bool emc_prefetched) {
   if (n <= 0) return;
   const uint64_t t0 = Cycles();
   Megaflow* mf[kMaxBurst];
@@ -219,7 +220,7 @@ void Pipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts) {
 
   if (config_.emc) {
     uint32_t idx[kMaxBurst];
-    const uint32_t hits = emc_.LookupBurst(keys, todo, idx);
+    const uint32_t hits = emc_.LookupBurst(keys, todo, idx, emc_prefetched);
     // A burst is usually a few flows: add a run of hits on one megaflow at
     // once instead of chaining 32 read-modify-writes of one counter.
     Megaflow* run_mf = nullptr;

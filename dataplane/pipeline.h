@@ -153,8 +153,14 @@ class Pipeline {
                     const RuleChangeSet* changes = nullptr);
 
   // keys[0..n) -> verdicts[0..n); 0 <= n <= kMaxBurst.  verdicts[n..] are
-  // not written.
-  void ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts);
+  // not written.  emc_prefetched: the keys were parsed with ParseBurst(...,
+  // parse_prefetch()), which already prefetched their EMC slots.
+  void ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts,
+                    bool emc_prefetched = false);
+  // What ParseBurst should prefetch for ProcessBurst (nothing without EMC).
+  HashPrefetch parse_prefetch() const {
+    return config_.emc ? emc_.prefetch_hint() : HashPrefetch{};
+  }
 
   // Runs the periodic work now (ranking, CD decision).  ProcessBurst calls it
   // by itself every ranking_interval_ms.

@@ -112,8 +112,9 @@ void BM_ParseAndClassify(benchmark::State& state) {
   uint64_t forwarded = 0;
   for (auto _ : state) {
     const size_t base = static_cast<size_t>(burst) * kMaxBurst;
-    ParseBurst(&ptrs[base], &lens[base], kMaxBurst, /*in_port=*/1, keys);
-    pipeline.ProcessBurst(keys, kMaxBurst, verdicts);
+    ParseBurst(&ptrs[base], &lens[base], kMaxBurst, /*in_port=*/1, keys,
+               pipeline.parse_prefetch());
+    pipeline.ProcessBurst(keys, kMaxBurst, verdicts, /*emc_prefetched=*/true);
     forwarded += verdicts[kMaxBurst - 1].rule_id != 0;
     burst = (burst + 1) % kBursts;
   }

@@ -414,8 +414,9 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
         frames[i] = rte_pktmbuf_mtod(rx[i], const uint8_t*);
         lens[i] = rte_pktmbuf_data_len(rx[i]);
       }  // ParseBurst prefetches the frames it is about to parse
-      const int parse_errors = ParseBurst(frames, lens, n, q.number, keys);
-      pipeline.ProcessBurst(keys, n, verdicts);
+      const int parse_errors =
+          ParseBurst(frames, lens, n, q.number, keys, pipeline.parse_prefetch());
+      pipeline.ProcessBurst(keys, n, verdicts, /*emc_prefetched=*/true);
 
       int n_drop = 0, n_used = 0;
       uint64_t rule_drops = 0, no_match = 0, bad_port = 0;
