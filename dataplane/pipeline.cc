@@ -210,13 +210,17 @@ void Pipeline::MaybePeriodic() {
   }
 }
 
-void Pipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts,
+bool Pipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts,
                             bool emc_prefetched) {
-  if (n <= 0) return;
+  if (n <= 0) return false;
   const uint64_t t0 = Cycles();
   Megaflow* mf[kMaxBurst];
   uint32_t todo = BurstMap(n);
   uint64_t no_match = 0;
+  // Every verdict equal to *ref so far: compared once per run of hits on one
+  // megaflow, and once per packet below the EMC.
+  const Verdict* ref = nullptr;
+  bool uniform = true;
 
   if (config_.emc) {
     uint32_t idx[kMaxBurst];
@@ -229,7 +233,12 @@ void Pipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts,
       const int i = std::countr_zero(m);
       Megaflow* const f = &pool_.Get(idx[i]);
       if (f != run_mf) {
-        if (run_mf != nullptr) run_mf->hits += run;
+        if (run_mf != nullptr) {
+          run_mf->hits += run;
+          uniform &= f->verdict == *ref;
+        } else {
+          ref = &f->verdict;
+        }
         run_mf = f;
         run = 0;
       }
@@ -261,11 +270,14 @@ void Pipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts,
     const int i = std::countr_zero(m);
     verdicts[i] = mf[i]->verdict;
     no_match += verdicts[i].rule_id == 0;
+    if (ref == nullptr) ref = &mf[i]->verdict;
+    uniform &= verdicts[i] == *ref;
   }
   stats_.no_match += no_match;
   stats_.packets += static_cast<uint64_t>(n);
   MaybePeriodic();
   stats_.cycles += Cycles() - t0;
+  return uniform;
 }
 
 // A key found below the EMC goes into the caches above the layer that

@@ -154,8 +154,10 @@ class Pipeline {
 
   // keys[0..n) -> verdicts[0..n); 0 <= n <= kMaxBurst.  verdicts[n..] are
   // not written.  emc_prefetched: the keys were parsed with ParseBurst(...,
-  // parse_prefetch()), which already prefetched their EMC slots.
-  void ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts,
+  // parse_prefetch()), which already prefetched their EMC slots.  Returns
+  // true when n > 0 and all n verdicts are equal (the PMD then sends the
+  // burst as it came, without sorting it by verdict).
+  bool ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts,
                     bool emc_prefetched = false);
   // What ParseBurst should prefetch for ProcessBurst (nothing without EMC).
   HashPrefetch parse_prefetch() const {

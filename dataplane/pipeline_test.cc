@@ -285,6 +285,36 @@ TEST(Pipeline, EmcHitsCountPerRuleInRunsAndAlone) {
   (*p)->SetRuleTable(nullptr);
 }
 
+TEST(Pipeline, ProcessBurstSaysWhenEveryVerdictIsTheSame) {
+  // The PMD sends a burst as it came when ProcessBurst says all verdicts are
+  // equal: that must hold for EMC hits, upcalls and their mix, and fail for
+  // one odd packet anywhere in the burst.
+  TwoDisjointRules two;
+  PipelineConfig cfg;
+  cfg.emc_config.insert_inv_prob = 1;
+  cfg.cd.mode = CdMode::kOff;
+  auto p = Pipeline::Create(cfg);
+  ASSERT_TRUE(p.ok());
+  (*p)->SetRuleTable(&two.table);
+  Verdict v[kMaxBurst];
+  EXPECT_FALSE((*p)->ProcessBurst(two.keys, 0, v));
+  FlowKey same[3] = {two.keys[0], two.keys[0], two.keys[0]};
+  EXPECT_TRUE((*p)->ProcessBurst(same, 3, v));   // upcall, then its megaflow
+  EXPECT_TRUE((*p)->ProcessBurst(same, 3, v));   // EMC hits
+  EXPECT_FALSE((*p)->ProcessBurst(two.keys, 2, v));  // upcall of rule 2
+  for (int odd = 0; odd < 4; ++odd) {
+    FlowKey keys[4] = {two.keys[0], two.keys[0], two.keys[0], two.keys[0]};
+    keys[odd] = two.keys[1];
+    EXPECT_FALSE((*p)->ProcessBurst(keys, 4, v)) << "odd packet at " << odd;
+  }
+  // Below the EMC too: a fresh key of rule 1 (upcall) among EMC hits.
+  FlowKey mixed[3] = {two.keys[0], MakeFiveTupleKey(0x0a000002, 1, 1, 1, 6), two.keys[0]};
+  EXPECT_TRUE((*p)->ProcessBurst(mixed, 3, v));
+  FlowKey mixed_odd[3] = {two.keys[0], two.keys[0], MakeFiveTupleKey(0x0b000002, 1, 1, 1, 6)};
+  EXPECT_FALSE((*p)->ProcessBurst(mixed_odd, 3, v));
+  (*p)->SetRuleTable(nullptr);
+}
+
 TEST(Pipeline, RevalidationKeepsUnaffectedMegaflows) {
   // Changing one rule must not evict the other's megaflow.
   TwoDisjointRules two;

@@ -416,27 +416,20 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
       }  // ParseBurst prefetches the frames it is about to parse
       const int parse_errors =
           ParseBurst(frames, lens, n, q.number, keys, pipeline.parse_prefetch());
-      pipeline.ProcessBurst(keys, n, verdicts, /*emc_prefetched=*/true);
+      const bool uniform =
+          pipeline.ProcessBurst(keys, n, verdicts, /*emc_prefetched=*/true);
 
       int n_drop = 0, n_used = 0;
       uint64_t rule_drops = 0, no_match = 0, bad_port = 0;
       // Common case first: the whole burst goes out of one port (a burst
       // is usually a few flows with the same action), so the rx array is
       // the tx array and nothing is regrouped.
-      bool one_port = verdicts[0].rule_id != 0 &&
-                      verdicts[0].action.kind == Action::Kind::kOutput;
-      const uint32_t port0 = verdicts[0].action.port;
-      for (int i = 1; i < n && one_port; ++i)
-        one_port = verdicts[i].rule_id != 0 &&
-                   verdicts[i].action.kind == Action::Kind::kOutput &&
-                   verdicts[i].action.port == port0;
-      const int p0 = one_port && port0 <= kMaxPortNumber
-                         ? port_index[port0] : -1;
-      if (p0 >= 0) {
-        std::memcpy(out[p0], rx, sizeof(rx[0]) * n);
-        out_n[p0] = n;
-        used[n_used++] = p0;
-      }
+      const Verdict& v0 = verdicts[0];
+      const int p0 = uniform && v0.rule_id != 0 &&
+                             v0.action.kind == Action::Kind::kOutput &&
+                             v0.action.port <= kMaxPortNumber
+                         ? port_index[v0.action.port]
+                         : -1;
       for (int i = 0; i < n && p0 < 0; ++i) {
         const Verdict& vd = verdicts[i];
         if (vd.rule_id == 0) {
@@ -460,19 +453,22 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
       }
       if (n_drop) rte_pktmbuf_free_bulk(drops, static_cast<unsigned>(n_drop));
       uint64_t tx_total = 0, tx_drop_total = 0;
-      for (int u = 0; u < n_used; ++u) {
-        const int p = used[u];
-        const uint16_t want = static_cast<uint16_t>(out_n[p]);
-        uint16_t sent = rte_eth_tx_burst(eth_of[p], txq, out[p], want);
+      auto send = [&](int p, rte_mbuf** pkts, uint16_t want) {
+        uint16_t sent = rte_eth_tx_burst(eth_of[p], txq, pkts, want);
         for (int r = 0; r < retries && sent < want; ++r)
-          sent += rte_eth_tx_burst(eth_of[p], txq, out[p] + sent,
+          sent += rte_eth_tx_burst(eth_of[p], txq, pkts + sent,
                                    static_cast<uint16_t>(want - sent));
         if (sent < want)
-          rte_pktmbuf_free_bulk(out[p] + sent, static_cast<unsigned>(want - sent));
+          rte_pktmbuf_free_bulk(pkts + sent, static_cast<unsigned>(want - sent));
         Bump(c.port_tx[p], sent);
         if (sent < want) Bump(c.port_tx_dropped[p], want - sent);
         tx_total += sent;
         tx_drop_total += want - sent;
+      };
+      if (p0 >= 0) send(p0, rx, n);
+      for (int u = 0; u < n_used; ++u) {
+        const int p = used[u];
+        send(p, out[p], static_cast<uint16_t>(out_n[p]));
         out_n[p] = 0;
       }
       Bump(c.rx, n);
