@@ -67,7 +67,7 @@ struct Megaflow {
 class MegaflowPool {
  public:
   explicit MegaflowPool(uint32_t capacity)
-      : slots_(capacity), free_(capacity), live_pos_(capacity) {
+      : slots_(capacity), capacity_(capacity), free_(capacity), live_pos_(capacity) {
     for (uint32_t i = 0; i < capacity; ++i) {
       slots_[i].index = i;
       free_[i] = capacity - 1 - i;  // hand out low indices first
@@ -104,10 +104,9 @@ class MegaflowPool {
   Megaflow& Get(uint32_t index) { return slots_[index]; }
   const Megaflow& Get(uint32_t index) const { return slots_[index]; }
   bool IsLive(uint32_t index, uint32_t version) const {
-    return index < slots_.size() && slots_[index].live &&
-           slots_[index].version == version;
+    return index < capacity_ && slots_[index].live && slots_[index].version == version;
   }
-  uint32_t capacity() const { return static_cast<uint32_t>(slots_.size()); }
+  uint32_t capacity() const { return capacity_; }
   uint32_t live() const { return static_cast<uint32_t>(live_list_.size()); }
   // Free() calls so far: a cache of (index, version) pairs can only have
   // gained dead entries when this has moved.
@@ -119,6 +118,7 @@ class MegaflowPool {
 
  private:
   std::vector<Megaflow> slots_;
+  uint32_t capacity_;  // slots_.size(), without dividing by sizeof(Megaflow)
   std::vector<uint32_t> free_;
   uint64_t frees_ = 0;
   std::vector<uint32_t> live_list_;  // indices of live slots
