@@ -118,10 +118,31 @@ void Pipeline::SetRuleTable(const RuleTable* table,
 // RuleTable guarantees that keys agreeing on wc get the same rule.
 void Pipeline::Revalidate(const RuleChangeSet* changes) {
   uint64_t removed = 0;
+  // Megaflows match in_port exactly.  When every changed match names its
+  // in_port (none wildcards it), a megaflow on a port the change set does
+  // not name is provably unchanged: any rule it could name or overlap, old
+  // or new, matches its port, and removed rules' old matches are in the set
+  // too (MakeRuleChangeSet).  For a few such ports one compare per megaflow
+  // replaces MayAffect's hash lookups (a controller's batch is usually
+  // about one port, and most megaflows are on others).
+  constexpr int kMaxPortFilter = 8;
+  uint32_t ports[kMaxPortFilter];
+  int n_ports = -1;  // no filter
+  if (changes != nullptr && changes->any_in_port.empty() &&
+      changes->by_in_port.size() <= kMaxPortFilter) {
+    n_ports = 0;
+    for (const auto& [port, matches] : changes->by_in_port) ports[n_ports++] = port;
+  }
   // Backwards: Remove() frees the megaflow, which moves the last live entry
   // (already visited) into its place.
   for (uint32_t k = pool_.live(); k-- > 0;) {
     Megaflow& mf = pool_.Get(pool_.LiveIndex(k));
+    if (n_ports >= 0) {
+      const uint32_t port = static_cast<uint32_t>(mf.value.Get(Field::kInPort));
+      bool named = false;
+      for (int i = 0; i < n_ports; ++i) named |= ports[i] == port;
+      if (!named) continue;
+    }
     if (changes && !changes->MayAffect(mf.value, mf.mask, mf.verdict.rule_id)) {
       continue;  // see RuleChangeSet: provably unchanged
     }
