@@ -315,6 +315,48 @@ TEST(Pipeline, ProcessBurstSaysWhenEveryVerdictIsTheSame) {
   (*p)->SetRuleTable(nullptr);
 }
 
+TEST(Pipeline, RevalidationChecksOnlyMegaflowsTheChangeCanReach) {
+  // Rules on in_port 1 and 2, and on 1 split by protocol.  A change to the
+  // port-1 TCP rule must recheck (and re-verdict) the port-1 TCP megaflow
+  // only: not the port-2 megaflow (another port: skipped without MayAffect)
+  // nor the port-1 UDP one (same addresses, another protocol).
+  auto rule = [](uint64_t id, uint32_t in_port, uint8_t proto, uint32_t out) {
+    Rule r = Ipv4Rule(id, 10, Action::Output(out));
+    r.match.SetExact(Field::kInPort, in_port);
+    r.match.SetExact(Field::kNwProto, proto);
+    return r;
+  };
+  const Rule tcp1 = rule(1, 1, 6, 11), udp1 = rule(2, 1, 17, 12), tcp2 = rule(3, 2, 6, 13);
+  RuleTable t1;
+  ASSERT_TRUE(t1.ApplyBatch({RuleOp::Insert(tcp1), RuleOp::Insert(udp1),
+                             RuleOp::Insert(tcp2)}).ok());
+  PipelineConfig cfg;
+  cfg.cd.mode = CdMode::kOff;
+  auto p = Pipeline::Create(cfg);
+  ASSERT_TRUE(p.ok());
+  (*p)->SetRuleTable(&t1);
+  FlowKey keys[3] = {MakeFiveTupleKey(0x0a000001, 1, 1, 1, 6, /*in_port=*/1),
+                     MakeFiveTupleKey(0x0a000001, 1, 1, 1, 17, /*in_port=*/1),
+                     MakeFiveTupleKey(0x0a000001, 1, 1, 1, 6, /*in_port=*/2)};
+  Verdict v[3];
+  (*p)->ProcessBurst(keys, 3, v);
+  ASSERT_EQ((*p)->stats().upcall_ok, 3u);
+
+  Rule tcp1b = tcp1;
+  tcp1b.action = Action::Output(21);
+  const std::vector<RuleOp> ops = {RuleOp::Replace(tcp1b)};
+  const RuleChangeSet changes = MakeRuleChangeSet(t1, ops);
+  RuleTable t2(t1);
+  ASSERT_TRUE(t2.ApplyBatch(ops).ok());
+  (*p)->SetRuleTable(&t2, &changes);
+  EXPECT_EQ((*p)->stats().megaflows_rechecked, 1u);
+  (*p)->ProcessBurst(keys, 3, v);
+  EXPECT_EQ(v[0].action, Action::Output(21));
+  EXPECT_EQ(v[1].action, Action::Output(12));
+  EXPECT_EQ(v[2].action, Action::Output(13));
+  (*p)->SetRuleTable(nullptr);
+}
+
 TEST(Pipeline, RevalidationKeepsUnaffectedMegaflows) {
   // Changing one rule must not evict the other's megaflow.
   TwoDisjointRules two;
