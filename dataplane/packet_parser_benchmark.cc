@@ -8,6 +8,7 @@
 // walked round-robin, so the numbers include L1/L2 misses on frame headers
 // roughly as after a NIC DMA, not a single hot burst.
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "benchmark/benchmark.h"
@@ -65,12 +66,9 @@ void BM_ParseBurst(benchmark::State& state) {
   std::vector<std::vector<uint8_t>> frames;
   for (int i = 0; i < kBursts * kMaxBurst; ++i)
     frames.push_back(MakeFrame(mix, i));
-  std::vector<const uint8_t*> ptrs;
-  std::vector<uint16_t> lens;
-  for (const auto& f : frames) {
-    ptrs.push_back(f.data());
-    lens.push_back(static_cast<uint16_t>(f.size()));
-  }
+  const FrameArrays arrays(std::move(frames));
+  const std::vector<const uint8_t*>& ptrs = arrays.ptrs;
+  const std::vector<uint16_t>& lens = arrays.lens;
   FlowKey keys[kMaxBurst];
   int burst = 0;
   for (auto _ : state) {

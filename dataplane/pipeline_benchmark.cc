@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -93,12 +94,9 @@ void BM_ParseAndClassify(benchmark::State& state) {
     }
     frames.push_back(b.Payload(18).Build());
   }
-  std::vector<const uint8_t*> ptrs;
-  std::vector<uint16_t> lens;
-  for (const auto& f : frames) {
-    ptrs.push_back(f.data());
-    lens.push_back(static_cast<uint16_t>(f.size()));
-  }
+  const FrameArrays arrays(std::move(frames));
+  const std::vector<const uint8_t*>& ptrs = arrays.ptrs;
+  const std::vector<uint16_t>& lens = arrays.lens;
   FlowKey keys[kMaxBurst];
   Verdict verdicts[kMaxBurst];
   // Warm the caches: every flow seen once, so the loop measures hits.

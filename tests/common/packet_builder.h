@@ -40,6 +40,7 @@
 #include <initializer_list>
 #include <limits>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "absl/numeric/int128.h"
@@ -186,6 +187,19 @@ bool CanBuildFrameFromFlow(const Flow& f);
 // zero-padded to min_len bytes.  Later fragments carry 8 bytes of payload
 // instead of an L4 header; ARP frames carry a zeroed ARP request body.
 std::vector<uint8_t> BuildFrameFromFlow(const Flow& f, size_t min_len = 64);
+
+// Frames with the pointer and length arrays ParseBurst takes (benchmarks).
+struct FrameArrays {
+  explicit FrameArrays(std::vector<std::vector<uint8_t>> f) : frames(std::move(f)) {
+    for (const auto& frame : frames) {
+      ptrs.push_back(frame.data());
+      lens.push_back(static_cast<uint16_t>(frame.size()));
+    }
+  }
+  std::vector<std::vector<uint8_t>> frames;
+  std::vector<const uint8_t*> ptrs;
+  std::vector<uint16_t> lens;
+};
 
 }  // namespace flowclass
 
