@@ -1,5 +1,9 @@
 #include "dataplane/emc.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <algorithm>
 #include <bit>
 #include <utility>
@@ -87,10 +91,27 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool Emc::Matches(uint32_t slot,
   // Branch-free over the inline words: past n_words both the entry (Store)
   // and the key (FlowKey's invariant) hold zeros, and equal maps mean equal
   // n_words, so comparing all five is the same as comparing n_words of them.
+#if defined(__SSE2__)
+  // Bytes 0..10 (hash, map, n_words) and 16..55 (the words) of the entry
+  // and the key, which share that layout (see EmcEntry), 16 at a time.
+  const auto* ep = reinterpret_cast<const __m128i*>(&e);
+  const auto* kp = reinterpret_cast<const __m128i*>(&key);
+  const __m128i eq0 = _mm_cmpeq_epi8(_mm_load_si128(ep), _mm_loadu_si128(kp));
+  const __m128i eq1 = _mm_cmpeq_epi8(_mm_load_si128(ep + 1), _mm_loadu_si128(kp + 1));
+  const __m128i eq2 = _mm_cmpeq_epi8(_mm_load_si128(ep + 2), _mm_loadu_si128(kp + 2));
+  const __m128i eq3 = _mm_cmpeq_epi8(_mm_loadl_epi64(ep + 3), _mm_loadl_epi64(kp + 3));
+  const unsigned head = static_cast<unsigned>(_mm_movemask_epi8(eq0)) & 0x07ffu;
+  const unsigned words = static_cast<unsigned>(
+      _mm_movemask_epi8(_mm_and_si128(_mm_and_si128(eq1, eq2), eq3)));
+  // eq3's upper 8 bytes compare zeros with zeros (loadl), so all 16 bits
+  // are set when the words match.
+  if (head != 0x07ffu || words != 0xffffu) return false;
+#else
   uint64_t diff = (e.hash ^ key.hash) | (e.map ^ key.map);
 #pragma GCC unroll 8
   for (int i = 0; i < kEmcInlineWords; ++i) diff |= e.words[i] ^ key.words[i];
   if (diff != 0) return false;
+#endif
   for (int i = kEmcInlineWords; i < key.n_words; ++i)
     if (overflow_[slot].words[i - kEmcInlineWords] != key.words[i]) return false;
   return true;

@@ -55,19 +55,23 @@
 // the first.
 //
 //   struct EmcEntry {            // 64 bytes
-//     uint64_t hash;             //  0  FlowKey::hash; compared first
+//     uint64_t hash;             //  0  FlowKey::hash
 //     uint16_t map;              //  8  FlowKey::map (0 for an empty slot)
 //     uint8_t  n_words;          // 10
 //     uint8_t  pad;              // 11
 //     uint32_t stamp;            // 12  insert sequence (kOlderVictim)
-//     uint32_t mf_index;         // 16  kInvalidIndex when empty
-//     uint32_t mf_version;       // 20
-//     uint64_t words[5];         // 24  packed key words 0..4, as in FlowKey
+//     uint64_t words[5];         // 16  packed key words 0..4, as in FlowKey
+//     uint32_t mf_index;         // 56  kInvalidIndex when empty
+//     uint32_t mf_version;       // 60
 //   };
+// The first 56 bytes sit where FlowKey has the same fields (hash, map,
+// n_words, then words at 16), so a probe compares the entry with the key
+// in 16-byte blocks, ignoring bytes 11..15 (pad/flags, stamp/reserved).
 //   struct EmcOverflow { uint64_t words[4]; };  // packed key words 5..8
 #ifndef FLOWCLASS_DATAPLANE_EMC_H_
 #define FLOWCLASS_DATAPLANE_EMC_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -117,11 +121,18 @@ struct alignas(64) EmcEntry {
   uint8_t n_words = 0;
   uint8_t pad = 0;
   uint32_t stamp = 0;
+  uint64_t words[kEmcInlineWords] = {};
   uint32_t mf_index = kInvalidIndex;
   uint32_t mf_version = 0;
-  uint64_t words[kEmcInlineWords] = {};
 };
 static_assert(sizeof(EmcEntry) == 64, "EmcEntry layout documented in emc.h");
+// Emc::Matches compares the first 56 bytes of an entry with a FlowKey's.
+static_assert(offsetof(EmcEntry, hash) == offsetof(FlowKey, hash) &&
+                  offsetof(EmcEntry, map) == offsetof(FlowKey, map) &&
+                  offsetof(EmcEntry, n_words) == offsetof(FlowKey, n_words) &&
+                  offsetof(EmcEntry, words) == offsetof(FlowKey, words) &&
+                  offsetof(EmcEntry, words) == 16,
+              "EmcEntry's key fields sit where FlowKey has them");
 
 struct EmcOverflow {
   uint64_t words[kFlowWords - kEmcInlineWords] = {};
