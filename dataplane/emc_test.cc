@@ -82,6 +82,30 @@ TEST_F(EmcTest, HitAfterInsertMissOtherwise) {
   }
 }
 
+TEST_F(EmcTest, KeyDifferingInOneWordUnderTheSameHashMisses) {
+  // The probe compares the whole key even when the hash matches: change any
+  // one word (inline or overflow) of a 5-word and of a 9-word key, keep the
+  // hash, and the lookup must miss.
+  for (int n_words : {5, kFlowWords}) {
+    Emc emc(&pool_, Config(EmcPolicy::kRandomVictim));
+    Flow f;
+    for (int w = 0; w < n_words; ++w) f.w[w] = 0x1111111111111111ULL * static_cast<uint64_t>(w + 1);
+    const FlowKey a = FlowKey::FromFlow(f);
+    ASSERT_EQ(a.n_words, n_words);
+    const uint32_t ia = Install(a);
+    emc.Insert(a, ia);
+    ASSERT_EQ(emc.Lookup(a), ia);
+    for (int w = 0; w < n_words; ++w) {
+      FlowKey b = a;
+      b.words[w] ^= 0x0100;  // still non-zero
+      EXPECT_EQ(emc.Lookup(b), kInvalidIndex) << n_words << " words, word " << w;
+    }
+    FlowKey c = a;
+    c.hash ^= 1;
+    EXPECT_EQ(emc.Lookup(c), kInvalidIndex);
+  }
+}
+
 TEST_F(EmcTest, InsertUpdatesInPlace) {
   Emc emc(&pool_, Config(EmcPolicy::kRandomVictim));
   ExpectInsertUpdatesInPlace(emc);
