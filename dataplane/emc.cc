@@ -117,8 +117,11 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool Emc::Matches(uint32_t slot,
   return true;
 }
 
-uint32_t Emc::LookupBurst(const FlowKey* keys, uint32_t todo_map,
-                          uint32_t* mf_index, bool first_slots_prefetched) const {
+template <typename Found>
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint32_t Emc::LookupBurstOf(const FlowKey* keys,
+                                                              uint32_t todo_map,
+                                                              bool first_slots_prefetched,
+                                                              Found found) const {
   // Stage 1: prefetch the first candidate slot of every key (and the
   // overflow record of a long key), so the misses of the whole burst overlap
   // instead of being paid one by one.  Insert prefers a free first slot, so
@@ -138,8 +141,9 @@ uint32_t Emc::LookupBurst(const FlowKey* keys, uint32_t todo_map,
   for (uint32_t m = todo_map; m; m &= m - 1) {
     const int i = std::countr_zero(m);
     const uint32_t s0 = SlotsOf(keys[i].hash).s0;  // s1 only on a miss
-    if (Matches(s0, keys[i]) && !IsDead(table_[s0])) {
-      mf_index[i] = table_[s0].mf_index;
+    const Megaflow* mf;
+    if (Matches(s0, keys[i]) && (mf = LiveMegaflow(table_[s0])) != nullptr) {
+      found(i, table_[s0].mf_index, mf);
       hits |= uint32_t{1} << i;
     } else {
       const uint32_t s1 = SlotsOf(keys[i].hash).s1;
@@ -152,12 +156,25 @@ uint32_t Emc::LookupBurst(const FlowKey* keys, uint32_t todo_map,
   for (uint32_t m = second; m; m &= m - 1) {
     const int i = std::countr_zero(m);
     const uint32_t s1 = SlotsOf(keys[i].hash).s1;
-    if (Matches(s1, keys[i]) && !IsDead(table_[s1])) {
-      mf_index[i] = table_[s1].mf_index;
+    const Megaflow* mf;
+    if (Matches(s1, keys[i]) && (mf = LiveMegaflow(table_[s1])) != nullptr) {
+      found(i, table_[s1].mf_index, mf);
       hits |= uint32_t{1} << i;
     }
   }
   return hits;
+}
+
+uint32_t Emc::LookupBurst(const FlowKey* keys, uint32_t todo_map, uint32_t* mf_index,
+                          bool first_slots_prefetched) const {
+  return LookupBurstOf(keys, todo_map, first_slots_prefetched,
+                       [mf_index](int i, uint32_t index, const Megaflow*) { mf_index[i] = index; });
+}
+
+uint32_t Emc::LookupBurst(const FlowKey* keys, uint32_t todo_map, const Megaflow** mf,
+                          bool first_slots_prefetched) const {
+  return LookupBurstOf(keys, todo_map, first_slots_prefetched,
+                       [mf](int i, uint32_t, const Megaflow* m) { mf[i] = m; });
 }
 
 uint32_t Emc::Lookup(const FlowKey& key) const {

@@ -152,6 +152,9 @@ class Emc {
   // slot (ParseBurst with prefetch_hint()), so stage 1 is skipped.
   uint32_t LookupBurst(const FlowKey* keys, uint32_t todo_map,
                        uint32_t* mf_index, bool first_slots_prefetched = false) const;
+  // The same, giving the megaflows themselves (the pipeline's form).
+  uint32_t LookupBurst(const FlowKey* keys, uint32_t todo_map, const Megaflow** mf,
+                       bool first_slots_prefetched = false) const;
   // Where ParseBurst should prefetch each key's first slot.
   HashPrefetch prefetch_hint() const {
     return {reinterpret_cast<const uint8_t*>(table_.get()), mask_, 6};
@@ -195,6 +198,12 @@ class Emc {
     return {s0, s1};
   }
   bool Matches(uint32_t slot, const FlowKey& key) const;
+  template <typename Found>
+  uint32_t LookupBurstOf(const FlowKey* keys, uint32_t todo_map, bool first_slots_prefetched,
+                         Found found) const;
+  const Megaflow* LiveMegaflow(const EmcEntry& e) const {
+    return pool_->LiveOrNull(e.mf_index, e.mf_version);
+  }
   bool IsDead(const EmcEntry& e) const {
     return !pool_->IsLive(e.mf_index, e.mf_version);
   }

@@ -103,6 +103,14 @@ class MegaflowPool {
   }
   Megaflow& Get(uint32_t index) { return slots_[index]; }
   const Megaflow& Get(uint32_t index) const { return slots_[index]; }
+  // The megaflow at `index` if it is live at `version`, else nullptr.
+  const Megaflow* LiveOrNull(uint32_t index, uint32_t version) const {
+    if (index >= capacity_) return nullptr;
+    const Megaflow* m = &slots_[index];
+    return m->live && m->version == version ? m : nullptr;
+  }
+  // A pointer this pool handed out as const (LiveOrNull), for its owner.
+  Megaflow* Mutable(const Megaflow* m) { return const_cast<Megaflow*>(m); }
   bool IsLive(uint32_t index, uint32_t version) const {
     return index < capacity_ && slots_[index].live && slots_[index].version == version;
   }

@@ -244,15 +244,15 @@ bool Pipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts,
   bool uniform = true;
 
   if (config_.emc) {
-    uint32_t idx[kMaxBurst];
-    const uint32_t hits = emc_.LookupBurst(keys, todo, idx, emc_prefetched);
+    const Megaflow* found[kMaxBurst];
+    const uint32_t hits = emc_.LookupBurst(keys, todo, found, emc_prefetched);
     // A burst is usually a few flows: add a run of hits on one megaflow at
     // once instead of chaining 32 read-modify-writes of one counter.
     Megaflow* run_mf = nullptr;
     uint64_t run = 0;
     for (uint32_t m = hits; m; m &= m - 1) {
       const int i = std::countr_zero(m);
-      Megaflow* const f = &pool_.Get(idx[i]);
+      Megaflow* const f = pool_.Mutable(found[i]);
       if (f != run_mf) {
         if (run_mf != nullptr) {
           run_mf->hits += run;
