@@ -204,9 +204,7 @@ class Emc {
   const Megaflow* LiveMegaflow(const EmcEntry& e) const {
     return pool_->LiveOrNull(e.mf_index, e.mf_version);
   }
-  bool IsDead(const EmcEntry& e) const {
-    return !pool_->IsLive(e.mf_index, e.mf_version);
-  }
+  bool IsDead(const EmcEntry& e) const { return LiveMegaflow(e) == nullptr; }
   void Store(uint32_t slot, const FlowKey& key, uint32_t mf_index);
   void Move(uint32_t to, uint32_t from);
   void Clear(uint32_t slot) { table_[slot] = EmcEntry(); }

@@ -112,7 +112,7 @@ class MegaflowPool {
   // A pointer this pool handed out as const (LiveOrNull), for its owner.
   Megaflow* Mutable(const Megaflow* m) { return const_cast<Megaflow*>(m); }
   bool IsLive(uint32_t index, uint32_t version) const {
-    return index < capacity_ && slots_[index].live && slots_[index].version == version;
+    return LiveOrNull(index, version) != nullptr;
   }
   uint32_t capacity() const { return capacity_; }
   uint32_t live() const { return static_cast<uint32_t>(live_list_.size()); }
