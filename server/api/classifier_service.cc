@@ -99,7 +99,9 @@ uint64_t TextRuleId(absl::string_view text) {
   for (absl::string_view kv : absl::StrSplit(text, ',')) {
     kv = absl::StripAsciiWhitespace(kv);
     uint64_t id = 0;
-    if (absl::ConsumePrefix(&kv, "id=") && absl::SimpleAtoi(kv, &id)) return id;
+    if (absl::ConsumePrefix(&kv, "id=") &&
+        ParseNativeNumber(std::string_view(kv.data(), kv.size()), &id))
+      return id;
   }
   return 0;
 }
@@ -689,11 +691,15 @@ grpc::Status ClassifierService::Trace(grpc::ServerContext*,
                               absl::StrCat("flow: ", key, ": not a packet field"));
         const size_t slash = eq == absl::string_view::npos ? eq : kv.find('/', eq);
         if (slash == absl::string_view::npos) continue;
-        // A whole-address prefix is an exact value.
-        const absl::string_view len = absl::StripAsciiWhitespace(kv.substr(slash + 1));
-        const bool v6 = key == "ipv6_src" || key == "ipv6_dst";
-        const bool v4 = key == "nw_src" || key == "nw_dst" || key == "ipv4_src" || key == "ipv4_dst";
-        if ((v4 && len == "32") || (v6 && len == "128")) continue;
+        // A mask that covers the whole field (/32, /255.255.255.255, /128,
+        // 0x50/0xffff) is an exact value: the flow parsed without it is the
+        // same match.
+        const size_t at = static_cast<size_t>(kv.data() - req->flow().data());
+        const std::string unmasked = absl::StrCat(
+            absl::string_view(req->flow()).substr(0, at + slash),
+            absl::string_view(req->flow()).substr(at + kv.size()), ",actions=drop");
+        if (absl::StatusOr<Rule> u = ParseNativeRule(unmasked, 1); u.ok() && u->match == r->match)
+          continue;
         return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                             absl::StrCat("flow: ", key,
                                          ": a mask is not allowed in a trace (exact values only)"));

@@ -485,6 +485,8 @@ TEST_F(ApiTest, BadInputTable) {
   bad_text.set_text("priority=1,udp,nw_src=10.0.0.0/33,actions=drop");
   v1::Rule bad_text_id;  // the id only in the text: the OpError names it
   bad_text_id.set_text("id=77,priority=1,udp,nw_src=10.0.0.0/33,actions=drop");
+  v1::Rule bad_text_hex_id;  // ids are native numbers: hex too
+  bad_text_hex_id.set_text("id=0x4d,priority=1,udp,nw_src=10.0.0.0/33,actions=drop");
   // Errors found by the rule table's validation, in v1.Match's names for a
   // structured rule (the table calls them nw_proto, nw_tos, ipv6_src_lo).
   v1::Rule proto_mask = MakeRule(17);
@@ -530,6 +532,7 @@ TEST_F(ApiTest, BadInputTable) {
       {"no action", {Insert(no_action)}, kInvalid, 0, "action"},
       {"bad native text", {Insert(bad_text)}, kInvalid, 0, "text"},
       {"bad native text with its own id", {Insert(bad_text_id)}, kInvalid, 0, "text"},
+      {"bad native text with its own hex id", {Insert(bad_text_hex_id)}, kInvalid, 0, "text"},
       {"ip_proto value outside its mask", {Insert(proto_mask)}, kInvalid, 0, "ip_proto"},
       {"ip_tos value outside its mask", {Insert(tos_mask)}, kInvalid, 0, "ip_tos"},
       {"ipv6_src bits outside the prefix", {Insert(v6_bits)}, kInvalid, 0, "ipv6_src"},
@@ -553,7 +556,7 @@ TEST_F(ApiTest, BadInputTable) {
         EXPECT_THAT(ack.status_message(), HasSubstr(absl::StrCat(c.field, ": "))) << c.name;
       }
     }
-    if (std::string(c.name) == "bad native text with its own id") {
+    if (std::string(c.name).rfind("bad native text with its own", 0) == 0) {
       EXPECT_EQ(ack.errors(0).rule_id(), 77u) << ack.status_message();
     }
     if (std::string(c.name).find("unknown kind") != std::string::npos) {
@@ -800,6 +803,16 @@ TEST_F(ApiTest, TraceFlowAndPacket) {
   EXPECT_EQ(t->rule_id(), 2u);
   req.set_flow("udp,nw_src=10.1.2.3/31");
   EXPECT_THAT(client_->Trace(req).status().message(), HasSubstr("flow: nw_src: a mask"));
+  // Whole-field masks written other ways are exact too; a partial one is not.
+  for (const char* flow : {"in_port=3,udp,nw_src=10.1.2.3/255.255.255.255,tp_dst=53",
+                           "in_port=3,udp,nw_src=10.1.2.3,tp_dst=0x35/0xffff"}) {
+    req.set_flow(flow);
+    t = client_->Trace(req);
+    ASSERT_TRUE(t.ok()) << flow << ": " << t.status();
+    EXPECT_EQ(t->rule_id(), 2u) << flow;
+  }
+  req.set_flow("in_port=3,udp,nw_src=10.1.2.3,tp_dst=0x35/0xff");
+  EXPECT_THAT(client_->Trace(req).status().message(), HasSubstr("flow: tp_dst: a mask"));
   req.set_flow("priority=9,udp,nw_src=10.1.2.3");
   EXPECT_EQ(client_->Trace(req).status().message(), "flow: priority: not a packet field");
   req.set_flow("udp,nw_src=10.1.2.3");
