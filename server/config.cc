@@ -346,9 +346,8 @@ absl::StatusOr<DaemonConfig> Convert(const YAML::Node& root) {
     } else if (c.eal.pci) {
       // A vdev over PCI devices (net_bonding's slave=0000:3b:00.0,
       // net_failsafe's dev(...)): they are allow-listed so EAL probes them.
-      static const std::regex kPci(R"([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])");
-      for (std::sregex_iterator m(p.devargs.begin(), p.devargs.end(), kPci), end; m != end; ++m)
-        c.eal.pci_allow.push_back(m->str());
+      for (absl::string_view token : absl::StrSplit(p.devargs, absl::ByAnyChar(",=()")))
+        if (LooksLikePciAddress(std::string(token))) c.eal.pci_allow.emplace_back(token);
     }
     c.dataplane.ports.push_back(p);
   }
