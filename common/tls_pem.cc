@@ -71,16 +71,13 @@ absl::StatusOr<std::string> ReadCertificatesPem(absl::string_view what, const st
   const bool clean_end =
       ERR_GET_LIB(err) == ERR_LIB_PEM && ERR_GET_REASON(err) == PEM_R_NO_START_LINE;
   ERR_clear_error();
-  if (n == 0 && !clean_end)
+  if (!clean_end)
     return absl::InvalidArgumentError(absl::StrCat(
-        what, ": \"", path, "\": certificate 1 of the file cannot be parsed"));
+        what, ": \"", path, "\": certificate ", n + 1, " of the file cannot be parsed"));
   if (n == 0)
     return absl::InvalidArgumentError(absl::StrCat(
         what, ": \"", path,
         "\" holds no PEM certificate (a block starting -----BEGIN CERTIFICATE-----)"));
-  if (!clean_end)
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": \"", path, "\": certificate ", n + 1, " of the file cannot be parsed"));
   return pem;
 }
 
