@@ -122,7 +122,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint8_t ParseIpv4(const uint8_t* q,
   if (ABSL_PREDICT_FALSE(total < hlen)) return kKeyMalformed;
   // A header or datagram longer than the frame: no L3 field at all, as in
   // OVS (its IPv4 sanity check), rather than fields a forged length vouches for.
-  if (ABSL_PREDICT_FALSE(n < hlen || n < total)) return kKeyTruncated;
+  if (ABSL_PREDICT_FALSE(n < total)) return kKeyTruncated;  // total >= hlen
 
   const uint16_t frag_off = Load16(q + 6);
   uint8_t frag = 0;
@@ -152,30 +152,29 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint8_t ParseIpv6(const uint8_t* q,
   w[kWordIpv6DstHi] = Load64(q + 24);
   w[kWordIpv6DstLo] = Load64(q + 32);
 
-  const size_t end = total;
   size_t off = kIpv6Len;
   uint8_t next = q[6];
   uint8_t frag = 0;
   uint8_t flags = 0;
   // Each extension header is at least 8 bytes long, so the walk ends after at
-  // most (end - 40) / 8 steps.
+  // most (total - 40) / 8 steps.
   for (;;) {
     size_t hlen;
     if (next == kIpv6HopByHop || next == kIpv6Routing ||
         next == kIpv6DestOpts) {
-      if (end - off < 2) {
+      if (total - off < 2) {
         flags = kKeyTruncated;
         break;
       }
       hlen = (size_t{q[off + 1]} + 1) * 8;
     } else if (next == kIpv6Ah) {
-      if (end - off < 2) {
+      if (total - off < 2) {
         flags = kKeyTruncated;
         break;
       }
       hlen = (size_t{q[off + 1]} + 2) * 4;
     } else if (next == kIpv6Fragment) {
-      if (end - off < kIpv6FragLen) {
+      if (total - off < kIpv6FragLen) {
         flags = kKeyTruncated;
         break;
       }
@@ -189,14 +188,11 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint8_t ParseIpv6(const uint8_t* q,
     } else {
       break;  // upper-layer protocol (or ESP / no-next-header)
     }
-    if (end - off < hlen) {
+    if (total - off < hlen) {
       flags = kKeyTruncated;
       break;
     }
-    if (frag & kFragLater) {
-      off += hlen;  // next stays 44
-      break;
-    }
+    if (frag & kFragLater) break;  // next stays 44
     next = q[off];
     off += hlen;
   }
@@ -205,7 +201,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint8_t ParseIpv6(const uint8_t* q,
   if (flags) return flags;
   w[kWordL4] = L4Word(next, tclass, hop_limit, frag);
   if (frag & kFragLater) return 0;
-  return ParseL4(next, /*ipv6=*/true, q + off, end - off, w);
+  return ParseL4(next, /*ipv6=*/true, q + off, total - off, w);
 }
 
 // Fills w[0, kFlowWords) (must be zeroed by the caller) and returns flags.
@@ -285,17 +281,16 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool ParseFastIpv4(const uint8_t* p,
     return false;
   const size_t total = Load16(ip + 2);
   if (total > len - kIpOff) return false;  // longer than the frame: no L3 (slow path)
-  const size_t end = total;
   const uint8_t proto = ip[9];
   const uint8_t* l4 = ip + kIpv4MinLen;
   uint64_t meta = in_port | (uint64_t{kEthTypeIpv4} << 32);
   if (proto == kIpProtoTcp) {
-    if (end < kIpv4MinLen + kTcpMinLen) return false;
+    if (total < kIpv4MinLen + kTcpMinLen) return false;
     const uint16_t off_flags = Load16(l4 + 12);
     const size_t hlen = static_cast<size_t>(off_flags >> 12) * 4;
-    if (hlen < kTcpMinLen || end - kIpv4MinLen < hlen) return false;
+    if (hlen < kTcpMinLen || total - kIpv4MinLen < hlen) return false;
     meta |= uint64_t{off_flags & 0x0fffu} << 48;
-  } else if (proto != kIpProtoUdp || end < kIpv4MinLen + kUdpLen) {
+  } else if (proto != kIpProtoUdp || total < kIpv4MinLen + kUdpLen) {
     return false;
   }
   // len >= 42 here: whole 8-byte loads cover each 6-byte address (one
