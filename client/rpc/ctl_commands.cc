@@ -189,10 +189,6 @@ absl::Status ParseArgs(const std::vector<absl::string_view>& in, Args* out) {
     const std::string a(in[i]);
     if (a == "-h" || a == "--help") {
       out->help = true;
-    } else if (a == "--plaintext") {
-      if (!seen.insert(a).second)
-        return absl::InvalidArgumentError("--plaintext is given more than once");
-      out->conn.plaintext = true;
     } else if (a.rfind("--", 0) == 0 && a.size() > 2) {
       std::string name = a, value;
       const size_t eq = a.find('=');
@@ -217,6 +213,7 @@ absl::Status ParseArgs(const std::vector<absl::string_view>& in, Args* out) {
         out->conn.target = value;
         target_from = "--server";
       }
+      else if (name == "--plaintext") out->conn.plaintext = true;
       else if (name == "--ca") out->conn.ca_file = value;
       else if (name == "--cert") out->conn.cert_file = value;
       else if (name == "--key") out->conn.key_file = value;
