@@ -697,7 +697,8 @@ absl::StatusOr<std::unique_ptr<DpdkDataplane>> DpdkDataplane::Create(
             rte_mempool_avail_count(impl->pool), " free mbufs of ", impl->pool->size,
             ": set mempool.mbufs to at least the pcap's packet count plus ", need,
             " (what the ports and PMDs need besides); or a frame of the pcap is larger than "
-            "mempool.data_room - 128 (", o.mbuf_data_room - 128, " bytes)"));
+            "mempool.data_room - ", RTE_PKTMBUF_HEADROOM, " (",
+            o.mbuf_data_room - RTE_PKTMBUF_HEADROOM, " bytes)"));
       }
       if (rc != 0) return DpdkError(absl::StrCat(where, ": rx queue ", q, " setup"), rc);
     }

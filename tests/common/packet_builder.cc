@@ -461,7 +461,7 @@ bool CanBuildFrameFromFlow(const Flow& f) {
   const uint64_t proto = f.Get(Field::kNwProto);
   // An IPv6 later fragment parses as nw_proto 44 (what it carries is not
   // visible), and only as that.
-  if (v6 && (frag & kFragLater) && proto != 44) return false;
+  if (v6 && (frag & kFragLater) && proto != kIpv6ExtFragment) return false;
   if (v6 && !(frag & kFragLater) && IsIpv6ExtType(proto)) return false;
   const bool l4 = HasL4(proto, v6) && !(frag & kFragLater);
   if (!l4 && (f.Get(Field::kTpSrc) || f.Get(Field::kTpDst))) return false;
