@@ -218,17 +218,16 @@ grpc::Status ToGrpcStatus(const absl::Status& s) {
 
 ClassifierService::ClassifierService(Dataplane* dp, const GrpcServerConfig& config)
     : dp_(dp), config_(config) {
-  // Method 0 is ApplyRules (the generated WithAsyncMethod_ApplyRules marks
-  // index 0; methods are numbered in .proto order): served on raw
-  // ByteBuffers, parsed by ApplyRulesRaw.  A reordered .proto must not give
-  // the raw handler to another method.
-  if (v1::RuleBatch::descriptor()->file()->FindServiceByName("Classifier")->method(0)->name() !=
-      "ApplyRules") {
-    std::fprintf(stderr, "flowclass.v1.Classifier: method 0 is not ApplyRules\n");
-    std::abort();
-  }
+  // ApplyRules is served on raw ByteBuffers, parsed by ApplyRulesRaw.  The
+  // generated service numbers its methods in .proto order, as the
+  // descriptor does: find ApplyRules' index there (it is in the service
+  // this class is generated from), so a reordered .proto still marks it.
+  const google::protobuf::ServiceDescriptor* service =
+      v1::RuleBatch::descriptor()->file()->FindServiceByName("Classifier");
+  int apply_rules = 0;
+  while (service->method(apply_rules)->name() != "ApplyRules") ++apply_rules;
   MarkMethodStreamed(
-      0, new grpc::internal::BidiStreamingHandler<ClassifierService, grpc::ByteBuffer,
+      apply_rules, new grpc::internal::BidiStreamingHandler<ClassifierService, grpc::ByteBuffer,
                                                    grpc::ByteBuffer>(
              [](ClassifierService* s, grpc::ServerContext* ctx,
                 grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
@@ -357,17 +356,17 @@ grpc::Status ClassifierService::ApplyRulesRaw(
   bool closed = false;  // the reader is done (half-close, error, or told to)
   bool stop = false;    // tells the reader to stop taking batches
   // A message that did not parse as a RuleBatch: its position in the
-  // stream (1-based; 0: none) and protobuf's reason.
+  // stream (1-based; 0: none).  Set under mu with `closed`.
   uint64_t bad_message = 0;
   std::thread reader([&] {
     Received next = receive();
     uint64_t n_read = 0;
+    uint64_t bad = 0;
     for (grpc::ByteBuffer raw; stream->Read(&raw);) {
       ++n_read;
       grpc::ProtoBufferReader in(&raw);
       if (!next.batch->ParseFromZeroCopyStream(&in) || !in.status().ok()) {
-        std::lock_guard<std::mutex> lock(mu);
-        bad_message = n_read;
+        bad = n_read;
         break;
       }
       std::unique_lock<std::mutex> lock(mu);
@@ -378,6 +377,7 @@ grpc::Status ClassifierService::ApplyRulesRaw(
       cv.notify_all();
     }
     std::lock_guard<std::mutex> lock(mu);
+    bad_message = bad;
     closed = true;
     cv.notify_all();
   });
