@@ -617,36 +617,21 @@ grpc::Status ClassifierService::SetConfig(grpc::ServerContext* ctx,
   for (const auto& [k, val] : values) sets.emplace_back(k, val);
 
   if (grpc::Status s = CheckAlive(ctx, "SetConfig was applied"); !s.ok()) return s;
-  // Remember old values (also proves every key exists), set in order, and
-  // put back what was set if one fails.
-  // A key set to the value it has is left alone: a controller that writes
-  // back what GetConfig gave it (read-only keys included) changes nothing.
-  // Compared with the value the key has at that point of the request (a key
-  // may come twice: named field, then `values`; the last one wins).
-  std::vector<std::string> old;
-  std::vector<std::pair<std::string, std::string>> changes;
-  std::map<std::string, std::string> pending;  // key -> value once the earlier entries are set
+  // Set in order, remembering each old value, and put back what was set if
+  // one fails.  A key set to the value it has at that point (a key may come
+  // twice: named field, then `values`; the last one wins) is left alone: a
+  // controller that writes back what GetConfig gave it (read-only keys
+  // included) changes nothing.
+  std::vector<std::pair<std::string, std::string>> undo;  // (key, old value)
   for (const auto& [k, val] : sets) {
-    std::string now;
-    if (auto p = pending.find(k); p != pending.end()) {
-      now = p->second;
-    } else {
-      absl::StatusOr<std::string> o = dp_->GetConfig(k);
-      if (!o.ok()) return ToGrpcStatus(o.status());
-      now = *std::move(o);
-    }
-    if (now == val) continue;
-    old.push_back(now);
-    changes.emplace_back(k, val);
-    pending[k] = val;
-  }
-  sets = std::move(changes);
-  for (size_t i = 0; i < sets.size(); ++i) {
-    absl::Status s = dp_->SetConfig(sets[i].first, sets[i].second);
+    absl::StatusOr<std::string> now = dp_->GetConfig(k);
+    if (now.ok() && *now == val) continue;
+    absl::Status s = now.ok() ? dp_->SetConfig(k, val) : now.status();
     if (!s.ok()) {
-      for (size_t j = i; j-- > 0;) (void)dp_->SetConfig(sets[j].first, old[j]);
+      for (auto u = undo.rbegin(); u != undo.rend(); ++u) (void)dp_->SetConfig(u->first, u->second);
       return ToGrpcStatus(s);
     }
+    undo.emplace_back(k, *std::move(now));
   }
   ConfigFromMap(dp_->GetConfig(), resp);
   return grpc::Status::OK;
