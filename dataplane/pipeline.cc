@@ -93,8 +93,9 @@ Pipeline::~Pipeline() {
 }
 
 void Pipeline::SetRuleTable(const RuleTable* table,
-                            const RuleChangeSet* changes) {
+                            const RuleChangeSet* changes, uint64_t generation) {
   table_ = table;
+  table_generation_ = generation;
   ++stats_.revalidations;
   if (config_.revalidate && table_ != nullptr) {
     Revalidate(changes);
@@ -148,7 +149,7 @@ void Pipeline::Revalidate(const RuleChangeSet* changes) {
     }
     ++stats_.megaflows_rechecked;
     Flow wc;
-    const Rule* r = table_->Lookup(mf.value, &wc);
+    const Rule* r = table_->Lookup(mf.value, &wc, nullptr, table_generation_);
     const Verdict v = r ? Verdict{r->id, r->action} : Verdict{};
     // A rule deleted and inserted again under its id is a new rule: its
     // megaflows go (with their hits), even when the verdict reads the same.
@@ -174,13 +175,16 @@ void Pipeline::Revalidate(const RuleChangeSet* changes) {
 
 // Retired hits of a rule that is gone would grow without bound and be
 // inherited by a later rule that reuses the id.  With a change set only its
-// removed ids can be gone (replaced ones stay: same rule id, hits kept);
-// without one, every retired id is checked against the new table.
+// deleted ids can be gone (replaced ones stay: same rule id, hits kept; a
+// rule that is gone was deleted, by id or by cookie; one deleted and
+// inserted again is a new rule).  Without one, every retired id is checked
+// against the new table with Find, which is the writer's: the dataplane
+// installs a table without a change set only when no writer runs (a new
+// empty table after DeleteAll, or a PMD's first table, when it has no
+// retired hits).
 void Pipeline::ForgetDeletedRules(const RuleChangeSet* changes) {
   if (changes != nullptr) {
-    for (uint64_t id : changes->removed_ids)
-      if (table_->Find(id) == nullptr || changes->deleted_ids.contains(id))
-        retired_rule_hits_.erase(id);
+    for (uint64_t id : changes->deleted_ids) retired_rule_hits_.erase(id);
     return;
   }
   absl::erase_if(retired_rule_hits_,
@@ -440,7 +444,7 @@ void Pipeline::ProcessPort(uint32_t in_port, const FlowKey* keys,
     const int i = std::countr_zero(m);
     const Flow key = keys[i].ToFlow();
     Flow wc;
-    const Rule* r = table_ ? table_->Lookup(key, &wc) : nullptr;
+    const Rule* r = table_ ? table_->Lookup(key, &wc, nullptr, table_generation_) : nullptr;
     const Verdict v = r ? Verdict{r->id, r->action} : Verdict{};
     wc |= in_port_exact;
     Megaflow* installed = dpcls_->Install(key & wc, wc, v);

@@ -148,9 +148,13 @@ class Pipeline {
   // misses with verdict "no rule").  Revalidates or flushes the caches.
   // `changes`, when given, must describe exactly the step from the table
   // installed now to `table` (MakeRuleChangeSet of that batch): megaflows it
-  // cannot affect are kept without a slow-path lookup.
+  // cannot affect are kept without a slow-path lookup.  `generation`: the
+  // rule set of `table` to classify by (the dataplane's PMDs share one table
+  // that the control thread writes while they read it, and each looks up at
+  // the generation it installed); by default the table's latest.
   void SetRuleTable(const RuleTable* table,
-                    const RuleChangeSet* changes = nullptr);
+                    const RuleChangeSet* changes = nullptr,
+                    uint64_t generation = RuleTable::kLatestGeneration);
 
   // keys[0..n) -> verdicts[0..n); 0 <= n <= kMaxBurst.  verdicts[n..] are
   // not written.  emc_prefetched: the keys were parsed with ParseBurst(...,
@@ -215,6 +219,7 @@ class Pipeline {
 
   PipelineConfig config_;
   const RuleTable* table_ = nullptr;
+  uint64_t table_generation_ = RuleTable::kLatestGeneration;  // Lookup's
   MegaflowPool pool_;
   std::unique_ptr<MegaflowClassifier> dpcls_;
   Emc emc_;

@@ -4,34 +4,44 @@
 // Memory layout
 // -------------
 //   Impl
-//   ├─ rules_        id -> SharedRule (Rule addresses are stable;
-//   │                 entries point at them; the other table of a left-right
-//   │                 pair holds the same objects, see AppliedBatch)
-//   ├─ by_cookie_    cookie -> {id}, cookies != 0 (DeleteByCookie; rules
+//   ├─ rules         id -> RuleNode* (the rule and the generations it lives
+//   │                 in; Rule addresses are stable, entries point at them)
+//   ├─ by_cookie     cookie -> {id}, cookies != 0 (DeleteByCookie; rules
 //   │                 without a cookie, the bulk of a big load, are found
 //   │                 by a scan instead of costing an index insert each)
-//   ├─ by_mask_      expanded mask -> unique_ptr<Subtable>
-//   └─ order_        [{max_priority, Subtable*}] sorted by max_priority desc:
-//                    the only thing Lookup walks besides the subtables.
+//   ├─ deleted       deleted rules still linked for older readers
+//   ├─ retired       memory readers may still read (FreeRetired)
+//   ├─ by_mask       expanded mask -> unique_ptr<Subtable>
+//   └─ order         -> [{max_priority, Subtable*}] sorted by max_priority
+//                    desc: the only thing Lookup walks besides the
+//                    subtables; replaced as a whole when it changes.
 //   Subtable
 //   ├─ mask, word_index[0..n_words)   the words the mask touches
-//   ├─ buckets       PackedKey -> Bucket (the key's rules, best first: a
+//   ├─ keys          KeySet: PackedKey -> the key's rules, best first (a
 //   │                 pointer to the one rule most keys have, else to an
-//   │                 array).  Two maps, one used: keys of <= 3 words (a
-//   │                 5-tuple with in_port) in 32-byte slots, longer ones in
-//   │                 88-byte slots.
-//   └─ priority_counts  priority -> #entries   (max priority under deletes)
+//   │                 immutable list).  Two sets, one used: keys of <= 3
+//   │                 words (a 5-tuple with in_port) in 32-byte slots,
+//   │                 longer ones in 80-byte slots.
+//   └─ priority_counts  priority -> #linked entries   (max priority)
 //
 // A PackedKey holds the masked words of a key for the subtable's non-zero
 // mask words only, packed to the front (the rest zero), with its hash
-// computed once by the caller (the map's hasher returns it; a slot's hash is
-// recomputed, or kept for a big key, when the map grows).  So a
-// lookup per subtable is: n_words ANDs into a stack array, one HashWords, one
-// probe — nothing allocated.  A hit reads the rule itself for its priority.
+// computed once by the caller (a slot's hash is recomputed when the set
+// grows).  So a lookup per subtable is: n_words ANDs into a stack array, one
+// HashWords, one probe — nothing allocated.  A hit reads the rule node for
+// its generations and priority.
+//
+// One table, read while written (concurrent_readers; see rule_table.h and
+// docs/classifier.md): the dataplane's PMDs look up at the generation they
+// installed while the control thread applies the next batches in place.
 #include "dataplane/rule_table.h"
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <new>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -100,118 +110,243 @@ struct RuleIdHash {
   }
 };
 
-// The rules of one packed key, in 8 bytes: most keys have one rule, and the
-// slot points at it; a key with several (rules whose expansions share a
-// masked value) points at a heap array of them.  Either way the front rule
-// is the key's winner: (priority desc, id asc), RuleBeats.  The low bit of
-// `bits_` tells which (a Rule is 8-aligned).  Move-only; frees its array.
-class Bucket {
- public:
-  Bucket() = default;
-  Bucket(Bucket&& o) noexcept : bits_(std::exchange(o.bits_, 0)) {}
-  Bucket& operator=(Bucket&& o) noexcept {
-    std::swap(bits_, o.bits_);
-    return *this;
+// A rule as the table holds it: the rule and the generations it lives in,
+// [add_gen, del_gen).  A delete only sets del_gen; the node stays linked
+// (readers at older generations still see the rule) until RemoveDeleted.
+struct RuleNode {
+  static constexpr uint64_t kNever = ~uint64_t{0};
+  RuleNode(const Rule& r, uint64_t gen) : rule(r), add_gen(gen) {}
+  bool VisibleAt(uint64_t gen) const {
+    return add_gen <= gen && gen < del_gen.load(std::memory_order_relaxed);
   }
-  ~Bucket() { delete many(); }
+  const Rule rule;
+  const uint64_t add_gen;
+  std::atomic<uint64_t> del_gen{kNever};
+};
+static_assert(alignof(RuleNode) >= 4, "buckets tag the low bits of node pointers");
 
-  bool empty() const { return bits_ == 0; }
-  const Rule* front() const {
-    return (bits_ & 1) ? many()->front() : reinterpret_cast<const Rule*>(bits_);
+// Memory a reader may still be reading, freed by FreeRetired.
+struct Retired {
+  void (*free)(void*);
+  void* p;
+};
+
+// The rules of one packed key, as one word (a slot's `bits`): 0 for an empty
+// slot, kTombstone for a key whose rules are all gone (the slot stays
+// occupied so that probes go on past it), a RuleNode* for the one rule most
+// keys have, or a RuleList* | 1 for several.  Either way the rules are in
+// (priority desc, id asc) order (RuleBeats), so a reader takes the first one
+// visible at its generation.  A list is never edited: the writer makes a new
+// one and retires the old.
+inline constexpr uintptr_t kTombstone = 2;
+
+struct RuleList {
+  uint64_t n;
+  RuleNode* const* nodes() const { return reinterpret_cast<RuleNode* const*>(this + 1); }
+  RuleNode** nodes() { return reinterpret_cast<RuleNode**>(this + 1); }
+  static RuleList* Make(uint64_t n) {
+    auto* l = static_cast<RuleList*>(::operator new(sizeof(RuleList) + n * sizeof(RuleNode*)));
+    l->n = n;
+    return l;
   }
-  void Insert(const Rule* r) {
-    if (bits_ == 0) {
-      bits_ = reinterpret_cast<uintptr_t>(r);
-      return;
-    }
-    if ((bits_ & 1) == 0) {
-      auto* v = new std::vector<const Rule*>{reinterpret_cast<const Rule*>(bits_)};
-      bits_ = reinterpret_cast<uintptr_t>(v) | 1;
-    }
-    std::vector<const Rule*>& v = *many();
-    v.insert(std::lower_bound(v.begin(), v.end(), r,
-                              [](const Rule* a, const Rule* b) { return RuleBeats(*a, *b); }),
-             r);
+  static void Free(void* p) { ::operator delete(p); }
+};
+
+inline bool IsList(uintptr_t bits) { return (bits & 1) != 0; }
+inline RuleList* AsList(uintptr_t bits) { return reinterpret_cast<RuleList*>(bits & ~uintptr_t{1}); }
+
+// Reader: the first rule of `bits` visible at `gen`, or null.
+inline const RuleNode* FirstVisible(uintptr_t bits, uint64_t gen) {
+  if (!IsList(bits)) {
+    const auto* n = reinterpret_cast<const RuleNode*>(bits);
+    return n->VisibleAt(gen) ? n : nullptr;
   }
-  // Removes rule `id`, which is present.
-  void Erase(uint64_t id) {
-    if ((bits_ & 1) == 0) {
-      bits_ = 0;
-      return;
+  const RuleList* l = AsList(bits);
+  for (uint64_t i = 0; i < l->n; ++i)
+    if (l->nodes()[i]->VisibleAt(gen)) return l->nodes()[i];
+  return nullptr;
+}
+
+// Writer: the rules of `bits` (a live key, or 0 / kTombstone for none) plus
+// `node`; a replaced list goes to `retire`.
+template <typename RetireFn>
+uintptr_t BucketWith(uintptr_t bits, RuleNode* node, RetireFn&& retire) {
+  if (bits == 0 || bits == kTombstone) return reinterpret_cast<uintptr_t>(node);
+  RuleNode* one = IsList(bits) ? nullptr : reinterpret_cast<RuleNode*>(bits);
+  const RuleList* old = IsList(bits) ? AsList(bits) : nullptr;
+  const uint64_t n = old != nullptr ? old->n : 1;
+  RuleList* l = RuleList::Make(n + 1);
+  RuleNode* const* src = old != nullptr ? old->nodes() : &one;
+  uint64_t j = 0;
+  bool placed = false;
+  for (uint64_t i = 0; i < n; ++i) {
+    if (!placed && RuleBeats(node->rule, src[i]->rule)) {
+      l->nodes()[j++] = node;
+      placed = true;
     }
-    std::vector<const Rule*>& v = *many();
-    v.erase(std::find_if(v.begin(), v.end(), [&](const Rule* r) { return r->id == id; }));
-    if (v.size() == 1) {
-      const Rule* last = v.front();
-      delete many();
-      bits_ = reinterpret_cast<uintptr_t>(last);
+    l->nodes()[j++] = src[i];
+  }
+  if (!placed) l->nodes()[j++] = node;
+  if (old != nullptr) retire(Retired{RuleList::Free, const_cast<RuleList*>(old)});
+  return reinterpret_cast<uintptr_t>(l) | 1;
+}
+
+// Writer: the rules of `bits` without `node` (which is there); kTombstone
+// when none is left.
+template <typename RetireFn>
+uintptr_t BucketWithout(uintptr_t bits, const RuleNode* node, RetireFn&& retire) {
+  if (!IsList(bits)) return kTombstone;
+  RuleList* old = AsList(bits);
+  uintptr_t after;
+  if (old->n == 2) {
+    after = reinterpret_cast<uintptr_t>(old->nodes()[old->nodes()[0] == node ? 1 : 0]);
+  } else {
+    RuleList* l = RuleList::Make(old->n - 1);
+    uint64_t j = 0;
+    for (uint64_t i = 0; i < old->n; ++i)
+      if (old->nodes()[i] != node) l->nodes()[j++] = old->nodes()[i];
+    after = reinterpret_cast<uintptr_t>(l) | 1;
+  }
+  retire(Retired{RuleList::Free, old});  // last: it may free at once
+  return after;
+}
+
+// One slot of a subtable's key set: a packed key's words and its rules.  A
+// small key's slot is 32 bytes, two to a cache line and never straddling
+// two: an insert into a big set misses on one line (absl's sets missed on a
+// control byte and on a slot), and a probe that finds nothing reads about
+// one line.  `w` is written before `bits` publishes the slot and never
+// changes while the array lives.
+template <int N>
+struct alignas(N <= kSmallKeyWords ? 32 : 16) KeySlot {
+  std::array<uint64_t, N> w;
+  std::atomic<uintptr_t> bits;
+};
+static_assert(sizeof(KeySlot<kSmallKeyWords>) == 32);
+
+template <int N>
+uint64_t HashKeyWords(const std::array<uint64_t, N>& w, int n_words) {
+  // Small keys hash all N words (the words past n_words are 0), so the set
+  // needs no n_words; big keys only theirs (hashing 9 words per probe would
+  // cost their lookups more).
+  return N <= kSmallKeyWords ? HashWords(w.data(), N, /*basis=*/N)
+                             : HashWords(w.data(), n_words, /*basis=*/n_words);
+}
+
+// A subtable's keys: open addressing with linear probing over a power-of-two
+// array of KeySlots, at most half full (tombstones included), which a
+// reader may probe while the writer adds to it.  Growing builds a new array
+// and publishes it; the old one is retired.
+template <int N>
+class KeySet {
+ public:
+  KeySet() = default;
+  KeySet(const KeySet&) = delete;
+  KeySet& operator=(const KeySet&) = delete;
+  ~KeySet() { std::free(array_.load(std::memory_order_relaxed)); }
+
+  // Reader (and writer): the bits of `w`, or 0.
+  uintptr_t Find(const std::array<uint64_t, N>& w, uint64_t hash) const {
+    const Array* a = array_.load(std::memory_order_acquire);
+    if (a == nullptr) return 0;
+    for (size_t i = hash & a->mask;; i = (i + 1) & a->mask) {
+      const KeySlot<N>& s = a->slot(i);
+      const uintptr_t bits = s.bits.load(std::memory_order_acquire);
+      if (bits == 0) return 0;
+      if (bits != kTombstone && s.w == w) return bits;
+    }
+  }
+
+  // Writer: the slot of `w`, claimed if absent (its bits then 0: the caller
+  // publishes it by storing non-zero bits).  May grow the array.
+  template <typename RetireFn>
+  std::atomic<uintptr_t>& Upsert(const std::array<uint64_t, N>& w, uint64_t hash,
+                                 int n_words, RetireFn&& retire) {
+    if (Array* a = array_.load(std::memory_order_relaxed); a != nullptr) {
+      for (size_t i = hash & a->mask;; i = (i + 1) & a->mask) {
+        KeySlot<N>& s = a->slot(i);
+        const uintptr_t bits = s.bits.load(std::memory_order_relaxed);
+        if (bits == 0) break;
+        if (bits != kTombstone && s.w == w) return s.bits;
+      }
+    }
+    Array* a = array_.load(std::memory_order_relaxed);
+    if (a == nullptr || 2 * (used_ + 1) > a->mask + 1) a = Grow(n_words, retire);
+    size_t i = hash & a->mask;
+    while (a->slot(i).bits.load(std::memory_order_relaxed) != 0) i = (i + 1) & a->mask;
+    a->slot(i).w = w;
+    ++used_;
+    ++live_;
+    return a->slot(i).bits;
+  }
+
+  // Writer: marks the slot of a key whose last rule left (`slot` from
+  // Upsert, bits already kTombstone).
+  void Tombstoned() { --live_; }
+
+  size_t size() const { return live_; }
+
+  // Writer: fn(bits) for every key with rules.
+  template <typename Fn>
+  void ForEach(Fn&& fn) const {
+    const Array* a = array_.load(std::memory_order_relaxed);
+    if (a == nullptr) return;
+    for (size_t i = 0; i <= a->mask; ++i) {
+      const uintptr_t bits = a->slot(i).bits.load(std::memory_order_relaxed);
+      if (bits != 0 && bits != kTombstone) fn(bits);
     }
   }
 
  private:
-  std::vector<const Rule*>* many() const {
-    return (bits_ & 1) ? reinterpret_cast<std::vector<const Rule*>*>(bits_ & ~uintptr_t{1})
-                       : nullptr;
+  // A 64-byte header, then the slots.
+  struct Array {
+    size_t mask;
+    KeySlot<N>& slot(size_t i) {
+      return reinterpret_cast<KeySlot<N>*>(reinterpret_cast<char*>(this) + 64)[i];
+    }
+    const KeySlot<N>& slot(size_t i) const {
+      return reinterpret_cast<const KeySlot<N>*>(reinterpret_cast<const char*>(this) + 64)[i];
+    }
+  };
+
+  // A new array with room for twice the live keys (tombstones are dropped),
+  // published; the old one retired.
+  template <typename RetireFn>
+  Array* Grow(int n_words, RetireFn&& retire) {
+    size_t cap = 16;
+    while (cap < 4 * (live_ + 1)) cap *= 2;
+    void* mem = std::aligned_alloc(64, 64 + cap * sizeof(KeySlot<N>));
+    if (mem == nullptr) throw std::bad_alloc();
+    std::memset(mem, 0, 64 + cap * sizeof(KeySlot<N>));  // all slots empty
+    Array* fresh = static_cast<Array*>(mem);
+    fresh->mask = cap - 1;
+    Array* old = array_.load(std::memory_order_relaxed);
+    if (old != nullptr) {
+      for (size_t i = 0; i <= old->mask; ++i) {
+        const KeySlot<N>& s = old->slot(i);
+        const uintptr_t bits = s.bits.load(std::memory_order_relaxed);
+        if (bits == 0 || bits == kTombstone) continue;
+        size_t j = HashKeyWords<N>(s.w, n_words) & fresh->mask;
+        while (fresh->slot(j).bits.load(std::memory_order_relaxed) != 0) j = (j + 1) & fresh->mask;
+        fresh->slot(j).w = s.w;
+        fresh->slot(j).bits.store(bits, std::memory_order_relaxed);
+      }
+      retire(Retired{std::free, old});
+    }
+    used_ = live_;
+    array_.store(fresh, std::memory_order_release);
+    return fresh;
   }
-  uintptr_t bits_ = 0;
+
+  std::atomic<Array*> array_{nullptr};
+  size_t used_ = 0;  // occupied slots, tombstones included
+  size_t live_ = 0;  // keys with rules
 };
 
-// One slot of a subtable's bucket map: a packed key's words and its rules.
-// A small key's slot is 32 bytes, aligned so that no slot straddles two
-// cache lines (absl places a map's slots after its control bytes at the slot
-// type's alignment).  A million-rule load is a cache miss on each new slot
-// and page faults on the memory of the maps: smaller slots are fewer of both.
-// So a small slot does not keep its hash (the set recomputes it, over all N
-// words, when it grows); a big key's slot (IPv6, rare) keeps it, as hashing
-// its N words would cost its lookups more than the n_words Pack hashes.
-// The map is a set of slots looked up by PackedKey (transparent hash and
-// equality).
-template <int N, bool kSmall = (N <= kSmallKeyWords)>
-struct BucketSlot;
-template <int N>
-struct alignas(32) BucketSlot<N, true> {
-  explicit BucketSlot(const PackedKey<N>& k) : w(k.w) {}
-  static uint64_t HashOf(const std::array<uint64_t, N>& w, int /*n_words*/) {
-    return HashWords(w.data(), N, /*basis=*/N);  // the words past n_words are 0
-  }
-  uint64_t hash() const { return HashOf(w, N); }
-  std::array<uint64_t, N> w;
-  mutable Bucket bucket;  // not part of the set's key
-};
-template <int N>
-struct BucketSlot<N, false> {
-  explicit BucketSlot(const PackedKey<N>& k) : stored_hash(k.hash), w(k.w) {}
-  static uint64_t HashOf(const std::array<uint64_t, N>& w, int n_words) {
-    return HashWords(w.data(), n_words, /*basis=*/n_words);
-  }
-  uint64_t hash() const { return stored_hash; }
-  uint64_t stored_hash;
-  std::array<uint64_t, N> w;
-  mutable Bucket bucket;  // not part of the set's key
-};
-static_assert(sizeof(BucketSlot<kSmallKeyWords>) == 32);
-static_assert(alignof(Rule) >= 2, "Bucket tags its pointer's low bit");
-static_assert(sizeof(BucketSlot<kFlowWords>) == 88);
-
-struct PackedKeyHash {
-  using is_transparent = void;
-  template <int N>
-  size_t operator()(const PackedKey<N>& k) const { return k.hash; }
-  template <int N, bool kSmall>
-  size_t operator()(const BucketSlot<N, kSmall>& s) const { return s.hash(); }
-};
-struct PackedKeyEq {
-  using is_transparent = void;
-  template <typename A, typename B>
-  bool operator()(const A& a, const B& b) const { return a.w == b.w; }
-};
-template <int N>
-using BucketMap = absl::flat_hash_set<BucketSlot<N>, PackedKeyHash, PackedKeyEq>;
-
-// Hot fields first: both maps' headers (ctrl/slots pointers), the word
-// indexes and the first packed mask words are in the first two cache lines,
-// so probing a subtable touches those (and, past 5 words, the rest of the
-// mask) plus the map's control bytes.  The rest is control-plane only.
+// Hot fields first: both sets' array pointers, the word indexes and the
+// packed mask words are in the first cache line, so probing a subtable
+// touches that line, the set's array header and the slots.  The rest is
+// writer-only.
 struct alignas(64) Subtable {
   explicit Subtable(const Flow& m) : mask(m) {
     for (int i = 0; i < kFlowWords; ++i) {
@@ -228,43 +363,48 @@ struct alignas(64) Subtable {
     PackedKey<N> k;
     for (int j = 0; j < n_words; ++j)
       k.w[j] = key.w[word_index[j]] & packed_mask[j];
-    k.hash = BucketSlot<N>::HashOf(k.w, n_words);
+    k.hash = HashKeyWords<N>(k.w, n_words);
     return k;
   }
 
-  // fn(map, key) with the bucket map this subtable uses and `value` packed
+  // fn(set, key) with the key set this subtable uses and `value` packed
   // for it; returns what fn returns.  (One body for const and not.)
   template <typename Fn>
-  decltype(auto) WithBucket(const Flow& value, Fn&& fn) {
-    return WithBucketOf(*this, value, fn);
+  decltype(auto) WithKeys(const Flow& value, Fn&& fn) {
+    return WithKeysOf(*this, value, fn);
   }
   template <typename Fn>
-  decltype(auto) WithBucket(const Flow& value, Fn&& fn) const {
-    return WithBucketOf(*this, value, fn);
+  decltype(auto) WithKeys(const Flow& value, Fn&& fn) const {
+    return WithKeysOf(*this, value, fn);
   }
   template <typename Self, typename Fn>
-  static decltype(auto) WithBucketOf(Self& st, const Flow& value, Fn& fn) {
+  static decltype(auto) WithKeysOf(Self& st, const Flow& value, Fn& fn) {
     if (st.n_words <= kSmallKeyWords)
-      return fn(st.small_buckets, st.template Pack<kSmallKeyWords>(value));
-    return fn(st.big_buckets, st.template Pack<kFlowWords>(value));
+      return fn(st.small_keys, st.template Pack<kSmallKeyWords>(value));
+    return fn(st.big_keys, st.template Pack<kFlowWords>(value));
   }
-  size_t keys() const { return small_buckets.size() + big_buckets.size(); }
+  size_t keys() const { return small_keys.size() + big_keys.size(); }
+  template <typename Fn>
+  void ForEachBucket(Fn&& fn) const {
+    small_keys.ForEach(fn);
+    big_keys.ForEach(fn);
+  }
 
   uint32_t MaxPriority() const {
     return priority_counts.empty() ? 0 : priority_counts.rbegin()->first;
   }
 
-  // First two cache lines: what Lookup reads (it prefetches both).  Bytes
-  // 0-39 the small map's header, 40-49 the word indexes, 56-95 the big map's
-  // header, then the packed mask (a <= 3-word shape's within line 2).
-  BucketMap<kSmallKeyWords> small_buckets;
+  KeySet<kSmallKeyWords> small_keys;
+  KeySet<kFlowWords> big_keys;
   std::array<uint8_t, kFlowWords> word_index{};
   uint8_t n_words = 0;
-  BucketMap<kFlowWords> big_buckets;
   std::array<uint64_t, kFlowWords> packed_mask{};  // first n_words valid
   Flow mask;
+  // Linked entries (deleted ones until RemoveDeleted), by priority: the
+  // max priority is an upper bound of what any reader's generation sees.
   absl::btree_map<uint32_t, uint32_t> priority_counts;
-  size_t entries = 0;
+  size_t entries = 0;       // linked entries
+  size_t live_entries = 0;  // entries of rules not deleted
 };
 
 // What Lookup walks: contiguous, so the next subtables can be prefetched.
@@ -381,51 +521,93 @@ absl::Status OpError(absl::StatusCode code, size_t index, uint64_t id,
 // ---------------------------------------------------------------------------
 
 struct RuleTable::Impl {
-  explicit Impl(RuleTableLimits l) : limits(l) {}
+  Impl(RuleTableLimits l, bool concurrent)
+      : limits(l), concurrent_readers(concurrent), order(new std::vector<OrderSlot>()) {}
+  ~Impl();
 
-  // Adds a validated rule whose id is absent.
-  void AddRule(SharedRule owned);
+  // Links a validated rule whose id is absent.
+  void AddRule(RuleNode* node);
   // The subtable of `mask`, created if absent.  Consecutive entries (the
   // expansions of one rule, rules of one shape streamed together) mostly
   // share a mask: the last one is checked before the map.
   Subtable& SubtableFor(const Flow& mask);
-  // Phase 2 of ApplyBatch: applies operations known to be valid, and
-  // records them in *applied (if not null).
-  void ApplyValid(absl::Span<const RuleOp> ops, BatchResult* result,
-                  AppliedBatch* applied);
-  // Applies one valid operation (ApplyValid, ReplayBatch) and counts it.
-  void Apply(const AppliedOp& op, BatchResult* result);
-  // Bumps the generation after a batch and re-sorts the order if needed.
+  // Phase 2 of ApplyBatch: applies operations known to be valid.
+  void ApplyValid(absl::Span<const RuleOp> ops, BatchResult* result);
+  // Bumps the generation after a batch, re-sorts and republishes the order
+  // if needed, and without concurrent readers unlinks and frees at once.
   void FinishBatch(BatchResult* result);
   // The result of a batch that changes nothing (empty, or nothing to delete).
   BatchResult Unchanged() const {
     BatchResult r;
-    r.generation = generation;
+    r.generation = generation.load(std::memory_order_relaxed);
     r.rules = rules.size();
     return r;
   }
-  // Removes a present rule.
-  void RemoveRule(uint64_t id);
-  // Re-sorts order_ after a batch (drops nothing: empty subtables are erased
-  // by RemoveRule), when order_dirty says a subtable came or went or a
-  // subtable's max priority changed.  A stream of rules into existing
-  // subtables below their top priority leaves the order as it is.
+  // Deletes a present rule as of generation `gen`: gone from the id and
+  // cookie maps and the counts at once, still linked for older readers.
+  void DeleteRule(uint64_t id, uint64_t gen);
+  // Unlinks a deleted rule's entries and retires it (RemoveDeleted).
+  void UnlinkRule(RuleNode* node);
+  // Re-sorts the order after a batch and publishes it, when order_dirty says
+  // a subtable came or went or a subtable's max priority changed.  A stream
+  // of rules into existing subtables below their top priority leaves the
+  // order as it is.
   void RebuildOrder();
+  // Memory a reader may be reading: freed now without concurrent readers,
+  // else by FreeRetired.
+  void Retire(Retired r) {
+    if (concurrent_readers) {
+      retired.push_back(r);
+    } else {
+      r.free(r.p);
+    }
+  }
+  size_t FreeRetired() {
+    const size_t n = retired.size();
+    for (const Retired& r : retired) r.free(r.p);
+    retired.clear();
+    return n;
+  }
+  size_t RemoveDeleted() {
+    const size_t n = deleted.size();
+    for (RuleNode* node : deleted) UnlinkRule(node);
+    deleted.clear();
+    RebuildOrder();
+    return n;
+  }
 
   RuleTableLimits limits;
-  uint64_t generation = 0;
-  size_t entries = 0;
+  const bool concurrent_readers;
+  // Written by the writer only; readers read it for kLatestGeneration.
+  std::atomic<uint64_t> generation{0};
+  size_t entries = 0;  // of the rules not deleted
   size_t expanded_rules = 0;
-  // Shared with the other table of a left-right pair (see AppliedBatch).
-  absl::flat_hash_map<uint64_t, SharedRule, RuleIdHash> rules;
+  // The rules not deleted (owned: deleted ones move to `deleted`).
+  absl::flat_hash_map<uint64_t, RuleNode*, RuleIdHash> rules;
   absl::flat_hash_map<uint64_t, absl::flat_hash_set<uint64_t>> by_cookie;  // cookie != 0
   // The ids of the rules carrying `cookie` (control path; allocates).
   std::vector<uint64_t> IdsWithCookie(uint64_t cookie) const;
+  // Deleted rules still linked (owned), for RemoveDeleted.
+  std::vector<RuleNode*> deleted;
+  std::vector<Retired> retired;
   absl::flat_hash_map<Flow, std::unique_ptr<Subtable>, FlowHash, FlowEq> by_mask;
   Subtable* last_subtable = nullptr;  // SubtableFor's cache (or null)
-  bool order_dirty = false;           // order_ needs RebuildOrder
-  std::vector<OrderSlot> order;
+  bool order_dirty = false;           // order needs RebuildOrder
+  // What Lookup walks (owned; replaced, not edited, and the old one retired).
+  std::atomic<const std::vector<OrderSlot>*> order;
 };
+
+RuleTable::Impl::~Impl() {
+  FreeRetired();
+  for (const auto& [mask, st] : by_mask) {
+    st->ForEachBucket([](uintptr_t bits) {
+      if (IsList(bits)) RuleList::Free(AsList(bits));
+    });
+  }
+  for (const auto& [id, node] : rules) delete node;
+  for (RuleNode* node : deleted) delete node;
+  delete order.load(std::memory_order_relaxed);
+}
 
 Subtable& RuleTable::Impl::SubtableFor(const Flow& mask) {
   if (last_subtable != nullptr && FlowEq()(last_subtable->mask, mask))
@@ -446,53 +628,44 @@ std::vector<uint64_t> RuleTable::Impl::IdsWithCookie(uint64_t cookie) const {
       ids.assign(c->second.begin(), c->second.end());
     return ids;
   }
-  for (const auto& [id, rule] : rules)
-    if (rule->cookie == 0) ids.push_back(id);
+  for (const auto& [id, node] : rules)
+    if (node->rule.cookie == 0) ids.push_back(id);
   return ids;
 }
 
-void RuleTable::Impl::AddRule(SharedRule owned) {
-  const Rule* rule = owned.get();
-  rules.emplace(rule->id, std::move(owned));
-  if (rule->cookie != 0) by_cookie[rule->cookie].insert(rule->id);
+void RuleTable::Impl::AddRule(RuleNode* node) {
+  const Rule& rule = node->rule;
+  rules.emplace(rule.id, node);
+  if (rule.cookie != 0) by_cookie[rule.cookie].insert(rule.id);
+  auto retire = [this](Retired r) { Retire(r); };
   size_t n = 0;
-  ForEachEntry(*rule, [&](const Flow& value, const Flow& mask) {
+  ForEachEntry(rule, [&](const Flow& value, const Flow& mask) {
     Subtable* st = &SubtableFor(mask);
-    st->WithBucket(value, [&](auto& buckets, const auto& key) {
-      buckets.lazy_emplace(key, [&](const auto& ctor) { ctor(key); })->bucket.Insert(rule);
+    st->WithKeys(value, [&](auto& keys, const auto& key) {
+      std::atomic<uintptr_t>& bits = keys.Upsert(key.w, key.hash, st->n_words, retire);
+      // Release: the node, the list and (for a new slot) the key words
+      // before a reader can see them.
+      bits.store(BucketWith(bits.load(std::memory_order_relaxed), node, retire),
+                 std::memory_order_release);
     });
-    if (rule->priority > st->MaxPriority()) order_dirty = true;
-    ++st->priority_counts[rule->priority];
+    if (rule.priority > st->MaxPriority()) order_dirty = true;
+    ++st->priority_counts[rule.priority];
     ++st->entries;
+    ++st->live_entries;
     ++n;
   });
   entries += n;
   if (n > 1) ++expanded_rules;
 }
 
-void RuleTable::Impl::RemoveRule(uint64_t id) {
+void RuleTable::Impl::DeleteRule(uint64_t id, uint64_t gen) {
   auto it = rules.find(id);
-  const Rule& rule = *it->second;
+  RuleNode* node = it->second;
+  const Rule& rule = node->rule;
+  node->del_gen.store(gen, std::memory_order_relaxed);
   size_t n = 0;
-  ForEachEntry(rule, [&](const Flow& value, const Flow& mask) {
-    auto st_it = by_mask.find(mask);
-    Subtable& st = *st_it->second;
-    st.WithBucket(value, [&](auto& buckets, const auto& key) {
-      auto b = buckets.find(key);
-      b->bucket.Erase(id);
-      if (b->bucket.empty()) buckets.erase(b);
-    });
-    auto pc = st.priority_counts.find(rule.priority);
-    if (--pc->second == 0) {
-      if (rule.priority == st.MaxPriority()) order_dirty = true;
-      st.priority_counts.erase(pc);
-    }
-    --st.entries;
-    if (st.entries == 0) {
-      if (last_subtable == &st) last_subtable = nullptr;
-      by_mask.erase(st_it);
-      order_dirty = true;
-    }
+  ForEachEntry(rule, [&](const Flow&, const Flow& mask) {
+    --by_mask.find(mask)->second->live_entries;
     ++n;
   });
   entries -= n;
@@ -503,45 +676,77 @@ void RuleTable::Impl::RemoveRule(uint64_t id) {
     if (c->second.empty()) by_cookie.erase(c);
   }
   rules.erase(it);
+  deleted.push_back(node);
+}
+
+void RuleTable::Impl::UnlinkRule(RuleNode* node) {
+  const Rule& rule = node->rule;
+  auto retire = [this](Retired r) { Retire(r); };
+  ForEachEntry(rule, [&](const Flow& value, const Flow& mask) {
+    auto st_it = by_mask.find(mask);
+    Subtable& st = *st_it->second;
+    st.WithKeys(value, [&](auto& keys, const auto& key) {
+      std::atomic<uintptr_t>& bits = keys.Upsert(key.w, key.hash, st.n_words, retire);
+      const uintptr_t after = BucketWithout(bits.load(std::memory_order_relaxed), node, retire);
+      bits.store(after, std::memory_order_release);
+      if (after == kTombstone) keys.Tombstoned();
+    });
+    auto pc = st.priority_counts.find(rule.priority);
+    if (--pc->second == 0) {
+      if (rule.priority == st.MaxPriority()) order_dirty = true;
+      st.priority_counts.erase(pc);
+    }
+    if (--st.entries == 0) {
+      if (last_subtable == &st) last_subtable = nullptr;
+      Retire(Retired{[](void* p) { delete static_cast<Subtable*>(p); },
+                     st_it->second.release()});
+      by_mask.erase(st_it);
+      order_dirty = true;
+    }
+  });
+  Retire(Retired{[](void* p) { delete static_cast<RuleNode*>(p); }, node});
 }
 
 void RuleTable::Impl::RebuildOrder() {
   if (!order_dirty) return;
   order_dirty = false;
-  order.clear();
-  order.reserve(by_mask.size());
+  auto* next = new std::vector<OrderSlot>();
+  next->reserve(by_mask.size());
   for (const auto& [mask, st] : by_mask)
-    order.push_back(OrderSlot{st->MaxPriority(), st.get()});
+    next->push_back(OrderSlot{st->MaxPriority(), st.get()});
   // Ties broken by the mask words so the order (and DebugString) depends
   // only on the rule set, not on the history that built it.
-  std::sort(order.begin(), order.end(),
+  std::sort(next->begin(), next->end(),
             [](const OrderSlot& a, const OrderSlot& b) {
               if (a.max_priority != b.max_priority)
                 return a.max_priority > b.max_priority;
               return a.subtable->mask.w > b.subtable->mask.w;
             });
+  const std::vector<OrderSlot>* old = order.exchange(next, std::memory_order_release);
+  Retire(Retired{[](void* p) { delete static_cast<std::vector<OrderSlot>*>(p); },
+                 const_cast<std::vector<OrderSlot>*>(old)});
 }
 
 // ---------------------------------------------------------------------------
 
-RuleTable::RuleTable(RuleTableLimits limits)
-    : impl_(std::make_unique<Impl>(limits)) {}
+RuleTable::RuleTable(RuleTableLimits limits, bool concurrent_readers)
+    : impl_(std::make_unique<Impl>(limits, concurrent_readers)) {}
 
 RuleTable::~RuleTable() = default;
 
 RuleTable::RuleTable(const RuleTable& other)
-    : impl_(std::make_unique<Impl>(other.impl_->limits)) {
+    : impl_(std::make_unique<Impl>(other.impl_->limits, /*concurrent=*/false)) {
   impl_->rules.reserve(other.impl_->rules.size());
-  for (const auto& [id, rule] : other.impl_->rules) impl_->AddRule(rule);
-  impl_->generation = other.impl_->generation;
+  for (const auto& [id, node] : other.impl_->rules)
+    impl_->AddRule(new RuleNode(node->rule, 0));
+  impl_->generation.store(other.generation(), std::memory_order_relaxed);
   impl_->RebuildOrder();
 }
 
 absl::StatusOr<BatchResult> RuleTable::ApplyBatch(
-    absl::Span<const RuleOp> ops, AppliedBatch* applied) {
+    absl::Span<const RuleOp> ops) {
   Impl& t = *impl_;
   if (ops.empty()) {
-    if (applied != nullptr) applied->clear();  // nothing to replay
     return t.Unchanged();
   }
   BatchResult result;
@@ -565,7 +770,7 @@ absl::StatusOr<BatchResult> RuleTable::ApplyBatch(
     }
     auto r = t.rules.find(id);
     if (r == t.rules.end()) return std::nullopt;
-    return Sim{true, r->second->cookie, ExpansionCount(*r->second), 0};
+    return Sim{true, r->second->rule.cookie, ExpansionCount(r->second->rule), 0};
   };
   // " (operation 2 of this batch deleted it)" when an earlier operation of
   // the batch is why an id is taken or unknown: the table alone is not.
@@ -667,21 +872,11 @@ absl::StatusOr<BatchResult> RuleTable::ApplyBatch(
   // A batch that changes nothing (delete_cookie ops that match no rule) is
   // acknowledged like an empty one: same generation, nothing to publish.
   if (changed.empty()) {
-    if (applied != nullptr) applied->clear();
     return t.Unchanged();
   }
 
   // Phase 2: everything is known valid; apply in order.
-  t.ApplyValid(ops, &result, applied);
-  return result;
-}
-
-BatchResult RuleTable::ReplayBatch(const AppliedBatch& batch) {
-  Impl& t = *impl_;
-  if (batch.empty()) return t.Unchanged();
-  BatchResult result;
-  for (const AppliedOp& op : batch) t.Apply(op, &result);
-  t.FinishBatch(&result);
+  t.ApplyValid(ops, &result);
   return result;
 }
 
@@ -694,9 +889,17 @@ BatchResult RuleTable::DeleteAll() {
 }
 
 void RuleTable::Clear(uint64_t generation) {
-  auto empty = std::make_unique<Impl>(impl_->limits);
-  empty->generation = generation;
+  auto empty = std::make_unique<Impl>(impl_->limits, impl_->concurrent_readers);
+  empty->generation.store(generation, std::memory_order_relaxed);
   impl_ = std::move(empty);  // frees the rules this table held
+}
+
+size_t RuleTable::RemoveDeleted() {
+  return impl_->concurrent_readers ? impl_->RemoveDeleted() : 0;
+}
+
+size_t RuleTable::FreeRetired() {
+  return impl_->concurrent_readers ? impl_->FreeRetired() : 0;
 }
 
 bool IsUnknownRuleIdError(const absl::Status& s) {
@@ -708,69 +911,53 @@ bool IsUnknownRuleIdError(const absl::Status& s) {
 }
 
 void RuleTable::Impl::ApplyValid(absl::Span<const RuleOp> ops,
-                                 BatchResult* result, AppliedBatch* applied) {
-  if (applied != nullptr) {
-    applied->clear();
-    applied->reserve(ops.size());
-  }
+                                 BatchResult* result) {
+  const uint64_t gen = generation.load(std::memory_order_relaxed) + 1;
   for (const RuleOp& op : ops) {
-    AppliedOp a{op.kind, 0, {}};
     switch (op.kind) {
       case RuleOp::Kind::kInsert:
+        AddRule(new RuleNode(op.rule, gen));
+        ++result->inserted;
+        break;
       case RuleOp::Kind::kReplace:
-        a.rule = SharedRule::Make(op.rule);  // the one copy
+        DeleteRule(op.rule.id, gen);
+        AddRule(new RuleNode(op.rule, gen));
+        ++result->replaced;
         break;
       case RuleOp::Kind::kDelete:
-        a.key = op.id;
+        DeleteRule(op.id, gen);
+        ++result->deleted;
         break;
-      case RuleOp::Kind::kDeleteByCookie:
-        a.key = op.cookie;
+      case RuleOp::Kind::kDeleteByCookie: {
+        const std::vector<uint64_t> victims = IdsWithCookie(op.cookie);
+        for (uint64_t id : victims) DeleteRule(id, gen);
+        result->deleted += victims.size();
         break;
+      }
     }
-    Apply(a, result);
-    if (applied != nullptr) applied->push_back(std::move(a));
   }
   FinishBatch(result);
 }
 
-void RuleTable::Impl::Apply(const AppliedOp& op, BatchResult* result) {
-  switch (op.kind) {
-    case RuleOp::Kind::kInsert:
-      AddRule(op.rule);
-      ++result->inserted;
-      break;
-    case RuleOp::Kind::kReplace:
-      RemoveRule(op.rule->id);
-      AddRule(op.rule);
-      ++result->replaced;
-      break;
-    case RuleOp::Kind::kDelete:
-      RemoveRule(op.key);
-      ++result->deleted;
-      break;
-    case RuleOp::Kind::kDeleteByCookie: {
-      const std::vector<uint64_t> victims = IdsWithCookie(op.key);
-      for (uint64_t id : victims) RemoveRule(id);
-      result->deleted += victims.size();
-      break;
-    }
-  }
-}
-
 void RuleTable::Impl::FinishBatch(BatchResult* result) {
   RebuildOrder();
-  result->generation = ++generation;
+  result->generation = generation.load(std::memory_order_relaxed) + 1;
+  generation.store(result->generation, std::memory_order_release);
   result->rules = rules.size();
+  if (!concurrent_readers) RemoveDeleted();  // frees as it goes
 }
 
 const Rule* RuleTable::Lookup(const Flow& key, Flow* wc,
-                              int* subtables_visited) const {
+                              int* subtables_visited, uint64_t gen) const {
+  if (gen == kLatestGeneration) gen = impl_->generation.load(std::memory_order_acquire);
   const Rule* best = nullptr;
   int visited = 0;
-  const OrderSlot* const begin = impl_->order.data();
-  const OrderSlot* const end = begin + impl_->order.size();
+  const std::vector<OrderSlot>& order = *impl_->order.load(std::memory_order_acquire);
+  const OrderSlot* const begin = order.data();
+  const OrderSlot* const end = begin + order.size();
   for (const OrderSlot* slot = begin; slot != end; ++slot) {
-    // Sorted by max priority: nothing from here on can beat or tie `best`.
+    // Sorted by max priority (an upper bound for every generation a reader
+    // may use): nothing from here on can beat or tie `best`.
     if (best != nullptr && slot->max_priority < best->priority) break;
     if (slot + 2 < end) {
       __builtin_prefetch(slot[2].subtable);
@@ -780,11 +967,11 @@ const Rule* RuleTable::Lookup(const Flow& key, Flow* wc,
     ++visited;
     for (int j = 0; j < st.n_words; ++j)
       wc->w[st.word_index[j]] |= st.packed_mask[j];
-    const Rule* r = st.WithBucket(key, [](const auto& buckets, const auto& k) -> const Rule* {
-      const auto it = buckets.find(k);
-      return it == buckets.end() ? nullptr : it->bucket.front();
+    const RuleNode* n = st.WithKeys(key, [gen](const auto& keys, const auto& k) -> const RuleNode* {
+      const uintptr_t bits = keys.Find(k.w, k.hash);
+      return bits == 0 ? nullptr : FirstVisible(bits, gen);
     });
-    if (r != nullptr && (best == nullptr || RuleBeats(*r, *best))) best = r;
+    if (n != nullptr && (best == nullptr || RuleBeats(n->rule, *best))) best = &n->rule;
   }
   // Megaflows are per in_port (megaflow.h): in_port is always exact.
   wc->Set(Field::kInPort, 0xffffffffu);
@@ -793,13 +980,13 @@ const Rule* RuleTable::Lookup(const Flow& key, Flow* wc,
 }
 
 const Rule* RuleTable::Lookup(const FlowKey& key, Flow* wc,
-                              int* subtables_visited) const {
-  return Lookup(key.ToFlow(), wc, subtables_visited);
+                              int* subtables_visited, uint64_t gen) const {
+  return Lookup(key.ToFlow(), wc, subtables_visited, gen);
 }
 
 const Rule* RuleTable::Find(uint64_t id) const {
   auto it = impl_->rules.find(id);
-  return it == impl_->rules.end() ? nullptr : it->second.get();
+  return it == impl_->rules.end() ? nullptr : &it->second->rule;
 }
 
 size_t RuleTable::size() const { return impl_->rules.size(); }
@@ -809,17 +996,21 @@ RuleTableStats RuleTable::Stats() const {
   s.rules = impl_->rules.size();
   s.entries = impl_->entries;
   s.expanded_rules = impl_->expanded_rules;
-  s.subtables = impl_->by_mask.size();
-  s.generation = impl_->generation;
+  // Subtables of rules not deleted (one holding only deleted entries goes
+  // at RemoveDeleted).
+  for (const auto& [mask, st] : impl_->by_mask) s.subtables += st->live_entries != 0;
+  s.generation = generation();
   return s;
 }
 
-uint64_t RuleTable::generation() const { return impl_->generation; }
+uint64_t RuleTable::generation() const {
+  return impl_->generation.load(std::memory_order_relaxed);
+}
 
 std::vector<const Rule*> RuleTable::Rules() const {
   std::vector<const Rule*> out;
   out.reserve(impl_->rules.size());
-  for (const auto& [id, rule] : impl_->rules) out.push_back(rule.get());
+  for (const auto& [id, node] : impl_->rules) out.push_back(&node->rule);
   std::sort(out.begin(), out.end(),
             [](const Rule* a, const Rule* b) { return RuleBeats(*a, *b); });
   return out;
@@ -831,10 +1022,11 @@ std::string RuleTable::DebugString() const {
       absl::StrCat("RuleTable generation=", s.generation, " rules=", s.rules,
                    " entries=", s.entries, " expanded_rules=", s.expanded_rules,
                    " subtables=", s.subtables, "\n");
-  for (size_t i = 0; i < impl_->order.size(); ++i) {
-    const Subtable& st = *impl_->order[i].subtable;
+  const std::vector<OrderSlot>& order = *impl_->order.load(std::memory_order_relaxed);
+  for (size_t i = 0; i < order.size(); ++i) {
+    const Subtable& st = *order[i].subtable;
     absl::StrAppend(&out, "  subtable ", i,
-                    ": max_priority=", impl_->order[i].max_priority,
+                    ": max_priority=", order[i].max_priority,
                     " entries=", st.entries, " keys=", st.keys(),
                     " mask=", FormatMask(st.mask), "\n");
   }

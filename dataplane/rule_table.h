@@ -14,13 +14,29 @@
 // * ApplyBatch validates every operation first (ValidateRule, ids, limits)
 //   and changes nothing unless all of them are valid; errors name the
 //   operation index, the rule id and the field.
-// * Threads: not thread-safe.  One writer; readers only when no writer runs
-//   (the dataplane publishes immutable tables under RCU, see ARCHITECTURE.md).
-//   Lookup is const and allocates nothing.
+// * Threads: one writer.  By default readers run only when no writer does.
+//   A table made with `concurrent_readers` may also be read by Lookup on
+//   other threads while the writer applies batches (the dataplane's one
+//   table, read by every PMD; see "One table, read while written" in
+//   docs/classifier.md):
+//     - every rule carries the generations it lives in: a batch's rules are
+//       added with the batch's generation, and a delete only marks the rule
+//       with it, so a Lookup at generation G sees exactly the rule set G
+//       whatever the writer is doing;
+//     - the writer never changes memory a reader may be reading: a slot is
+//       filled before it is published, a key's rule list is replaced, not
+//       edited, and a grown slot array, an emptied subtable and the old
+//       subtable order are handed to FreeRetired instead of freed;
+//     - the caller tells the table when readers have moved on:
+//       RemoveDeleted once no reader looks up at a generation older than
+//       generation(), FreeRetired once every reader has passed a quiescent
+//       point after the memory was retired (the dataplane: after its
+//       publication's grace period).
+//   Lookup is const and allocates nothing; everything else is the writer's
+//   (Find, Rules, Stats, ... run on the writer's thread or under its lock).
 #ifndef FLOWCLASS_DATAPLANE_RULE_TABLE_H_
 #define FLOWCLASS_DATAPLANE_RULE_TABLE_H_
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -71,55 +87,6 @@ struct RuleTableStats {
   uint64_t generation = 0;     // +1 per applied batch that changes the rules
 };
 
-// A rule shared by the tables of a left-right pair and the AppliedBatch
-// between them: one allocation holding the rule and its reference count, and
-// 8 bytes per reference (a shared_ptr is 16, and make_shared adds 16 bytes
-// to each rule: the id map of a million rules is memory the control thread
-// faults in and misses on).  Copies may be made and dropped on any thread;
-// in the dataplane only the control thread owns rules (PMDs read `const
-// Rule*` from published tables, freed only after a grace period).
-class SharedRule {
- public:
-  SharedRule() = default;
-  static SharedRule Make(const Rule& rule) { return SharedRule(new Node{{1}, rule}); }
-  SharedRule(const SharedRule& o) : node_(o.node_) {
-    if (node_ != nullptr) node_->refs.fetch_add(1, std::memory_order_relaxed);
-  }
-  SharedRule(SharedRule&& o) noexcept : node_(std::exchange(o.node_, nullptr)) {}
-  SharedRule& operator=(SharedRule o) noexcept {
-    std::swap(node_, o.node_);
-    return *this;
-  }
-  ~SharedRule() {
-    if (node_ != nullptr && node_->refs.fetch_sub(1, std::memory_order_acq_rel) == 1)
-      delete node_;
-  }
-  const Rule* get() const { return node_ != nullptr ? &node_->rule : nullptr; }
-  const Rule& operator*() const { return node_->rule; }
-  const Rule* operator->() const { return &node_->rule; }
-  explicit operator bool() const { return node_ != nullptr; }
-
- private:
-  struct Node {
-    std::atomic<uint32_t> refs;
-    const Rule rule;
-  };
-  explicit SharedRule(Node* n) : node_(n) {}
-  Node* node_ = nullptr;
-};
-
-// A batch as ApplyBatch applied it, for the other table of a left-right pair
-// to replay: the operations in order, each insert or replace carrying the
-// rule object the applying table made.  The replaying table shares that
-// object instead of copying the rule (rules are immutable once in a table),
-// so a rule costs one allocation for both tables.
-struct AppliedOp {
-  RuleOp::Kind kind = RuleOp::Kind::kInsert;
-  uint64_t key = 0;                   // kDelete: the id; kDeleteByCookie: the cookie
-  SharedRule rule;                    // kInsert, kReplace
-};
-using AppliedBatch = std::vector<AppliedOp>;
-
 // Summary of an applied batch.
 struct BatchResult {
   size_t inserted = 0;
@@ -131,41 +98,52 @@ struct BatchResult {
 
 class RuleTable {
  public:
-  explicit RuleTable(RuleTableLimits limits = {});
+  // Lookup's generation when none is given: the table's own (the writer's
+  // view, or a reader that runs only when no writer does).
+  static constexpr uint64_t kLatestGeneration = ~uint64_t{0};
+
+  explicit RuleTable(RuleTableLimits limits = {}, bool concurrent_readers = false);
   ~RuleTable();
-  RuleTable(const RuleTable&);  // same rules (the Rule objects are shared)
+  RuleTable(const RuleTable&);  // same rules, no concurrent readers
   RuleTable& operator=(const RuleTable&) = delete;
 
   // All or nothing.  INVALID_ARGUMENT for a bad rule / unknown or duplicate
   // id, RESOURCE_EXHAUSTED for a limit; the message starts with
   // "operation <i> (rule id <id>): ".  A batch that changes nothing (empty,
   // or only delete-by-cookie of cookies no rule carries) keeps the
-  // generation.  When it succeeds and `applied` is not null, *applied
-  // receives the batch for ReplayBatch (empty when it changed nothing;
-  // untouched on error).
-  absl::StatusOr<BatchResult> ApplyBatch(absl::Span<const RuleOp> ops,
-                                         AppliedBatch* applied = nullptr);
-  // Applies a batch that ApplyBatch accepted on a table holding the same
-  // rules as this one (the other table of a left-right pair catching up),
-  // without validating it again.  Anything else is undefined behaviour.
-  BatchResult ReplayBatch(const AppliedBatch& batch);
+  // generation.  Without concurrent readers, deleted rules and retired
+  // memory are freed before it returns.
+  absl::StatusOr<BatchResult> ApplyBatch(absl::Span<const RuleOp> ops);
+  // Concurrent readers only (a no-op otherwise, where ApplyBatch does both):
+  // RemoveDeleted unlinks the rules deleted by the batches applied so far;
+  // call it when no reader looks up at an older generation than
+  // generation().  What it unlinks is retired, like the memory batches
+  // replace.  FreeRetired frees what was retired before it; call it when
+  // every reader has passed a quiescent point since.  Returns the number of
+  // rules unlinked / blocks freed.
+  size_t RemoveDeleted();
+  size_t FreeRetired();
   // Removes every rule as one batch: generation +1, `deleted` = the rules
   // there were.  An empty table is left as it is (like an empty batch).
   // No list of the rules and no per-rule operation: the cost is freeing them.
   BatchResult DeleteAll();
-  // Empties the table and sets its generation, for the tables of a left-right
-  // pair when every rule is deleted: neither needs the batches it has not
-  // replayed yet.
+  // Empties the table and sets its generation (no reader may be using it:
+  // the dataplane publishes a new empty table instead, see DeleteAll there).
   void Clear(uint64_t generation);
 
-  // Winning rule or nullptr; ORs the consulted subtables' masks into *wc
-  // (which the caller zeroes).  `subtables_visited`, if not null, receives the
-  // number of subtables probed.
+  // Winning rule of the rule set of `generation` (a generation the table
+  // has reached, and not older than the last RemoveDeleted's) or nullptr;
+  // ORs the consulted subtables' masks into *wc (which the caller zeroes).
+  // `subtables_visited`, if not null, receives the number of subtables
+  // probed.  The rule stays valid until the reader's next quiescent point.
   const Rule* Lookup(const Flow& key, Flow* wc,
-                     int* subtables_visited = nullptr) const;
+                     int* subtables_visited = nullptr,
+                     uint64_t generation = kLatestGeneration) const;
   const Rule* Lookup(const FlowKey& key, Flow* wc,
-                     int* subtables_visited = nullptr) const;
+                     int* subtables_visited = nullptr,
+                     uint64_t generation = kLatestGeneration) const;
 
+  // The writer's view (the latest generation).
   const Rule* Find(uint64_t id) const;
   // Rules carrying `cookie` (control path; allocates).
   std::vector<const Rule*> RulesWithCookie(uint64_t cookie) const;

@@ -113,11 +113,14 @@ BENCHMARK(BM_ApplyBatchInsert)
 
 // The control-plane work of one streamed rule in flowclassd
 // (DpdkDataplane::ApplyBatches): the change set against the table before
-// the batch, the batch applied to the table being published, and the same
-// batch replayed on the other table of the left-right pair.  Rules: the
+// the batch, and the batch applied to the one table the PMDs read (a table
+// with concurrent readers; after each batch, what the dataplane does after
+// its grace period: FreeRetired, RemoveDeleted).  Until 2026-12-01 the
+// dataplane kept a left-right pair, and this benchmark (BM_LeftRightStream)
+// also replayed each batch on the second table.  Rules: the
 // ClassBench acl1_10k 5-tuples replicated over in_port 1..ceil(n/10k), as
 // tests/e2e/grpc_add_rules_bench.sh streams them, in batches of 1000.
-void BM_LeftRightStream(benchmark::State& state) {
+void BM_StreamedLoad(benchmark::State& state) {
   const size_t n = static_cast<size_t>(state.range(0));
   const int id_shift = static_cast<int>(state.range(1));  // ids (i+1) << shift
   std::ifstream in(std::string(FLOWCLASS_CLASSBENCH_DIR) + "/neurocuts/acl1_10k");
@@ -138,21 +141,19 @@ void BM_LeftRightStream(benchmark::State& state) {
     ops.push_back(RuleOp::Insert(std::move(r)));
   }
   constexpr size_t kBatch = 1000;
-  AppliedBatch applied;
   for (auto _ : state) {
-    auto published = std::make_unique<RuleTable>();
-    auto shadow = std::make_unique<RuleTable>();
+    auto table = std::make_unique<RuleTable>(RuleTableLimits{}, /*concurrent_readers=*/true);
     for (size_t b = 0; b < n; b += kBatch) {
       const absl::Span<const RuleOp> batch =
           absl::MakeConstSpan(ops).subspan(b, std::min(kBatch, n - b));
-      RuleChangeSet cs = MakeRuleChangeSet(*published, batch);
-      benchmark::DoNotOptimize(published->ApplyBatch(batch, &applied));
-      benchmark::DoNotOptimize(shadow->ReplayBatch(applied));
+      RuleChangeSet cs = MakeRuleChangeSet(*table, batch);
+      benchmark::DoNotOptimize(table->ApplyBatch(batch));
+      table->FreeRetired();
+      table->RemoveDeleted();
       benchmark::DoNotOptimize(cs);
     }
-    state.PauseTiming();  // the daemon keeps its tables
-    published.reset();
-    shadow.reset();
+    state.PauseTiming();  // the daemon keeps its table
+    table.reset();
     state.ResumeTiming();
   }
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(n));
@@ -160,7 +161,7 @@ void BM_LeftRightStream(benchmark::State& state) {
 // Second argument: ids are (i + 1) << it.  0: a load numbered 1..N, as
 // controllers number them; 32: ids that differ only in their high half (the
 // id map's hash must not collapse them).
-BENCHMARK(BM_LeftRightStream)
+BENCHMARK(BM_StreamedLoad)
     ->Args({100000, 0})
     ->Args({300000, 0})
     ->Args({1000000, 0})

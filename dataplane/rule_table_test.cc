@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <new>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -500,58 +501,169 @@ TEST(RuleTableTest, CopyIsIndependent) {
   }
 }
 
-// The left-right shadow: ReplayBatch of every accepted batch keeps a second
-// table identical to the first (rules, subtables, lookups), through inserts,
-// deletes, replaces, deletes by cookie and subtables that empty and come back
-// (the last-subtable cache must not outlive its subtable).
-TEST(RuleTableTest, ReplayBatchFollowsApplyBatch) {
+// A table with concurrent readers gives, at its latest generation, what a
+// plain table gives; at the generation before a batch, what the plain table
+// gave before it (deleted rules stay linked until RemoveDeleted), through
+// inserts, deletes, replaces, deletes by cookie and subtables that empty and
+// come back (the last-subtable cache must not outlive its subtable).
+TEST(RuleTableTest, ConcurrentReadersTableKeepsEachGeneration) {
   RandomRuleOptions opts;
   opts.cookies = 4;
   RandomRuleGen gen(2024, opts);
   std::vector<Rule> live;
   uint64_t next_id = 1;
-  RuleTable applied, replayed;
-  for (int b = 0; b < 60; ++b) {
-    const std::vector<RuleOp> ops = gen.NextBatch(b % 10 == 9 ? 0 : 25, &live, &next_id);
-    AppliedBatch done;
-    absl::StatusOr<BatchResult> r = applied.ApplyBatch(ops, &done);
-    ASSERT_TRUE(r.ok()) << r.status();
-    const BatchResult rr = replayed.ReplayBatch(done);
-    EXPECT_EQ(rr.generation, r->generation);
-    EXPECT_EQ(rr.inserted, r->inserted);
-    EXPECT_EQ(rr.deleted, r->deleted);
-    EXPECT_EQ(rr.replaced, r->replaced);
-    EXPECT_EQ(rr.rules, r->rules);
-    EXPECT_EQ(r->rules, applied.size());
-    ASSERT_EQ(replayed.DebugString(), applied.DebugString()) << "batch " << b;
-    for (const Rule& rule : live)  // one object for both tables
-      ASSERT_EQ(replayed.Find(rule.id), applied.Find(rule.id)) << "rule " << rule.id;
+  RuleTable plain, versioned({}, /*concurrent_readers=*/true);
+  size_t unlinked = 0, freed = 0;
+  auto apply_both = [&](const std::vector<RuleOp>& ops, int b) {
+    // The answers before the batch, for keys near the rules before and after.
+    std::vector<Flow> keys;
+    std::vector<std::pair<uint64_t, Flow>> before;
     for (int k = 0; k < 40; ++k) {
-      const Flow key = gen.NextKeyNear(live);
-      Flow wa, wr;
-      ASSERT_EQ(IdOf(replayed.Lookup(key, &wr)), IdOf(applied.Lookup(key, &wa)));
-      ASSERT_EQ(wr, wa);
+      keys.push_back(gen.NextKeyNear(live));
+      Flow wc;
+      const uint64_t id = IdOf(plain.Lookup(keys.back(), &wc));
+      before.emplace_back(id, wc);
     }
+    const uint64_t old_gen = plain.generation();
+    absl::StatusOr<BatchResult> r = plain.ApplyBatch(ops);
+    ASSERT_TRUE(r.ok()) << r.status();
+    absl::StatusOr<BatchResult> v = versioned.ApplyBatch(ops);
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_EQ(v->generation, r->generation);
+    EXPECT_EQ(v->inserted, r->inserted);
+    EXPECT_EQ(v->deleted, r->deleted);
+    EXPECT_EQ(v->replaced, r->replaced);
+    EXPECT_EQ(v->rules, r->rules);
+    EXPECT_EQ(versioned.Stats().subtables, plain.Stats().subtables) << "batch " << b;
+    for (int k = 0; k < 40; ++k) {
+      Flow wp, wv, wold;
+      ASSERT_EQ(IdOf(versioned.Lookup(keys[k], &wv)), IdOf(plain.Lookup(keys[k], &wp)))
+          << "batch " << b << " key " << k;
+      ASSERT_EQ(IdOf(versioned.Lookup(keys[k], &wold, nullptr, old_gen)), before[k].first)
+          << "batch " << b << " key " << k << " at the generation before";
+      // Deleted rules' subtables are still visited: the mask may be wider.
+      for (int w = 0; w < kFlowWords; ++w)
+        ASSERT_EQ(wold.w[w] & before[k].second.w[w], before[k].second.w[w]);
+    }
+    unlinked += versioned.RemoveDeleted();
+    freed += versioned.FreeRetired();
+    ASSERT_EQ(versioned.DebugString(), plain.DebugString()) << "batch " << b;
+    for (int k = 0; k < 40; ++k) {
+      Flow wp, wv;
+      ASSERT_EQ(IdOf(versioned.Lookup(keys[k], &wv)), IdOf(plain.Lookup(keys[k], &wp)));
+      ASSERT_EQ(wv, wp);
+    }
+  };
+  for (int b = 0; b < 60; ++b) {
+    apply_both(gen.NextBatch(b % 10 == 9 ? 0 : 25, &live, &next_id), b);
     if (b % 15 == 14) {  // empty every subtable, then refill the same shapes
       std::vector<RuleOp> wipe;
       for (const Rule& rule : live) wipe.push_back(RuleOp::Delete(rule.id));
-      AppliedBatch done_wipe;
-      ASSERT_TRUE(applied.ApplyBatch(wipe, &done_wipe).ok());
-      replayed.ReplayBatch(done_wipe);
+      apply_both(wipe, b);
       std::vector<RuleOp> back;
       for (Rule rule : live) {
         rule.id = next_id++;
         back.push_back(RuleOp::Insert(rule));
       }
-      AppliedBatch done_back;
-      ASSERT_TRUE(applied.ApplyBatch(back, &done_back).ok());
-      replayed.ReplayBatch(done_back);
       live.clear();
       for (const RuleOp& op : back) live.push_back(op.rule);
-      ASSERT_EQ(replayed.DebugString(), applied.DebugString()) << "refill " << b;
+      apply_both(back, b);
     }
   }
-  EXPECT_GT(applied.size(), 0u);
+  EXPECT_GT(plain.size(), 0u);
+  EXPECT_GT(unlinked, 0u);
+  EXPECT_GT(freed, 0u);
+  // A plain table unlinks and frees as it goes.
+  EXPECT_EQ(plain.RemoveDeleted(), 0u);
+  EXPECT_EQ(plain.FreeRetired(), 0u);
+}
+
+// One thread applies batches to a concurrent-readers table and publishes
+// each generation; another looks up keys at the generation it last saw, and
+// must get exactly what a plain table gave at that generation, while the
+// writer inserts, grows key sets, replaces lists and subtables and unlinks.
+// The writer unlinks and frees only once the reader has reported a newer
+// generation (the dataplane's grace period).  ASan (make test's sanitizer
+// build) catches memory freed too early.
+TEST(RuleTableTest, LookupsOnAnotherThreadSeeThePublishedGeneration) {
+  RandomRuleOptions opts;
+  opts.cookies = 4;
+  RandomRuleGen gen(4242, opts);
+  std::vector<Rule> live;
+  uint64_t next_id = 1;
+  constexpr int kBatches = 120;
+  constexpr int kKeys = 48;
+  // The batches (each one a new generation), then per generation the plain
+  // table's answers for the keys.
+  std::vector<std::vector<RuleOp>> batches;
+  std::vector<Flow> keys;
+  {
+    RuleTable sim;
+    for (int b = 0; b < kBatches; ++b) {
+      std::vector<RuleOp> ops;
+      if (b % 30 == 29) {  // empty every subtable
+        for (const Rule& rule : live) ops.push_back(RuleOp::Delete(rule.id));
+        live.clear();
+      } else {
+        ops = gen.NextBatch(40, &live, &next_id);
+      }
+      ASSERT_TRUE(sim.ApplyBatch(ops).ok());
+      if (sim.generation() != batches.size() + 1) continue;  // changed nothing
+      batches.push_back(std::move(ops));
+      if (keys.size() < kKeys && b % 2 == 0) keys.push_back(gen.NextKeyNear(live));
+    }
+  }
+  while (keys.size() < kKeys) keys.push_back(gen.NextKeyNear(live));
+  ASSERT_GE(batches.size(), size_t{kBatches} * 9 / 10);
+  RuleTable plain;
+  std::vector<std::vector<uint64_t>> want;  // [generation][key]
+  auto answers = [&](const RuleTable& t) {
+    std::vector<uint64_t> ids;
+    for (const Flow& key : keys) {
+      Flow wc;
+      ids.push_back(IdOf(t.Lookup(key, &wc)));
+    }
+    return ids;
+  };
+  want.push_back(answers(plain));
+  for (const std::vector<RuleOp>& ops : batches) {
+    ASSERT_TRUE(plain.ApplyBatch(ops).ok());
+    ASSERT_EQ(plain.generation(), want.size());
+    want.push_back(answers(plain));
+  }
+
+  RuleTable table({}, /*concurrent_readers=*/true);
+  std::atomic<uint64_t> published{0}, reported{0};
+  std::atomic<bool> done{false};
+  std::atomic<uint64_t> lookups{0}, wrong{0};
+  std::thread reader([&] {
+    while (!done.load(std::memory_order_acquire)) {
+      const uint64_t g = published.load(std::memory_order_acquire);
+      for (int k = 0; k < kKeys; ++k) {
+        Flow wc;
+        if (IdOf(table.Lookup(keys[k], &wc, nullptr, g)) != want[g][k])
+          wrong.fetch_add(1, std::memory_order_relaxed);
+        lookups.fetch_add(1, std::memory_order_relaxed);
+      }
+      reported.store(g, std::memory_order_release);  // quiescent point
+    }
+  });
+  auto wait_for_reader = [&](uint64_t g) {
+    while (reported.load(std::memory_order_acquire) < g) std::this_thread::yield();
+  };
+  for (const std::vector<RuleOp>& ops : batches) {
+    absl::StatusOr<BatchResult> r = table.ApplyBatch(ops);
+    ASSERT_TRUE(r.ok()) << r.status();
+    published.store(r->generation, std::memory_order_release);
+    wait_for_reader(r->generation);
+    table.FreeRetired();   // retired before the publication
+    table.RemoveDeleted(); // nobody reads an older generation now
+  }
+  done.store(true, std::memory_order_release);
+  reader.join();
+  EXPECT_EQ(wrong.load(), 0u) << "of " << lookups.load() << " lookups";
+  EXPECT_GE(lookups.load(), uint64_t{kKeys} * batches.size());
+  EXPECT_EQ(table.DebugString(), plain.DebugString());
 }
 
 // DeleteAll is one batch that deletes every rule: the same table as a batch
@@ -606,22 +718,17 @@ TEST(RuleTableTest, DeleteAllIsABatchDeletingEveryRule) {
   EXPECT_EQ(all.ApplyBatch(too_many).status().code(), absl::StatusCode::kResourceExhausted);
 }
 
-// An empty batch leaves nothing to replay, even in a reused AppliedBatch
-// (replaying the previous batch again would insert its rules twice).
-TEST(RuleTableTest, EmptyBatchRecordsNothingToReplay) {
+// An empty batch, and one that changes nothing, keep the generation.
+TEST(RuleTableTest, EmptyBatchChangesNothing) {
   RuleTable t;
-  AppliedBatch done;
-  ASSERT_TRUE(t.ApplyBatch({RuleOp::Insert(V4Rule(1, 1))}, &done).ok());
-  EXPECT_EQ(done.size(), 1u);
-  absl::StatusOr<BatchResult> r = t.ApplyBatch({}, &done);
+  ASSERT_TRUE(t.ApplyBatch({RuleOp::Insert(V4Rule(1, 1))}).ok());
+  absl::StatusOr<BatchResult> r = t.ApplyBatch({});
   ASSERT_TRUE(r.ok());
-  EXPECT_TRUE(done.empty());
+  EXPECT_EQ(r->generation, 1u);
   EXPECT_EQ(r->rules, 1u);
-  // Nor does a batch that changes nothing.
-  ASSERT_TRUE(t.ApplyBatch({RuleOp::Insert(V4Rule(2, 1))}, &done).ok());
-  r = t.ApplyBatch({RuleOp::DeleteByCookie(777)}, &done);
+  ASSERT_TRUE(t.ApplyBatch({RuleOp::Insert(V4Rule(2, 1))}).ok());
+  r = t.ApplyBatch({RuleOp::DeleteByCookie(777)});
   ASSERT_TRUE(r.ok());
-  EXPECT_TRUE(done.empty());
   EXPECT_EQ(r->generation, 2u);
   EXPECT_EQ(r->rules, 2u);
 }

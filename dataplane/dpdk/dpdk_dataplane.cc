@@ -238,16 +238,13 @@ struct DpdkDataplane::Impl {
   // Rule port number -> index in `ports` (-1: none).  Read-only after Create.
   std::vector<int8_t> port_index_by_number;
   rte_mempool* pool = nullptr;
-  std::unique_ptr<RulePublisher> publisher;
   std::mutex apply_mu;  // serialises ApplyBatch (control plane only)
-  // Left-right tables (guarded by apply_mu): the table the PMDs stopped using
-  // at the last publication, and the batches that made the published table
-  // from it.  The next ApplyBatches replays `shadow_pending` on the shadow
-  // (bringing it level with the published table) and then applies its own
-  // batches, so a batch costs O(batch), not a copy of the whole rule set.
-  std::unique_ptr<PublishedTable> shadow;
-  std::vector<AppliedBatch> shadow_pending;  // batches, in order
-  uint64_t shadow_resyncs = 0;  // shadows found out of step and replaced by a copy
+  // The one rule table (written under apply_mu): the control thread applies
+  // batches to it in place while the PMDs look up at the generation they
+  // installed (RuleTable's concurrent readers), so a rule is inserted once.
+  // Each publication is a view of it at a generation.
+  std::unique_ptr<RuleTable> table;
+  std::unique_ptr<RulePublisher> publisher;
   // Run-time pipeline settings (see KnobsMailbox): written under apply_mu.
   PipelineKnobs knobs;
   // Read by every PMD every iteration: a line of its own, away from the
@@ -284,15 +281,15 @@ struct DpdkDataplane::Impl {
   // PMDs, wait until each live PMD runs with it.
   absl::Status SetKnob(absl::string_view key, absl::string_view value);
   void PmdLoop(Pmd& pmd);
-  // Under apply_mu: the table to apply the next batches to, level with the
-  // published one `cur` (the shadow with its pending batches replayed).
-  std::unique_ptr<PublishedTable> NextTable(const PublishedTable* cur);
-  // Under apply_mu: publishes `next`, made from the published `cur` by
-  // batches that changed `changes` (null: anything may have changed, each
-  // PMD rechecks every megaflow), waits for every PMD to install it, and
-  // keeps the table it replaces as the shadow.
-  void Publish(std::unique_ptr<PublishedTable> next, const PublishedTable* cur,
-               RuleChangeSet* changes);
+  // Under apply_mu: publishes the table at its generation, made from the
+  // published `cur` by batches that changed `changes` (null: anything may
+  // have changed, each PMD rechecks every megaflow), and waits for every PMD
+  // to install it.  Then no PMD reads an older generation, nor memory the
+  // table retired before: the table frees that and unlinks deleted rules.
+  // `fresh`, if given, is a new table that replaces the old one (DeleteAll),
+  // freed once no PMD reads it.
+  void Publish(const PublishedTable* cur, RuleChangeSet* changes,
+               std::unique_ptr<RuleTable> fresh = nullptr);
 };
 
 DpdkDataplane::Impl::~Impl() {
@@ -392,7 +389,7 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
       // that generation installed.
       const bool one_step = current != nullptr && v->has_changes &&
                             v->base_generation == current_generation;
-      pipeline.SetRuleTable(&v->table, one_step ? &v->changes : nullptr);
+      pipeline.SetRuleTable(v->table, one_step ? &v->changes : nullptr, v->generation);
       publish_pipeline_counters();  // the revalidation's counters
       current = v;
       current_generation = v->generation;
@@ -711,8 +708,9 @@ absl::StatusOr<std::unique_ptr<DpdkDataplane>> DpdkDataplane::Create(
   }
 
   // PMDs and their rx queues (round-robin in port, queue order).
+  impl->table = std::make_unique<RuleTable>(o.limits, /*concurrent_readers=*/true);
   impl->publisher = std::make_unique<RulePublisher>(
-      n_pmds, std::make_unique<PublishedTable>(o.limits));
+      n_pmds, std::make_unique<PublishedTable>(impl->table.get(), 0));
   impl->pmds.resize(n_pmds);
   for (int i = 0; i < n_pmds; ++i) {
     auto& pmd = impl->pmds[i];
@@ -825,104 +823,67 @@ std::vector<absl::StatusOr<BatchResult>> DpdkDataplane::ApplyBatches(
     return results;
   }
   const PublishedTable* cur = d.publisher->Current();
-  std::unique_ptr<PublishedTable> next = d.NextTable(cur);
+  RuleTable& table = *d.table;
   RuleChangeSet changes;
-  std::vector<AppliedBatch> applied;
+  bool changed = false;
   for (absl::Span<const RuleOp> ops : batches) {
-    if (ops.empty()) {  // nothing to apply, nothing to publish or replay
-      results.push_back(next->table.ApplyBatch(ops));
+    if (ops.empty()) {  // nothing to apply or publish
+      results.push_back(table.ApplyBatch(ops));
       continue;
     }
     // Against the state before this batch (earlier ones of the group
     // included): that is what a replaced or deleted rule looked like.
-    RuleChangeSet cs = MakeRuleChangeSet(next->table, ops);
-    AppliedBatch done;
-    absl::StatusOr<BatchResult> r = next->table.ApplyBatch(ops, &done);
-    // All or nothing: a rejected batch left `next` as it was, and so did one
-    // that changed nothing (no generation, nothing to publish or replay).
-    if (r.ok() && !done.empty()) {
+    RuleChangeSet cs = MakeRuleChangeSet(table, ops);
+    const uint64_t before = table.generation();
+    absl::StatusOr<BatchResult> r = table.ApplyBatch(ops);
+    // All or nothing: a rejected batch left the table as it was, and so did
+    // one that changed nothing (no generation, nothing to publish).
+    if (r.ok() && r->generation != before) {
       changes.Merge(std::move(cs));
-      applied.push_back(std::move(done));
+      changed = true;
     }
     results.push_back(std::move(r));
   }
-  if (applied.empty()) {
-    d.shadow = std::move(next);  // level with cur
-    return results;
-  }
-  d.Publish(std::move(next), cur, &changes);
-  d.shadow_pending = std::move(applied);
+  if (changed) d.Publish(cur, &changes);
   return results;
 }
 
-void DpdkDataplane::Impl::Publish(std::unique_ptr<PublishedTable> next,
-                                  const PublishedTable* cur, RuleChangeSet* changes) {
-  if (changes != nullptr) {
-    next->changes = std::move(*changes);
-  } else {
-    next->changes.Clear();
-  }
+void DpdkDataplane::Impl::Publish(const PublishedTable* cur, RuleChangeSet* changes,
+                                  std::unique_ptr<RuleTable> fresh) {
+  RuleTable* t = fresh ? fresh.get() : table.get();
+  auto next = std::make_unique<PublishedTable>(t, t->generation());
+  if (changes != nullptr) next->changes = std::move(*changes);
   next->has_changes = changes != nullptr;
   next->base_generation = cur->generation;
-  next->generation = next->table.generation();
-  shadow = publisher->PublishAndWait(std::move(next));
-}
-
-std::unique_ptr<PublishedTable> DpdkDataplane::Impl::NextTable(
-    const PublishedTable* cur) {
-  // Bring the shadow level with `cur` by replaying the batches published
-  // last time (ReplayBatch: they were validated against the same rules).
-  // Replaying needs a shadow in step, which it is by construction; as a
-  // guard against a bug, a shadow out of step, or whose counts disagree after
-  // the replay, is replaced by a copy of the published table.
-  std::unique_ptr<PublishedTable> next = std::move(shadow);
-  if (next && next->table.generation() + shadow_pending.size() ==
-                  cur->table.generation()) {
-    for (const AppliedBatch& b : shadow_pending) next->table.ReplayBatch(b);
-    const RuleTableStats a = next->table.Stats(), b = cur->table.Stats();
-    if (a.rules != b.rules || a.entries != b.entries || a.subtables != b.subtables) {
-      next.reset();
-      ++shadow_resyncs;
-    }
-  } else if (next) {
-    next.reset();
-    ++shadow_resyncs;
+  // The old view goes; PMDs never read a view after installing a newer one.
+  publisher->PublishAndWait(std::move(next));
+  if (fresh) {
+    table.swap(fresh);  // the old table (and its rules) freed here
+    return;
   }
-  shadow_pending.clear();
-  if (!next) next = std::make_unique<PublishedTable>(cur->table, cur->generation);
-  return next;
+  table->FreeRetired();    // retired before the publication
+  table->RemoveDeleted();  // no PMD looks up at an older generation now
 }
 
-// Without a list of the rules or a change set of every deleted match: the
-// shadow is emptied (its unreplayed batches dropped: nothing of them would
-// survive) and published, and every PMD rechecks its megaflows against it
-// (no change set: each megaflow is looked up again, and none survives an
-// empty table).  The old table, once no PMD reads it, is emptied the same
-// way and becomes the shadow, level with the new one.  The cost is freeing
-// the rules, under apply_mu.
+// Without a list of the rules or a change set of every deleted match: a new
+// empty table at the next generation is published, and every PMD rechecks
+// its megaflows against it (no change set: each megaflow is looked up
+// again, and none survives an empty table).  The old table, once no PMD
+// reads it, is freed: the cost is freeing the rules, under apply_mu.
 absl::StatusOr<BatchResult> DpdkDataplane::DeleteAll() {
   Impl& d = *impl_;
   std::lock_guard<std::mutex> lock(d.apply_mu);
   if (d.stopped) return absl::FailedPreconditionError("dataplane: stopped");
   const PublishedTable* cur = d.publisher->Current();
   BatchResult result;
-  result.deleted = cur->table.size();
+  result.deleted = d.table->size();
   result.generation = cur->generation;
   if (result.deleted == 0) return result;  // nothing to delete: like an empty batch
   ++result.generation;
-  std::unique_ptr<PublishedTable> next = std::move(d.shadow);
-  d.shadow_pending.clear();
-  if (!next) next = std::make_unique<PublishedTable>(d.opts.limits);
-  next->table.Clear(result.generation);
-  d.Publish(std::move(next), cur, /*changes=*/nullptr);
-  d.shadow->table.Clear(result.generation);
-  d.shadow->changes.Clear();
+  auto fresh = std::make_unique<RuleTable>(d.opts.limits, /*concurrent_readers=*/true);
+  fresh->Clear(result.generation);
+  d.Publish(cur, /*changes=*/nullptr, std::move(fresh));
   return result;
-}
-
-uint64_t DpdkDataplane::ShadowResyncs() const {
-  std::lock_guard<std::mutex> lock(impl_->apply_mu);
-  return impl_->shadow_resyncs;
 }
 
 uint64_t DpdkDataplane::generation() const {
@@ -932,7 +893,7 @@ uint64_t DpdkDataplane::generation() const {
 std::vector<Rule> DpdkDataplane::ListRules() const {
   std::lock_guard<std::mutex> lock(impl_->apply_mu);
   std::vector<Rule> out;
-  for (const Rule* r : impl_->publisher->Current()->table.Rules()) out.push_back(*r);
+  for (const Rule* r : impl_->table->Rules()) out.push_back(*r);
   return out;
 }
 
@@ -978,7 +939,7 @@ void DpdkDataplane::Impl::TakeSnapshot(const Pmd& pmd, PmdCounters* p) const {
 
 absl::StatusOr<Rule> DpdkDataplane::GetRule(uint64_t id) const {
   std::lock_guard<std::mutex> lock(impl_->apply_mu);
-  const Rule* r = impl_->publisher->Current()->table.Find(id);
+  const Rule* r = impl_->table->Find(id);
   if (!r) return absl::NotFoundError(absl::StrCat("rule id ", id, ": no such rule"));
   return *r;
 }
@@ -995,7 +956,7 @@ absl::StatusOr<std::vector<RuleHit>> DpdkDataplane::RuleHits() const {
   }
   std::vector<RuleHit> out;
   std::lock_guard<std::mutex> lock(impl_->apply_mu);
-  const RuleTable& table = impl_->publisher->Current()->table;
+  const RuleTable& table = *impl_->table;
   for (const auto& [id, hits] : sum) {
     if (table.Find(id) != nullptr) out.push_back(RuleHit{id, hits});
   }
@@ -1009,7 +970,8 @@ absl::StatusOr<TraceResult> DpdkDataplane::Trace(const FlowKey& key) const {
   const PublishedTable* cur = impl_->publisher->Current();
   TraceResult t;
   t.generation = cur->generation;
-  const Rule* r = cur->table.Lookup(key, &t.megaflow_mask, &t.rule_subtables_visited);
+  const Rule* r = impl_->table->Lookup(key, &t.megaflow_mask, &t.rule_subtables_visited,
+                                      cur->generation);
   if (r) {
     t.matched = true;
     t.rule = *r;
@@ -1042,7 +1004,7 @@ DataplaneStats DpdkDataplane::Stats() const {
     std::lock_guard<std::mutex> lock(impl_->apply_mu);
     const PublishedTable* cur = d.publisher->Current();
     s.generation = cur->generation;
-    s.rules = cur->table.Stats();
+    s.rules = d.table->Stats();
   }
   s.tsc_hz = rte_get_tsc_hz();
   for (const auto& pmd : d.pmds) {

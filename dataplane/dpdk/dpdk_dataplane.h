@@ -162,10 +162,6 @@ class DpdkDataplane final : public Dataplane {
       absl::Span<const absl::Span<const RuleOp>> batches) override;
   // One publication of an empty table; no list of the rules.
   absl::StatusOr<BatchResult> DeleteAll() override;
-  // Times ApplyBatches found the shadow table out of step with the published
-  // one (its replayed batches did not bring it level) and copied the
-  // published table instead: a guard against a bug, 0 in every test.
-  uint64_t ShadowResyncs() const;
   uint64_t generation() const override;
   std::vector<Rule> ListRules() const override;
   DataplaneStats Stats() const override;

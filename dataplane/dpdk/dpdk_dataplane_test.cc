@@ -689,8 +689,8 @@ TEST(DpdkDataplaneTest, RuntimeConfigAndRejectedBatches) {
 }
 
 // Group commit: batches applied in order, each atomically, published once;
-// the left-right shadow then replays the whole group (several batches) and
-// stays exact over further groups.  Packets follow the last accepted batch
+// the one table, read by the PMD while the next groups are written, stays
+// exact over further groups (their deletes unlinked after each grace period).  Packets follow the last accepted batch
 // as soon as ApplyBatches returns.
 TEST(DpdkDataplaneTest, GroupCommitAppliesEachBatchAndPublishesOnce) {
   RingPort in = RingPort::Make("grp1", 1, 1);
@@ -774,8 +774,8 @@ TEST(DpdkDataplaneTest, GroupCommitAppliesEachBatchAndPublishesOnce) {
   EXPECT_EQ((*dp)->Stats().pmds[0].pipeline.packets, (*dp)->Stats().pmds[0].rx_packets);
   EXPECT_EQ(TotalRx(**dp), rx_before);
 
-  // Two more groups: each first replays the previous group on the shadow
-  // (three batches, then two), so both sides of the pair must stay exact.
+  // Two more groups: each deletes a rule the group before inserted (unlinked
+  // only after the publication, then freed after the next).
   const std::vector<RuleOp> c0 = {RuleOp::Delete(6)};
   const std::vector<RuleOp> c1 = {RuleOp::Insert(Ipv4DstRule(7, 3, 0, 16, Action::Drop()))};
   const absl::Span<const RuleOp> group2[] = {c0, c1};
@@ -784,7 +784,7 @@ TEST(DpdkDataplaneTest, GroupCommitAppliesEachBatchAndPublishesOnce) {
   const absl::Span<const RuleOp> group3[] = {d0};
   for (const auto& r : (*dp)->ApplyBatches(group3)) ASSERT_TRUE(r.ok()) << r.status();
   // A group whose middle batch changes nothing (a cookie no rule carries):
-  // it keeps the generation and leaves nothing for the shadow to replay.
+  // it keeps the generation and publishes nothing.
   const std::vector<RuleOp> e0 = {RuleOp::DeleteByCookie(0xdead)};
   const absl::Span<const RuleOp> group4[] = {e0};
   const auto noop = (*dp)->ApplyBatches(group4);
@@ -802,13 +802,12 @@ TEST(DpdkDataplaneTest, GroupCommitAppliesEachBatchAndPublishesOnce) {
   auto one = (*dp)->GetRule(1);
   ASSERT_TRUE(one.ok());
   EXPECT_EQ(one->action, Action::Output(3));
-  EXPECT_EQ((*dp)->ShadowResyncs(), 0u);  // every replay brought the shadow level
 }
 
 // DeleteAll publishes an empty table in one step (no per-rule batch, no
 // change set): the flows the PMD has cached must stop matching at the ack,
-// and the shadow emptied after it must serve the next batches.
-TEST(DpdkDataplaneTest, DeleteAllEmptiesThePublishedTableAndTheShadow) {
+// and the new table must serve the next batches.
+TEST(DpdkDataplaneTest, DeleteAllPublishesAnEmptyTable) {
   RingPort in = RingPort::Make("dall1", 1, 1);
   RingPort out2 = RingPort::Make("dall2", 1, 1);
   DpdkDataplaneOptions o;
@@ -842,8 +841,8 @@ TEST(DpdkDataplaneTest, DeleteAllEmptiesThePublishedTableAndTheShadow) {
                                  RuleOp::Insert(Ipv4DstRule(2, 5, 0, 0, Action::Output(2)))})
                   .ok());
   EXPECT_EQ(send(kPackets), static_cast<size_t>(kPackets));  // cached under rule 1
-  // A batch that does not concern the flow: the shadow DeleteAll will take
-  // is then a table published with a change set, which must not be reused.
+  // A batch that does not concern the flow (published with a change set,
+  // which the empty table's publication must not carry).
   ASSERT_TRUE((*dp)->ApplyBatch({RuleOp::Insert(Ipv4DstRule(4, 20, dst + 1, 32, Action::Drop()))})
                   .ok());
   EXPECT_EQ(send(kPackets), static_cast<size_t>(kPackets));
@@ -869,8 +868,7 @@ TEST(DpdkDataplaneTest, DeleteAllEmptiesThePublishedTableAndTheShadow) {
   EXPECT_EQ(all->deleted, 0u);
   EXPECT_EQ(all->generation, 3u);
 
-  // The ids are free again, and both tables of the pair take the batches
-  // that follow (the second and third replay the first two on the shadow).
+  // The ids are free again, and the new table takes the batches that follow.
   ASSERT_TRUE((*dp)->ApplyBatch({RuleOp::Insert(Ipv4DstRule(1, 10, dst, 32, Action::Output(2)))}).ok());
   EXPECT_EQ(send(kPackets), static_cast<size_t>(kPackets));
   ASSERT_TRUE((*dp)->ApplyBatch({RuleOp::Insert(Ipv4DstRule(3, 1, 0, 8, Action::Drop()))}).ok());
@@ -880,8 +878,6 @@ TEST(DpdkDataplaneTest, DeleteAllEmptiesThePublishedTableAndTheShadow) {
   ASSERT_EQ((*dp)->ListRules().size(), 1u);
   EXPECT_EQ((*dp)->ListRules()[0].id, 1u);
   EXPECT_EQ(send(kPackets), static_cast<size_t>(kPackets));
-  // Both emptied tables were level: no batch needed a copy of the table.
-  EXPECT_EQ((*dp)->ShadowResyncs(), 0u);
   const PmdCounters t = (*dp)->Stats().Total();
   EXPECT_EQ(t.rx_packets, t.tx_packets + t.tx_dropped + t.rule_drops + t.no_match + t.bad_port);
   (*dp)->Stop();

@@ -1,4 +1,4 @@
-// rule_publisher.h — RCU publication of immutable RuleTables to PMD threads.
+// rule_publisher.h — RCU publication of rule table generations to PMD threads.
 //
 // Contract
 // --------
@@ -8,13 +8,17 @@
 //
 // Writer:  PublishAndWait(next) stores `next` (seq_cst), then waits until every
 //          reader slot is offline or has reported generation >= next's, then
-//          frees the previously published version.  Only then does it return,
-//          which is what makes the dataplane's ack ("every packet from now on
-//          is classified by generation G") true.
+//          hands back the previously published view.  Only then does it
+//          return, which is what makes the dataplane's ack ("every packet
+//          from now on is classified by generation G") true.  It is also a
+//          grace period: no reader still holds a pointer it loaded before the
+//          publication, so the writer may free what it unlinked before
+//          (RuleTable::FreeRetired) and unlink rules older generations saw
+//          (RuleTable::RemoveDeleted).
 // Reader:  once per poll-loop iteration
 //            const PublishedTable* v = pub.Load();          // acquire
-//            if (v != current) { pipeline.SetRuleTable(&v->table); current = v;
-//                                pub.Quiescent(i, v->generation); }
+//            if (v != current) { pipeline.SetRuleTable(v->table, ..., v->generation);
+//                                current = v; pub.Quiescent(i, v->generation); }
 //          Quiescent() is called only *after* SetRuleTable(), so a reported
 //          generation means "my caches were rebuilt for it and I hold no
 //          pointer into any older table".  While a reader is Offline() it must
@@ -48,11 +52,13 @@
 
 namespace flowclass {
 
+// A rule table at a generation: the dataplane's one table (written in place
+// by the control thread, read by PMDs at the generation they installed; see
+// RuleTable's concurrent readers) or any table no writer changes.  The
+// table outlives every view of it that a reader may hold.
 struct PublishedTable {
-  explicit PublishedTable(RuleTableLimits limits = {})
-      : table(limits), generation(0) {}
-  PublishedTable(const RuleTable& t, uint64_t gen) : table(t), generation(gen) {}
-  RuleTable table;
+  PublishedTable(const RuleTable* t, uint64_t gen) : table(t), generation(gen) {}
+  const RuleTable* table;
   uint64_t generation;
   // What the batches that produced `generation` changed relative to
   // `base_generation` (for targeted revalidation; a group commit publishes
@@ -79,8 +85,7 @@ class RulePublisher {
     return published_.load(std::memory_order_acquire);
   }
   // Publishes `next` and returns once no reader can still use the old version,
-  // which is handed back to the caller (the writer may reuse it as the shadow
-  // of a left-right pair, or drop it).  `waited_readers`, if not null, gets
+  // which is handed back to the caller (to drop).  `waited_readers`, if not null, gets
   // how many reader slots were online and had to be waited for.
   std::unique_ptr<PublishedTable> PublishAndWait(
       std::unique_ptr<PublishedTable> next, int* waited_readers = nullptr) {

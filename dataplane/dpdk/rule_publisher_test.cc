@@ -15,17 +15,26 @@ constexpr int kBatches = 100;
 constexpr int kBatches = 500;
 #endif
 
-// A table whose content encodes its generation: `gen` rules.  Readers check
-// the content of the table they hold, so a table freed too early shows up as
-// a wrong count (and as a use-after-free under ASan).
-std::unique_ptr<PublishedTable> TableWithRules(const RuleTable& base, uint64_t gen) {
-  auto t = std::make_unique<PublishedTable>(base, gen);
+// One table read while written, as in the dataplane: generation g holds
+// one rule, id g, matching in_port g (batch g inserts it and deletes rule
+// g - 1).  Readers look up the table at the generation of the view they
+// hold, so a view freed too early, a rule visible at the wrong generation or
+// memory the table freed too early shows up as a wrong answer (and as a
+// use-after-free under ASan).
+Rule InPortRule(uint64_t gen) {
   Rule r;
   r.id = gen;
   r.priority = 1;
   r.match.SetExact(Field::kInPort, gen);
-  EXPECT_TRUE(t->table.ApplyBatch({RuleOp::Insert(r)}).ok());
-  return t;
+  return r;
+}
+
+// The rule id `t` gives a packet from in_port `port` at generation `gen`.
+uint64_t IdAt(const RuleTable& t, uint64_t port, uint64_t gen) {
+  Flow key, wc;
+  key.Set(Field::kInPort, port);
+  const Rule* r = t.Lookup(key, &wc, nullptr, gen);
+  return r ? r->id : 0;
 }
 
 struct Reader {
@@ -36,7 +45,8 @@ struct Reader {
 
 TEST(RulePublisherTest, AckMeansEveryOnlineReaderInstalledTheNewTable) {
   constexpr int kReaders = 3;
-  RulePublisher pub(kReaders, std::make_unique<PublishedTable>());
+  RuleTable table({}, /*concurrent_readers=*/true);
+  RulePublisher pub(kReaders, std::make_unique<PublishedTable>(&table, 0));
   std::atomic<uint64_t> acked{0};
   std::atomic<bool> stop{false};
   std::atomic<int> online_count{0};
@@ -55,9 +65,12 @@ TEST(RulePublisherTest, AckMeansEveryOnlineReaderInstalledTheNewTable) {
           pub.Quiescent(i, v->generation);
         }
         if (cur->generation < must_see) readers[i].violation = true;
-        // Use the table we hold (freed too early => wrong size / ASan).
-        if (cur->table.size() != (cur->generation ? 1u : 0u) ||
-            (cur->generation && !cur->table.Find(cur->generation)))
+        // Use the view we hold (freed too early => wrong answers / ASan):
+        // at its generation g, rule g only, even while the writer inserts
+        // rule g + 1 and deletes rule g.
+        const uint64_t g = cur->generation;
+        if (cur->table != &table || IdAt(table, g, g) != g ||
+            (g > 0 && IdAt(table, g - 1, g) != 0) || IdAt(table, g + 1, g) != 0)
           readers[i].violation = true;
         readers[i].iterations.fetch_add(1, std::memory_order_relaxed);
         // The test machine may have fewer cores than threads: let the writer
@@ -77,11 +90,15 @@ TEST(RulePublisherTest, AckMeansEveryOnlineReaderInstalledTheNewTable) {
   // Readers that are not online yet are rightly not waited for: start
   // publishing once all are.
   while (online_count.load() < kReaders) std::this_thread::yield();
-  RuleTable empty;
   bool early_ack = false;
   for (uint64_t g = 1; g <= kBatches && !early_ack; ++g) {
-    pub.PublishAndWait(TableWithRules(empty, g));
+    std::vector<RuleOp> ops = {RuleOp::Insert(InPortRule(g))};
+    if (g > 1) ops.push_back(RuleOp::Delete(g - 1));
+    ASSERT_TRUE(table.ApplyBatch(ops).ok());
+    pub.PublishAndWait(std::make_unique<PublishedTable>(&table, g));
     acked.store(g, std::memory_order_release);
+    table.FreeRetired();
+    table.RemoveDeleted();
     for (int i = 0; i < 2; ++i) {  // readers 0 and 1 never go offline
       if (pub.ReaderGeneration(i) < g) {
         ADD_FAILURE() << "generation " << g << " acked before reader " << i
@@ -100,15 +117,16 @@ TEST(RulePublisherTest, AckMeansEveryOnlineReaderInstalledTheNewTable) {
 }
 
 TEST(RulePublisherTest, OfflineReadersDoNotBlockAndAreNotWaitedFor) {
-  RulePublisher pub(2, std::make_unique<PublishedTable>());
+  RuleTable table;
+  RulePublisher pub(2, std::make_unique<PublishedTable>(&table, 0));
   int waited = -1;
-  pub.PublishAndWait(std::make_unique<PublishedTable>(RuleTable(), 1), &waited);
+  pub.PublishAndWait(std::make_unique<PublishedTable>(&table, 1), &waited);
   EXPECT_EQ(waited, 0);
   pub.Online(0);  // online but stuck at generation 0 until it reports
   std::atomic<bool> done{false};
   std::thread writer([&] {
     int w = -1;
-    pub.PublishAndWait(std::make_unique<PublishedTable>(RuleTable(), 2), &w);
+    pub.PublishAndWait(std::make_unique<PublishedTable>(&table, 2), &w);
     EXPECT_EQ(w, 1);
     done = true;
   });

@@ -4,7 +4,8 @@
 # looping pcap traffic, and report
 #   * rules/s end to end (every batch acked, i.e. published to the PMD),
 #   * the PMD's rx rate before and during the stream,
-#   * the accounting identity at exit (no packet unaccounted).
+#   * the accounting identity at exit (no packet unaccounted),
+#   * flowclassd's VmRSS before and after the stream.
 # Everything runs on 127.0.0.1; the daemon is stopped by its PID.
 #
 #   tests/e2e/grpc_add_rules_bench.sh BUILD_DIR [RULES=1000000] [BATCH=1000] [SEED_SET]
@@ -131,6 +132,8 @@ ctl() { "${pin[@]}" "$build/client/flowclassctl" "$@" --plaintext --server "$tar
 rx() { ctl stats | awk '/^total:/{t=1} t && /packets received:/{print $3; exit}'; }
 now() { date +%s.%N; }
 
+rss() { awk '/^VmRSS:/{printf "%.0f", $2/1024}' "/proc/$daemon_pid/status"; }
+rss0=$(rss)
 p0=$(rx); t0=$(now); sleep 3; p1=$(rx); t1=$(now)
 base_pps=$(python3 -c "print(($p1-$p0)/($t1-$t0))")
 ta=$(now); pa=$(rx)
@@ -138,6 +141,7 @@ ctl add-rules --batch-size "$batch" --progress off "$work/rules.txt" | tee "$wor
 tb=$(now); pb=$(rx)
 during_pps=$(python3 -c "print(($pb-$pa)/($tb-$ta))")
 gen=$(ctl stats | awk '/^pmd thread 0/{t=1} t && /rule set generation:/{print $4; exit}')
+echo "flowclassd VmRSS: ${rss0} MB before the stream, $(rss) MB after"
 
 kill -TERM "$daemon_pid"; wait "$daemon_pid" || true; daemon_pid=""
 final="$(grep '^final total' "$work/daemon.log")"
