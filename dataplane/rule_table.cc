@@ -225,6 +225,13 @@ struct alignas(N <= kSmallKeyWords ? 32 : 16) KeySlot {
 static_assert(sizeof(KeySlot<kSmallKeyWords>) == 32);
 
 template <int N>
+inline bool SameWords(const std::array<uint64_t, N>& a, const std::array<uint64_t, N>& b) {
+  uint64_t diff = 0;  // no memcmp call, no branch per word
+  for (int i = 0; i < N; ++i) diff |= a[i] ^ b[i];
+  return diff == 0;
+}
+
+template <int N>
 uint64_t HashKeyWords(const std::array<uint64_t, N>& w, int n_words) {
   // Small keys hash all N words (the words past n_words are 0), so the set
   // needs no n_words; big keys only theirs (hashing 9 words per probe would
@@ -253,7 +260,7 @@ class KeySet {
       const KeySlot<N>& s = a->slot(i);
       const uintptr_t bits = s.bits.load(std::memory_order_acquire);
       if (bits == 0) return 0;
-      if (bits != kTombstone && s.w == w) return bits;
+      if (bits != kTombstone && SameWords<N>(s.w, w)) return bits;
     }
   }
 
@@ -267,7 +274,7 @@ class KeySet {
         KeySlot<N>& s = a->slot(i);
         const uintptr_t bits = s.bits.load(std::memory_order_relaxed);
         if (bits == 0) break;
-        if (bits != kTombstone && s.w == w) return s.bits;
+        if (bits != kTombstone && SameWords<N>(s.w, w)) return s.bits;
       }
     }
     Array* a = array_.load(std::memory_order_relaxed);
@@ -278,6 +285,13 @@ class KeySet {
     ++used_;
     ++live_;
     return a->slot(i).bits;
+  }
+
+  // Writer: prefetches the home slot of `hash`, for an Upsert soon after
+  // (a big set's insert is a miss on that line).
+  void Prefetch(uint64_t hash) const {
+    if (const Array* a = array_.load(std::memory_order_relaxed); a != nullptr)
+      __builtin_prefetch(&a->slot(hash & a->mask), /*rw=*/1);
   }
 
   // Writer: marks the slot of a key whose last rule left (`slot` from
@@ -527,6 +541,15 @@ struct RuleTable::Impl {
 
   // Links a validated rule whose id is absent.
   void AddRule(RuleNode* node);
+  // AddRule for a run of inserts, in chunks: each chunk's entries are
+  // planned first (subtable, packed key, hash) and their slots prefetched,
+  // then linked, so the chunk's cache misses overlap.
+  void AddRules(absl::Span<const RuleOp> inserts, uint64_t gen);
+  // The rule in the id and cookie maps.
+  void IndexRule(RuleNode* node);
+  // One entry of `node` into `st`, keyed `key` (packed for `keys`).
+  template <typename Keys, typename Key>
+  void LinkEntry(RuleNode* node, Subtable* st, Keys& keys, const Key& key);
   // The subtable of `mask`, created if absent.  Consecutive entries (the
   // expansions of one rule, rules of one shape streamed together) mostly
   // share a mask: the last one is checked before the map.
@@ -590,6 +613,13 @@ struct RuleTable::Impl {
   // Deleted rules still linked (owned), for RemoveDeleted.
   std::vector<RuleNode*> deleted;
   std::vector<Retired> retired;
+  // AddRules' plan of a chunk's small-key entries (kept for its capacity).
+  struct PlannedEntry {
+    RuleNode* node;
+    Subtable* st;
+    PackedKey<kSmallKeyWords> key;
+  };
+  std::vector<PlannedEntry> plan;
   absl::flat_hash_map<Flow, std::unique_ptr<Subtable>, FlowHash, FlowEq> by_mask;
   Subtable* last_subtable = nullptr;  // SubtableFor's cache (or null)
   bool order_dirty = false;           // order needs RebuildOrder
@@ -633,29 +663,63 @@ std::vector<uint64_t> RuleTable::Impl::IdsWithCookie(uint64_t cookie) const {
   return ids;
 }
 
-void RuleTable::Impl::AddRule(RuleNode* node) {
+void RuleTable::Impl::IndexRule(RuleNode* node) {
   const Rule& rule = node->rule;
   rules.emplace(rule.id, node);
   if (rule.cookie != 0) by_cookie[rule.cookie].insert(rule.id);
+}
+
+template <typename Keys, typename Key>
+void RuleTable::Impl::LinkEntry(RuleNode* node, Subtable* st, Keys& keys, const Key& key) {
   auto retire = [this](Retired r) { Retire(r); };
+  std::atomic<uintptr_t>& bits = keys.Upsert(key.w, key.hash, st->n_words, retire);
+  // Release: the node, the list and (for a new slot) the key words before a
+  // reader can see them.
+  bits.store(BucketWith(bits.load(std::memory_order_relaxed), node, retire),
+             std::memory_order_release);
+  const uint32_t priority = node->rule.priority;
+  if (priority > st->MaxPriority()) order_dirty = true;
+  ++st->priority_counts[priority];
+  ++st->entries;
+  ++st->live_entries;
+}
+
+void RuleTable::Impl::AddRule(RuleNode* node) {
+  IndexRule(node);
   size_t n = 0;
-  ForEachEntry(rule, [&](const Flow& value, const Flow& mask) {
+  ForEachEntry(node->rule, [&](const Flow& value, const Flow& mask) {
     Subtable* st = &SubtableFor(mask);
-    st->WithKeys(value, [&](auto& keys, const auto& key) {
-      std::atomic<uintptr_t>& bits = keys.Upsert(key.w, key.hash, st->n_words, retire);
-      // Release: the node, the list and (for a new slot) the key words
-      // before a reader can see them.
-      bits.store(BucketWith(bits.load(std::memory_order_relaxed), node, retire),
-                 std::memory_order_release);
-    });
-    if (rule.priority > st->MaxPriority()) order_dirty = true;
-    ++st->priority_counts[rule.priority];
-    ++st->entries;
-    ++st->live_entries;
+    st->WithKeys(value, [&](auto& keys, const auto& key) { LinkEntry(node, st, keys, key); });
     ++n;
   });
   entries += n;
   if (n > 1) ++expanded_rules;
+}
+
+void RuleTable::Impl::AddRules(absl::Span<const RuleOp> inserts, uint64_t gen) {
+  constexpr size_t kChunk = 16;
+  for (size_t c = 0; c < inserts.size(); c += kChunk) {
+    plan.clear();
+    for (const RuleOp& op : inserts.subspan(c, kChunk)) {
+      auto* node = new RuleNode(op.rule, gen);
+      IndexRule(node);
+      size_t n = 0;
+      ForEachEntry(node->rule, [&](const Flow& value, const Flow& mask) {
+        Subtable* st = &SubtableFor(mask);
+        if (st->n_words <= kSmallKeyWords) {
+          const PackedKey<kSmallKeyWords> key = st->Pack<kSmallKeyWords>(value);
+          st->small_keys.Prefetch(key.hash);
+          plan.push_back(PlannedEntry{node, st, key});
+        } else {  // rare (IPv6): linked at once
+          LinkEntry(node, st, st->big_keys, st->Pack<kFlowWords>(value));
+        }
+        ++n;
+      });
+      entries += n;
+      if (n > 1) ++expanded_rules;
+    }
+    for (const PlannedEntry& e : plan) LinkEntry(e.node, e.st, e.st->small_keys, e.key);
+  }
 }
 
 void RuleTable::Impl::DeleteRule(uint64_t id, uint64_t gen) {
@@ -913,12 +977,17 @@ bool IsUnknownRuleIdError(const absl::Status& s) {
 void RuleTable::Impl::ApplyValid(absl::Span<const RuleOp> ops,
                                  BatchResult* result) {
   const uint64_t gen = generation.load(std::memory_order_relaxed) + 1;
-  for (const RuleOp& op : ops) {
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const RuleOp& op = ops[i];
     switch (op.kind) {
-      case RuleOp::Kind::kInsert:
-        AddRule(new RuleNode(op.rule, gen));
-        ++result->inserted;
+      case RuleOp::Kind::kInsert: {
+        size_t end = i + 1;  // the run of inserts from here
+        while (end < ops.size() && ops[end].kind == RuleOp::Kind::kInsert) ++end;
+        AddRules(ops.subspan(i, end - i), gen);
+        result->inserted += end - i;
+        i = end - 1;
         break;
+      }
       case RuleOp::Kind::kReplace:
         DeleteRule(op.rule.id, gen);
         AddRule(new RuleNode(op.rule, gen));
