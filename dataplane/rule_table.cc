@@ -95,12 +95,12 @@ struct FlowEq {
 // neighbours (one control-byte group, six lines of slots), the runs are
 // scattered by HashFinish.  Controllers number the rules of a load
 // consecutively, and a fully mixed hash made every insert miss twice (control
-// bytes, slot) in each table of the left-right pair.  The 7-bit tag absl
+// bytes, slot).  The 7-bit tag absl
 // compares before a key comes from bits of `run` the slot position never
 // uses (the position is hash >> 7: run's bits 0..52), plus the id, so runs
 // that share a group still differ in their tags, and so do the ids of one
 // run: a probe compares about one key, for ids of any pattern (all multiples
-// of 128 or of 2^32 included; BM_LeftRightStream/300000/32 loads such ids).
+// of 128 or of 2^32 included; BM_StreamedLoad/300000/32 loads such ids).
 // absl probes 16-slot groups from the home slot: patterned ids fill every
 // run at one offset only, and probing absorbs that.
 struct RuleIdHash {

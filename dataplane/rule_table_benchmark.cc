@@ -1,6 +1,6 @@
 // rule_table_benchmark — slow-path lookup cost (ns per packet) for random rule
 // sets of 100, 1k and 10k rules, and the control-plane cost of inserts
-// (BM_ApplyBatchInsert; BM_LeftRightStream: what flowclassd does per streamed
+// (BM_ApplyBatchInsert; BM_StreamedLoad: what flowclassd does per streamed
 // rule, see below).
 //
 //   ninja -C build rule_table_benchmark &&

@@ -3,7 +3,8 @@
 # `flowclassctl add-rules` into a running flowclassd whose PMD forwards
 # looping pcap traffic, and report
 #   * rules/s end to end (every batch acked, i.e. published to the PMD),
-#   * the PMD's rx rate before and during the stream,
+#   * the PMD's rx rate before, during (first ack to last) and after the
+#     stream,
 #   * the accounting identity at exit (no packet unaccounted),
 #   * flowclassd's VmRSS before and after the stream.
 # Everything runs on 127.0.0.1; the daemon is stopped by its PID.
@@ -150,21 +151,40 @@ rss() { awk '/^VmRSS:/{printf "%.0f", $2/1024}' "/proc/$daemon_pid/status"; }
 rss0=$(rss)
 p0=$(rx); t0=$(now); sleep 3; p1=$(rx); t1=$(now)
 base_pps=$(python3 -c "print(($p1-$p0)/($t1-$t0))")
+# "During" is the stream itself: from the first ack (the client's first
+# progress report; before it the client only parses its file, which leaves
+# the PMD alone) to the client's exit.  The progress reports are read
+# through a FIFO, the rest of them drained.
+mkfifo "$work/progress"
+ctl add-rules --batch-size "$batch" --progress on "$work/rules.txt" \
+  > "$work/add.txt" 2> "$work/progress" &
+client_pid=$!
+exec 3< "$work/progress"
+IFS= read -r -d $'\r' _ <&3 || true
 ta=$(now); pa=$(rx)
-ctl add-rules --batch-size "$batch" --progress off "$work/rules.txt" | tee "$work/add.txt"
+cat <&3 > /dev/null &
+wait "$client_pid"
 tb=$(now); pb=$(rx)
+exec 3<&-
+cat "$work/add.txt"
 during_pps=$(python3 -c "print(($pb-$pa)/($tb-$ta))")
 gen=$(ctl stats | awk '/^pmd thread 0/{t=1} t && /rule set generation:/{print $4; exit}')
+# The same steady forwarding after the stream, for the VM's drift.
+p2=$(rx); t2=$(now); sleep 3; p3=$(rx); t3=$(now)
+after_pps=$(python3 -c "print(($p3-$p2)/($t3-$t2))")
 echo "flowclassd VmRSS: ${rss0} MB before the stream, $(rss) MB after"
 
 kill -TERM "$daemon_pid"; wait "$daemon_pid" || true; daemon_pid=""
 final="$(grep '^final total' "$work/daemon.log")"
-python3 - "$base_pps" "$during_pps" "$final" "$gen" <<'PY'
+python3 - "$base_pps" "$during_pps" "$final" "$gen" "$after_pps" <<'PY'
 import sys
 base, during, final, gen = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4]
+after = float(sys.argv[5])
 f = {k: int(v) for k, v in (kv.split('=') for kv in final.split()[2:]) if v.isdigit()}
 acc = f['tx'] + f['tx_dropped'] + f['rule_drops'] + f['no_match'] + f['bad_port']
 print(f"pmd rx: {base/1e6:.3f} Mpps before, {during/1e6:.3f} Mpps during add-rules "
       f"({100*(1-during/base) if base else 0:.1f}% loss); pmd generation after: {gen}")
+print(f"pmd rx after the stream: {after/1e6:.3f} Mpps (loss against it: "
+      f"{100*(1-during/after) if after else 0:.1f}%)")
 print(f"accounting at exit: rx={f['rx']} accounted={acc} {'OK' if acc == f['rx'] else 'MISMATCH'}")
 PY
