@@ -47,6 +47,8 @@ PmdCounters DataplaneStats::Total() const {
     t.pipeline.upcall_failed += p.pipeline.upcall_failed;
     t.pipeline.no_match += p.pipeline.no_match;
     t.pipeline.cycles += p.pipeline.cycles;
+    t.pipeline.revalidation_cycles += p.pipeline.revalidation_cycles;
+    t.pipeline.upcall_cycles += p.pipeline.upcall_cycles;
     t.pipeline.cd_hits += p.pipeline.cd_hits;              // metrics (issue 7)
     t.pipeline.cd_false_hits += p.pipeline.cd_false_hits;  // metrics (issue 7)
   }

@@ -48,6 +48,8 @@ PmdStats& PmdStats::operator+=(const PmdStats& o) {
   upcall_failed += o.upcall_failed;
   no_match += o.no_match;
   cycles += o.cycles;
+  revalidation_cycles += o.revalidation_cycles;
+  upcall_cycles += o.upcall_cycles;
   revalidations += o.revalidations;
   megaflows_revalidated_out += o.megaflows_revalidated_out;
   megaflows_rechecked += o.megaflows_rechecked;
@@ -94,6 +96,7 @@ Pipeline::~Pipeline() {
 
 void Pipeline::SetRuleTable(const RuleTable* table,
                             const RuleChangeSet* changes, uint64_t generation) {
+  const uint64_t t0 = Cycles();
   table_ = table;
   table_generation_ = generation;
   ++stats_.revalidations;
@@ -111,6 +114,7 @@ void Pipeline::SetRuleTable(const RuleTable* table,
   }
   // Either way (revalidated or flushed), retired hits of deleted rules go.
   if (table_ != nullptr) ForgetDeletedRules(changes);
+  stats_.revalidation_cycles += Cycles() - t0;
 }
 
 // A megaflow (value, mask, verdict) stays valid under the new table iff the
@@ -439,6 +443,8 @@ void Pipeline::ProcessPort(uint32_t in_port, const FlowKey* keys,
 
   // Upcalls.  A packet whose megaflow cannot be installed still gets the
   // table's verdict, through a per-burst scratch megaflow.
+  if (!todo) return;
+  const uint64_t t0 = Cycles();
   const Flow in_port_exact = InPortExact();
   for (uint32_t m = todo; m; m &= m - 1) {
     const int i = std::countr_zero(m);
@@ -459,6 +465,7 @@ void Pipeline::ProcessPort(uint32_t in_port, const FlowKey* keys,
       mf[i] = &uncached_[i];
     }
   }
+  stats_.upcall_cycles += Cycles() - t0;
 }
 
 absl::Status Pipeline::SetLookupPriority(std::string_view name,

@@ -73,6 +73,11 @@ struct PmdStats {
   uint64_t upcall_failed = 0;     // miss with failed upcall
   uint64_t no_match = 0;          // packets no rule matched (dropped)
   uint64_t cycles = 0;            // TSC cycles spent in ProcessBurst
+  // What rule changes cost the PMD, in TSC cycles: SetRuleTable (caches
+  // revalidated or flushed; not in `cycles`), and the upcalls' slow-path
+  // lookups and megaflow installs (part of `cycles`).
+  uint64_t revalidation_cycles = 0;
+  uint64_t upcall_cycles = 0;
   uint64_t revalidations = 0;     // SetRuleTable calls
   uint64_t megaflows_revalidated_out = 0;  // megaflows removed by them
   uint64_t megaflows_rechecked = 0;  // slow-path lookups revalidation made

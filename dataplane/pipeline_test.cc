@@ -341,6 +341,10 @@ TEST(Pipeline, RevalidationChecksOnlyMegaflowsTheChangeCanReach) {
   Verdict v[3];
   (*p)->ProcessBurst(keys, 3, v);
   ASSERT_EQ((*p)->stats().upcall_ok, 3u);
+  // The cost of rule changes: upcalls (part of the burst's cycles)...
+  const PmdStats s1 = (*p)->stats();
+  EXPECT_GT(s1.upcall_cycles, 0u);
+  EXPECT_LE(s1.upcall_cycles, s1.cycles);
 
   Rule tcp1b = tcp1;
   tcp1b.action = Action::Output(21);
@@ -350,10 +354,17 @@ TEST(Pipeline, RevalidationChecksOnlyMegaflowsTheChangeCanReach) {
   ASSERT_TRUE(t2.ApplyBatch(ops).ok());
   (*p)->SetRuleTable(&t2, &changes);
   EXPECT_EQ((*p)->stats().megaflows_rechecked, 1u);
+  // ... and installing the change (not part of any burst).
+  EXPECT_GT((*p)->stats().revalidation_cycles, s1.revalidation_cycles);
+  EXPECT_EQ((*p)->stats().cycles, s1.cycles);
   (*p)->ProcessBurst(keys, 3, v);
   EXPECT_EQ(v[0].action, Action::Output(21));
   EXPECT_EQ(v[1].action, Action::Output(12));
   EXPECT_EQ(v[2].action, Action::Output(13));
+  // Cached flows cost no upcall cycles.
+  const uint64_t upcall_cycles = (*p)->stats().upcall_cycles;
+  (*p)->ProcessBurst(keys, 3, v);
+  EXPECT_EQ((*p)->stats().upcall_cycles, upcall_cycles);
   (*p)->SetRuleTable(nullptr);
 }
 

@@ -315,6 +315,7 @@ std::string FormatStats(const v1::Stats& s) {
         "  idle cycles: %d (%.2f%%)\n"
         "  processing cycles: %d (%.2f%%)\n"
         "  avg cycles per packet: %.2f\n"
+        "  rule change cycles: revalidation %d, upcalls %d\n"
         "  rule set generation: %d\n",
         title, p.packets(), p.emc_hits(), p.smc_hits(), p.megaflow_hits(), p.cd_hits(),
         p.cd_false_hits(), p.cd_enabled() ? "on" : "off",
@@ -324,7 +325,8 @@ std::string FormatStats(const v1::Stats& s) {
         total_cycles ? 100.0 * static_cast<double>(p.cycles_idle()) / total_cycles : 0.0,
         p.cycles_busy(),
         total_cycles ? 100.0 * static_cast<double>(p.cycles_busy()) / total_cycles : 0.0,
-        p.avg_cycles_per_packet(), p.generation());
+        p.avg_cycles_per_packet(), p.cycles_revalidation(), p.cycles_upcall(),
+        p.generation());
     if (p.emc_entries() || p.smc_entries())
       absl::StrAppendFormat(&out, "  emc occupancy: %d/%d  smc occupancy: %d/%d\n",
                             p.emc_occupancy(), p.emc_entries(), p.smc_occupancy(),

@@ -181,6 +181,8 @@ void FillPmd(const PmdCounters& p, v1::PmdStats* out) {
   out->set_bad_port(p.bad_port);
   out->set_parse_errors(p.parse_errors);
   out->set_iterations(p.iterations);
+  out->set_cycles_revalidation(p.pipeline.revalidation_cycles);
+  out->set_cycles_upcall(p.pipeline.upcall_cycles);
 }
 
 v1::CacheMode ModeFromText(const std::string& s) {

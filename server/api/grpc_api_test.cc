@@ -597,6 +597,8 @@ TEST_F(ApiTest, StatsTotalsAndRuleHits) {
     p.bad_port = 3 + i;
     p.parse_errors = 2 + i;
     p.iterations = 500 + i;
+    p.pipeline.revalidation_cycles = 700 + i;
+    p.pipeline.upcall_cycles = 800 + i;
     if (i == 1) {  // PMD 1 answered the snapshot request, PMD 0 did not
       p.has_snapshot = true;
       p.snapshot.cd_enabled = true;
@@ -658,6 +660,10 @@ TEST_F(ApiTest, StatsTotalsAndRuleHits) {
   EXPECT_EQ(st->pmd(1).bad_port(), 4u);
   EXPECT_EQ(st->pmd(1).parse_errors(), 3u);
   EXPECT_EQ(st->pmd(1).iterations(), 501u);
+  EXPECT_EQ(st->pmd(1).cycles_revalidation(), 701u);
+  EXPECT_EQ(st->pmd(1).cycles_upcall(), 801u);
+  EXPECT_EQ(st->total().cycles_revalidation(), 1401u);
+  EXPECT_EQ(st->total().cycles_upcall(), 1601u);
   EXPECT_EQ(st->total().tx_packets(), 180u);
   EXPECT_EQ(st->total().tx_dropped(), 3u);
   EXPECT_EQ(st->total().rule_drops(), 41u);

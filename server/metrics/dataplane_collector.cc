@@ -129,6 +129,14 @@ void AddPmd(const PmdCounters& p, const CollectorOptions& o, Families& f) {
   f.Counter("flowclass_pmd_revalidated_megaflows_total",
             "Megaflows removed by revalidation after rule changes.",
             {{"pmd", pmd}}, s.megaflows_revalidated_out);
+  f.Counter("flowclass_pmd_revalidation_cycles_total",
+            "TSC cycles spent installing rule changes (revalidating or flushing "
+            "the caches); not in classifier cycles.",
+            {{"pmd", pmd}}, s.revalidation_cycles);
+  f.Counter("flowclass_pmd_upcall_cycles_total",
+            "TSC cycles spent in upcalls (slow-path lookups, megaflow installs); "
+            "part of classifier cycles.",
+            {{"pmd", pmd}}, s.upcall_cycles);
   f.Gauge("flowclass_pmd_generation",
           "Rule set generation the PMD classifies with.", {{"pmd", pmd}},
           static_cast<double>(p.generation));

@@ -65,6 +65,8 @@ DataplaneStats SampleStats() {
   p.pipeline.cycles = 300000;
   p.pipeline.revalidations = 3;
   p.pipeline.megaflows_revalidated_out = 5;
+  p.pipeline.revalidation_cycles = 6000;
+  p.pipeline.upcall_cycles = 7000;
   p.rx_queues = {{1, 0, 600, 0}, {1, 1, 400, 0}};
   p.tx_queues = {{2, 0, 900, 10}};
   p.has_snapshot = true;
@@ -192,6 +194,8 @@ TEST(DataplaneCollectorTest, LayersPartitionPacketsAndCountersCarrySnapshotValue
   EXPECT_EQ(s["flowclass_pmd_cd_false_hits_total"].at("pmd=0"), 4);
   EXPECT_EQ(s["flowclass_pmd_revalidations_total"].at("pmd=0"), 3);
   EXPECT_EQ(s["flowclass_pmd_revalidated_megaflows_total"].at("pmd=0"), 5);
+  EXPECT_EQ(s["flowclass_pmd_revalidation_cycles_total"].at("pmd=0"), 6000);
+  EXPECT_EQ(s["flowclass_pmd_upcall_cycles_total"].at("pmd=0"), 7000);
   EXPECT_EQ(s["flowclass_pmd_generation"].at("pmd=0"), 7);
   EXPECT_EQ(s["flowclass_pmd_info"].at("lcore=3,pmd=0"), 1);
   EXPECT_EQ(s["flowclass_rule_generation"].at(""), 7);

@@ -4,7 +4,8 @@
 # looping pcap traffic, and report
 #   * rules/s end to end (every batch acked, i.e. published to the PMD),
 #   * the PMD's rx rate before, during (first ack to last) and after the
-#     stream,
+#     stream, and the share of its cycles the rule changes took during it
+#     (revalidation and upcalls, from its own counters),
 #   * the accounting identity at exit (no packet unaccounted),
 #   * flowclassd's VmRSS before and after the stream.
 # Everything runs on 127.0.0.1; the daemon is stopped by its PID.
@@ -145,6 +146,13 @@ pin=()
 [ -n "$client_cpus" ] && pin=(taskset -c "$client_cpus")
 ctl() { "${pin[@]}" "$build/client/flowclassctl" "$@" --plaintext --server "$target"; }
 rx() { ctl stats | awk '/^total:/{t=1} t && /packets received:/{print $3; exit}'; }
+# "rx busy idle revalidation upcall": the totals' packets and cycles.
+snap() {
+  ctl stats | awk '/^total:/{t=1} !t{next}
+    /packets received:/{rx=$3} /idle cycles:/{idle=$3} /processing cycles:/{busy=$3}
+    /rule change cycles:/{gsub(",", "", $5); rv=$5; up=$7}
+    /rule set generation:/{print rx, busy, idle, rv, up; exit}'
+}
 now() { date +%s.%N; }
 
 rss() { awk '/^VmRSS:/{printf "%.0f", $2/1024}' "/proc/$daemon_pid/status"; }
@@ -161,13 +169,20 @@ ctl add-rules --batch-size "$batch" --progress on "$work/rules.txt" \
 client_pid=$!
 exec 3< "$work/progress"
 IFS= read -r -d $'\r' _ <&3 || true
-ta=$(now); pa=$(rx)
+ta=$(now); read -r pa busy_a idle_a rv_a up_a < <(snap)
 cat <&3 > /dev/null &
 wait "$client_pid"
-tb=$(now); pb=$(rx)
+tb=$(now); read -r pb busy_b idle_b rv_b up_b < <(snap)
 exec 3<&-
 cat "$work/add.txt"
 during_pps=$(python3 -c "print(($pb-$pa)/($tb-$ta))")
+# What the rule changes cost the PMD in work (its own TSC counts, immune to
+# the VM's drift): revalidation and upcall cycles over all its cycles.
+python3 -c "
+t = ($busy_b + $idle_b) - ($busy_a + $idle_a)
+rv, up = $rv_b - $rv_a, $up_b - $up_a
+print('pmd work for the rule changes during the stream: %.1f%% of its cycles '
+      '(revalidation %.1f%%, upcalls %.1f%%)' % (100.0 * (rv + up) / t, 100.0 * rv / t, 100.0 * up / t))"
 gen=$(ctl stats | awk '/^pmd thread 0/{t=1} t && /rule set generation:/{print $4; exit}')
 # The same steady forwarding after the stream, for the VM's drift.
 p2=$(rx); t2=$(now); sleep 3; p3=$(rx); t3=$(now)
