@@ -134,80 +134,117 @@ struct Retired {
 // The rules of one packed key, as one word (a slot's `bits`): 0 for an empty
 // slot, kTombstone for a key whose rules are all gone (the slot stays
 // occupied so that probes go on past it), a RuleNode* for the one rule most
-// keys have, or a RuleList* | 1 for several.  Either way the rules are in
-// (priority desc, id asc) order (RuleBeats), so a reader takes the first one
-// visible at its generation.  A list is never edited: the writer makes a new
-// one and retires the old.
+// keys have, or a RuleList* | 1 for several.  A reader takes the best rule
+// (RuleBeats) visible at its generation.
 inline constexpr uintptr_t kTombstone = 2;
 
-struct RuleList {
-  uint64_t n;
-  RuleNode* const* nodes() const { return reinterpret_cast<RuleNode* const*>(this + 1); }
-  RuleNode** nodes() { return reinterpret_cast<RuleNode**>(this + 1); }
-  static RuleList* Make(uint64_t n) {
-    auto* l = static_cast<RuleList*>(::operator new(sizeof(RuleList) + n * sizeof(RuleNode*)));
-    l->n = n;
+// Several rules of one key, in no order: `n` published entries, each a node
+// or null (a node unlinked in place).  The writer appends into spare
+// capacity (the entry first, then n, with release) and unlinks by storing
+// null, so a reader always sees whole entries, and a key that takes many
+// rules in one batch does not copy its list per rule (every copy would be
+// retired until the publication).  A full list is copied into one of twice
+// the size; one with more holes than rules is compacted into a new one; the
+// old one is retired either way.
+struct alignas(8) RuleList {
+  std::atomic<uint32_t> n;  // entries published
+  uint32_t cap;
+  uint32_t holes;           // writer only: null entries below n
+  std::atomic<RuleNode*>* entries() { return reinterpret_cast<std::atomic<RuleNode*>*>(this + 1); }
+  const std::atomic<RuleNode*>* entries() const {
+    return reinterpret_cast<const std::atomic<RuleNode*>*>(this + 1);
+  }
+  // A list of capacity `cap` holding `nodes` (not null).
+  static RuleList* Make(uint32_t cap, absl::Span<RuleNode* const> nodes) {
+    void* mem = ::operator new(sizeof(RuleList) + cap * sizeof(std::atomic<RuleNode*>));
+    auto* l = new (mem) RuleList{{static_cast<uint32_t>(nodes.size())}, cap, 0};
+    for (uint32_t i = 0; i < cap; ++i)
+      new (&l->entries()[i]) std::atomic<RuleNode*>(i < nodes.size() ? nodes[i] : nullptr);
     return l;
+  }
+  // The writer's view: the nodes, holes skipped.
+  std::vector<RuleNode*> Nodes() const {
+    std::vector<RuleNode*> out;
+    const uint32_t count = n.load(std::memory_order_relaxed);
+    for (uint32_t i = 0; i < count; ++i)
+      if (RuleNode* node = entries()[i].load(std::memory_order_relaxed)) out.push_back(node);
+    return out;
   }
   static void Free(void* p) { ::operator delete(p); }
 };
+static_assert(sizeof(RuleList) == 16, "entries follow the header, 8-aligned");
 
 inline bool IsList(uintptr_t bits) { return (bits & 1) != 0; }
 inline RuleList* AsList(uintptr_t bits) { return reinterpret_cast<RuleList*>(bits & ~uintptr_t{1}); }
+inline uintptr_t ListBits(RuleList* l) { return reinterpret_cast<uintptr_t>(l) | 1; }
 
-// Reader: the first rule of `bits` visible at `gen`, or null.
-inline const RuleNode* FirstVisible(uintptr_t bits, uint64_t gen) {
+// Reader: the best rule of `bits` visible at `gen`, or null.
+inline const RuleNode* BestVisible(uintptr_t bits, uint64_t gen) {
   if (!IsList(bits)) {
     const auto* n = reinterpret_cast<const RuleNode*>(bits);
     return n->VisibleAt(gen) ? n : nullptr;
   }
   const RuleList* l = AsList(bits);
-  for (uint64_t i = 0; i < l->n; ++i)
-    if (l->nodes()[i]->VisibleAt(gen)) return l->nodes()[i];
-  return nullptr;
+  const RuleNode* best = nullptr;
+  const uint32_t count = l->n.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < count; ++i) {
+    const RuleNode* node = l->entries()[i].load(std::memory_order_acquire);
+    if (node != nullptr && node->VisibleAt(gen) &&
+        (best == nullptr || RuleBeats(node->rule, best->rule)))
+      best = node;
+  }
+  return best;
 }
 
 // Writer: the rules of `bits` (a live key, or 0 / kTombstone for none) plus
-// `node`; a replaced list goes to `retire`.
+// `node`: the same bits when the list had room, else new ones (a replaced
+// list goes to `retire`).
 template <typename RetireFn>
 uintptr_t BucketWith(uintptr_t bits, RuleNode* node, RetireFn&& retire) {
   if (bits == 0 || bits == kTombstone) return reinterpret_cast<uintptr_t>(node);
-  RuleNode* one = IsList(bits) ? nullptr : reinterpret_cast<RuleNode*>(bits);
-  const RuleList* old = IsList(bits) ? AsList(bits) : nullptr;
-  const uint64_t n = old != nullptr ? old->n : 1;
-  RuleList* l = RuleList::Make(n + 1);
-  RuleNode* const* src = old != nullptr ? old->nodes() : &one;
-  uint64_t j = 0;
-  bool placed = false;
-  for (uint64_t i = 0; i < n; ++i) {
-    if (!placed && RuleBeats(node->rule, src[i]->rule)) {
-      l->nodes()[j++] = node;
-      placed = true;
-    }
-    l->nodes()[j++] = src[i];
+  if (!IsList(bits)) {
+    RuleNode* const two[] = {reinterpret_cast<RuleNode*>(bits), node};
+    return ListBits(RuleList::Make(4, two));
   }
-  if (!placed) l->nodes()[j++] = node;
-  if (old != nullptr) retire(Retired{RuleList::Free, const_cast<RuleList*>(old)});
-  return reinterpret_cast<uintptr_t>(l) | 1;
+  RuleList* l = AsList(bits);
+  const uint32_t count = l->n.load(std::memory_order_relaxed);
+  if (count < l->cap) {
+    l->entries()[count].store(node, std::memory_order_relaxed);
+    l->n.store(count + 1, std::memory_order_release);  // the entry before n
+    return bits;
+  }
+  std::vector<RuleNode*> nodes = l->Nodes();
+  nodes.push_back(node);
+  RuleList* bigger = RuleList::Make(std::max<uint32_t>(4, 2 * static_cast<uint32_t>(nodes.size())), nodes);
+  retire(Retired{RuleList::Free, l});
+  return ListBits(bigger);
 }
 
-// Writer: the rules of `bits` without `node` (which is there); kTombstone
+// Writer: the rules of `bits` without `node` (which is there): kTombstone
 // when none is left.
 template <typename RetireFn>
 uintptr_t BucketWithout(uintptr_t bits, const RuleNode* node, RetireFn&& retire) {
   if (!IsList(bits)) return kTombstone;
-  RuleList* old = AsList(bits);
-  uintptr_t after;
-  if (old->n == 2) {
-    after = reinterpret_cast<uintptr_t>(old->nodes()[old->nodes()[0] == node ? 1 : 0]);
-  } else {
-    RuleList* l = RuleList::Make(old->n - 1);
-    uint64_t j = 0;
-    for (uint64_t i = 0; i < old->n; ++i)
-      if (old->nodes()[i] != node) l->nodes()[j++] = old->nodes()[i];
-    after = reinterpret_cast<uintptr_t>(l) | 1;
+  RuleList* l = AsList(bits);
+  const uint32_t count = l->n.load(std::memory_order_relaxed);
+  for (uint32_t i = 0; i < count; ++i) {
+    if (l->entries()[i].load(std::memory_order_relaxed) == node) {
+      l->entries()[i].store(nullptr, std::memory_order_release);
+      ++l->holes;
+      break;
+    }
   }
-  retire(Retired{RuleList::Free, old});  // last: it may free at once
+  const uint32_t live = count - l->holes;
+  if (live >= 2 && l->holes <= live) return bits;
+  // One rule left (back to a bare pointer), none, or more holes than rules.
+  std::vector<RuleNode*> nodes = l->Nodes();
+  uintptr_t after = kTombstone;
+  if (nodes.size() == 1) {
+    after = reinterpret_cast<uintptr_t>(nodes.front());
+  } else if (nodes.size() > 1) {
+    after = ListBits(RuleList::Make(std::max<uint32_t>(4, 2 * static_cast<uint32_t>(nodes.size())), nodes));
+  }
+  retire(Retired{RuleList::Free, l});
   return after;
 }
 
@@ -1038,7 +1075,7 @@ const Rule* RuleTable::Lookup(const Flow& key, Flow* wc,
       wc->w[st.word_index[j]] |= st.packed_mask[j];
     const RuleNode* n = st.WithKeys(key, [gen](const auto& keys, const auto& k) -> const RuleNode* {
       const uintptr_t bits = keys.Find(k.w, k.hash);
-      return bits == 0 ? nullptr : FirstVisible(bits, gen);
+      return bits == 0 ? nullptr : BestVisible(bits, gen);
     });
     if (n != nullptr && (best == nullptr || RuleBeats(n->rule, *best))) best = &n->rule;
   }

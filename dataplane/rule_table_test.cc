@@ -578,6 +578,36 @@ TEST(RuleTableTest, ConcurrentReadersTableKeepsEachGeneration) {
   EXPECT_EQ(plain.FreeRetired(), 0u);
 }
 
+// A key that takes many rules in one batch (rules that differ only in
+// priority and id) grows its list in place, doubling: a copy per rule would
+// all be retired until the publication (quadratic memory).  Unlinking them
+// all leaves holes and compacts now and then.  FreeRetired's count of freed
+// blocks tells how many lists were replaced.
+TEST(RuleTableTest, ManyRulesOnOneKeyRetireFewLists) {
+  constexpr int kRules = 2000;
+  RuleTable t({}, /*concurrent_readers=*/true);
+  std::vector<RuleOp> ops, dels;
+  for (int i = 0; i < kRules; ++i) {
+    Rule r = V4Rule(i + 1, static_cast<uint32_t>(i % 7));
+    ops.push_back(RuleOp::Insert(r));
+    dels.push_back(RuleOp::Delete(i + 1));
+  }
+  ASSERT_TRUE(t.ApplyBatch(ops).ok());
+  Flow wc;
+  const Flow key = V4Key(1, 2, 3, 4);
+  // Priority 6 at ids 7, 14, ...: the lowest id of the top priority wins.
+  EXPECT_EQ(IdOf(t.Lookup(key, &wc)), 7u);
+  const size_t grown = t.FreeRetired();
+  EXPECT_LE(grown, 16u);  // ~log2(2000) doublings, plus the order and arrays
+  ASSERT_TRUE(t.ApplyBatch(dels).ok());
+  EXPECT_EQ(t.Lookup(key, &wc), nullptr);
+  EXPECT_EQ(IdOf(t.Lookup(key, &wc, nullptr, 1)), 7u);  // still linked
+  EXPECT_EQ(t.RemoveDeleted(), size_t{kRules});
+  const size_t unlinked = t.FreeRetired();
+  EXPECT_LE(unlinked, size_t{kRules} + 32);  // the nodes, a few lists, the order
+  EXPECT_GE(unlinked, size_t{kRules});
+}
+
 // One thread applies batches to a concurrent-readers table and publishes
 // each generation; another looks up keys at the generation it last saw, and
 // must get exactly what a plain table gave at that generation, while the
