@@ -191,6 +191,7 @@ void Pipeline::ForgetDeletedRules(const RuleChangeSet* changes) {
     for (uint64_t id : changes->deleted_ids) retired_rule_hits_.erase(id);
     return;
   }
+  if (retired_rule_hits_.empty()) return;  // a PMD's first table: no Find
   absl::erase_if(retired_rule_hits_,
                  [&](const auto& kv) { return table_->Find(kv.first) == nullptr; });
 }

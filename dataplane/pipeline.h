@@ -153,7 +153,9 @@ class Pipeline {
   // misses with verdict "no rule").  Revalidates or flushes the caches.
   // `changes`, when given, must describe exactly the step from the table
   // installed now to `table` (MakeRuleChangeSet of that batch): megaflows it
-  // cannot affect are kept without a slow-path lookup.  `generation`: the
+  // cannot affect are kept without a slow-path lookup; without one, every
+  // megaflow is looked up again and the table must have no concurrent
+  // writer (its Find is the writer's).  `generation`: the
   // rule set of `table` to classify by (the dataplane's PMDs share one table
   // that the control thread writes while they read it, and each looks up at
   // the generation it installed); by default the table's latest.

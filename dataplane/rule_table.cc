@@ -984,6 +984,19 @@ absl::StatusOr<BatchResult> RuleTable::ApplyBatch(
 BatchResult RuleTable::DeleteAll() {
   BatchResult result = impl_->Unchanged();
   if (result.rules == 0) return result;
+  if (impl_->concurrent_readers) {
+    // Readers may be looking up: every rule is deleted as a batch deletes
+    // one (still linked for older generations until RemoveDeleted).
+    std::vector<uint64_t> ids;
+    ids.reserve(impl_->rules.size());
+    for (const auto& [id, node] : impl_->rules) ids.push_back(id);
+    const uint64_t gen = result.generation + 1;
+    for (uint64_t id : ids) impl_->DeleteRule(id, gen);
+    BatchResult r;
+    r.deleted = ids.size();
+    impl_->FinishBatch(&r);
+    return r;
+  }
   result.deleted = std::exchange(result.rules, 0);
   Clear(++result.generation);
   return result;

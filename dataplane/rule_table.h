@@ -74,6 +74,9 @@ struct RuleOp {
   }
 };
 
+// They bound the rule set a batch leaves.  With concurrent readers, deleted
+// and replaced rules stay linked until RemoveDeleted, so a table may briefly
+// hold more entries: those its unpublished batches deleted.
 struct RuleTableLimits {
   size_t max_rules = 4u << 20;
   size_t max_entries = 16u << 20;  // after port-range expansion
@@ -125,7 +128,9 @@ class RuleTable {
   size_t FreeRetired();
   // Removes every rule as one batch: generation +1, `deleted` = the rules
   // there were.  An empty table is left as it is (like an empty batch).
-  // No list of the rules and no per-rule operation: the cost is freeing them.
+  // No list of the rules and no per-rule operation: the cost is freeing them
+  // (with concurrent readers: marking each deleted, as a batch would; the
+  // dataplane publishes a new empty table instead).
   BatchResult DeleteAll();
   // Empties the table and sets its generation (no reader may be using it:
   // the dataplane publishes a new empty table instead, see DeleteAll there).

@@ -748,6 +748,27 @@ TEST(RuleTableTest, DeleteAllIsABatchDeletingEveryRule) {
   EXPECT_EQ(all.ApplyBatch(too_many).status().code(), absl::StatusCode::kResourceExhausted);
 }
 
+// DeleteAll on a table with concurrent readers deletes as a batch does:
+// readers at the generation before still see every rule until RemoveDeleted.
+TEST(RuleTableTest, DeleteAllWithConcurrentReadersKeepsOlderGenerations) {
+  RuleTable t({}, /*concurrent_readers=*/true);
+  ApplyOk(&t, {RuleOp::Insert(V4Rule(1, 1)), RuleOp::Insert(SrcRule(2, 5, 0x0a000001))});
+  const Flow key = V4Key(0x0a000001, 2, 3, 4);
+  Flow wc;
+  ASSERT_EQ(IdOf(t.Lookup(key, &wc)), 2u);
+  const BatchResult r = t.DeleteAll();
+  EXPECT_EQ(r.deleted, 2u);
+  EXPECT_EQ(r.generation, 2u);
+  EXPECT_EQ(r.rules, 0u);
+  EXPECT_EQ(t.Lookup(key, &wc), nullptr);
+  EXPECT_EQ(IdOf(t.Lookup(key, &wc, nullptr, 1)), 2u);
+  EXPECT_EQ(t.Find(2), nullptr);
+  EXPECT_EQ(t.RemoveDeleted(), 2u);
+  EXPECT_EQ(t.Stats().subtables, 0u);
+  EXPECT_EQ(t.Stats().entries, 0u);
+  EXPECT_GE(t.FreeRetired(), 2u);
+}
+
 // An empty batch, and one that changes nothing, keep the generation.
 TEST(RuleTableTest, EmptyBatchChangesNothing) {
   RuleTable t;
