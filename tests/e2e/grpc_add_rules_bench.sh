@@ -178,11 +178,12 @@ cat "$work/add.txt"
 during_pps=$(python3 -c "print(($pb-$pa)/($tb-$ta))")
 # What the rule changes cost the PMD in work (its own TSC counts, immune to
 # the VM's drift): revalidation and upcall cycles over all its cycles.
-python3 -c "
+[ -n "$up_b" ] && python3 -c "
 t = ($busy_b + $idle_b) - ($busy_a + $idle_a)
 rv, up = $rv_b - $rv_a, $up_b - $up_a
 print('pmd work for the rule changes during the stream: %.1f%% of its cycles '
       '(revalidation %.1f%%, upcalls %.1f%%)' % (100.0 * (rv + up) / t, 100.0 * rv / t, 100.0 * up / t))"
+# (A flowclassd older than these counters prints no "rule change cycles".)
 gen=$(ctl stats | awk '/^pmd thread 0/{t=1} t && /rule set generation:/{print $4; exit}')
 # The same steady forwarding after the stream, for the VM's drift.
 p2=$(rx); t2=$(now); sleep 3; p3=$(rx); t3=$(now)
