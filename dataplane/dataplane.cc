@@ -38,19 +38,7 @@ PmdCounters DataplaneStats::Total() const {
     t.busy_cycles += p.busy_cycles;
     t.idle_cycles += p.idle_cycles;
     t.generation = std::max(t.generation, p.generation);
-    t.pipeline.packets += p.pipeline.packets;
-    t.pipeline.emc_hits += p.pipeline.emc_hits;
-    t.pipeline.smc_hits += p.pipeline.smc_hits;
-    t.pipeline.megaflow_hits += p.pipeline.megaflow_hits;
-    t.pipeline.subtable_lookups += p.pipeline.subtable_lookups;
-    t.pipeline.upcall_ok += p.pipeline.upcall_ok;
-    t.pipeline.upcall_failed += p.pipeline.upcall_failed;
-    t.pipeline.no_match += p.pipeline.no_match;
-    t.pipeline.cycles += p.pipeline.cycles;
-    t.pipeline.revalidation_cycles += p.pipeline.revalidation_cycles;
-    t.pipeline.upcall_cycles += p.pipeline.upcall_cycles;
-    t.pipeline.cd_hits += p.pipeline.cd_hits;              // metrics (issue 7)
-    t.pipeline.cd_false_hits += p.pipeline.cd_false_hits;  // metrics (issue 7)
+    t.pipeline += p.pipeline;
   }
   return t;
 }

@@ -454,8 +454,7 @@ struct alignas(64) Subtable {
   // Linked entries (deleted ones until RemoveDeleted), by priority: the
   // max priority is an upper bound of what any reader's generation sees.
   absl::btree_map<uint32_t, uint32_t> priority_counts;
-  size_t entries = 0;       // linked entries
-  size_t live_entries = 0;  // entries of rules not deleted
+  size_t entries = 0;  // linked entries (deleted ones until RemoveDeleted)
 };
 
 // What Lookup walks: contiguous, so the next subtables can be prefetched.
@@ -576,12 +575,14 @@ struct RuleTable::Impl {
       : limits(l), concurrent_readers(concurrent), order(new std::vector<OrderSlot>()) {}
   ~Impl();
 
-  // Links a validated rule whose id is absent.
-  void AddRule(RuleNode* node);
-  // AddRule for a run of inserts, in chunks: each chunk's entries are
-  // planned first (subtable, packed key, hash) and their slots prefetched,
-  // then linked, so the chunk's cache misses overlap.
-  void AddRules(absl::Span<const RuleOp> inserts, uint64_t gen);
+  // Links validated rules whose ids are absent: their entries are planned
+  // first (subtable, packed key, hash) and their slots prefetched, then
+  // linked, so the misses of up to kChunk rules overlap.
+  static constexpr size_t kChunk = 16;
+  void AddRules(absl::Span<RuleNode* const> nodes);
+  void AddRule(RuleNode* node) { AddRules({&node, 1}); }
+  // AddRules of a run of inserts, as rules of generation `gen`.
+  void InsertRules(absl::Span<const RuleOp> inserts, uint64_t gen);
   // The rule in the id and cookie maps.
   void IndexRule(RuleNode* node);
   // One entry of `node` into `st`, keyed `key` (packed for `keys`).
@@ -718,27 +719,21 @@ void RuleTable::Impl::LinkEntry(RuleNode* node, Subtable* st, Keys& keys, const 
   if (priority > st->MaxPriority()) order_dirty = true;
   ++st->priority_counts[priority];
   ++st->entries;
-  ++st->live_entries;
 }
 
-void RuleTable::Impl::AddRule(RuleNode* node) {
-  IndexRule(node);
-  size_t n = 0;
-  ForEachEntry(node->rule, [&](const Flow& value, const Flow& mask) {
-    Subtable* st = &SubtableFor(mask);
-    st->WithKeys(value, [&](auto& keys, const auto& key) { LinkEntry(node, st, keys, key); });
-    ++n;
-  });
-  entries += n;
-  if (n > 1) ++expanded_rules;
-}
-
-void RuleTable::Impl::AddRules(absl::Span<const RuleOp> inserts, uint64_t gen) {
-  constexpr size_t kChunk = 16;
+void RuleTable::Impl::InsertRules(absl::Span<const RuleOp> inserts, uint64_t gen) {
+  RuleNode* nodes[kChunk];
   for (size_t c = 0; c < inserts.size(); c += kChunk) {
+    const absl::Span<const RuleOp> chunk = inserts.subspan(c, kChunk);
+    for (size_t i = 0; i < chunk.size(); ++i) nodes[i] = new RuleNode(chunk[i].rule, gen);
+    AddRules({nodes, chunk.size()});
+  }
+}
+
+void RuleTable::Impl::AddRules(absl::Span<RuleNode* const> all) {
+  for (size_t c = 0; c < all.size(); c += kChunk) {
     plan.clear();
-    for (const RuleOp& op : inserts.subspan(c, kChunk)) {
-      auto* node = new RuleNode(op.rule, gen);
+    for (RuleNode* node : all.subspan(c, kChunk)) {
       IndexRule(node);
       size_t n = 0;
       ForEachEntry(node->rule, [&](const Flow& value, const Flow& mask) {
@@ -764,11 +759,7 @@ void RuleTable::Impl::DeleteRule(uint64_t id, uint64_t gen) {
   RuleNode* node = it->second;
   const Rule& rule = node->rule;
   node->del_gen.store(gen, std::memory_order_relaxed);
-  size_t n = 0;
-  ForEachEntry(rule, [&](const Flow&, const Flow& mask) {
-    --by_mask.find(mask)->second->live_entries;
-    ++n;
-  });
+  const size_t n = ExpansionCount(rule);
   entries -= n;
   if (n > 1) --expanded_rules;
   if (rule.cookie != 0) {
@@ -1033,7 +1024,7 @@ void RuleTable::Impl::ApplyValid(absl::Span<const RuleOp> ops,
       case RuleOp::Kind::kInsert: {
         size_t end = i + 1;  // the run of inserts from here
         while (end < ops.size() && ops[end].kind == RuleOp::Kind::kInsert) ++end;
-        AddRules(ops.subspan(i, end - i), gen);
+        InsertRules(ops.subspan(i, end - i), gen);
         result->inserted += end - i;
         i = end - 1;
         break;
@@ -1115,9 +1106,9 @@ RuleTableStats RuleTable::Stats() const {
   s.rules = impl_->rules.size();
   s.entries = impl_->entries;
   s.expanded_rules = impl_->expanded_rules;
-  // Subtables of rules not deleted (one holding only deleted entries goes
-  // at RemoveDeleted).
-  for (const auto& [mask, st] : impl_->by_mask) s.subtables += st->live_entries != 0;
+  // With concurrent readers, a subtable holding only deleted entries counts
+  // until RemoveDeleted.
+  s.subtables = impl_->by_mask.size();
   s.generation = generation();
   return s;
 }

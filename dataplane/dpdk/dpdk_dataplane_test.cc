@@ -791,7 +791,8 @@ TEST(DpdkDataplaneTest, GroupCommitAppliesEachBatchAndPublishesOnce) {
   ASSERT_TRUE(noop[0].ok()) << noop[0].status();
   EXPECT_EQ(noop[0]->generation, 6u);
   EXPECT_EQ((*dp)->generation(), 6u);
-  // Twice more single batches so that each side has been brought level.
+  // Two more single batches: an insert, then its delete (unlinked after the
+  // publication) with a delete by cookie.
   ASSERT_TRUE((*dp)->ApplyBatch({RuleOp::Insert(Ipv4DstRule(8, 4, 0, 24, Action::Drop()))}).ok());
   ASSERT_TRUE((*dp)->ApplyBatch({RuleOp::DeleteByCookie(0xbeef), RuleOp::Delete(8)}).ok());
   std::vector<uint64_t> ids;
@@ -802,6 +803,12 @@ TEST(DpdkDataplaneTest, GroupCommitAppliesEachBatchAndPublishesOnce) {
   auto one = (*dp)->GetRule(1);
   ASSERT_TRUE(one.ok());
   EXPECT_EQ(one->action, Action::Output(3));
+  // What the rule changes cost the PMD reaches Stats() (through the PMD's
+  // counter mirrors): it installed each group and upcalled its flows.
+  const PmdStats cost = (*dp)->Stats().pmds[0].pipeline;
+  EXPECT_GT(cost.revalidation_cycles, 0u);
+  EXPECT_GT(cost.upcall_cycles, 0u);
+  EXPECT_LE(cost.upcall_cycles, cost.cycles);
 }
 
 // DeleteAll publishes an empty table in one step (no per-rule batch, no
