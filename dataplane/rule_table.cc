@@ -331,9 +331,13 @@ class KeySet {
       __builtin_prefetch(&a->slot(hash & a->mask), /*rw=*/1);
   }
 
-  // Writer: marks the slot of a key whose last rule left (`slot` from
-  // Upsert, bits already kTombstone).
-  void Tombstoned() { --live_; }
+  // Writer: publishes the rules of a slot Upsert returned (release: the
+  // key words, the nodes and the list before a reader can see them);
+  // kTombstone when its last rule left.
+  void Set(std::atomic<uintptr_t>& slot_bits, uintptr_t bits) {
+    if (bits == kTombstone) --live_;
+    slot_bits.store(bits, std::memory_order_release);
+  }
 
   size_t size() const { return live_; }
 
@@ -711,10 +715,7 @@ template <typename Keys, typename Key>
 void RuleTable::Impl::LinkEntry(RuleNode* node, Subtable* st, Keys& keys, const Key& key) {
   auto retire = [this](Retired r) { Retire(r); };
   std::atomic<uintptr_t>& bits = keys.Upsert(key.w, key.hash, st->n_words, retire);
-  // Release: the node, the list and (for a new slot) the key words before a
-  // reader can see them.
-  bits.store(BucketWith(bits.load(std::memory_order_relaxed), node, retire),
-             std::memory_order_release);
+  keys.Set(bits, BucketWith(bits.load(std::memory_order_relaxed), node, retire));
   const uint32_t priority = node->rule.priority;
   if (priority > st->MaxPriority()) order_dirty = true;
   ++st->priority_counts[priority];
@@ -779,9 +780,7 @@ void RuleTable::Impl::UnlinkRule(RuleNode* node) {
     Subtable& st = *st_it->second;
     st.WithKeys(value, [&](auto& keys, const auto& key) {
       std::atomic<uintptr_t>& bits = keys.Upsert(key.w, key.hash, st.n_words, retire);
-      const uintptr_t after = BucketWithout(bits.load(std::memory_order_relaxed), node, retire);
-      bits.store(after, std::memory_order_release);
-      if (after == kTombstone) keys.Tombstoned();
+      keys.Set(bits, BucketWithout(bits.load(std::memory_order_relaxed), node, retire));
     });
     auto pc = st.priority_counts.find(rule.priority);
     if (--pc->second == 0) {
