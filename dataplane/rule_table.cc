@@ -1206,42 +1206,34 @@ size_t RuleChangeSet::size() const {
 bool RuleChangeSet::MayAffect(const Flow& value, const Flow& mask,
                               uint64_t rule_id) const {
   if (rule_id != 0 && removed_ids.contains(rule_id)) return true;
+  auto overlaps = [&](const Match& m) { return Overlaps(m, value, mask); };
   if (auto it = by_in_port.find(static_cast<uint32_t>(value.Get(Field::kInPort)));
-      it != by_in_port.end()) {
-    for (const Match& m : it->second) {
-      if (Overlaps(m, value, mask)) return true;
-    }
+      it != by_in_port.end() && it->second.AnyOf(overlaps)) {
+    return true;
   }
-  for (const Match& m : any_in_port) {
-    if (Overlaps(m, value, mask)) return true;
-  }
-  return false;
+  return any_in_port.AnyOf(overlaps);
+}
+
+void ChangedMatches::Splice(ChangedMatches&& later) {
+  for (std::vector<Match>& c : later.chunks_) chunks_.push_back(std::move(c));
+  later.chunks_.clear();
+}
+
+size_t ChangedMatches::size() const {
+  size_t n = 0;
+  for (const std::vector<Match>& c : chunks_) n += c.size();
+  return n;
 }
 
 void RuleChangeSet::Merge(RuleChangeSet&& later) {
-  // The first step of a group (and any port or list this set lacks so far)
-  // is taken over, not copied: a batch of a thousand inserts is a thousand
-  // 144-byte matches.
   if (removed_ids.empty()) {
     removed_ids = std::move(later.removed_ids);
   } else {
     removed_ids.insert(later.removed_ids.begin(), later.removed_ids.end());
   }
   deleted_ids.insert(later.deleted_ids.begin(), later.deleted_ids.end());
-  for (auto& [port, v] : later.by_in_port) {
-    std::vector<Match>& dst = by_in_port[port];
-    if (dst.empty()) {
-      dst = std::move(v);
-    } else {
-      dst.insert(dst.end(), v.begin(), v.end());
-    }
-  }
-  if (any_in_port.empty()) {
-    any_in_port = std::move(later.any_in_port);
-  } else {
-    any_in_port.insert(any_in_port.end(), later.any_in_port.begin(),
-                       later.any_in_port.end());
-  }
+  for (auto& [port, v] : later.by_in_port) by_in_port[port].Splice(std::move(v));
+  any_in_port.Splice(std::move(later.any_in_port));
   later.Clear();
 }
 

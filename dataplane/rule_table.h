@@ -179,13 +179,40 @@ bool IsUnknownRuleIdError(const absl::Status& s);
 // always exact) checks only the matches that can concern its port.
 //
 // Built by the control plane (allocates); read by PMDs (no allocation).
+//
+// The matches of one bucket, in the chunks the steps of a group added:
+// merging a later step moves its chunk, never copies its matches (a
+// thousand inserts are a thousand 144-byte matches).
+class ChangedMatches {
+ public:
+  void push_back(const Match& m) {
+    if (chunks_.empty()) chunks_.emplace_back();
+    chunks_.back().push_back(m);
+  }
+  void Splice(ChangedMatches&& later);
+  size_t size() const;
+  bool empty() const { return chunks_.empty(); }
+  void clear() { chunks_.clear(); }
+  // True when pred(match) holds for some match.  No allocation.
+  template <typename Pred>
+  bool AnyOf(Pred&& pred) const {
+    for (const std::vector<Match>& c : chunks_)
+      for (const Match& m : c)
+        if (pred(m)) return true;
+    return false;
+  }
+
+ private:
+  std::vector<std::vector<Match>> chunks_;  // none empty
+};
+
 struct RuleChangeSet {
   absl::flat_hash_set<uint64_t> removed_ids;  // deleted or replaced
   // Deleted (by id or cookie), even if a later operation inserted the id
   // again: that is a new rule, whose hits start at 0 (a replace keeps them).
   absl::flat_hash_set<uint64_t> deleted_ids;
-  absl::flat_hash_map<uint32_t, std::vector<Match>> by_in_port;
-  std::vector<Match> any_in_port;  // in_port not matched exactly
+  absl::flat_hash_map<uint32_t, ChangedMatches> by_in_port;
+  ChangedMatches any_in_port;  // in_port not matched exactly
   size_t size() const;             // number of matches
 
   // True when a megaflow (value, mask) computed before the change may now
