@@ -57,6 +57,9 @@ absl::Status ParseMacMasked(absl::string_view text, uint64_t* value,
                             uint64_t* mask);
 // "/len" when the mask is a prefix, "/mask" otherwise, nothing when exact.
 std::string FormatIpv4Masked(uint32_t value, uint32_t mask);
+// The same into buf (kMaxIpv4MaskedText chars at least); returns its length.
+inline constexpr size_t kMaxIpv4MaskedText = sizeof("255.255.255.255/255.255.255.255");
+size_t FormatIpv4MaskedTo(uint32_t value, uint32_t mask, char* buf);
 std::string FormatIpv6Masked(absl::uint128 value, absl::uint128 mask);
 std::string FormatMacMasked(uint64_t value, uint64_t mask);
 

@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 
+#include <bit>
 #include <random>
 #include <string>
 #include <vector>
@@ -221,6 +222,45 @@ TEST(RuleConvertTest, Ipv4ParserAgreesWithInetPton) {
     EXPECT_EQ(m, ntohl(a.s_addr)) << addr;
   }
   EXPECT_GT(accepted, 100);  // the random strings include valid addresses
+}
+
+// The hand-written formatter against inet_ntop, and back through the parser,
+// for every prefix length and for random non-prefix masks.
+TEST(RuleConvertTest, Ipv4FormatterAgreesWithInetNtopAndRoundTrips) {
+  auto ntop = [](uint32_t a) {
+    in_addr x{htonl(a)};
+    char buf[INET_ADDRSTRLEN];
+    return std::string(inet_ntop(AF_INET, &x, buf, sizeof(buf)));
+  };
+  std::mt19937 rng(11);
+  for (int i = 0; i < 20000; ++i) {
+    // Octets drawn to cover one, two and three digits.
+    uint32_t value = 0;
+    for (int o = 0; o < 4; ++o) value = value << 8 | (rng() % 3 == 0 ? rng() % 10 : rng() % 256);
+    const int len = i % 34;  // 0..32: a prefix; 33: a mask that is none
+    uint32_t mask = len == 0 ? 0u : len >= 32 ? 0xffffffffu : ~uint32_t{0} << (32 - len);
+    std::string want = ntop(value);
+    if (len == 33) {
+      do mask = static_cast<uint32_t>(rng()); while (std::countl_one(mask) + std::countr_zero(mask) >= 32);
+      want += "/" + ntop(mask);
+    } else if (len < 32) {
+      want += "/" + std::to_string(len);
+    }
+    ASSERT_EQ(FormatIpv4Masked(value, mask), want);
+    uint32_t v = 0, m = 0;
+    ASSERT_TRUE(ParseIpv4Masked(want, &v, &m).ok()) << want;
+    EXPECT_EQ(v, value) << want;
+    EXPECT_EQ(m, mask) << want;
+  }
+  uint32_t v = 0, m = 0;
+  EXPECT_THAT(ParseIpv4Masked("10.0.0.0/33", &v, &m).message(),
+              ::testing::HasSubstr("prefix length 33 is outside 0..32"));
+  EXPECT_THAT(ParseIpv4Masked("10.0.0.0/", &v, &m).message(),
+              ::testing::HasSubstr("neither a prefix length nor an IPv4 mask"));
+  EXPECT_THAT(ParseIpv4Masked("10.0.0.0/1a", &v, &m).message(),
+              ::testing::HasSubstr("neither a prefix length nor an IPv4 mask"));
+  ASSERT_TRUE(ParseIpv4Masked("10.0.0.0/08", &v, &m).ok());  // as SimpleAtoi reads it
+  EXPECT_EQ(m, 0xff000000u);
 }
 
 }  // namespace
