@@ -467,28 +467,50 @@ struct OrderSlot {
   const Subtable* subtable;
 };
 
-std::vector<std::pair<uint16_t, uint16_t>> SidePrefixes(const PortRange& r) {
-  if (r.IsFull()) return {};
-  return RangeToPrefixes(r.lo, r.hi);
+// The (value, mask) prefixes of a 16-bit range, on the stack: at most 30
+// (1..65534).  Every insert and delete expands its rule's ranges.
+struct Prefixes {
+  std::array<std::pair<uint16_t, uint16_t>, 32> p;
+  size_t n = 0;
+  bool empty() const { return n == 0; }
+  size_t size() const { return n; }
+  const std::pair<uint16_t, uint16_t>& operator[](size_t i) const { return p[i]; }
+};
+
+Prefixes PrefixesOf(uint16_t lo, uint16_t hi) {
+  Prefixes out;
+  uint32_t cur = lo;
+  const uint32_t end = hi;
+  while (cur <= end) {
+    // Largest aligned block starting at `cur` that stays inside [cur, end].
+    int k = 0;
+    while (k < 16) {
+      const uint32_t size = 1u << (k + 1);
+      if ((cur & (size - 1)) != 0 || cur + size - 1 > end) break;
+      ++k;
+    }
+    out.p[out.n++] = {static_cast<uint16_t>(cur), static_cast<uint16_t>((0xffffu << k) & 0xffffu)};
+    cur += 1u << k;
+  }
+  return out;
+}
+
+// None for a full range (the field stays wildcarded).
+Prefixes SidePrefixes(const PortRange& r) {
+  return r.IsFull() ? Prefixes{} : PrefixesOf(r.lo, r.hi);
 }
 
 size_t ExpansionCount(const Rule& r) {
-  const size_t s =
-      r.match.tp_src.IsFull()
-          ? 1
-          : RangeToPrefixes(r.match.tp_src.lo, r.match.tp_src.hi).size();
-  const size_t d =
-      r.match.tp_dst.IsFull()
-          ? 1
-          : RangeToPrefixes(r.match.tp_dst.lo, r.match.tp_dst.hi).size();
+  const size_t s = r.match.tp_src.IsFull() ? 1 : SidePrefixes(r.match.tp_src).size();
+  const size_t d = r.match.tp_dst.IsFull() ? 1 : SidePrefixes(r.match.tp_dst).size();
   return s * d;
 }
 
 // Calls fn(value, mask) once per expanded entry of `r`.
 template <typename Fn>
 void ForEachEntry(const Rule& r, Fn fn) {
-  const auto src = SidePrefixes(r.match.tp_src);
-  const auto dst = SidePrefixes(r.match.tp_dst);
+  const Prefixes src = SidePrefixes(r.match.tp_src);
+  const Prefixes dst = SidePrefixes(r.match.tp_dst);
   const size_t ns = src.empty() ? 1 : src.size();
   const size_t nd = dst.empty() ? 1 : dst.size();
   for (size_t i = 0; i < ns; ++i) {
@@ -1148,23 +1170,9 @@ std::string RuleTable::DebugString() const {
 
 std::vector<std::pair<uint16_t, uint16_t>> RangeToPrefixes(uint16_t lo,
                                                            uint16_t hi) {
-  std::vector<std::pair<uint16_t, uint16_t>> out;
-  if (lo > hi) return out;
-  uint32_t cur = lo;
-  const uint32_t end = hi;
-  while (cur <= end) {
-    // Largest aligned block starting at `cur` that stays inside [cur, end].
-    int k = 0;
-    while (k < 16) {
-      const uint32_t size = 1u << (k + 1);
-      if ((cur & (size - 1)) != 0 || cur + size - 1 > end) break;
-      ++k;
-    }
-    out.emplace_back(static_cast<uint16_t>(cur),
-                     static_cast<uint16_t>((0xffffu << k) & 0xffffu));
-    cur += 1u << k;
-  }
-  return out;
+  if (lo > hi) return {};
+  const Prefixes p = PrefixesOf(lo, hi);
+  return {p.p.begin(), p.p.begin() + static_cast<std::ptrdiff_t>(p.n)};
 }
 
 std::vector<const Rule*> RuleTable::RulesWithCookie(uint64_t cookie) const {

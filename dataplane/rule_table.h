@@ -37,6 +37,7 @@
 #ifndef FLOWCLASS_DATAPLANE_RULE_TABLE_H_
 #define FLOWCLASS_DATAPLANE_RULE_TABLE_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -181,12 +182,17 @@ bool IsUnknownRuleIdError(const absl::Status& s);
 // Built by the control plane (allocates); read by PMDs (no allocation).
 //
 // The matches of one bucket, in the chunks the steps of a group added:
-// merging a later step moves its chunk, never copies its matches (a
+// merging a later step moves its chunks, never copies its matches (a
 // thousand inserts are a thousand 144-byte matches).
 class ChangedMatches {
  public:
+  // Into the last chunk while it has room, else into a new one of twice its
+  // capacity: no match is copied twice as the set grows.
   void push_back(const Match& m) {
-    if (chunks_.empty()) chunks_.emplace_back();
+    if (chunks_.empty() || chunks_.back().size() == chunks_.back().capacity()) {
+      const size_t cap = chunks_.empty() ? 16 : std::min<size_t>(2 * chunks_.back().capacity(), 4096);
+      chunks_.emplace_back().reserve(cap);
+    }
     chunks_.back().push_back(m);
   }
   void Splice(ChangedMatches&& later);

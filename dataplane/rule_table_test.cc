@@ -173,6 +173,61 @@ TEST(RangeToPrefixesTest, ExhaustiveAtBothEndsAndRandomInBetween) {
 // ---------------------------------------------------------------------------
 // Lookup semantics
 
+// A group's change set: the batches' matches, merged without copies and
+// grown in chunks, are all there and only they are (MayAffect per megaflow).
+TEST(RuleChangeSetTest, MergedBatchesNameEveryMatchAndNoOther) {
+  RuleTable table;
+  RuleChangeSet group;
+  std::vector<Rule> inserted;
+  uint64_t id = 0;
+  // Batches on port 1, port 2, port 1 again and, every third rule, on no
+  // exact port; each of a different size so chunks end at different places.
+  const int ports[] = {1, 2, 1, 1};
+  const int sizes[] = {700, 17, 1500, 40};
+  for (int b = 0; b < 4; ++b) {
+    std::vector<RuleOp> ops;
+    for (int i = 0; i < sizes[b]; ++i) {
+      ++id;
+      Rule r = Ipv4SrcRule(id, 10, 0x0a000000u + static_cast<uint32_t>(id), 32,
+                           Action::Output(1));
+      if (id % 3 != 0) r.match.SetExact(Field::kInPort, static_cast<uint64_t>(ports[b]));
+      inserted.push_back(r);
+      ops.push_back(RuleOp::Insert(r));
+    }
+    RuleChangeSet cs = MakeRuleChangeSet(table, ops);
+    EXPECT_EQ(cs.size(), ops.size());
+    ASSERT_TRUE(table.ApplyBatch(ops).ok());
+    group.Merge(std::move(cs));
+    EXPECT_EQ(cs.size(), 0u);  // taken over
+  }
+  EXPECT_EQ(group.size(), inserted.size());
+  EXPECT_EQ(group.by_in_port.size(), 2u);
+  auto megaflow = [](uint32_t port, uint32_t src, Flow* value, Flow* mask) {
+    value->Set(Field::kInPort, port);
+    mask->Set(Field::kInPort, 0xffffffffu);
+    value->Set(Field::kEthType, kEthTypeIpv4);
+    mask->Set(Field::kEthType, 0xffff);
+    value->Set(Field::kIpv4Src, src);
+    mask->Set(Field::kIpv4Src, 0xffffffffu);
+  };
+  for (const Rule& r : inserted) {
+    const bool any_port = r.match.mask.Get(Field::kInPort) == 0;
+    const auto port = static_cast<uint32_t>(r.match.value.Get(Field::kInPort));
+    const auto src = static_cast<uint32_t>(r.match.value.Get(Field::kIpv4Src));
+    for (uint32_t on : {1u, 2u, 3u}) {
+      Flow value, mask;
+      megaflow(on, src, &value, &mask);
+      EXPECT_EQ(group.MayAffect(value, mask, 0), any_port || on == port)
+          << "rule " << r.id << " on port " << on;
+    }
+  }
+  Flow value, mask;
+  megaflow(1, 0x0b000000u, &value, &mask);  // overlaps no rule
+  EXPECT_FALSE(group.MayAffect(value, mask, 0));
+  group.Clear();
+  EXPECT_EQ(group.size(), 0u);
+}
+
 TEST(RuleTableTest, EmptyTable) {
   RuleTable t;
   Flow wc;

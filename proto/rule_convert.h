@@ -40,6 +40,8 @@ namespace flowclass {
 absl::Status RuleFromProto(const v1::Rule& in, Rule* out);
 void RuleToProto(const Rule& in, v1::Rule* out);
 
+// On an error `out` is left half written (RuleFromProto leaves its rule as
+// it was): the caller drops it.
 absl::Status RuleOpFromProto(const v1::RuleOp& in, RuleOp* out);
 void RuleOpToProto(const RuleOp& in, v1::RuleOp* out);
 
