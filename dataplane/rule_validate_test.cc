@@ -207,6 +207,13 @@ std::vector<Case> Cases() {
          return r;
        },
        "ipv6_dst: requires eth_type=0x86dd", "eth_type is 0x0800"},
+      {"ipv6_src_with_ipv4_eth_type",
+       [] {
+         Rule r = BaseV4();
+         r.match.SetExact(Field::kIpv6SrcHi, 0x2001000000000000);
+         return r;
+       },
+       "ipv6_src: requires eth_type=0x86dd", "eth_type is 0x0800"},
       {"ipv6_without_eth_type",
        [] {
          Rule r;
