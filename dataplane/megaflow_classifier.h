@@ -154,6 +154,10 @@ class MegaflowClassifier {
   // Differences the autovalidator found in this classifier's subtables.
   uint64_t lookup_mismatches() const { return lookup_mismatches_; }
 
+  // True when some megaflow matches `in_port` (the port has a slot: it
+  // goes with its last subtable).  Owner thread; allocation-free.
+  bool HasPort(uint32_t in_port) const { return FindPortSlot(in_port) >= 0; }
+
   size_t megaflow_count() const { return megaflow_count_; }
   size_t subtable_count() const { return subtable_count_; }
   size_t port_count() const { return port_count_; }

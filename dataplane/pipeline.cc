@@ -133,10 +133,22 @@ void Pipeline::Revalidate(const RuleChangeSet* changes) {
   constexpr int kMaxPortFilter = 8;
   uint32_t ports[kMaxPortFilter];
   int n_ports = -1;  // no filter
-  if (changes != nullptr && changes->any_in_port.empty() &&
-      changes->by_in_port.size() <= kMaxPortFilter) {
-    n_ports = 0;
-    for (const auto& [port, matches] : changes->by_in_port) ports[n_ports++] = port;
+  if (changes != nullptr && changes->any_in_port.empty()) {
+    // A change on ports this PMD has no megaflow on (the usual case while a
+    // controller loads another port's rules) costs no walk of the megaflows,
+    // each visit a cache miss.
+    bool any_megaflow = false;  // on a named port
+    for (const auto& [port, matches] : changes->by_in_port) {
+      if (dpcls_->HasPort(port)) {
+        any_megaflow = true;
+        break;
+      }
+    }
+    if (!any_megaflow) return;
+    if (changes->by_in_port.size() <= kMaxPortFilter) {
+      n_ports = 0;
+      for (const auto& [port, matches] : changes->by_in_port) ports[n_ports++] = port;
+    }
   }
   // Backwards: Remove() frees the megaflow, which moves the last live entry
   // (already visited) into its place.

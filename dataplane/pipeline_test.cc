@@ -368,6 +368,57 @@ TEST(Pipeline, RevalidationChecksOnlyMegaflowsTheChangeCanReach) {
   (*p)->SetRuleTable(nullptr);
 }
 
+// A change set whose matches all name ports without megaflows is installed
+// without visiting any megaflow; one that names a port with megaflows (among
+// more ports than the filter holds) still rechecks what it overlaps.
+TEST(Pipeline, RevalidationSkipsPortsWithoutMegaflows) {
+  auto rule = [](uint64_t id, uint32_t in_port, uint32_t out) {
+    Rule r = Ipv4Rule(id, 10, Action::Output(out));
+    r.match.SetExact(Field::kInPort, in_port);
+    return r;
+  };
+  RuleTable t1;
+  ASSERT_TRUE(t1.ApplyBatch({RuleOp::Insert(rule(1, 1, 11))}).ok());
+  PipelineConfig cfg;
+  cfg.emc = false;
+  cfg.cd.mode = CdMode::kOff;
+  auto p = Pipeline::Create(cfg);
+  ASSERT_TRUE(p.ok());
+  (*p)->SetRuleTable(&t1);
+  FlowKey keys[2] = {MakeFiveTupleKey(0x0a000001, 1, 1, 1, 6, /*in_port=*/1),
+                     MakeFiveTupleKey(0x0a000001, 1, 1, 1, 6, /*in_port=*/2)};
+  Verdict v[2];
+  (*p)->ProcessBurst(keys, 2, v);  // a megaflow on port 1; port 2 misses every rule
+  ASSERT_EQ(v[0].action, Action::Output(11));
+  ASSERT_EQ(v[1].rule_id, 0u);
+  // Rules for ports 2..9: port 2's no-match megaflow is on port 2, so insert
+  // on ports 3..9 first (no megaflow there): nothing is rechecked.
+  std::vector<RuleOp> ops;
+  for (uint32_t port = 3; port <= 9; ++port) ops.push_back(RuleOp::Insert(rule(port, port, port)));
+  RuleTable t2(t1);
+  RuleChangeSet changes = MakeRuleChangeSet(t1, ops);
+  ASSERT_TRUE(t2.ApplyBatch(ops).ok());
+  (*p)->SetRuleTable(&t2, &changes);
+  EXPECT_EQ((*p)->stats().megaflows_rechecked, 0u);
+  EXPECT_EQ((*p)->stats().megaflows_revalidated_out, 0u);
+  // Nine ports, among them 1 and 2 (more than the port filter holds): the
+  // megaflows they overlap are rechecked, and the new verdicts apply.
+  ops.clear();
+  ops.push_back(RuleOp::Replace(rule(1, 1, 21)));
+  ops.push_back(RuleOp::Insert(rule(2, 2, 22)));
+  for (uint32_t port = 10; port <= 16; ++port) ops.push_back(RuleOp::Insert(rule(port, port, port)));
+  RuleTable t3(t2);
+  changes = MakeRuleChangeSet(t2, ops);
+  ASSERT_EQ(changes.by_in_port.size(), 9u);
+  ASSERT_TRUE(t3.ApplyBatch(ops).ok());
+  (*p)->SetRuleTable(&t3, &changes);
+  EXPECT_EQ((*p)->stats().megaflows_rechecked, 2u);
+  (*p)->ProcessBurst(keys, 2, v);
+  EXPECT_EQ(v[0].action, Action::Output(21));
+  EXPECT_EQ(v[1].action, Action::Output(22));
+  (*p)->SetRuleTable(nullptr);
+}
+
 TEST(Pipeline, RevalidationKeepsUnaffectedMegaflows) {
   // Changing one rule must not evict the other's megaflow.
   TwoDisjointRules two;
