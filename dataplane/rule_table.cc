@@ -1216,15 +1216,41 @@ bool RuleChangeSet::MayAffect(const Flow& value, const Flow& mask,
   if (rule_id != 0 && removed_ids.contains(rule_id)) return true;
   auto overlaps = [&](const Match& m) { return Overlaps(m, value, mask); };
   if (auto it = by_in_port.find(static_cast<uint32_t>(value.Get(Field::kInPort)));
-      it != by_in_port.end() && it->second.AnyOf(overlaps)) {
+      it != by_in_port.end() && it->second.AnyOverlapping(value, mask, overlaps)) {
     return true;
   }
-  return any_in_port.AnyOf(overlaps);
+  return any_in_port.AnyOverlapping(value, mask, overlaps);
+}
+
+void ChangedMatches::Seal() {
+  sealed_.clear();
+  start_.fill(0);
+  if (chunks_.empty()) return;
+  auto bucket = [](const Match& m) {
+    return (m.mask.Get(Field::kIpv4Src) >> 24) == 0xff
+               ? static_cast<size_t>(m.value.Get(Field::kIpv4Src) >> 24)
+               : kNotExact;
+  };
+  // Counting sort: counts, then starts, then the pointers.
+  for (const std::vector<Match>& c : chunks_)
+    for (const Match& m : c) ++start_[bucket(m) + 1];
+  for (size_t b = 1; b < start_.size(); ++b) start_[b] += start_[b - 1];
+  sealed_.resize(start_.back());
+  std::array<uint32_t, kNotExact + 1> next;
+  std::copy(start_.begin(), start_.end() - 1, next.begin());
+  for (const std::vector<Match>& c : chunks_)
+    for (const Match& m : c) sealed_[next[bucket(m)]++] = &m;
+}
+
+void RuleChangeSet::Seal() {
+  for (auto& [port, v] : by_in_port) v.Seal();
+  any_in_port.Seal();
 }
 
 void ChangedMatches::Splice(ChangedMatches&& later) {
   for (std::vector<Match>& c : later.chunks_) chunks_.push_back(std::move(c));
-  later.chunks_.clear();
+  later.clear();
+  sealed_.clear();
 }
 
 size_t ChangedMatches::size() const {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <new>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -226,6 +227,59 @@ TEST(RuleChangeSetTest, MergedBatchesNameEveryMatchAndNoOther) {
   EXPECT_FALSE(group.MayAffect(value, mask, 0));
   group.Clear();
   EXPECT_EQ(group.size(), 0u);
+}
+
+// The sealed index (by the top byte of ipv4_src) answers MayAffect as the
+// unsealed scan does: matches and megaflows with prefixes shorter, equal
+// and longer than a byte, on ports with and without exact in_port.
+TEST(RuleChangeSetTest, SealedIndexAnswersAsTheScan) {
+  std::mt19937 rng(5);
+  const int lens[] = {0, 4, 7, 8, 9, 16, 24, 32};
+  auto prefix = [&](Flow* value, Flow* mask, Field f, int min_len = 0) {
+    int len = lens[rng() % 8];
+    while (len < min_len) len = lens[rng() % 8];
+    const uint32_t m = Prefix32(len);
+    // Few top bytes, so that buckets hold several matches.
+    const uint32_t a = (static_cast<uint32_t>(rng() % 6) << 24) | (static_cast<uint32_t>(rng()) & 0xffffff);
+    value->Set(f, a & m);
+    mask->Set(f, m);
+  };
+  RuleChangeSet unsealed;
+  for (int batch = 0; batch < 3; ++batch) {
+    RuleChangeSet cs;
+    for (int i = 0; i < 40; ++i) {
+      Match m;
+      m.SetExact(Field::kEthType, kEthTypeIpv4);
+      if (rng() % 8 != 0) m.SetExact(Field::kInPort, 1 + rng() % 3);
+      prefix(&m.value, &m.mask, Field::kIpv4Src, /*min_len=*/4);
+      prefix(&m.value, &m.mask, Field::kIpv4Dst, /*min_len=*/16);
+      if (m.mask.Get(Field::kInPort) != 0) {
+        cs.by_in_port[static_cast<uint32_t>(m.value.Get(Field::kInPort))].push_back(m);
+      } else {
+        cs.any_in_port.push_back(m);
+      }
+    }
+    unsealed.Merge(std::move(cs));
+  }
+  RuleChangeSet sealed = unsealed;  // a copy: not indexed
+  sealed.Seal();
+  const RuleChangeSet copy_of_sealed = sealed;
+  int affected = 0;
+  for (int i = 0; i < 20000; ++i) {
+    Flow value, mask;
+    value.Set(Field::kInPort, 1 + rng() % 4);
+    mask.Set(Field::kInPort, 0xffffffffu);
+    value.Set(Field::kEthType, kEthTypeIpv4);
+    mask.Set(Field::kEthType, 0xffff);
+    prefix(&value, &mask, Field::kIpv4Src);
+    prefix(&value, &mask, Field::kIpv4Dst);
+    const bool want = unsealed.MayAffect(value, mask, 0);
+    ASSERT_EQ(sealed.MayAffect(value, mask, 0), want) << i;
+    ASSERT_EQ(copy_of_sealed.MayAffect(value, mask, 0), want) << i;
+    affected += want;
+  }
+  EXPECT_GT(affected, 1000);   // both answers occur often
+  EXPECT_LT(affected, 19000);
 }
 
 TEST(RuleTableTest, EmptyTable) {

@@ -854,7 +854,10 @@ void DpdkDataplane::Impl::Publish(const PublishedTable* cur, RuleChangeSet* chan
                                   std::unique_ptr<RuleTable> fresh) {
   RuleTable* t = fresh ? fresh.get() : table.get();
   auto next = std::make_unique<PublishedTable>(t, t->generation());
-  if (changes != nullptr) next->changes = std::move(*changes);
+  if (changes != nullptr) {
+    changes->Seal();  // indexed here, on the control thread, for every PMD
+    next->changes = std::move(*changes);
+  }
   next->has_changes = changes != nullptr;
   next->base_generation = cur->generation;
   // The old view goes; PMDs never read a view after installing a newer one.

@@ -157,7 +157,8 @@ now() { date +%s.%N; }
 
 rss() { awk '/^VmRSS:/{printf "%.0f", $2/1024}' "/proc/$daemon_pid/status"; }
 rss0=$(rss)
-p0=$(rx); t0=$(now); sleep 3; p1=$(rx); t1=$(now)
+read -r p0 busy_0 idle_0 rv_0 up_0 < <(snap); t0=$(now); sleep 3
+read -r p1 busy_1 idle_1 rv_1 up_1 < <(snap); t1=$(now)
 base_pps=$(python3 -c "print(($p1-$p0)/($t1-$t0))")
 # "During" is the stream itself: from the first ack (the client's first
 # progress report; before it the client only parses its file, which leaves
@@ -183,6 +184,14 @@ t = ($busy_b + $idle_b) - ($busy_a + $idle_a)
 rv, up = $rv_b - $rv_a, $up_b - $up_a
 print('pmd work for the rule changes during the stream: %.1f%% of its cycles '
       '(revalidation %.1f%%, upcalls %.1f%%)' % (100.0 * (rv + up) / t, 100.0 * rv / t, 100.0 * up / t))"
+# The PMD's busy cycles per packet with the rule-change work taken out,
+# before the stream and during it: whether each packet itself got dearer
+# (its caches, or the core it runs on) or only the extra work took time.
+[ -n "$up_b" ] && python3 -c "
+before = ($busy_1 - $busy_0 - ($rv_1 - $rv_0) - ($up_1 - $up_0)) / max(1, $p1 - $p0)
+during = ($busy_b - $busy_a - ($rv_b - $rv_a) - ($up_b - $up_a)) / max(1, $pb - $pa)
+print('pmd busy cycles per packet, rule-change work excluded: %.0f before, %.0f during (%+.1f%%)'
+      % (before, during, 100.0 * (during / before - 1) if before else 0))"
 # (A flowclassd older than these counters prints no "rule change cycles".)
 gen=$(ctl stats | awk '/^pmd thread 0/{t=1} t && /rule set generation:/{print $4; exit}')
 # The same steady forwarding after the stream, for the VM's drift.
