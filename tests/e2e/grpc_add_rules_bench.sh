@@ -6,6 +6,8 @@
 #   * the PMD's rx rate before, during (first ack to last) and after the
 #     stream, and the share of its cycles the rule changes took during it
 #     (revalidation and upcalls, from its own counters),
+#   * the PMD's busy cycles per packet with that work taken out, before and
+#     during: the part of a loss that is not the rule changes' work,
 #   * the accounting identity at exit (no packet unaccounted),
 #   * flowclassd's VmRSS before and after the stream.
 # Everything runs on 127.0.0.1; the daemon is stopped by its PID.
