@@ -215,12 +215,16 @@ int Main(int argc, char** argv) {
   // gRPC would only say "cannot listen", after EAL and the ports.  Not with
   // --check-config, which leaves them alone (secrets are mounted only where
   // the daemon runs; the chart's tests check rendered configs without them).
+  // The server is given what was read here (the files are read once).
+  GrpcTlsPem tls;
   if (config->grpc.enabled && !check_only) {
-    if (absl::StatusOr<GrpcTlsPem> pem = LoadGrpcTlsFiles(config->grpc); !pem.ok()) {
+    absl::StatusOr<GrpcTlsPem> pem = LoadGrpcTlsFiles(config->grpc);
+    if (!pem.ok()) {
       std::fprintf(stderr, "flowclassd: config error: %s\n",
                    std::string(pem.status().message()).c_str());
       return kExitConfig;
     }
+    tls = *std::move(pem);
   }
   absl::StatusOr<std::vector<RuleOp>> rules = LoadRules(*config);
   if (!rules.ok()) {
@@ -352,7 +356,7 @@ int Main(int argc, char** argv) {
   std::unique_ptr<GrpcServer> grpc_server;
   if (config->grpc.enabled) {
     absl::StatusOr<std::unique_ptr<GrpcServer>> gs =
-        StartGrpcServer(&observed, config->grpc);  // batches timed for /metrics
+        StartGrpcServer(&observed, config->grpc, tls);  // batches timed for /metrics
     if (!gs.ok()) {
       std::fprintf(stderr, "flowclassd: config error: %s\n",
                    std::string(gs.status().message()).c_str());

@@ -38,6 +38,13 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(
   if (absl::Status s = ValidateGrpcServerConfig(config); !s.ok()) return s;
   absl::StatusOr<GrpcTlsPem> pem = LoadGrpcTlsFiles(config);
   if (!pem.ok()) return pem.status();
+  return StartGrpcServer(dp, config, *pem);
+}
+
+absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(
+    Dataplane* dp, const GrpcServerConfig& config, const GrpcTlsPem& tls) {
+  if (absl::Status s = ValidateGrpcServerConfig(config); !s.ok()) return s;
+  const GrpcTlsPem* pem = &tls;
   std::shared_ptr<grpc::ServerCredentials> creds;
   if (config.plaintext) {
     creds = grpc::InsecureServerCredentials();

@@ -3,7 +3,7 @@
 // Contract
 // --------
 // StartGrpcServer(dp, config) validates `config` (grpc_config.h), reads the
-// TLS files, and starts a gRPC server with:
+// TLS files (or takes them already read), and starts a gRPC server with:
 //   flowclass.v1.Classifier   (classifier_service.h) over `dp`
 //   grpc.health.v1.Health     "" and "flowclass.v1.Classifier" SERVING
 //   server reflection         (grpcurl, grpc_cli can list and call methods)
@@ -51,7 +51,7 @@ class GrpcServer {
 
  private:
   friend absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(
-      Dataplane*, const GrpcServerConfig&);
+      Dataplane*, const GrpcServerConfig&, const GrpcTlsPem&);
   GrpcServer() = default;
 
   GrpcServerConfig config_;
@@ -63,6 +63,11 @@ class GrpcServer {
 
 absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(
     Dataplane* dp, const GrpcServerConfig& config);
+// The same with the TLS files already read (LoadGrpcTlsFiles): the server
+// uses `pem` and reads no file, so a daemon that checked its files before
+// starting serves what it checked.  Ignored with plaintext.
+absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(
+    Dataplane* dp, const GrpcServerConfig& config, const GrpcTlsPem& pem);
 
 }  // namespace flowclass
 

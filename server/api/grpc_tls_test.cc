@@ -113,6 +113,26 @@ TEST_F(TlsTest, ServerTlsClientVerifiesTheServer) {
   EXPECT_THAT(ConnectionHint(plain_to_tls), HasSubstr("plaintext to a TLS server?"));
 }
 
+// Given the PEM already read, the server reads no file: it starts and
+// serves TLS with config paths that do not exist.
+TEST_F(TlsTest, ServerGivenThePemReadsNoFile) {
+  GrpcServerConfig c;
+  c.port = 0;
+  c.tls_cert_file = F("server.pem");
+  c.tls_key_file = F("server.key");
+  absl::StatusOr<GrpcTlsPem> pem = LoadGrpcTlsFiles(c);
+  ASSERT_TRUE(pem.ok()) << pem.status();
+  c.tls_cert_file = F("gone.pem");
+  c.tls_key_file = F("gone.key");
+  EXPECT_EQ(StartGrpcServer(&fake_, c).status().code(), absl::StatusCode::kNotFound);
+  auto s = StartGrpcServer(&fake_, c, *pem);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ClientOptions ok;
+  ok.ca_file = F("ca.pem");
+  ok.server_name = "localhost";
+  EXPECT_TRUE(Call(**s, ok).ok()) << Call(**s, ok).status();
+}
+
 TEST_F(TlsTest, MutualTlsNeedsAClientCertificateFromTheCa) {
   auto s = Start(/*mutual=*/true);
   ASSERT_TRUE(s);
