@@ -666,4 +666,169 @@ void RuleOpToProto(const RuleOp& in, v1::RuleOp* out) {
   }
 }
 
+
+// ---------------------------------------------------------------------------
+// The wire form of a RuleBatch, written directly.
+
+namespace {
+
+// Protocol buffers' wire format, just what a RuleBatch needs.
+class Wire {
+ public:
+  explicit Wire(char* p) : start_(p), p_(p) {}
+  void Varint(uint64_t v) {
+    while (v >= 0x80) {
+      *p_++ = static_cast<char>(v | 0x80);
+      v >>= 7;
+    }
+    *p_++ = static_cast<char>(v);
+  }
+  void Tag(int field, int wire_type) { Varint(static_cast<uint64_t>(field) << 3 | wire_type); }
+  void VarintField(int field, uint64_t v) {
+    Tag(field, 0);
+    Varint(v);
+  }
+  void Bytes(int field, const char* data, size_t n) {
+    Tag(field, 2);
+    Varint(n);
+    std::memcpy(p_, data, n);
+    p_ += n;
+  }
+  void Nested(int field, const Wire& inner) { Bytes(field, inner.start_, inner.size()); }
+  size_t size() const { return static_cast<size_t>(p_ - start_); }
+  const char* data() const { return start_; }
+
+ private:
+  char* start_;
+  char* p_;
+};
+
+// v1.MaskedValue as MaskedToProto fills it (value without presence: absent
+// when 0; mask only when not the whole field).
+void WireMasked(const Match& m, Field f, int field, Wire* out) {
+  char buf[32];
+  Wire w(buf);
+  if (const uint64_t v = m.value.Get(f); v != 0) w.VarintField(1, v);
+  if (const uint64_t mk = m.mask.Get(f); mk != WidthMask(InfoOf(f).bits)) w.VarintField(2, mk);
+  out->Nested(field, w);
+}
+
+// v1.PortMatch as PortToProto fills it (a oneof: its member is written even
+// when 0).
+void WirePort(const Match& m, Field f, const PortRange& r, int field, Wire* out) {
+  char buf[48];
+  Wire w(buf);
+  if (!r.IsFull()) {
+    char rb[16];
+    Wire range(rb);
+    if (r.lo != 0) range.VarintField(1, r.lo);
+    if (r.hi != 0) range.VarintField(2, r.hi);
+    w.Nested(3, range);
+  } else if (m.mask.Get(f) == 0xffff) {
+    w.VarintField(1, m.value.Get(f));
+  } else {
+    WireMasked(m, f, 2, &w);
+  }
+  out->Nested(field, w);
+}
+
+// The v1.Rule RuleToProto makes, when the direct encoder knows every field
+// it would set: false (nothing written) otherwise.
+bool WireRule(const Rule& r, Wire* out) {
+  const Match& m = r.match;
+  if (!Structurable(m) ||
+      (r.action.kind != Action::Kind::kDrop && r.action.kind != Action::Kind::kOutput))
+    return false;
+  // Left to RuleToProto: Ethernet addresses, VLANs, IPv6, fragments.
+  if (m.mask.Get(Field::kEthSrc) || m.mask.Get(Field::kEthDst) || m.mask.Get(Field::kVlan0Tci) ||
+      m.mask.Get(Field::kVlan1Tci) || m.mask.Ipv6Src() != 0 || m.mask.Ipv6Dst() != 0 ||
+      m.mask.Get(Field::kNwFrag))
+    return false;
+  char mb[256];
+  Wire match(mb);
+  if (m.mask.Get(Field::kInPort)) match.VarintField(1, m.value.Get(Field::kInPort));
+  if (m.mask.Get(Field::kEthType)) match.VarintField(4, m.value.Get(Field::kEthType));
+  char text[kMaxIpv4MaskedText];
+  if (m.mask.Get(Field::kIpv4Src))
+    match.Bytes(7, text,
+                FormatIpv4MaskedTo(static_cast<uint32_t>(m.value.Get(Field::kIpv4Src)),
+                                   static_cast<uint32_t>(m.mask.Get(Field::kIpv4Src)), text));
+  if (m.mask.Get(Field::kIpv4Dst))
+    match.Bytes(8, text,
+                FormatIpv4MaskedTo(static_cast<uint32_t>(m.value.Get(Field::kIpv4Dst)),
+                                   static_cast<uint32_t>(m.mask.Get(Field::kIpv4Dst)), text));
+  if (m.mask.Get(Field::kNwProto)) WireMasked(m, Field::kNwProto, 11, &match);
+  if (m.mask.Get(Field::kNwTos)) WireMasked(m, Field::kNwTos, 12, &match);
+  if (m.mask.Get(Field::kNwTtl)) WireMasked(m, Field::kNwTtl, 13, &match);
+  if (m.mask.Get(Field::kTpSrc) || !m.tp_src.IsFull())
+    WirePort(m, Field::kTpSrc, m.tp_src, 15, &match);
+  if (m.mask.Get(Field::kTpDst) || !m.tp_dst.IsFull())
+    WirePort(m, Field::kTpDst, m.tp_dst, 16, &match);
+  if (m.mask.Get(Field::kTcpFlags)) WireMasked(m, Field::kTcpFlags, 17, &match);
+  if (r.id != 0) out->VarintField(1, r.id);
+  if (r.priority != 0) out->VarintField(2, r.priority);
+  if (r.cookie != 0) out->VarintField(3, r.cookie);
+  out->Nested(4, match);
+  char ab[16];
+  Wire action(ab);
+  if (r.action.kind == Action::Kind::kOutput) {
+    action.VarintField(2, r.action.port);
+  } else {
+    action.Bytes(1, nullptr, 0);  // Drop {}
+  }
+  out->Nested(5, action);
+  return true;
+}
+
+}  // namespace
+
+size_t AppendRuleBatchWire(uint64_t batch_id, absl::Span<const RuleOp> ops, std::string* out) {
+  char head[16];
+  Wire w(head);
+  if (batch_id != 0) w.VarintField(1, batch_id);
+  out->append(w.data(), w.size());
+  std::string slow;  // an op the direct encoder leaves to RuleOpToProto
+  size_t n_direct = 0;
+  for (const RuleOp& op : ops) {
+    char ob[512];
+    Wire o(ob);
+    bool direct = true;
+    switch (op.kind) {
+      case RuleOp::Kind::kInsert:
+      case RuleOp::Kind::kReplace: {
+        char rb[448];
+        Wire rule(rb);
+        direct = WireRule(op.rule, &rule);
+        if (direct) o.Nested(op.kind == RuleOp::Kind::kInsert ? 1 : 2, rule);
+        break;
+      }
+      case RuleOp::Kind::kDelete:
+        o.VarintField(3, op.id);
+        break;
+      case RuleOp::Kind::kDeleteByCookie:
+        o.VarintField(4, op.cookie);
+        break;
+    }
+    char tag[16];
+    Wire t(tag);
+    if (direct) {
+      t.Tag(2, 2);
+      t.Varint(o.size());
+      out->append(t.data(), t.size());
+      out->append(o.data(), o.size());
+      ++n_direct;
+      continue;
+    }
+    v1::RuleOp p;
+    RuleOpToProto(op, &p);
+    slow.clear();
+    p.SerializeToString(&slow);
+    t.Tag(2, 2);
+    t.Varint(slow.size());
+    out->append(t.data(), t.size());
+    out->append(slow);
+  }
+  return n_direct;
+}
+
 }  // namespace flowclass

@@ -30,6 +30,7 @@
 #include "absl/numeric/int128.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "dataplane/flow.h"
 #include "dataplane/rule.h"
 #include "dataplane/rule_table.h"
@@ -39,6 +40,15 @@ namespace flowclass {
 
 absl::Status RuleFromProto(const v1::Rule& in, Rule* out);
 void RuleToProto(const Rule& in, v1::Rule* out);
+
+// Appends the wire form of a v1.RuleBatch {batch_id, one RuleOpToProto per
+// op} to *out: byte for byte what serializing that message gives, without
+// building it (a streamed load sends a million rules).  The usual rules
+// (IPv4, ports, protocol, actions) are encoded directly; an op with Ethernet
+// addresses, VLANs, IPv6 or fragment fields, or that only the text form can
+// say, goes through RuleOpToProto.  Returns how many ops were encoded
+// directly.
+size_t AppendRuleBatchWire(uint64_t batch_id, absl::Span<const RuleOp> ops, std::string* out);
 
 // On an error `out` is left half written (RuleFromProto leaves its rule as
 // it was): the caller drops it.
