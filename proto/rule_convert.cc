@@ -774,7 +774,7 @@ bool WireRule(const Rule& r, Wire* out) {
   if (r.action.kind == Action::Kind::kOutput) {
     action.VarintField(2, r.action.port);
   } else {
-    action.Bytes(1, nullptr, 0);  // Drop {}
+    action.Bytes(1, "", 0);  // Drop {}
   }
   out->Nested(5, action);
   return true;

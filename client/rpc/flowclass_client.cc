@@ -96,9 +96,12 @@ absl::StatusOr<std::unique_ptr<FlowclassClient>> FlowclassClient::Connect(
   c->channel_ = grpc::CreateCustomChannel(o.target, creds, args);
   if (!c->channel_) return absl::InvalidArgumentError(absl::StrCat("bad target ", o.target));
   c->stub_ = v1::Classifier::NewStub(c->channel_);
-  c->apply_rules_name_ = absl::StrCat("/", v1::Classifier::service_full_name(), "/ApplyRules");
+  // The method's name lives as long as the program (RpcMethod keeps the
+  // pointer).
+  static const std::string* const kApplyRules =
+      new std::string(absl::StrCat("/", v1::Classifier::service_full_name(), "/ApplyRules"));
   c->apply_rules_raw_ = std::make_unique<grpc::internal::RpcMethod>(
-      c->apply_rules_name_.c_str(), grpc::internal::RpcMethod::BIDI_STREAMING, c->channel_);
+      kApplyRules->c_str(), grpc::internal::RpcMethod::BIDI_STREAMING, c->channel_);
   return c;
 }
 

@@ -122,7 +122,6 @@ class FlowclassClient {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Classifier::Stub> stub_;
   // ApplyRules, for writing batches as bytes (ApplyOps).
-  std::string apply_rules_name_;
   std::unique_ptr<grpc::internal::RpcMethod> apply_rules_raw_;
 };
 

@@ -44,6 +44,12 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(
 absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(
     Dataplane* dp, const GrpcServerConfig& config, const GrpcTlsPem& tls) {
   if (absl::Status s = ValidateGrpcServerConfig(config); !s.ok()) return s;
+  if (!config.plaintext && (tls.cert.empty() || tls.key.empty()))
+    return absl::InvalidArgumentError(
+        "grpc: TLS is configured but no certificate and key were given (LoadGrpcTlsFiles)");
+  if (!config.plaintext && config.require_client_cert && tls.ca.empty())
+    return absl::InvalidArgumentError(
+        "grpc: require_client_cert is set but no CA certificates were given (LoadGrpcTlsFiles)");
   const GrpcTlsPem* pem = &tls;
   std::shared_ptr<grpc::ServerCredentials> creds;
   if (config.plaintext) {

@@ -125,6 +125,9 @@ TEST_F(TlsTest, ServerGivenThePemReadsNoFile) {
   c.tls_cert_file = F("gone.pem");
   c.tls_key_file = F("gone.key");
   EXPECT_EQ(StartGrpcServer(&fake_, c).status().code(), absl::StatusCode::kNotFound);
+  // Without the PEM it says so (not "cannot listen").
+  EXPECT_THAT(StartGrpcServer(&fake_, c, GrpcTlsPem{}).status().message(),
+              HasSubstr("no certificate and key were given"));
   auto s = StartGrpcServer(&fake_, c, *pem);
   ASSERT_TRUE(s.ok()) << s.status();
   ClientOptions ok;
