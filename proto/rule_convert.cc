@@ -831,4 +831,237 @@ size_t AppendRuleBatchWire(uint64_t batch_id, absl::Span<const RuleOp> ops, std:
   return n_direct;
 }
 
+
+// ---------------------------------------------------------------------------
+// The wire form of a RuleBatch, read directly.
+
+namespace {
+
+// A cursor over protocol buffers' wire format; any malformed input fails.
+class WireReader {
+ public:
+  explicit WireReader(absl::string_view b) : p_(b.data()), end_(b.data() + b.size()) {}
+  bool done() const { return p_ == end_; }
+  bool Varint(uint64_t* v) {
+    uint64_t r = 0;
+    for (int shift = 0; shift < 64 && p_ < end_; shift += 7) {
+      const auto c = static_cast<uint8_t>(*p_++);
+      r |= uint64_t{c & 0x7fu} << shift;
+      if (c < 0x80) {
+        if (shift == 63 && c > 1) return false;  // more than 64 bits
+        *v = r;
+        return true;
+      }
+    }
+    return false;
+  }
+  // The next field: its number, wire type, and (varint) value or
+  // (length-delimited) bytes.  Other wire types fail.
+  bool Field(int* field, int* type, uint64_t* v, absl::string_view* bytes) {
+    uint64_t tag = 0;
+    if (!Varint(&tag) || (tag >> 3) == 0 || (tag >> 3) > (1u << 29)) return false;
+    *field = static_cast<int>(tag >> 3);
+    *type = static_cast<int>(tag & 7);
+    if (*type == 0) return Varint(v);
+    if (*type != 2) return false;
+    uint64_t n = 0;
+    if (!Varint(&n) || n > static_cast<uint64_t>(end_ - p_)) return false;
+    *bytes = absl::string_view(p_, n);
+    p_ += n;
+    return true;
+  }
+
+ private:
+  const char* p_;
+  const char* end_;
+};
+
+// A v1.MaskedValue as MaskedFromProto reads it; false where that would
+// fail (or the wire holds anything else).
+bool ReadMasked(absl::string_view b, Field f, Match* m) {
+  WireReader r(b);
+  uint64_t value = 0, mask = WidthMask(InfoOf(f).bits);
+  unsigned seen = 0;
+  while (!r.done()) {
+    int field = 0, type = 0;
+    uint64_t v = 0;
+    absl::string_view bytes;
+    if (!r.Field(&field, &type, &v, &bytes) || type != 0 || field < 1 || field > 2 ||
+        (seen & (1u << field)))
+      return false;
+    seen |= 1u << field;
+    (field == 1 ? value : mask) = v;
+  }
+  const uint64_t full = WidthMask(InfoOf(f).bits);
+  if (value > full || mask > full) return false;
+  SetRaw(m, f, value, mask);
+  return true;
+}
+
+// A v1.PortMatch as PortFromProto reads it.
+bool ReadPort(absl::string_view b, Field f, PortRange* range, Match* m) {
+  WireReader r(b);
+  int field = 0, type = 0;
+  uint64_t v = 0;
+  absl::string_view bytes;
+  if (!r.Field(&field, &type, &v, &bytes) || !r.done()) return false;  // exactly one member
+  if (field == 1 && type == 0) {
+    if (v > 0xffff) return false;
+    SetRaw(m, f, v, 0xffff);
+    return true;
+  }
+  if (field == 2 && type == 2) return ReadMasked(bytes, f, m);
+  if (field != 3 || type != 2) return false;
+  WireReader rr(bytes);
+  uint64_t lo = 0, hi = 0;
+  unsigned seen = 0;
+  while (!rr.done()) {
+    int rf = 0, rt = 0;
+    uint64_t rv = 0;
+    absl::string_view rb;
+    if (!rr.Field(&rf, &rt, &rv, &rb) || rt != 0 || rf < 1 || rf > 2 || (seen & (1u << rf)))
+      return false;
+    seen |= 1u << rf;
+    (rf == 1 ? lo : hi) = rv;
+  }
+  if (lo > 0xffff || hi > 0xffff || lo > hi) return false;
+  range->lo = static_cast<uint16_t>(lo);
+  range->hi = static_cast<uint16_t>(hi);
+  return true;
+}
+
+// A v1.Match as MatchFromProto reads it, for the fields the encoder writes
+// directly (in_port, eth_type, ipv4_src/dst, ip_proto/tos/ttl, tp_src/dst,
+// tcp_flags); false for any other field, a repeated one, or an error.
+bool ReadMatch(absl::string_view b, Match* m) {
+  WireReader r(b);
+  absl::string_view sub[18];
+  uint64_t num[18] = {};
+  uint32_t seen = 0;
+  while (!r.done()) {
+    int field = 0, type = 0;
+    uint64_t v = 0;
+    absl::string_view bytes;
+    if (!r.Field(&field, &type, &v, &bytes) || field >= 18 || (seen & (1u << field))) return false;
+    seen |= 1u << field;
+    const bool varint_field = field == 1 || field == 4;
+    const bool bytes_field = field == 7 || field == 8 || field == 11 || field == 12 ||
+                             field == 13 || field == 15 || field == 16 || field == 17;
+    if (!(varint_field && type == 0) && !(bytes_field && type == 2)) return false;
+    num[field] = v;
+    sub[field] = bytes;
+  }
+  auto has = [&](int field) { return (seen & (1u << field)) != 0; };
+  // In MatchFromProto's order (a later field may overwrite an earlier one).
+  if (has(1)) {
+    if (num[1] > 0xffffffffu) return false;
+    SetRaw(m, Field::kInPort, num[1], 0xffffffffu);
+  }
+  if (has(4)) {
+    if (num[4] > 0xffff) return false;
+    SetRaw(m, Field::kEthType, num[4], 0xffff);
+  }
+  uint32_t a = 0, mk = 0;
+  if (has(7)) {
+    if (!ParseIpv4Masked(sub[7], &a, &mk).ok()) return false;
+    SetRaw(m, Field::kIpv4Src, a, mk);
+  }
+  if (has(8)) {
+    if (!ParseIpv4Masked(sub[8], &a, &mk).ok()) return false;
+    SetRaw(m, Field::kIpv4Dst, a, mk);
+  }
+  if (!has(4) && (has(7) || has(8))) SetRaw(m, Field::kEthType, kEthTypeIpv4, 0xffff);
+  if (has(11) && !ReadMasked(sub[11], Field::kNwProto, m)) return false;
+  if (has(12) && !ReadMasked(sub[12], Field::kNwTos, m)) return false;
+  if (has(13) && !ReadMasked(sub[13], Field::kNwTtl, m)) return false;
+  if (has(15) && !ReadPort(sub[15], Field::kTpSrc, &m->tp_src, m)) return false;
+  if (has(16) && !ReadPort(sub[16], Field::kTpDst, &m->tp_dst, m)) return false;
+  if (has(17) && !ReadMasked(sub[17], Field::kTcpFlags, m)) return false;
+  return true;
+}
+
+// A v1.Rule as RuleFromProto reads it (structured form only).
+bool ReadRule(absl::string_view b, Rule* out) {
+  WireReader r(b);
+  Rule rule;
+  absl::string_view match, action;
+  uint32_t seen = 0;
+  while (!r.done()) {
+    int field = 0, type = 0;
+    uint64_t v = 0;
+    absl::string_view bytes;
+    if (!r.Field(&field, &type, &v, &bytes) || field > 5 || (seen & (1u << field))) return false;
+    seen |= 1u << field;
+    if (field <= 3) {
+      if (type != 0) return false;
+      if (field == 1) rule.id = v;
+      if (field == 2) {
+        if (v > 0xffffffffu) return false;
+        rule.priority = static_cast<uint32_t>(v);
+      }
+      if (field == 3) rule.cookie = v;
+    } else {
+      if (type != 2) return false;
+      (field == 4 ? match : action) = bytes;
+    }
+  }
+  if (!ReadMatch(match, &rule.match)) return false;
+  if (!(seen & (1u << 5))) return false;  // action required
+  WireReader ar(action);
+  int field = 0, type = 0;
+  uint64_t v = 0;
+  absl::string_view bytes;
+  if (!ar.Field(&field, &type, &v, &bytes) || !ar.done()) return false;
+  if (field == 1 && type == 2 && bytes.empty()) {
+    rule.action = Action::Drop();
+  } else if (field == 2 && type == 0 && v <= kMaxPortNumber) {
+    rule.action = Action::Output(static_cast<uint32_t>(v));
+  } else {
+    return false;
+  }
+  *out = std::move(rule);
+  return true;
+}
+
+}  // namespace
+
+bool ReadRuleBatchWire(absl::string_view wire, uint64_t* batch_id, std::vector<RuleOp>* ops) {
+  WireReader r(wire);
+  uint64_t id = 0;
+  bool seen_id = false;
+  ops->clear();
+  while (!r.done()) {
+    int field = 0, type = 0;
+    uint64_t v = 0;
+    absl::string_view bytes;
+    if (!r.Field(&field, &type, &v, &bytes)) return false;
+    if (field == 1 && type == 0 && !seen_id) {
+      id = v;
+      seen_id = true;
+      continue;
+    }
+    if (field != 2 || type != 2) return false;
+    WireReader o(bytes);
+    int of = 0, ot = 0;
+    uint64_t ov = 0;
+    absl::string_view ob;
+    if (!o.Field(&of, &ot, &ov, &ob) || !o.done()) return false;  // exactly one member
+    RuleOp& op = ops->emplace_back();
+    if ((of == 1 || of == 2) && ot == 2) {
+      op.kind = of == 1 ? RuleOp::Kind::kInsert : RuleOp::Kind::kReplace;
+      if (!ReadRule(ob, &op.rule)) return false;
+    } else if (of == 3 && ot == 0 && ov != 0) {
+      op.kind = RuleOp::Kind::kDelete;
+      op.id = ov;
+    } else if (of == 4 && ot == 0) {
+      op.kind = RuleOp::Kind::kDeleteByCookie;
+      op.cookie = ov;
+    } else {
+      return false;
+    }
+  }
+  *batch_id = id;
+  return true;
+}
+
 }  // namespace flowclass

@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 #include "absl/strings/string_view.h"
 
 #include "absl/numeric/int128.h"
@@ -49,6 +50,15 @@ void RuleToProto(const Rule& in, v1::Rule* out);
 // say, goes through RuleOpToProto.  Returns how many ops were encoded
 // directly.
 size_t AppendRuleBatchWire(uint64_t batch_id, absl::Span<const RuleOp> ops, std::string* out);
+
+// Reads the wire form of a v1.RuleBatch straight into ops: true when it
+// holds only what the direct encoder writes (structured IPv4-style rules,
+// deletes) and every op converts without error, and then *batch_id and *ops
+// are exactly what parsing the message and RuleOpFromProto of each op give.
+// False for anything else — another field, a repeated one, a text rule, an
+// error, malformed bytes — and then the caller parses the message (which
+// reports the error); *ops is then unspecified.
+bool ReadRuleBatchWire(absl::string_view wire, uint64_t* batch_id, std::vector<RuleOp>* ops);
 
 // On an error `out` is left half written (RuleFromProto leaves its rule as
 // it was): the caller drops it.

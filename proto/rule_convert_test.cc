@@ -107,6 +107,107 @@ TEST(RuleConvertTest, RuleBatchWireIsProtobufsSerialization) {
   EXPECT_EQ(empty, "");
 }
 
+// What the slow path makes of a wire batch: parse, then RuleOpFromProto;
+// false when either fails.
+bool SlowRead(const std::string& wire, uint64_t* batch_id, std::vector<RuleOp>* ops) {
+  v1::RuleBatch p;
+  if (!p.ParseFromString(wire)) return false;
+  *batch_id = p.batch_id();
+  ops->assign(static_cast<size_t>(p.ops_size()), RuleOp{});
+  for (int i = 0; i < p.ops_size(); ++i)
+    if (!RuleOpFromProto(p.ops(i), &(*ops)[static_cast<size_t>(i)]).ok()) return false;
+  return true;
+}
+
+bool SameOps(const std::vector<RuleOp>& a, const std::vector<RuleOp>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].kind != b[i].kind || !(a[i].rule == b[i].rule) || a[i].id != b[i].id ||
+        a[i].cookie != b[i].cookie)
+      return false;
+  return true;
+}
+
+// The direct reader gives exactly what the slow path gives whenever it
+// answers, answers for the bulk-load shape, and declines the rest: on
+// batches of random rules (every field kind, text ones included), on the
+// bulk shape, and on thousands of corrupted copies of them.
+TEST(RuleConvertTest, RuleBatchWireReadIsTheSlowPathsResult) {
+  RandomRuleGen gen(13);
+  std::mt19937_64 rng(17);
+  std::vector<std::string> wires;
+  std::vector<RuleOp> bulk_ops;
+  for (int i = 0; i < 1000; ++i) {
+    Rule r;
+    r.id = 1 + (rng() >> (rng() % 64));
+    r.priority = static_cast<uint32_t>(rng());
+    r.cookie = i % 3 ? 0 : rng();
+    r.match.SetExact(Field::kInPort, 1 + rng() % 100);
+    r.match.SetExact(Field::kEthType, kEthTypeIpv4);
+    const int sl = static_cast<int>(rng() % 33);
+    const uint32_t sm = sl ? ~uint32_t{0} << (32 - sl) : 0;
+    if (sm) r.match.SetMasked(Field::kIpv4Src, rng() & sm, sm);
+    r.match.SetExact(Field::kIpv4Dst, rng() & 0xffffffffu);
+    if (i % 3) r.match.SetExact(Field::kNwProto, 6);
+    if (i % 4 == 0) r.match.tp_dst = PortRange{80, static_cast<uint16_t>(80 + i)};
+    if (i % 4 == 1) r.match.SetExact(Field::kTpSrc, static_cast<uint64_t>(i));
+    r.action = i % 5 ? Action::Output(static_cast<uint32_t>(rng() % 100)) : Action::Drop();
+    bulk_ops.push_back(i % 9 == 0 ? RuleOp::Delete(r.id) : RuleOp::Insert(r));
+  }
+  for (size_t lo = 0; lo < bulk_ops.size(); lo += 100) {
+    std::string wire;
+    AppendRuleBatchWire(lo, absl::MakeConstSpan(bulk_ops).subspan(lo, 100), &wire);
+    uint64_t id = 0;
+    std::vector<RuleOp> direct;
+    ASSERT_TRUE(ReadRuleBatchWire(wire, &id, &direct)) << "bulk batch " << lo;
+    uint64_t slow_id = 0;
+    std::vector<RuleOp> slow;
+    ASSERT_TRUE(SlowRead(wire, &slow_id, &slow));
+    EXPECT_EQ(id, slow_id);
+    ASSERT_TRUE(SameOps(direct, slow)) << "bulk batch " << lo;
+    wires.push_back(wire);
+  }
+  int declined = 0;
+  for (int b = 0; b < 40; ++b) {
+    v1::RuleBatch p;
+    p.set_batch_id(rng() % 1000);
+    for (int i = 0; i < 50; ++i) {
+      const Rule r = gen.NextRule(static_cast<uint64_t>(1 + b * 50 + i));
+      RuleOpToProto(i % 6 ? RuleOp::Insert(r) : RuleOp::Replace(r), p.add_ops());
+    }
+    wires.push_back(p.SerializeAsString());
+    uint64_t id = 0, slow_id = 0;
+    std::vector<RuleOp> direct, slow;
+    if (!ReadRuleBatchWire(wires.back(), &id, &direct)) {
+      ++declined;
+      continue;
+    }
+    ASSERT_TRUE(SlowRead(wires.back(), &slow_id, &slow));
+    ASSERT_TRUE(SameOps(direct, slow) && id == slow_id) << "random batch " << b;
+  }
+  EXPECT_GT(declined, 0);  // random rules include fields the reader leaves alone
+  // Corrupted copies: one to four bytes changed, or cut short.
+  int answered = 0;
+  for (int t = 0; t < 20000; ++t) {
+    std::string w = wires[rng() % wires.size()];
+    if (w.empty()) continue;
+    if (t % 10 == 0) {
+      w.resize(rng() % w.size());
+    } else {
+      for (int k = 1 + static_cast<int>(rng() % 4); k > 0; --k)
+        w[rng() % w.size()] = static_cast<char>(rng() % 4 ? rng() : (rng() % 2 ? 0x80 : 0));
+    }
+    uint64_t id = 0, slow_id = 0;
+    std::vector<RuleOp> direct, slow;
+    if (!ReadRuleBatchWire(w, &id, &direct)) continue;
+    ++answered;
+    ASSERT_TRUE(SlowRead(w, &slow_id, &slow)) << "corrupted copy " << t;
+    ASSERT_EQ(id, slow_id) << "corrupted copy " << t;
+    ASSERT_TRUE(SameOps(direct, slow)) << "corrupted copy " << t;
+  }
+  EXPECT_GT(answered, 100);  // some corruptions stay valid (a changed address digit, a port)
+}
+
 TEST(RuleConvertTest, StructuredFieldsMapToFlowFields) {
   v1::Rule p;
   p.set_id(9);

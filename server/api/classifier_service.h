@@ -68,6 +68,15 @@ class ClassifierService final : public v1::Classifier::Service {
   std::vector<v1::BatchAck> ApplyGroup(absl::Span<const v1::RuleBatch* const> batches,
                                        uint64_t max_ops);
 
+  // A batch of a group: the parsed message, or (msg null) the batch id and
+  // operations ReadRuleBatchWire read straight from the wire (moved from).
+  struct GroupBatch {
+    const v1::RuleBatch* msg = nullptr;
+    uint64_t batch_id = 0;
+    std::vector<RuleOp>* ops = nullptr;
+  };
+  std::vector<v1::BatchAck> ApplyGroup(absl::Span<const GroupBatch> batches, uint64_t max_ops);
+
  private:
   // ApplyRules on the raw messages.  gRPC's typed Read() returns false both at
   // the client's half-close and for a message it cannot parse (truncated, or
