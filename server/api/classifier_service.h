@@ -84,6 +84,8 @@ class ClassifierService final : public v1::Classifier::Service {
   // batches after it were dropped unacknowledged.  Parsing here tells them
   // apart: a message that is not a RuleBatch ends the stream with
   // INVALID_ARGUMENT naming it, after the acks of the batches before it.
+  // The usual batches (structured rules, deletes) are read straight into
+  // operations (ReadRuleBatchWire); any other is parsed as a message.
   grpc::Status ApplyRulesRaw(grpc::ServerContext* ctx,
                              grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream);
 
