@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 
@@ -859,13 +860,20 @@ class WireReader {
   // (length-delimited) bytes.  Other wire types fail.
   bool Field(int* field, int* type, uint64_t* v, absl::string_view* bytes) {
     uint64_t tag = 0;
-    if (!Varint(&tag) || (tag >> 3) == 0 || (tag >> 3) > (1u << 29)) return false;
+    // Tags and lengths in at most 5 bytes, lengths below 2^31: protobuf's
+    // parser refuses longer ones.
+    const char* start = p_;
+    if (!Varint(&tag) || p_ - start > 5 || (tag >> 3) == 0 || (tag >> 3) >= (1u << 29))
+      return false;
     *field = static_cast<int>(tag >> 3);
     *type = static_cast<int>(tag & 7);
     if (*type == 0) return Varint(v);
     if (*type != 2) return false;
     uint64_t n = 0;
-    if (!Varint(&n) || n > static_cast<uint64_t>(end_ - p_)) return false;
+    start = p_;
+    if (!Varint(&n) || p_ - start > 5 || n >= (uint64_t{1} << 31) ||
+        n > static_cast<uint64_t>(end_ - p_))
+      return false;
     *bytes = absl::string_view(p_, n);
     p_ += n;
     return true;
@@ -1030,7 +1038,9 @@ bool ReadRuleBatchWire(absl::string_view wire, uint64_t* batch_id, std::vector<R
   uint64_t id = 0;
   bool seen_id = false;
   ops->clear();
-  ops->reserve(wire.size() / 48);  // a structured five-tuple rule is ≈ 50–60 bytes
+  // A structured five-tuple rule is ≈ 50–60 bytes; capped, as the bytes
+  // are not checked yet.
+  ops->reserve(std::min<size_t>(wire.size() / 48, size_t{1} << 14));
   while (!r.done()) {
     int field = 0, type = 0;
     uint64_t v = 0;

@@ -251,6 +251,10 @@ TEST(RuleConvertTest, RuleBatchWireReadIsTheSlowPathsResult) {
   v1::RuleOp del0;
   del0.set_delete_id(0);
   cases.push_back({"delete_id 0", one_op(del0)});
+  // Tags and lengths longer than protobuf takes (it refuses them).
+  cases.push_back({"6-byte tag", std::string("\x88\x80\x80\x80\x80\x00\x05", 7)});
+  cases.push_back({"6-byte length", std::string("\x12\x82\x80\x80\x80\x80\x00\x18\x01", 9)});
+  cases.push_back({"5-byte tag", std::string("\x88\x80\x80\x80\x00\x05", 6)});
   int read_directly = 0;
   for (const auto& [name, w] : cases) {
     uint64_t id = 0, slow_id = 0;
@@ -259,8 +263,9 @@ TEST(RuleConvertTest, RuleBatchWireReadIsTheSlowPathsResult) {
     ++read_directly;
     ASSERT_TRUE(SlowRead(w, &slow_id, &slow)) << name;
     ASSERT_TRUE(SameOps(direct, slow)) << name;
+    ASSERT_EQ(id, slow_id) << name;
   }
-  EXPECT_GE(read_directly, 2);  // the implied eth_type and the empty match
+  EXPECT_GE(read_directly, 3);  // the implied eth_type, the empty match, the 5-byte tag
 }
 
 TEST(RuleConvertTest, StructuredFieldsMapToFlowFields) {

@@ -418,8 +418,7 @@ grpc::Status ClassifierService::ApplyRulesRaw(
       if (!wire.empty() && ReadRuleBatchWire(wire, &next.batch_id, &next.ops)) {
         next.batch = nullptr;
       } else {
-        if (next.batch == nullptr)
-          next.batch = google::protobuf::Arena::CreateMessage<v1::RuleBatch>(next.arena.get());
+        std::vector<RuleOp>().swap(next.ops);  // what the direct read left
         grpc::ProtoBufferReader in(&raw);
         if (!next.batch->ParseFromZeroCopyStream(&in) || !in.status().ok()) {
           bad = n_read;
