@@ -1014,8 +1014,7 @@ bool ReadRule(absl::string_view b, Rule* out) {
     }
   }
   if (!ReadMatch(match, &rule.match)) return false;
-  if (!(seen & (1u << 5))) return false;  // action required
-  WireReader ar(action);
+  WireReader ar(action);  // absent or empty: no member, false (action is required)
   int field = 0, type = 0;
   uint64_t v = 0;
   absl::string_view bytes;

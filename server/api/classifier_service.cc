@@ -375,17 +375,11 @@ grpc::Status ClassifierService::ApplyRulesRaw(
   // went to parsing messages and converting them); anything else, errors
   // included, is parsed as a message as before.
   struct Received {
-    std::unique_ptr<google::protobuf::Arena> arena;
+    std::unique_ptr<google::protobuf::Arena> arena;  // only for a parsed message
     v1::RuleBatch* batch = nullptr;  // on `arena`; null when read directly
     uint64_t batch_id = 0;
     std::vector<RuleOp> ops;  // read directly
     size_t size() const { return batch ? static_cast<size_t>(batch->ops_size()) : ops.size(); }
-  };
-  auto receive = [] {
-    Received r;
-    r.arena = std::make_unique<google::protobuf::Arena>();
-    r.batch = google::protobuf::Arena::CreateMessage<v1::RuleBatch>(r.arena.get());
-    return r;
   };
   std::mutex mu;
   std::condition_variable cv;
@@ -396,7 +390,7 @@ grpc::Status ClassifierService::ApplyRulesRaw(
   // stream (1-based; 0: none).  Set under mu with `closed`.
   uint64_t bad_message = 0;
   std::thread reader([&] {
-    Received next = receive();
+    Received next;
     uint64_t n_read = 0;
     uint64_t bad = 0;
     std::vector<grpc::Slice> slices;
@@ -415,10 +409,11 @@ grpc::Status ClassifierService::ApplyRulesRaw(
           wire = flat;
         }
       }
-      if (!wire.empty() && ReadRuleBatchWire(wire, &next.batch_id, &next.ops)) {
-        next.batch = nullptr;
-      } else {
+      if (wire.empty() || !ReadRuleBatchWire(wire, &next.batch_id, &next.ops)) {
+        // A message, on an arena only such a batch needs.
         std::vector<RuleOp>().swap(next.ops);  // what the direct read left
+        next.arena = std::make_unique<google::protobuf::Arena>();
+        next.batch = google::protobuf::Arena::CreateMessage<v1::RuleBatch>(next.arena.get());
         grpc::ProtoBufferReader in(&raw);
         if (!next.batch->ParseFromZeroCopyStream(&in) || !in.status().ok()) {
           bad = n_read;
@@ -429,7 +424,7 @@ grpc::Status ClassifierService::ApplyRulesRaw(
       cv.wait(lock, [&] { return queue.size() < kMaxQueued || stop; });
       if (stop) break;
       queue.push_back(std::move(next));
-      next = receive();
+      next = Received{};
       cv.notify_all();
     }
     std::lock_guard<std::mutex> lock(mu);
