@@ -34,6 +34,14 @@ Flow InPortExact() {
   return m;
 }
 
+// What the PMD does with a packet depends on its action and on whether a
+// rule matched (the no-match count), not on which rule: a burst of many
+// rules with one action (a forwarding table's usual shape) still goes out as
+// it came.
+inline bool SameTreatment(const Verdict& a, const Verdict& b) {
+  return a.action == b.action && (a.rule_id == 0) == (b.rule_id == 0);
+}
+
 }  // namespace
 
 PmdStats& PmdStats::operator+=(const PmdStats& o) {
@@ -259,8 +267,8 @@ bool Pipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts,
   Megaflow* mf[kMaxBurst];
   uint32_t todo = BurstMap(n);
   uint64_t no_match = 0;
-  // Every verdict equal to *ref so far: compared once per run of hits on one
-  // megaflow, and once per packet below the EMC.
+  // Every packet treated as *ref so far (SameTreatment): compared once per
+  // run of hits on one megaflow, and once per packet below the EMC.
   const Verdict* ref = nullptr;
   bool uniform = true;
 
@@ -277,7 +285,7 @@ bool Pipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts,
       if (f != run_mf) {
         if (run_mf != nullptr) {
           run_mf->hits += run;
-          uniform &= f->verdict == *ref;
+          uniform &= SameTreatment(f->verdict, *ref);
         } else {
           ref = &f->verdict;
         }
@@ -313,7 +321,7 @@ bool Pipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts,
     verdicts[i] = mf[i]->verdict;
     no_match += verdicts[i].rule_id == 0;
     if (ref == nullptr) ref = &mf[i]->verdict;
-    uniform &= verdicts[i] == *ref;
+    uniform &= SameTreatment(verdicts[i], *ref);
   }
   stats_.no_match += no_match;
   stats_.packets += static_cast<uint64_t>(n);

@@ -166,8 +166,10 @@ class Pipeline {
   // keys[0..n) -> verdicts[0..n); 0 <= n <= kMaxBurst.  verdicts[n..] are
   // not written.  emc_prefetched: the keys were parsed with ParseBurst(...,
   // parse_prefetch()), which already prefetched their EMC slots.  Returns
-  // true when n > 0 and all n verdicts are equal (the PMD then sends the
-  // burst as it came, without sorting it by verdict).
+  // true when n > 0 and all n packets are treated alike: the same action,
+  // and either every one matched a rule or none did (the PMD then sends the
+  // burst as it came, without sorting it by verdict).  Which rule matched
+  // does not matter: the per-rule hits are counted here.
   bool ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts,
                     bool emc_prefetched = false);
   // What ParseBurst should prefetch for ProcessBurst (nothing without EMC).

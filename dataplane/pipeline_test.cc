@@ -315,6 +315,45 @@ TEST(Pipeline, ProcessBurstSaysWhenEveryVerdictIsTheSame) {
   (*p)->SetRuleTable(nullptr);
 }
 
+TEST(Pipeline, ProcessBurstComparesTreatmentNotRules) {
+  // What the PMD does with a packet is its action, and whether a rule
+  // matched (no-match is counted apart): two rules with one action make a
+  // uniform burst, a drop rule and no match do not, though both drop.
+  RuleTable table;
+  ASSERT_TRUE(table
+                  .ApplyBatch({RuleOp::Insert(Ipv4SrcRule(1, 10, 0x0a000000, 8, Action::Output(1))),
+                               RuleOp::Insert(Ipv4SrcRule(2, 10, 0x0b000000, 8, Action::Output(1))),
+                               RuleOp::Insert(Ipv4SrcRule(3, 10, 0x0c000000, 8, Action::Drop()))})
+                  .ok());
+  const FlowKey a = MakeFiveTupleKey(0x0a000001, 1, 1, 1, 6);
+  const FlowKey b = MakeFiveTupleKey(0x0b000001, 1, 1, 1, 6);
+  const FlowKey dropped = MakeFiveTupleKey(0x0c000001, 1, 1, 1, 6);
+  const FlowKey unmatched = MakeFiveTupleKey(0x0d000001, 1, 1, 1, 6);
+  PipelineConfig cfg;
+  cfg.emc_config.insert_inv_prob = 1;
+  cfg.cd.mode = CdMode::kOff;
+  auto p = Pipeline::Create(cfg);
+  ASSERT_TRUE(p.ok());
+  (*p)->SetRuleTable(&table);
+  Verdict v[kMaxBurst];
+  for (int pass = 0; pass < 2; ++pass) {  // upcalls, then EMC hits
+    SCOPED_TRACE(pass);
+    const FlowKey one_action[4] = {a, b, b, a};
+    EXPECT_TRUE((*p)->ProcessBurst(one_action, 4, v));
+    EXPECT_EQ(v[0].rule_id, 1u);
+    EXPECT_EQ(v[1].rule_id, 2u);
+    const FlowKey drops[2] = {dropped, unmatched};
+    EXPECT_FALSE((*p)->ProcessBurst(drops, 2, v));
+    EXPECT_EQ(v[0].rule_id, 3u);
+    EXPECT_EQ(v[1].rule_id, 0u);
+    const FlowKey no_rule[2] = {unmatched, unmatched};
+    EXPECT_TRUE((*p)->ProcessBurst(no_rule, 2, v));
+    const FlowKey by_rule[2] = {dropped, dropped};
+    EXPECT_TRUE((*p)->ProcessBurst(by_rule, 2, v));
+  }
+  (*p)->SetRuleTable(nullptr);
+}
+
 TEST(Pipeline, RevalidationChecksOnlyMegaflowsTheChangeCanReach) {
   // Rules on in_port 1 and 2, and on 1 split by protocol.  A change to the
   // port-1 TCP rule must recheck (and re-verdict) the port-1 TCP megaflow
