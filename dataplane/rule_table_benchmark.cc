@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <fstream>
 #include <memory>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -158,6 +159,70 @@ void BM_StreamedLoad(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(n));
 }
+// The upcall of a PMD whose port holds one copy of acl1_10k while the other
+// ports hold the rest (what tests/e2e/grpc_add_rules_bench.sh makes): keys
+// of random 5-tuples on the middle copy's port, looked up in tables of 1
+// copy (10k rules) and 100 copies (1M rules).  The ratio of the two is what
+// the other ports' rules cost this port's upcalls.
+void BM_LookupAmongPorts(benchmark::State& state) {
+  const size_t copies = static_cast<size_t>(state.range(0));
+  std::ifstream in(std::string(FLOWCLASS_CLASSBENCH_DIR) + "/neurocuts/acl1_10k");
+  std::stringstream text;
+  text << in.rdbuf();
+  absl::StatusOr<std::vector<Rule>> seed = ParseClassBench(text.str());
+  if (!seed.ok() || seed->empty()) {
+    state.SkipWithError("cannot read acl1_10k");
+    return;
+  }
+  const size_t n = copies * seed->size();
+  const uint32_t port = static_cast<uint32_t>(copies / 2 + 1);
+  auto table = std::make_unique<RuleTable>(RuleTableLimits{}, /*concurrent_readers=*/true);
+  std::vector<RuleOp> ops;
+  for (size_t i = 0; i < n; ++i) {
+    Rule r = (*seed)[i % seed->size()];
+    r.id = i + 1;
+    r.priority = static_cast<uint32_t>(n - i);
+    r.match.SetExact(Field::kInPort, i / seed->size() + 1);
+    ops.push_back(RuleOp::Insert(std::move(r)));
+    if (ops.size() == 10000 || i + 1 == n) {
+      if (!table->ApplyBatch(ops).ok()) {
+        state.SkipWithError("ApplyBatch failed");
+        return;
+      }
+      table->FreeRetired();
+      ops.clear();
+    }
+  }
+  std::mt19937_64 rng(1);
+  std::vector<FlowKey> keys;
+  for (int i = 0; i < 4096; ++i) {
+    const uint64_t a = rng(), b = rng();
+    keys.push_back(MakeFiveTupleKey(static_cast<uint32_t>(a), static_cast<uint32_t>(a >> 32),
+                                    static_cast<uint16_t>(b), static_cast<uint16_t>(b >> 16),
+                                    (b >> 32) & 1 ? 6 : 17, port));
+  }
+  size_t i = 0;
+  int64_t visited_total = 0;
+  int64_t hits = 0;
+  for (auto _ : state) {
+    Flow wc;
+    int visited = 0;
+    const Rule* r = table->Lookup(keys[i], &wc, &visited);
+    benchmark::DoNotOptimize(r);
+    benchmark::DoNotOptimize(wc);
+    visited_total += visited;
+    hits += r != nullptr;
+    i = (i + 1) & 4095;
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["subtables"] = static_cast<double>(table->Stats().subtables);
+  state.counters["visited"] = static_cast<double>(visited_total) /
+                              static_cast<double>(state.iterations());
+  state.counters["hit_rate"] =
+      static_cast<double>(hits) / static_cast<double>(state.iterations());
+}
+BENCHMARK(BM_LookupAmongPorts)->Arg(1)->Arg(100)->ArgName("copies");
+
 // Second argument: ids are (i + 1) << it.  0: a load numbered 1..N, as
 // controllers number them; 32: ids that differ only in their high half (the
 // id map's hash must not collapse them).

@@ -398,6 +398,60 @@ TEST(RuleTableTest, EarlyStopAndMegaflowMask) {
   EXPECT_EQ(IdOf(t.Lookup(V4Key(0x0a000001, 0x14000001, 1, 80), &wc)), 3u);
 }
 
+TEST(RuleTableTest, PortsWalkTheirOwnSubtablesAndTheShared) {
+  // Rules with in_port exact live in their port's partition: a key walks its
+  // port's subtables merged (by priority) with those of rules without
+  // in_port, never another port's.
+  auto on_port = [](Rule r, uint32_t port) {
+    r.match.SetExact(Field::kInPort, port);
+    return r;
+  };
+  RuleTable t;
+  // Port 1: three shapes.  Port 2: one shape.  Shared: one shape, between
+  // port 1's priorities.
+  ApplyOk(&t, {RuleOp::Insert(on_port(SrcRule(1, 100, 0x0a000001), 1)),
+               RuleOp::Insert(on_port(DstRule(2, 90, 0x14000000, 8), 1)),
+               RuleOp::Insert(on_port(DstRule(4, 90, 0x14000000, 8), 2)),  // same mask
+               RuleOp::Insert(on_port(DstRule(3, 10, 0x14000000, 16), 1)),
+               RuleOp::Insert(DstRule(5, 50, 0x14000000, 24))});
+  EXPECT_EQ(t.Stats().subtables, 5u);  // one per (partition, mask)
+  const Flow miss1 = V4Key(0x0c000001, 0x15000001, 1000, 80, kIpProtoTcp, 1);
+  const Flow miss2 = V4Key(0x0c000001, 0x15000001, 1000, 80, kIpProtoTcp, 2);
+  const Flow miss3 = V4Key(0x0c000001, 0x15000001, 1000, 80, kIpProtoTcp, 3);
+  int visited = 0;
+  Flow wc;
+  EXPECT_EQ(t.Lookup(miss1, &wc, &visited), nullptr);
+  EXPECT_EQ(visited, 4);  // port 1's three and the shared one
+  EXPECT_EQ(t.Lookup(miss2, &wc, &visited), nullptr);
+  EXPECT_EQ(visited, 2);
+  wc = Flow{};
+  EXPECT_EQ(t.Lookup(miss3, &wc, &visited), nullptr);
+  EXPECT_EQ(visited, 1);  // no rules of its own: the shared one only
+  EXPECT_EQ(wc, DstRule(5, 50, 0x14000000, 24).match.mask | InPortOnly());
+  // The shared rule beats port 1's priority-10 rule, not its priority-90 one.
+  EXPECT_EQ(IdOf(t.Lookup(V4Key(0x0b000001, 0x14000001, 1000, 80, kIpProtoTcp, 1), &wc)), 2u);
+  EXPECT_EQ(IdOf(t.Lookup(V4Key(0x0b000001, 0x14140001, 1000, 80, kIpProtoTcp, 1), &wc)), 2u);
+  ApplyOk(&t, {RuleOp::Delete(2)});
+  EXPECT_EQ(IdOf(t.Lookup(V4Key(0x0b000001, 0x14000001, 1000, 80, kIpProtoTcp, 1), &wc)), 5u);
+  EXPECT_EQ(IdOf(t.Lookup(V4Key(0x0b000001, 0x14000101, 1000, 80, kIpProtoTcp, 1), &wc)), 3u);
+  EXPECT_EQ(IdOf(t.Lookup(V4Key(0x0b000001, 0x14000001, 1000, 80, kIpProtoTcp, 2), &wc)), 4u);
+  // A shared subtable that comes later reaches every port's walk.
+  ApplyOk(&t, {RuleOp::Insert(SrcRule(6, 200, 0x0b000001))});
+  for (uint32_t port : {1u, 2u, 3u})
+    EXPECT_EQ(IdOf(t.Lookup(V4Key(0x0b000001, 0x14000001, 1000, 80, kIpProtoTcp, port), &wc)), 6u)
+        << "port " << port;
+  // Port 2's partition empties and goes: its keys walk the shared subtables.
+  ApplyOk(&t, {RuleOp::Delete(4)});
+  EXPECT_EQ(t.Lookup(miss2, &wc, &visited), nullptr);
+  EXPECT_EQ(visited, 2);
+  EXPECT_EQ(t.Stats().subtables, 4u);
+  // And comes back.
+  ApplyOk(&t, {RuleOp::Insert(on_port(DstRule(4, 300, 0x14000000, 8), 2))});
+  EXPECT_EQ(IdOf(t.Lookup(V4Key(0x0b000001, 0x14000001, 1000, 80, kIpProtoTcp, 2), &wc)), 4u);
+  EXPECT_EQ(IdOf(t.Lookup(V4Key(0x0b000001, 0x14000001, 1000, 80, kIpProtoTcp, 1), &wc)), 6u);
+  EXPECT_THAT(t.DebugString(), HasSubstr("in_port 2 subtable 0: max_priority=300"));
+}
+
 TEST(RuleTableTest, MaxPriorityFollowsDeletes) {
   // Subtable X (ipv4_src /32) holds priorities 100 and 1; subtable Y
   // (ipv4_dst /8) holds 50.
