@@ -15,9 +15,18 @@
 #   tests/e2e/grpc_add_rules_bench.sh BUILD_DIR [RULES=1000000] [BATCH=1000] [SEED_SET]
 # Environment: CLIENT_CPUS (0) — CPUs for flowclassctl (taskset); empty = any.
 #              TX (null) — the PMD's tx port: net_null, or pcap (to /dev/null).
+#              BASE (seed) — the rules the daemon starts with: seed (the
+#                traffic's port has the seed set, see below) or catchall
+#                (one catch-all rule: the tables before 2026-12-01 ≈ 15:00).
 #
-# Rules: the 5-tuples of SEED_SET (default neurocuts/acl1_10k) replicated over
-# in_port 1..ceil(RULES/|set|), ids 1..RULES, first-match priorities.
+# Rules: the 5-tuples of SEED_SET (default neurocuts/acl1_10k) replicated
+# over ceil(RULES/|set|) in_ports, ids 1..RULES, first-match priorities.  The
+# traffic's port, in_port 1, gets the middle copy (the other copies go to
+# in_ports 2..), so the PMD's own rules change in the middle of the stream,
+# inside the measured window.  Until 2026-12-01 ≈ 15:00 it got the first
+# copy, whose ten batches were mostly applied before the window opened (at
+# the first ack and a stats call): the PMD's revalidations and upcalls of
+# its own rules escaped the measurement.
 set -euo pipefail
 build="${1:?usage: grpc_add_rules_bench.sh BUILD_DIR [RULES] [BATCH] [SEED_SET]}"
 rules="${2:-1000000}"
@@ -51,13 +60,22 @@ for line in open(seed):
     if dp != (0, 65535):
         m += f",tp_dst={dp[0]}-{dp[1]}"
     base.append(m)
+copies = -(-n // len(base))
+mid = copies // 2
 with open(out, 'w') as o:
     for i in range(n):
-        port = i // len(base) + 1
+        c = i // len(base)
+        port = 1 if c == mid else (c + 2 if c < mid else c + 1)
         o.write(f"id={i+1},priority={n-i},in_port={port},ip,{base[i % len(base)]},actions=output:2\n")
+# The start-up rules of the traffic's port (BASE=seed): the seed set again,
+# below the streamed copy, whose rules replace these in the PMD's megaflows.
+with open(out.replace('rules.txt', 'seed_rules.txt'), 'w') as o:
+    for j, m in enumerate(base):
+        o.write(f"id={3000000001+j},priority={len(base)-j},in_port=1,ip,{m},actions=output:2\n")
 PY
 
-# Traffic: UDP/TCP frames on in_port 1 (the first copy of the seed set).
+# Traffic: UDP/TCP frames on in_port 1 (random 5-tuples: 55 of the seed
+# set's rules match them first).
 python3 - "$work/in.pcap" <<'PY'
 import struct, sys, random
 random.seed(1)
@@ -79,11 +97,25 @@ for i in range(4096):
 PY
 
 # The PMD forwards every frame before the stream starts (a catch-all rule
-# loaded at start-up, below every streamed rule), so "before" and "during"
-# measure the same work: without it every frame is dropped as no-match
-# before the stream and transmitted during it, and the tx cost alone looks
-# like a loss.
+# loaded at start-up, below every streamed rule): without it every frame is
+# dropped as no-match before the stream and transmitted during it, and the
+# tx cost alone looks like a loss.  And it classifies them by the rules it
+# will have during and after the stream: the seed set on in_port 1, below
+# the streamed copy (BASE=seed, the default).  With the catch-all alone
+# (BASE=catchall) "before" was cheaper work than "during", not the same:
+# every burst hit one rule, while the seed set's 55 rules spread a burst
+# over many megaflows (and, before 9e9c646, took the PMD's per-packet
+# regroup loop).  That difference was most of the "loss" measured until
+# 2026-12-01 ≈ 15:00: busy cycles per packet, rule-change work excluded,
+# rose by 21% to 55% during the stream with the catch-all, by 0.5% and 3.8%
+# with the seed set (same binary at dd5084a, alternating runs, traffic's
+# rules as the first copy).
 echo "id=4000000000,priority=0,in_port=1,ip,actions=output:2" > "$work/base_rules.txt"
+case "${BASE:-seed}" in
+  seed) cat "$work/seed_rules.txt" >> "$work/base_rules.txt" ;;
+  catchall) ;;
+  *) echo "BASE must be seed or catchall" >&2; exit 2 ;;
+esac
 
 # The PMD transmits to net_null (frees the mbufs): a pcap tx port writes
 # every frame to /dev/null through stdio and a syscall, which made the PMD's
@@ -142,10 +174,17 @@ done
 # would in production (the PMD cores are isolated there).  Left unpinned on
 # this 2-CPU VM, the scheduler puts the client on the PMD's CPU whenever CPU
 # 0 is busy, and its time slices show up as PMD loss.  CLIENT_CPUS= (empty)
-# runs it unpinned.
+# runs it unpinned.  The harness itself (this shell and every helper it
+# starts: the cat draining the progress FIFO, awk, sed, python3, sleep) is
+# pinned there too: unpinned, the cat woke for each of the 1000 progress
+# reports and the scheduler ran it on the PMD's CPU (900 switches into it
+# in 4 s, seen with perf sched_switch on CPU 1), preempting the PMD.
 client_cpus="${CLIENT_CPUS-0}"
 pin=()
-[ -n "$client_cpus" ] && pin=(taskset -c "$client_cpus")
+if [ -n "$client_cpus" ]; then
+  pin=(taskset -c "$client_cpus")
+  taskset -cp "$client_cpus" $$ > /dev/null
+fi
 ctl() { "${pin[@]}" "$build/client/flowclassctl" "$@" --plaintext --server "$target"; }
 rx() { ctl stats | awk '/^total:/{t=1} t && /packets received:/{print $3; exit}'; }
 # "rx busy idle revalidation upcall": the totals' packets and cycles.
