@@ -11,10 +11,13 @@
 //   │                 by a scan instead of costing an index insert each)
 //   ├─ deleted       deleted rules still linked for older readers
 //   ├─ retired       memory readers may still read (FreeRetired)
-//   ├─ by_mask       expanded mask -> unique_ptr<Subtable>
-//   └─ order         -> [{max_priority, Subtable*}] sorted by max_priority
-//                    desc: the only thing Lookup walks besides the
-//                    subtables; replaced as a whole when it changes.
+//   ├─ shared        Partition of the rules with in_port wildcarded
+//   ├─ ports         in_port -> Partition of the rules with it exact
+//   │                 (by_mask: expanded mask -> unique_ptr<Subtable>;
+//   │                 walk: its subtables and the shared ones, sorted)
+//   └─ order         -> Order {shared walk, in_port -> walk}: the only
+//                    thing Lookup reads besides the subtables; replaced as
+//                    a whole when it changes.
 //   Subtable
 //   ├─ mask, word_index[0..n_words)   the words the mask touches
 //   ├─ keys          KeySet: PackedKey -> the key's rules, best first (a

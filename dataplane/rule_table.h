@@ -2,13 +2,17 @@
 //
 // Contract
 // --------
-// * One subtable per distinct (expanded) mask.  A rule whose match has port
-//   ranges is expanded into one or more masked entries (each range split into
-//   aligned prefixes, the two ranges crossed); each entry lands in the
-//   subtable of its mask.  Expansion counts are reported in Stats().
-// * Lookup visits subtables in descending order of the highest priority they
-//   hold and stops as soon as no remaining subtable can beat (or tie with)
-//   the best match so far.  It returns the winning rule and ORs into `wc` the
+// * Rules whose in_port is exact are partitioned by it: a key's lookup walks
+//   its port's subtables and those of the rules without in_port, never
+//   another port's (see "Partitions by in_port" in docs/classifier.md).
+// * One subtable per distinct (expanded) mask in a partition.  A rule whose
+//   match has port ranges is expanded into one or more masked entries (each
+//   range split into aligned prefixes, the two ranges crossed); each entry
+//   lands in the subtable of its mask.  Expansion counts are reported in
+//   Stats().
+// * Lookup visits those subtables in descending order of the highest
+//   priority they hold and stops as soon as no remaining subtable can beat
+//   (or tie with) the best match so far.  It returns the winning rule and ORs into `wc` the
 //   mask of every subtable it consulted: the megaflow mask.  Every key that
 //   agrees with the looked-up key on the bits of `wc` gets the same answer.
 // * ApplyBatch validates every operation first (ValidateRule, ids, limits)

@@ -300,7 +300,8 @@ std::vector<MetricFamily> DataplaneCollector::BuildFamilies(
   f.Gauge("flowclass_rule_entries",
           "Masked slow-path entries after L4 range expansion.", {},
           static_cast<double>(s.rules.entries));
-  f.Gauge("flowclass_rule_subtables", "Subtables of the slow-path RuleTable.", {},
+  f.Gauge("flowclass_rule_subtables",
+          "Subtables of the slow-path RuleTable (one per mask in each in_port partition).", {},
           static_cast<double>(s.rules.subtables));
   f.Gauge("flowclass_tsc_hertz", "TSC frequency: cycles per second (0 if unknown).",
           {}, static_cast<double>(s.tsc_hz));
