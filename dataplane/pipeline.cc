@@ -60,6 +60,7 @@ PmdStats& PmdStats::operator+=(const PmdStats& o) {
   upcall_cycles += o.upcall_cycles;
   revalidations += o.revalidations;
   megaflows_revalidated_out += o.megaflows_revalidated_out;
+  megaflows_reverdicted += o.megaflows_reverdicted;
   megaflows_rechecked += o.megaflows_rechecked;
   return *this;
 }
@@ -128,7 +129,12 @@ void Pipeline::SetRuleTable(const RuleTable* table,
 // A megaflow (value, mask, verdict) stays valid under the new table iff the
 // new table gives `value` the same verdict with a megaflow mask wc inside
 // `mask`: every key K it covers agrees with `value` on mask, hence on wc, and
-// RuleTable guarantees that keys agreeing on wc get the same rule.
+// RuleTable guarantees that keys agreeing on wc get the same rule.  When wc
+// is inside `mask` but the verdict changed (a replaced action, a new rule
+// above the old one with the same reach), the megaflow is kept with the new
+// verdict, as OVS's revalidators modify a datapath flow's actions: the EMC,
+// SMC and CD entries that point at it stay good, so its packets neither upcall
+// nor miss the EMC until it takes the flow back (1 in emc_insert_inv_prob).
 void Pipeline::Revalidate(const RuleChangeSet* changes) {
   uint64_t removed = 0;
   // Megaflows match in_port exactly.  When every changed match names its
@@ -175,17 +181,25 @@ void Pipeline::Revalidate(const RuleChangeSet* changes) {
     Flow wc;
     const Rule* r = table_->Lookup(mf.value, &wc, nullptr, table_generation_);
     const Verdict v = r ? Verdict{r->id, r->action} : Verdict{};
-    // A rule deleted and inserted again under its id is a new rule: its
-    // megaflows go (with their hits), even when the verdict reads the same.
-    bool keep = v == mf.verdict &&
-                !(changes != nullptr && changes->deleted_ids.contains(mf.verdict.rule_id));
-    for (int w = 0; keep && w < kFlowWords; ++w) {
-      keep = (wc.w[w] & ~mf.mask.w[w]) == 0;
+    bool covers = true;  // wc inside the megaflow's mask
+    for (int w = 0; covers && w < kFlowWords; ++w) {
+      covers = (wc.w[w] & ~mf.mask.w[w]) == 0;
     }
-    if (!keep) {
+    if (!covers) {
       RetireHits(mf);
       dpcls_->Remove(&mf);  // frees it: EMC entries die by version
       ++removed;
+      continue;
+    }
+    // A rule deleted and inserted again under its id is a new rule: its
+    // hits start again, even when the verdict reads the same (the old
+    // rule's retired hits go in ForgetDeletedRules).
+    if (v != mf.verdict ||
+        (changes != nullptr && changes->deleted_ids.contains(mf.verdict.rule_id))) {
+      RetireHits(mf);
+      mf.hits = 0;
+      mf.verdict = v;
+      ++stats_.megaflows_reverdicted;
     }
   }
   stats_.megaflows_revalidated_out += removed;

@@ -80,6 +80,9 @@ struct PmdStats {
   uint64_t upcall_cycles = 0;
   uint64_t revalidations = 0;     // SetRuleTable calls
   uint64_t megaflows_revalidated_out = 0;  // megaflows removed by them
+  // Megaflows they kept with a new verdict: the new rule's answer holds on
+  // the whole megaflow (its megaflow mask is inside the old one).
+  uint64_t megaflows_reverdicted = 0;
   uint64_t megaflows_rechecked = 0;  // slow-path lookups revalidation made
 
   PmdStats& operator+=(const PmdStats& o);

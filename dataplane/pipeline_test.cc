@@ -487,14 +487,37 @@ TEST(Pipeline, RevalidationKeepsUnaffectedMegaflows) {
   (*p)->ProcessBurst(keys, 2, v);
   EXPECT_EQ(v[0].action, Action::Output(1));
   EXPECT_EQ(v[1].action, Action::Output(5));  // stale megaflow would say 2
-  EXPECT_EQ((*p)->stats().megaflow_hits, 1u);  // a's megaflow survived
-  EXPECT_EQ((*p)->stats().upcall_ok, 3u);      // b's was revalidated out
-  EXPECT_EQ((*p)->stats().megaflows_revalidated_out, 1u);
-  // Per-rule hits survive the removal of b's first megaflow.
+  // b's megaflow still covers exactly b's keys: kept, with the new verdict.
+  EXPECT_EQ((*p)->stats().megaflow_hits, 2u);
+  EXPECT_EQ((*p)->stats().upcall_ok, 2u);
+  EXPECT_EQ((*p)->stats().megaflows_revalidated_out, 0u);
+  EXPECT_EQ((*p)->stats().megaflows_reverdicted, 1u);
+  // Per-rule hits survive the new verdict.
   using Hits = std::vector<std::pair<uint64_t, uint64_t>>;
   EXPECT_EQ((*p)->Snapshot().rule_hits, (Hits{{1, 2}, {2, 2}}));
+
+  // A narrower rule above b inside b's megaflow: the megaflow would now be
+  // too wide for the new answer (its key 11.0.0.1 matches c, 11.0.0.2 does
+  // not), so it goes, and its keys upcall again.
+  const Rule c = Ipv4SrcRule(3, 20, 0x0b000001, 32, Action::Output(7));
+  RuleTable t2c(t2);
+  const std::vector<RuleOp> add_c = {RuleOp::Insert(c)};
+  const RuleChangeSet c_changes = MakeRuleChangeSet(t2, add_c);
+  ASSERT_TRUE(t2c.ApplyBatch(add_c).ok());
+  (*p)->SetRuleTable(&t2c, &c_changes);
+  EXPECT_EQ((*p)->stats().megaflows_revalidated_out, 1u);
+  EXPECT_EQ((*p)->stats().megaflows_reverdicted, 1u);
+  (*p)->ProcessBurst(keys, 2, v);
+  EXPECT_EQ(v[1].rule_id, 3u);
+  EXPECT_EQ((*p)->stats().upcall_ok, 3u);
+  const FlowKey other_b = MakeFiveTupleKey(0x0b000002, 1, 1, 1, 6);
+  (*p)->ProcessBurst(&other_b, 1, v);
+  EXPECT_EQ(v[0].rule_id, 2u);
+  EXPECT_EQ((*p)->Snapshot().rule_hits, (Hits{{1, 3}, {2, 3}, {3, 1}}));
+  (*p)->SetRuleTable(&t2);  // c goes again (no change set: every megaflow)
+  EXPECT_EQ((*p)->Snapshot().rule_hits, (Hits{{1, 3}, {2, 3}}));
   (*p)->SetRuleTable(nullptr);  // flush: everything retired, nothing lost
-  EXPECT_EQ((*p)->Snapshot().rule_hits, (Hits{{1, 2}, {2, 2}}));
+  EXPECT_EQ((*p)->Snapshot().rule_hits, (Hits{{1, 3}, {2, 3}}));
 
   // A deleted rule's hits go with it, so an id reused later starts at 0:
   // with a change set (targeted revalidation) and without one (full).
@@ -503,15 +526,52 @@ TEST(Pipeline, RevalidationKeepsUnaffectedMegaflows) {
   const RuleChangeSet del_changes = MakeRuleChangeSet(t2, del);
   ASSERT_TRUE(t3.ApplyBatch(del).ok());
   (*p)->SetRuleTable(&t3, &del_changes);
-  EXPECT_EQ((*p)->Snapshot().rule_hits, (Hits{{2, 2}}));
+  EXPECT_EQ((*p)->Snapshot().rule_hits, (Hits{{2, 3}}));
   RuleTable t4(t3);
   ASSERT_TRUE(t4.ApplyBatch({RuleOp::Insert(a)}).ok());
   (*p)->SetRuleTable(&t4);  // no change set
-  EXPECT_EQ((*p)->Snapshot().rule_hits, (Hits{{2, 2}}));
+  EXPECT_EQ((*p)->Snapshot().rule_hits, (Hits{{2, 3}}));
   RuleTable t5(t4);
   ASSERT_TRUE(t5.ApplyBatch({RuleOp::Delete(2)}).ok());
   (*p)->SetRuleTable(&t5);  // full revalidation forgets 2
   EXPECT_EQ((*p)->Snapshot().rule_hits, Hits{});
+}
+
+TEST(Pipeline, ReverdictedMegaflowKeepsItsEmcEntries) {
+  // A rule change that leaves a megaflow's reach alone (a replaced action, a
+  // rule with the same match above the old one) changes its verdict in
+  // place: the flow's next packets hit the EMC with the new verdict.
+  TwoDisjointRules two;
+  PipelineConfig cfg;
+  cfg.emc_config.insert_inv_prob = 1;
+  cfg.cd.mode = CdMode::kOff;
+  auto p = Pipeline::Create(cfg);
+  ASSERT_TRUE(p.ok());
+  (*p)->SetRuleTable(&two.table);
+  Verdict v[2];
+  (*p)->ProcessBurst(two.keys, 2, v);  // upcalls, into the EMC
+  (*p)->ProcessBurst(two.keys, 2, v);
+  ASSERT_EQ((*p)->stats().emc_hits, 2u);
+  Rule above = two.b;  // b's match, higher priority, another id and action
+  above.id = 9;
+  above.priority = 50;
+  above.action = Action::Output(9);
+  RuleTable t2(two.table);
+  const std::vector<RuleOp> ops = {RuleOp::Insert(above)};
+  const RuleChangeSet changes = MakeRuleChangeSet(two.table, ops);
+  ASSERT_TRUE(t2.ApplyBatch(ops).ok());
+  (*p)->SetRuleTable(&t2, &changes);
+  EXPECT_EQ((*p)->stats().megaflows_reverdicted, 1u);
+  (*p)->ProcessBurst(two.keys, 2, v);
+  EXPECT_EQ(v[0].rule_id, 1u);
+  EXPECT_EQ(v[1].rule_id, 9u);
+  EXPECT_EQ(v[1].action, Action::Output(9));
+  EXPECT_EQ((*p)->stats().emc_hits, 4u);
+  EXPECT_EQ((*p)->stats().megaflow_hits, 0u);
+  EXPECT_EQ((*p)->stats().upcall_ok, 2u);
+  using Hits = std::vector<std::pair<uint64_t, uint64_t>>;
+  EXPECT_EQ((*p)->Snapshot().rule_hits, (Hits{{1, 3}, {2, 2}, {9, 1}}));
+  (*p)->SetRuleTable(nullptr);
 }
 
 // An id deleted and inserted again in one step (one batch, or a group of

@@ -55,7 +55,7 @@ struct alignas(64) PmdCounterBlock {
   std::array<Counter, kMaxDataplanePorts> port_tx_dropped{};
   // ---- metrics (issue 7) ----
   Counter p_cd_hits{0}, p_cd_false_hits{0}, p_revalidations{0},
-      p_revalidated_out{0}, p_revalidation_cycles{0}, p_upcall_cycles{0};
+      p_revalidated_out{0}, p_revalidation_cycles{0}, p_upcall_cycles{0}, p_reverdicted{0};
   // ---- end metrics ----
 };
 
@@ -75,6 +75,7 @@ constexpr std::pair<Counter PmdCounterBlock::*, uint64_t PmdStats::*> kPipelineM
     {&PmdCounterBlock::p_cd_false_hits, &PmdStats::cd_false_hits},
     {&PmdCounterBlock::p_revalidations, &PmdStats::revalidations},
     {&PmdCounterBlock::p_revalidated_out, &PmdStats::megaflows_revalidated_out},
+    {&PmdCounterBlock::p_reverdicted, &PmdStats::megaflows_reverdicted},
     {&PmdCounterBlock::p_revalidation_cycles, &PmdStats::revalidation_cycles},
     {&PmdCounterBlock::p_upcall_cycles, &PmdStats::upcall_cycles},
 };

@@ -129,6 +129,10 @@ void AddPmd(const PmdCounters& p, const CollectorOptions& o, Families& f) {
   f.Counter("flowclass_pmd_revalidated_megaflows_total",
             "Megaflows removed by revalidation after rule changes.",
             {{"pmd", pmd}}, s.megaflows_revalidated_out);
+  f.Counter("flowclass_pmd_reverdicted_megaflows_total",
+            "Megaflows revalidation kept with a new verdict (the new rule's answer "
+            "holds on the whole megaflow).",
+            {{"pmd", pmd}}, s.megaflows_reverdicted);
   f.Counter("flowclass_pmd_revalidation_cycles_total",
             "TSC cycles spent installing rule changes (revalidating or flushing "
             "the caches); not in classifier cycles.",
