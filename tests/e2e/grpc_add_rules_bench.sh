@@ -187,19 +187,21 @@ if [ -n "$client_cpus" ]; then
 fi
 ctl() { "${pin[@]}" "$build/client/flowclassctl" "$@" --plaintext --server "$target"; }
 rx() { ctl stats | awk '/^total:/{t=1} t && /packets received:/{print $3; exit}'; }
-# "rx busy idle revalidation upcall": the totals' packets and cycles.
+# "rx busy idle revalidation upcall emc": the totals' packets, cycles and
+# EMC hits.
 snap() {
   ctl stats | awk '/^total:/{t=1} !t{next}
     /packets received:/{rx=$3} /idle cycles:/{idle=$3} /processing cycles:/{busy=$3}
+    /emc hits:/{emc=$3}
     /rule change cycles:/{gsub(",", "", $5); rv=$5; up=$7}
-    /rule set generation:/{print rx, busy, idle, rv, up; exit}'
+    /rule set generation:/{print rx, busy, idle, rv, up, emc; exit}'
 }
 now() { date +%s.%N; }
 
 rss() { awk '/^VmRSS:/{printf "%.0f", $2/1024}' "/proc/$daemon_pid/status"; }
 rss0=$(rss)
-read -r p0 busy_0 idle_0 rv_0 up_0 < <(snap); t0=$(now); sleep 3
-read -r p1 busy_1 idle_1 rv_1 up_1 < <(snap); t1=$(now)
+read -r p0 busy_0 idle_0 rv_0 up_0 emc_0 < <(snap); t0=$(now); sleep 3
+read -r p1 busy_1 idle_1 rv_1 up_1 emc_1 < <(snap); t1=$(now)
 base_pps=$(python3 -c "print(($p1-$p0)/($t1-$t0))")
 # "During" is the stream itself: from the first ack (the client's first
 # progress report; before it the client only parses its file, which leaves
@@ -211,10 +213,10 @@ ctl add-rules --batch-size "$batch" --progress on "$work/rules.txt" \
 client_pid=$!
 exec 3< "$work/progress"
 IFS= read -r -d $'\r' _ <&3 || true
-ta=$(now); read -r pa busy_a idle_a rv_a up_a < <(snap)
+ta=$(now); read -r pa busy_a idle_a rv_a up_a emc_a < <(snap)
 cat <&3 > /dev/null &
 wait "$client_pid"
-tb=$(now); read -r pb busy_b idle_b rv_b up_b < <(snap)
+tb=$(now); read -r pb busy_b idle_b rv_b up_b emc_b < <(snap)
 exec 3<&-
 cat "$work/add.txt"
 during_pps=$(python3 -c "print(($pb-$pa)/($tb-$ta))")
@@ -233,6 +235,13 @@ before = ($busy_1 - $busy_0 - ($rv_1 - $rv_0) - ($up_1 - $up_0)) / max(1, $p1 - 
 during = ($busy_b - $busy_a - ($rv_b - $rv_a) - ($up_b - $up_a)) / max(1, $pb - $pa)
 print('pmd busy cycles per packet, rule-change work excluded: %.0f before, %.0f during (%+.1f%%)'
       % (before, during, 100.0 * (during / before - 1) if before else 0))"
+# Packets found below the EMC (megaflow lookups, upcalls): a revalidation
+# that changes a megaflow leaves its EMC entries stale, and the EMC takes
+# back a flow with probability 1/emc_insert_inv_prob per packet.
+python3 -c "
+b = 1 - ($emc_1 - $emc_0) / max(1, $p1 - $p0)
+d = 1 - ($emc_b - $emc_a) / max(1, $pb - $pa)
+print('pmd packets below the emc: %.2f%% before, %.2f%% during' % (100 * b, 100 * d))"
 # (A flowclassd older than these counters prints no "rule change cycles".)
 gen=$(ctl stats | awk '/^pmd thread 0/{t=1} t && /rule set generation:/{print $4; exit}')
 # The same steady forwarding after the stream, for the VM's drift.
