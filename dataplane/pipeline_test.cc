@@ -251,17 +251,24 @@ struct TwoDisjointRules {
                      MakeFiveTupleKey(0x0b000001, 1, 1, 1, 6)};
 };
 
+// A pipeline whose EMC takes every flow at its upcall (insert_inv_prob 1),
+// CD off, classifying by `table`.
+absl::StatusOr<std::unique_ptr<Pipeline>> EmcEveryFlow(const RuleTable* table) {
+  PipelineConfig cfg;
+  cfg.emc_config.insert_inv_prob = 1;
+  cfg.cd.mode = CdMode::kOff;
+  absl::StatusOr<std::unique_ptr<Pipeline>> p = Pipeline::Create(cfg);
+  if (p.ok()) (*p)->SetRuleTable(table);
+  return p;
+}
+
 TEST(Pipeline, EmcHitsCountPerRuleInRunsAndAlone) {
   // EMC hits add up per megaflow in runs (ProcessBurst): bursts whose hits
   // alternate between rules, end in a run, or hit one rule throughout must
   // all count every packet to its rule.
   TwoDisjointRules two;
-  PipelineConfig cfg;
-  cfg.emc_config.insert_inv_prob = 1;  // every upcall fills the EMC
-  cfg.cd.mode = CdMode::kOff;
-  auto p = Pipeline::Create(cfg);
+  auto p = EmcEveryFlow(&two.table);
   ASSERT_TRUE(p.ok());
-  (*p)->SetRuleTable(&two.table);
   Verdict v[kMaxBurst];
   (*p)->ProcessBurst(two.keys, 2, v);  // upcalls: one hit each
   // 0 = rule 1's key, 1 = rule 2's: an alternating burst, runs ending in
@@ -286,16 +293,13 @@ TEST(Pipeline, EmcHitsCountPerRuleInRunsAndAlone) {
 }
 
 TEST(Pipeline, ProcessBurstSaysWhenEveryVerdictIsTheSame) {
-  // The PMD sends a burst as it came when ProcessBurst says all verdicts are
-  // equal: that must hold for EMC hits, upcalls and their mix, and fail for
-  // one odd packet anywhere in the burst.
+  // The PMD sends a burst as it came when ProcessBurst says all packets are
+  // treated alike (here: the same rule, as the two rules' actions differ):
+  // that must hold for EMC hits, upcalls and their mix, and fail for one odd
+  // packet anywhere in the burst.
   TwoDisjointRules two;
-  PipelineConfig cfg;
-  cfg.emc_config.insert_inv_prob = 1;
-  cfg.cd.mode = CdMode::kOff;
-  auto p = Pipeline::Create(cfg);
+  auto p = EmcEveryFlow(&two.table);
   ASSERT_TRUE(p.ok());
-  (*p)->SetRuleTable(&two.table);
   Verdict v[kMaxBurst];
   EXPECT_FALSE((*p)->ProcessBurst(two.keys, 0, v));
   FlowKey same[3] = {two.keys[0], two.keys[0], two.keys[0]};
@@ -329,12 +333,8 @@ TEST(Pipeline, ProcessBurstComparesTreatmentNotRules) {
   const FlowKey b = MakeFiveTupleKey(0x0b000001, 1, 1, 1, 6);
   const FlowKey dropped = MakeFiveTupleKey(0x0c000001, 1, 1, 1, 6);
   const FlowKey unmatched = MakeFiveTupleKey(0x0d000001, 1, 1, 1, 6);
-  PipelineConfig cfg;
-  cfg.emc_config.insert_inv_prob = 1;
-  cfg.cd.mode = CdMode::kOff;
-  auto p = Pipeline::Create(cfg);
+  auto p = EmcEveryFlow(&table);
   ASSERT_TRUE(p.ok());
-  (*p)->SetRuleTable(&table);
   Verdict v[kMaxBurst];
   for (int pass = 0; pass < 2; ++pass) {  // upcalls, then EMC hits
     SCOPED_TRACE(pass);
@@ -542,12 +542,8 @@ TEST(Pipeline, ReverdictedMegaflowKeepsItsEmcEntries) {
   // rule with the same match above the old one) changes its verdict in
   // place: the flow's next packets hit the EMC with the new verdict.
   TwoDisjointRules two;
-  PipelineConfig cfg;
-  cfg.emc_config.insert_inv_prob = 1;
-  cfg.cd.mode = CdMode::kOff;
-  auto p = Pipeline::Create(cfg);
+  auto p = EmcEveryFlow(&two.table);
   ASSERT_TRUE(p.ok());
-  (*p)->SetRuleTable(&two.table);
   Verdict v[2];
   (*p)->ProcessBurst(two.keys, 2, v);  // upcalls, into the EMC
   (*p)->ProcessBurst(two.keys, 2, v);

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -52,24 +53,11 @@ Rule FiveTupleOnly(Rule r) {
   return r;
 }
 
-void BM_Lookup(benchmark::State& state) {
-  const size_t n = static_cast<size_t>(state.range(0));
-  const int shape = static_cast<int>(state.range(1));
-  RandomRuleGen gen(12345, Shape(shape));
-  std::vector<Rule> rules = gen.NextRules(n);
-  if (shape == 1)
-    for (Rule& r : rules) r = FiveTupleOnly(r);
-  std::vector<RuleOp> ops;
-  for (const Rule& r : rules) ops.push_back(RuleOp::Insert(r));
-  RuleTable table;
-  if (!table.ApplyBatch(ops).ok()) {
-    state.SkipWithError("ApplyBatch failed");
-    return;
-  }
-  std::vector<FlowKey> keys;
-  for (int i = 0; i < 4096; ++i)
-    keys.push_back(FlowKey::FromFlow(gen.NextKeyNear(rules)));
-
+// The timed loop of the lookup benchmarks: `keys` (4096 of them) cycled.
+// Counters: subtables and entries in the table, average subtables visited
+// per lookup, fraction of keys matched.
+void TimeLookups(benchmark::State& state, const RuleTable& table,
+                 const std::vector<FlowKey>& keys) {
   size_t i = 0;
   int64_t visited_total = 0;
   int64_t hits = 0;
@@ -90,6 +78,27 @@ void BM_Lookup(benchmark::State& state) {
                               static_cast<double>(state.iterations());
   state.counters["hit_rate"] =
       static_cast<double>(hits) / static_cast<double>(state.iterations());
+}
+
+void BM_Lookup(benchmark::State& state) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  const int shape = static_cast<int>(state.range(1));
+  RandomRuleGen gen(12345, Shape(shape));
+  std::vector<Rule> rules = gen.NextRules(n);
+  if (shape == 1)
+    for (Rule& r : rules) r = FiveTupleOnly(r);
+  std::vector<RuleOp> ops;
+  for (const Rule& r : rules) ops.push_back(RuleOp::Insert(r));
+  RuleTable table;
+  if (!table.ApplyBatch(ops).ok()) {
+    state.SkipWithError("ApplyBatch failed");
+    return;
+  }
+  std::vector<FlowKey> keys;
+  for (int i = 0; i < 4096; ++i)
+    keys.push_back(FlowKey::FromFlow(gen.NextKeyNear(rules)));
+
+  TimeLookups(state, table, keys);
 }
 BENCHMARK(BM_Lookup)
     ->ArgsProduct({{100, 1000, 10000}, {0, 1}})
@@ -112,6 +121,20 @@ BENCHMARK(BM_ApplyBatchInsert)
     ->Arg(10000)
     ->Unit(benchmark::kMillisecond);
 
+// The ClassBench acl1_10k rules (the gRPC bench's seed set), or nothing
+// with the benchmark skipped.
+std::optional<std::vector<Rule>> Acl1Seed(benchmark::State& state) {
+  std::ifstream in(std::string(FLOWCLASS_CLASSBENCH_DIR) + "/neurocuts/acl1_10k");
+  std::stringstream text;
+  text << in.rdbuf();
+  absl::StatusOr<std::vector<Rule>> seed = ParseClassBench(text.str());
+  if (!seed.ok() || seed->empty()) {
+    state.SkipWithError("cannot read acl1_10k");
+    return std::nullopt;
+  }
+  return *std::move(seed);
+}
+
 // The control-plane work of one streamed rule in flowclassd
 // (DpdkDataplane::ApplyBatches): the change set against the table before
 // the batch, and the batch applied to the one table the PMDs read (a table
@@ -124,14 +147,8 @@ BENCHMARK(BM_ApplyBatchInsert)
 void BM_StreamedLoad(benchmark::State& state) {
   const size_t n = static_cast<size_t>(state.range(0));
   const int id_shift = static_cast<int>(state.range(1));  // ids (i+1) << shift
-  std::ifstream in(std::string(FLOWCLASS_CLASSBENCH_DIR) + "/neurocuts/acl1_10k");
-  std::stringstream text;
-  text << in.rdbuf();
-  absl::StatusOr<std::vector<Rule>> seed = ParseClassBench(text.str());
-  if (!seed.ok() || seed->empty()) {
-    state.SkipWithError("cannot read acl1_10k");
-    return;
-  }
+  const std::optional<std::vector<Rule>> seed = Acl1Seed(state);
+  if (!seed) return;
   std::vector<RuleOp> ops;
   ops.reserve(n);
   for (size_t i = 0; i < n; ++i) {
@@ -166,14 +183,8 @@ void BM_StreamedLoad(benchmark::State& state) {
 // the other ports' rules cost this port's upcalls.
 void BM_LookupAmongPorts(benchmark::State& state) {
   const size_t copies = static_cast<size_t>(state.range(0));
-  std::ifstream in(std::string(FLOWCLASS_CLASSBENCH_DIR) + "/neurocuts/acl1_10k");
-  std::stringstream text;
-  text << in.rdbuf();
-  absl::StatusOr<std::vector<Rule>> seed = ParseClassBench(text.str());
-  if (!seed.ok() || seed->empty()) {
-    state.SkipWithError("cannot read acl1_10k");
-    return;
-  }
+  const std::optional<std::vector<Rule>> seed = Acl1Seed(state);
+  if (!seed) return;
   const size_t n = copies * seed->size();
   const uint32_t port = static_cast<uint32_t>(copies / 2 + 1);
   auto table = std::make_unique<RuleTable>(RuleTableLimits{}, /*concurrent_readers=*/true);
@@ -201,25 +212,7 @@ void BM_LookupAmongPorts(benchmark::State& state) {
                                     static_cast<uint16_t>(b), static_cast<uint16_t>(b >> 16),
                                     (b >> 32) & 1 ? 6 : 17, port));
   }
-  size_t i = 0;
-  int64_t visited_total = 0;
-  int64_t hits = 0;
-  for (auto _ : state) {
-    Flow wc;
-    int visited = 0;
-    const Rule* r = table->Lookup(keys[i], &wc, &visited);
-    benchmark::DoNotOptimize(r);
-    benchmark::DoNotOptimize(wc);
-    visited_total += visited;
-    hits += r != nullptr;
-    i = (i + 1) & 4095;
-  }
-  state.SetItemsProcessed(state.iterations());
-  state.counters["subtables"] = static_cast<double>(table->Stats().subtables);
-  state.counters["visited"] = static_cast<double>(visited_total) /
-                              static_cast<double>(state.iterations());
-  state.counters["hit_rate"] =
-      static_cast<double>(hits) / static_cast<double>(state.iterations());
+  TimeLookups(state, *table, keys);
 }
 BENCHMARK(BM_LookupAmongPorts)->Arg(1)->Arg(100)->ArgName("copies");
 
