@@ -1412,31 +1412,43 @@ RuleChangeSet MakeRuleChangeSet(const RuleTable& before,
     cs.removed_ids.insert(id);
     if (const Rule* old = before.Find(id)) AddChangedMatch(&cs, old->match);
   };
+  // With a delete by cookie in the batch: the cookie each id inserted or
+  // replaced so far carries now (a delete by cookie takes the rules that
+  // carry it at that point of the batch, not later, not before).
+  const bool by_cookie = std::any_of(ops.begin(), ops.end(), [](const RuleOp& op) {
+    return op.kind == RuleOp::Kind::kDeleteByCookie;
+  });
+  absl::flat_hash_map<uint64_t, uint64_t> cookie_now;
   for (const RuleOp& op : ops) {
     switch (op.kind) {
       case RuleOp::Kind::kInsert:
         AddChangedMatch(&cs, op.rule.match);
+        if (by_cookie) cookie_now[op.rule.id] = op.rule.cookie;
         break;
       case RuleOp::Kind::kReplace:
         remove_old(op.rule.id);
         AddChangedMatch(&cs, op.rule.match);
+        if (by_cookie) cookie_now[op.rule.id] = op.rule.cookie;
         break;
       case RuleOp::Kind::kDelete:
         remove_old(op.id);
         cs.deleted_ids.insert(op.id);
         break;
       case RuleOp::Kind::kDeleteByCookie:
+        // The table's rules with the cookie, unless the batch gave them
+        // another one before this op.
         for (const Rule* r : before.RulesWithCookie(op.cookie)) {
+          if (auto it = cookie_now.find(r->id); it != cookie_now.end() && it->second != op.cookie)
+            continue;
           remove_old(r->id);
           cs.deleted_ids.insert(r->id);
         }
-        // Rules inserted earlier in this batch with this cookie: their
-        // matches are already in the set; their ids must count as removed.
-        for (const RuleOp& o : ops) {
-          if ((o.kind == RuleOp::Kind::kInsert || o.kind == RuleOp::Kind::kReplace) &&
-              o.rule.cookie == op.cookie) {
-            cs.removed_ids.insert(o.rule.id);
-            cs.deleted_ids.insert(o.rule.id);
+        // Rules inserted or replaced earlier in this batch with the cookie:
+        // their matches are already in the set; their ids count as removed.
+        for (const auto& [id, cookie] : cookie_now) {
+          if (cookie == op.cookie) {
+            cs.removed_ids.insert(id);
+            cs.deleted_ids.insert(id);
           }
         }
         break;

@@ -232,6 +232,35 @@ TEST(RuleChangeSetTest, MergedBatchesNameEveryMatchAndNoOther) {
 // The sealed index (by the top byte of ipv4_src) answers MayAffect as the
 // unsealed scan does: matches and megaflows with prefixes shorter, equal
 // and longer than a byte, on ports with and without exact in_port.
+TEST(RuleChangeSetTest, DeleteByCookieNamesTheRulesCarryingItAtThatPoint) {
+  // deleted_ids resets a rule's hits (a new rule): a delete by cookie names
+  // the rules that carry the cookie where it stands in the batch.
+  auto with_cookie = [](uint64_t id, uint64_t cookie) {
+    Rule r = Ipv4SrcRule(id, 10, 0x0a000000u + static_cast<uint32_t>(id), 32, Action::Output(1));
+    r.cookie = cookie;
+    return r;
+  };
+  RuleTable table;
+  ASSERT_TRUE(table
+                  .ApplyBatch({RuleOp::Insert(with_cookie(1, 7)), RuleOp::Insert(with_cookie(2, 8)),
+                               RuleOp::Insert(with_cookie(3, 7))})
+                  .ok());
+  // Rule 2 takes cookie 7 only after the delete: it stays (replaced).
+  // Rule 3 loses cookie 7 before it: it stays (replaced).  Rule 4 is
+  // inserted with 7 before it: gone.  Rule 5 comes after it: stays.
+  const std::vector<RuleOp> ops = {
+      RuleOp::Replace(with_cookie(3, 9)), RuleOp::Insert(with_cookie(4, 7)),
+      RuleOp::DeleteByCookie(7), RuleOp::Replace(with_cookie(2, 7)),
+      RuleOp::Insert(with_cookie(5, 7))};
+  const RuleChangeSet cs = MakeRuleChangeSet(table, ops);
+  EXPECT_THAT(cs.deleted_ids, ::testing::UnorderedElementsAre(1u, 4u));
+  EXPECT_THAT(cs.removed_ids, ::testing::UnorderedElementsAre(1u, 2u, 3u, 4u));
+  ASSERT_TRUE(table.ApplyBatch(ops).ok());
+  EXPECT_EQ(table.Find(1), nullptr);
+  EXPECT_EQ(table.Find(4), nullptr);
+  for (uint64_t id : {2u, 3u, 5u}) EXPECT_NE(table.Find(id), nullptr) << id;
+}
+
 TEST(RuleChangeSetTest, SealedIndexAnswersAsTheScan) {
   std::mt19937 rng(5);
   const int lens[] = {0, 4, 7, 8, 9, 16, 24, 32};
