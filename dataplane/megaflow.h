@@ -4,9 +4,12 @@
 // --------
 // A megaflow is (value, mask, verdict): every key K with (K & mask) == value
 // gets `verdict`.  Megaflows are produced by RuleTable upcalls, whose masks
-// always include in_port exactly, so two live megaflows never overlap (see
-// ARCHITECTURE.md "Two tiers").  That is why every cache above the megaflow
-// classifier may point at a megaflow and only needs to verify it on hit:
+// always include in_port exactly, so megaflows of different ports never
+// overlap (see ARCHITECTURE.md "Two tiers"); two of one port may, when
+// revalidation kept one whose mask is wider than a new lookup's, and then
+// both are valid for the current table and give their shared keys the same
+// verdict.  That is why every cache above the megaflow classifier may point
+// at a megaflow and only needs to verify it on hit:
 //   EMC  stores (full key, index, version): a hit is valid while the pool
 //        slot still has that version (the slot is alive and was not reused).
 //   SMC  stores (16-bit signature, index): on hit the pipeline checks the slot

@@ -26,8 +26,9 @@
 //
 // Rule changes: SetRuleTable(new) either revalidates every megaflow against
 // the new table (default: a megaflow survives only if the new table gives its
-// value the same verdict with a megaflow mask inside the old one, which
-// proves every key it covers keeps its verdict) or flushes everything
+// value a megaflow mask inside the old one, which proves every key it covers
+// gets the rule its value gets; if that rule's verdict differs, the
+// megaflow's verdict is changed in place) or flushes everything
 // (`revalidate = false`).  Given the batch's RuleChangeSet, only megaflows
 // the batch may affect are looked up again.  Caches pointing at removed megaflows die with them
 // (EMC by version, SMC by verification, CD by subtable probe).  After
