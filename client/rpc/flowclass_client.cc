@@ -229,10 +229,23 @@ absl::StatusOr<v1::BatchAck> FlowclassClient::ApplyBatch(const v1::RuleBatch& ba
 
 absl::StatusOr<std::vector<v1::Rule>> FlowclassClient::ListRules(
     const v1::ListRulesRequest& req) {
+  std::vector<v1::Rule> out;
+  {  // In pages (a message per page, not per rule).
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    auto reader = stub_->ListRulePages(&ctx, req);
+    v1::RulePage page;
+    while (reader->Read(&page))
+      for (v1::Rule& r : *page.mutable_rules()) out.push_back(std::move(r));
+    const grpc::Status st = reader->Finish();
+    if (st.ok()) return out;
+    // A server from before ListRulePages: the stream of single rules.
+    if (st.error_code() != grpc::StatusCode::UNIMPLEMENTED) return FromGrpcStatus(st);
+  }
+  out.clear();
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
   auto reader = stub_->ListRules(&ctx, req);
-  std::vector<v1::Rule> out;
   v1::Rule r;
   while (reader->Read(&r)) out.push_back(r);
   const grpc::Status st = reader->Finish();

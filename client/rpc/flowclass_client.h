@@ -100,6 +100,8 @@ class FlowclassClient {
                                        ApplyResult* partial = nullptr);
   // One batch on its own stream.
   absl::StatusOr<v1::BatchAck> ApplyBatch(const v1::RuleBatch& batch);
+  // The rules ListRules names, read in pages (ListRulePages), or rule by
+  // rule from a server without it.
   absl::StatusOr<std::vector<v1::Rule>> ListRules(const v1::ListRulesRequest& req = {});
   absl::StatusOr<v1::Rule> GetRule(uint64_t id);
   absl::StatusOr<v1::BatchAck> DeleteAll();

@@ -502,16 +502,17 @@ grpc::Status ClassifierService::ApplyRulesRaw(
   return grpc::Status::OK;
 }
 
-grpc::Status ClassifierService::ListRules(grpc::ServerContext* ctx,
-                                          const v1::ListRulesRequest* req,
-                                          grpc::ServerWriter<v1::Rule>* writer) {
-  StreamSlot slot(&open_streams_, config_.max_concurrent_streams);
-  if (!slot.ok()) return TooManyStreams(config_.max_concurrent_streams);
-  if (req->has_min_priority() && req->has_max_priority() &&
-      req->min_priority() > req->max_priority())
+// `what` names the call in errors; emit returns false when the client went
+// away.
+template <typename Emit>
+grpc::Status ClassifierService::ForEachListed(grpc::ServerContext* ctx,
+                                              const v1::ListRulesRequest& req,
+                                              absl::string_view what, Emit&& emit) {
+  if (req.has_min_priority() && req.has_max_priority() &&
+      req.min_priority() > req.max_priority())
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        absl::StrCat("min_priority: ", req->min_priority(),
-                                     " is above max_priority ", req->max_priority()));
+                        absl::StrCat("min_priority: ", req.min_priority(),
+                                     " is above max_priority ", req.max_priority()));
   absl::flat_hash_map<uint64_t, uint64_t> hits;
   if (absl::StatusOr<std::vector<RuleHit>> h = dp_->RuleHits(); h.ok())
     for (const RuleHit& rh : *h) hits[rh.id] = rh.hits;
@@ -519,18 +520,58 @@ grpc::Status ClassifierService::ListRules(grpc::ServerContext* ctx,
   uint64_t sent = 0;
   v1::Rule out;
   for (const Rule& r : rules) {
-    if (req->has_cookie() && r.cookie != req->cookie()) continue;
-    if (req->has_min_priority() && r.priority < req->min_priority()) continue;
-    if (req->has_max_priority() && r.priority > req->max_priority()) continue;
-    if (req->limit() && sent >= req->limit()) break;
+    if (req.has_cookie() && r.cookie != req.cookie()) continue;
+    if (req.has_min_priority() && r.priority < req.min_priority()) continue;
+    if (req.has_max_priority() && r.priority > req.max_priority()) continue;
+    if (req.limit() && sent >= req.limit()) break;
     if (ctx->IsCancelled())
-      return grpc::Status(grpc::StatusCode::CANCELLED, "ListRules cancelled");
+      return grpc::Status(grpc::StatusCode::CANCELLED, absl::StrCat(what, " cancelled"));
     RuleToProto(r, &out);
     if (auto it = hits.find(r.id); it != hits.end()) out.set_hits(it->second);
-    if (!writer->Write(out)) return grpc::Status::OK;
+    if (!emit(out)) return grpc::Status::OK;
     ++sent;
   }
   return grpc::Status::OK;
+}
+
+grpc::Status ClassifierService::ListRules(grpc::ServerContext* ctx,
+                                          const v1::ListRulesRequest* req,
+                                          grpc::ServerWriter<v1::Rule>* writer) {
+  StreamSlot slot(&open_streams_, config_.max_concurrent_streams);
+  if (!slot.ok()) return TooManyStreams(config_.max_concurrent_streams);
+  return ForEachListed(ctx, *req, "ListRules",
+                       [writer](const v1::Rule& r) { return writer->Write(r); });
+}
+
+grpc::Status ClassifierService::ListRulePages(grpc::ServerContext* ctx,
+                                              const v1::ListRulesRequest* req,
+                                              grpc::ServerWriter<v1::RulePage>* writer) {
+  StreamSlot slot(&open_streams_, config_.max_concurrent_streams);
+  if (!slot.ok()) return TooManyStreams(config_.max_concurrent_streams);
+  const size_t max_rules = req->page_size() ? req->page_size() : 1024;
+  const size_t max_bytes = std::min<size_t>(config_.max_message_bytes / 2, 1u << 20);
+  v1::RulePage page;
+  size_t bytes = 0;
+  bool open = true;  // the client still reads
+  auto flush = [&] {
+    open = writer->Write(page);
+    page.clear_rules();
+    bytes = 0;
+    return open;
+  };
+  grpc::Status st = ForEachListed(ctx, *req, "ListRulePages", [&](const v1::Rule& r) {
+    // A rule's share of the page: its bytes and its tag and length.
+    const size_t size = r.ByteSizeLong() + 6;
+    if (page.rules_size() > 0 &&
+        (static_cast<size_t>(page.rules_size()) >= max_rules || bytes + size > max_bytes) &&
+        !flush())
+      return false;
+    *page.add_rules() = r;
+    bytes += size;
+    return true;
+  });
+  if (st.ok() && open && page.rules_size() > 0) flush();
+  return st;
 }
 
 grpc::Status ClassifierService::GetRule(grpc::ServerContext*,

@@ -7,7 +7,8 @@
 // lives in the Dataplane / RuleTable; the service adds the API's own limits:
 //   * max_batch_ops operations per RuleBatch (RESOURCE_EXHAUSTED ack, nothing
 //     applied, the stream goes on);
-//   * max_concurrent_streams open streaming calls (ApplyRules and ListRules)
+//   * max_concurrent_streams open streaming calls (ApplyRules, ListRules and
+//     ListRulePages)
 //     server-wide: one more is refused with RESOURCE_EXHAUSTED;
 //   * deadlines: a batch or a mutating unary call whose deadline has passed
 //     (or whose call was cancelled) is not applied; the call ends with
@@ -30,6 +31,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "dataplane/dataplane.h"
@@ -46,6 +48,8 @@ class ClassifierService final : public v1::Classifier::Service {
   // ApplyRules is served by ApplyRulesRaw (the constructor installs it).
   grpc::Status ListRules(grpc::ServerContext* ctx, const v1::ListRulesRequest* req,
                          grpc::ServerWriter<v1::Rule>* writer) override;
+  grpc::Status ListRulePages(grpc::ServerContext* ctx, const v1::ListRulesRequest* req,
+                             grpc::ServerWriter<v1::RulePage>* writer) override;
   grpc::Status GetRule(grpc::ServerContext* ctx, const v1::GetRuleRequest* req,
                        v1::Rule* resp) override;
   grpc::Status DeleteAll(grpc::ServerContext* ctx, const v1::DeleteAllRequest* req,
@@ -88,6 +92,11 @@ class ClassifierService final : public v1::Classifier::Service {
   // operations (ReadRuleBatchWire); any other is parsed as a message.
   grpc::Status ApplyRulesRaw(grpc::ServerContext* ctx,
                              grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream);
+  // ListRules' and ListRulePages' rules: emit(v1::Rule) for each that passes
+  // the request's filters, up to its limit, until emit returns false.
+  template <typename Emit>
+  grpc::Status ForEachListed(grpc::ServerContext* ctx, const v1::ListRulesRequest& req,
+                             absl::string_view what, Emit&& emit);
 
   Dataplane* dp_;
   GrpcServerConfig config_;

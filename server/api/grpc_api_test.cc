@@ -260,6 +260,89 @@ TEST_F(ApiTest, DeleteByCookieAndListFilters) {
   EXPECT_TRUE(fake_->ListRules().empty());
 }
 
+TEST_F(ApiTest, ListRulePagesSendsListRulesRulesInBoundedPages) {
+  // The pages hold exactly the stream of single rules (same filters, limit,
+  // order, hits), at most page_size rules each, and under half the server's
+  // message limit (64 KiB here: pages of at most 32 KiB).
+  GrpcServerConfig cfg;
+  cfg.max_message_bytes = 64 * 1024;
+  cfg.max_batch_ops = 10000;
+  Start(cfg);
+  for (uint64_t b = 0; b < 5; ++b) {  // batches under the message limit
+    std::vector<v1::RuleOp> ops;
+    for (uint64_t id = 1 + 500 * b; id <= 500 * (b + 1); ++id)
+      ops.push_back(Insert(MakeRule(id, static_cast<uint32_t>(id % 97), id % 3)));
+    ASSERT_EQ(Apply(Batch(b + 1, ops)).status_code(), kOk);
+  }
+  auto singles = [&](const v1::ListRulesRequest& req) {
+    grpc::ClientContext ctx;
+    auto reader = client_->stub()->ListRules(&ctx, req);
+    std::vector<std::string> out;
+    v1::Rule r;
+    while (reader->Read(&r)) out.push_back(r.SerializeAsString());
+    EXPECT_TRUE(reader->Finish().ok());
+    return out;
+  };
+  auto paged = [&](const v1::ListRulesRequest& req, std::vector<size_t>* sizes) {
+    grpc::ClientContext ctx;
+    auto reader = client_->stub()->ListRulePages(&ctx, req);
+    std::vector<std::string> out;
+    v1::RulePage page;
+    while (reader->Read(&page)) {
+      EXPECT_GT(page.rules_size(), 0);
+      EXPECT_LE(page.ByteSizeLong(), 32u * 1024);
+      sizes->push_back(static_cast<size_t>(page.rules_size()));
+      for (const v1::Rule& r : page.rules()) out.push_back(r.SerializeAsString());
+    }
+    EXPECT_TRUE(reader->Finish().ok());
+    return out;
+  };
+  struct Case {
+    const char* name;
+    v1::ListRulesRequest req;
+  };
+  std::vector<Case> cases(4);
+  cases[0].name = "all, default pages";
+  cases[1].name = "page_size 100";
+  cases[1].req.set_page_size(100);
+  cases[2].name = "cookie 1, limit 333, page_size 50";
+  cases[2].req.set_cookie(1);
+  cases[2].req.set_limit(333);
+  cases[2].req.set_page_size(50);
+  cases[3].name = "priorities 10..20, page_size 1";
+  cases[3].req.set_min_priority(10);
+  cases[3].req.set_max_priority(20);
+  cases[3].req.set_page_size(1);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::vector<size_t> sizes;
+    const std::vector<std::string> want = singles(c.req);
+    ASSERT_FALSE(want.empty());
+    EXPECT_EQ(paged(c.req, &sizes), want);
+    const size_t cap = c.req.page_size() ? c.req.page_size() : 1024;
+    for (size_t n : sizes) EXPECT_LE(n, cap);
+    // Every page but the last is full by count or by bytes.
+    EXPECT_LE(sizes.size(), want.size() / std::min<size_t>(cap, 32 * 1024 / 64) + 2);
+  }
+  // The client library reads pages: the same rules as the stream of singles.
+  absl::StatusOr<std::vector<v1::Rule>> listed = client_->ListRules();
+  ASSERT_TRUE(listed.ok());
+  std::vector<std::string> got;
+  for (const v1::Rule& r : *listed) got.push_back(r.SerializeAsString());
+  EXPECT_EQ(got, singles({}));
+  // The filters' errors are ListRules'.
+  v1::ListRulesRequest bad;
+  bad.set_min_priority(5);
+  bad.set_max_priority(4);
+  grpc::ClientContext ctx;
+  auto reader = client_->stub()->ListRulePages(&ctx, bad);
+  v1::RulePage page;
+  EXPECT_FALSE(reader->Read(&page));
+  const grpc::Status st = reader->Finish();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(st.error_message(), HasSubstr("min_priority"));
+}
+
 TEST_F(ApiTest, LimitsBatchOpsRulesStreamsMessageSize) {
   GrpcServerConfig cfg;
   cfg.max_batch_ops = 10;
