@@ -519,13 +519,17 @@ grpc::Status ClassifierService::ForEachListed(grpc::ServerContext* ctx,
   const std::vector<Rule> rules = dp_->ListRules();
   uint64_t sent = 0;
   v1::Rule out;
-  for (const Rule& r : rules) {
+  for (size_t i = 0; i < rules.size(); ++i) {
+    // Every 1024 rules: on the synchronous server IsCancelled plucks the
+    // completion queue (clock reads, locks, a futex), and once per rule it
+    // was most of a 1M-rule listing's time (about 10 of 14 s).
+    if (i % 1024 == 0 && ctx->IsCancelled())
+      return grpc::Status(grpc::StatusCode::CANCELLED, absl::StrCat(what, " cancelled"));
+    const Rule& r = rules[i];
     if (req.has_cookie() && r.cookie != req.cookie()) continue;
     if (req.has_min_priority() && r.priority < req.min_priority()) continue;
     if (req.has_max_priority() && r.priority > req.max_priority()) continue;
     if (req.limit() && sent >= req.limit()) break;
-    if (ctx->IsCancelled())
-      return grpc::Status(grpc::StatusCode::CANCELLED, absl::StrCat(what, " cancelled"));
     RuleToProto(r, &out);
     if (auto it = hits.find(r.id); it != hits.end()) out.set_hits(it->second);
     if (!emit(out)) return grpc::Status::OK;
