@@ -44,6 +44,12 @@
 // all of its bytes are present and valid.  eth_type always holds the last
 // type/TPID value read, so a frame cut inside the tags has eth_type = TPID.
 //
+// Frame length: no minimum.  A frame under Ethernet's 60 bytes (a runt on a
+// wire, which a physical NIC drops before any PMD sees it; but what net_tap
+// and virtio ports deliver for an unpadded ARP or small datagram) is parsed
+// like any other: its complete headers are classified, and one cut short is
+// flagged kKeyTruncated as below.
+//
 // The end of an IP datagram is its IPv4 total length / IPv6 40 + payload
 // length: Ethernet padding after it is never parsed as a header.  A datagram
 // (or an IPv4 header, by IHL) that claims more bytes than the frame holds
