@@ -502,7 +502,8 @@ grpc::Status ClassifierService::ApplyRulesRaw(
   return grpc::Status::OK;
 }
 
-// `what` names the call in errors; emit returns false when the client went
+// `what` names the call in errors; emit(v1::Rule&) may take the message
+// (it is rebuilt for the next rule) and returns false when the client went
 // away.
 template <typename Emit>
 grpc::Status ClassifierService::ForEachListed(grpc::ServerContext* ctx,
@@ -544,7 +545,7 @@ grpc::Status ClassifierService::ListRules(grpc::ServerContext* ctx,
   StreamSlot slot(&open_streams_, config_.max_concurrent_streams);
   if (!slot.ok()) return TooManyStreams(config_.max_concurrent_streams);
   return ForEachListed(ctx, *req, "ListRules",
-                       [writer](const v1::Rule& r) { return writer->Write(r); });
+                       [writer](v1::Rule& r) { return writer->Write(r); });
 }
 
 grpc::Status ClassifierService::ListRulePages(grpc::ServerContext* ctx,
@@ -563,14 +564,14 @@ grpc::Status ClassifierService::ListRulePages(grpc::ServerContext* ctx,
     bytes = 0;
     return open;
   };
-  grpc::Status st = ForEachListed(ctx, *req, "ListRulePages", [&](const v1::Rule& r) {
+  grpc::Status st = ForEachListed(ctx, *req, "ListRulePages", [&](v1::Rule& r) {
     // A rule's share of the page: its bytes and its tag and length.
     const size_t size = r.ByteSizeLong() + 6;
     if (page.rules_size() > 0 &&
         (static_cast<size_t>(page.rules_size()) >= max_rules || bytes + size > max_bytes) &&
         !flush())
       return false;
-    *page.add_rules() = r;
+    page.mutable_rules()->Add(std::move(r));  // moved, not copied
     bytes += size;
     return true;
   });

@@ -92,8 +92,9 @@ class ClassifierService final : public v1::Classifier::Service {
   // operations (ReadRuleBatchWire); any other is parsed as a message.
   grpc::Status ApplyRulesRaw(grpc::ServerContext* ctx,
                              grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream);
-  // ListRules' and ListRulePages' rules: emit(v1::Rule) for each that passes
-  // the request's filters, up to its limit, until emit returns false.
+  // ListRules' and ListRulePages' rules: emit(v1::Rule&) for each that
+  // passes the request's filters, up to its limit, until emit returns false
+  // (emit may move the message away: it is rebuilt for the next rule).
   template <typename Emit>
   grpc::Status ForEachListed(grpc::ServerContext* ctx, const v1::ListRulesRequest& req,
                              absl::string_view what, Emit&& emit);
