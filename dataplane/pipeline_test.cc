@@ -251,6 +251,17 @@ struct TwoDisjointRules {
                      MakeFiveTupleKey(0x0b000001, 1, 1, 1, 6)};
 };
 
+// The dataplane's step from `before`: a copy with `ops` applied, and the
+// change set that describes it (what SetRuleTable(&table, &changes) takes).
+struct NextTable {
+  NextTable(const RuleTable& before, const std::vector<RuleOp>& ops)
+      : table(before), changes(MakeRuleChangeSet(before, ops)) {
+    EXPECT_TRUE(table.ApplyBatch(ops).ok());
+  }
+  RuleTable table;
+  RuleChangeSet changes;
+};
+
 // A pipeline whose EMC takes every flow at its upcall (insert_inv_prob 1),
 // CD off, classifying by `table`.
 absl::StatusOr<std::unique_ptr<Pipeline>> EmcEveryFlow(const RuleTable* table) {
@@ -477,11 +488,10 @@ TEST(Pipeline, RevalidationKeepsUnaffectedMegaflows) {
 
   Rule b2 = b;
   b2.action = Action::Output(5);
-  RuleTable t2(t1);
-  const std::vector<RuleOp> ops = {RuleOp::Replace(b2)};
-  const RuleChangeSet changes = MakeRuleChangeSet(t1, ops);
-  ASSERT_TRUE(t2.ApplyBatch(ops).ok());
-  (*p)->SetRuleTable(&t2, &changes);
+  const NextTable next2(t1, {RuleOp::Replace(b2)});
+  const RuleTable& t2 = next2.table;
+  ASSERT_EQ(t2.Find(2)->action, Action::Output(5));
+  (*p)->SetRuleTable(&t2, &next2.changes);
   // Only b's megaflow names a changed rule or overlaps a changed match.
   EXPECT_EQ((*p)->stats().megaflows_rechecked, 1u);
   (*p)->ProcessBurst(keys, 2, v);
@@ -500,11 +510,9 @@ TEST(Pipeline, RevalidationKeepsUnaffectedMegaflows) {
   // too wide for the new answer (its key 11.0.0.1 matches c, 11.0.0.2 does
   // not), so it goes, and its keys upcall again.
   const Rule c = Ipv4SrcRule(3, 20, 0x0b000001, 32, Action::Output(7));
-  RuleTable t2c(t2);
-  const std::vector<RuleOp> add_c = {RuleOp::Insert(c)};
-  const RuleChangeSet c_changes = MakeRuleChangeSet(t2, add_c);
-  ASSERT_TRUE(t2c.ApplyBatch(add_c).ok());
-  (*p)->SetRuleTable(&t2c, &c_changes);
+  const NextTable with_c(t2, {RuleOp::Insert(c)});
+  ASSERT_NE(with_c.table.Find(3), nullptr);
+  (*p)->SetRuleTable(&with_c.table, &with_c.changes);
   EXPECT_EQ((*p)->stats().megaflows_revalidated_out, 1u);
   EXPECT_EQ((*p)->stats().megaflows_reverdicted, 1u);
   (*p)->ProcessBurst(keys, 2, v);
@@ -552,11 +560,9 @@ TEST(Pipeline, ReverdictedMegaflowKeepsItsEmcEntries) {
   above.id = 9;
   above.priority = 50;
   above.action = Action::Output(9);
-  RuleTable t2(two.table);
-  const std::vector<RuleOp> ops = {RuleOp::Insert(above)};
-  const RuleChangeSet changes = MakeRuleChangeSet(two.table, ops);
-  ASSERT_TRUE(t2.ApplyBatch(ops).ok());
-  (*p)->SetRuleTable(&t2, &changes);
+  const NextTable next(two.table, {RuleOp::Insert(above)});
+  ASSERT_NE(next.table.Find(9), nullptr);
+  (*p)->SetRuleTable(&next.table, &next.changes);
   EXPECT_EQ((*p)->stats().megaflows_reverdicted, 1u);
   (*p)->ProcessBurst(two.keys, 2, v);
   EXPECT_EQ(v[0].rule_id, 1u);

@@ -925,9 +925,10 @@ void RuleTable::Impl::RebuildOrder() {
     retire_walk(std::exchange(p.walk, walk));
     p.dirty = false;
   };
+  // Touch lists a partition once (its dirty flag), and partitions are
+  // erased only here: every listed port is present.
   for (uint32_t port : dirty_ports) {
     auto it = ports.find(port);
-    if (it == ports.end()) continue;  // listed twice, already gone
     if (it->second->by_mask.empty()) {
       retire_walk(it->second->walk);
       ports.erase(it);
