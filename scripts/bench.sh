@@ -3,6 +3,8 @@
 # (what `make bench` runs; never part of `make test`).
 #
 #   scripts/bench.sh [BUILD_DIR] [CLASSBENCH_DIR]
+# CLASSBENCH_DIR defaults to BUILD_DIR/classbench, the copy of
+# tests/data/classbench that CMake stages there.
 # Environment: BENCH_ONLY — a space-separated subset of the names printed in
 #   the "== name" headers (e.g. "rule_table_benchmark replay"); empty = all.
 #   The daemon scripts take their own BENCH_* settings (see each script).
@@ -15,7 +17,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 build="$(cd "${1:-$here/build}" && pwd)"
-classbench="${2:-$here/../shared/workloads/classbench}"
+classbench="${2:-$build/classbench}"  # staged from tests/data/classbench by CMake
 
 wanted() { [ -z "${BENCH_ONLY:-}" ] || [[ " $BENCH_ONLY " == *" $1 "* ]]; }
 ran=0
@@ -33,11 +35,11 @@ for b in "$build"/tests/bench/*_benchmark "$build"/server/api/grpc_apply_benchma
   run "$(basename "$b")" "$b"
 done
 acl="$classbench/hypersplit/acl1_1K"
-if [ -f "$acl" ] && [ -f "${acl}_trace" ]; then
-  run replay "$build/client/flowclassctl" replay --repeat 20 "$acl" "${acl}_trace"
-else
-  echo "bench: no $acl (+ _trace): replay skipped" >&2
+if [ ! -f "$acl" ] || [ ! -f "${acl}_trace" ]; then
+  echo "bench: no $acl (+ _trace): configure $build first, or name CLASSBENCH_DIR" >&2
+  exit 2
 fi
+run replay "$build/client/flowclassctl" replay --repeat 20 "$acl" "${acl}_trace"
 run bench_daemon "$here/scripts/bench_daemon.sh" "$build"
 run grpc_add_rules_bench "$here/tests/e2e/grpc_add_rules_bench.sh" "$build" 1000000 1000
 if [ "$ran" -eq 0 ]; then

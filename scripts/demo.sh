@@ -5,7 +5,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 build=${1:-build}
-cb=${2:-../shared/workloads/classbench}
+cb=${2:-$build/classbench}  # staged from tests/data/classbench by CMake
 echo "==== flowclassd on net_pcap vdevs"
 FLOWCLASS_NO_BUILD=1 "$here/scripts/demo_daemon.sh" "$build"
 echo

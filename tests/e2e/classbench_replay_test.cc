@@ -9,12 +9,13 @@
 #include "client/replay.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/classbench_data.h"
 #include "tests/common/e2e_util.h"
 
 namespace flowclass {
 namespace {
 
-const std::string kDir = std::string(FLOWCLASS_CLASSBENCH_DIR) + "/hypersplit/";
+const std::string kDir = ClassBenchDir() + "/hypersplit/";
 const std::string kCtl = std::string(FLOWCLASS_BINARY_DIR) + "/client/flowclassctl";
 
 struct CacheSetup {

@@ -20,7 +20,8 @@
 #                traffic's port has the seed set, see below) or catchall
 #                (one catch-all rule: the tables before 2026-12-01 ≈ 15:00).
 #
-# Rules: the 5-tuples of SEED_SET (default neurocuts/acl1_10k) replicated
+# Rules: the 5-tuples of SEED_SET (default BUILD_DIR/classbench/neurocuts/acl1_10k,
+# staged from tests/data/classbench by CMake) replicated
 # over ceil(RULES/|set|) in_ports, ids 1..RULES, first-match priorities.  The
 # traffic's port, in_port 1, gets the middle copy (the other copies go to
 # in_ports 2..), so the PMD's own rules change in the middle of the stream,
@@ -33,7 +34,8 @@ build="${1:?usage: grpc_add_rules_bench.sh BUILD_DIR [RULES] [BATCH] [SEED_SET]}
 rules="${2:-1000000}"
 batch="${3:-1000}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-seed="${4:-$here/../../../shared/workloads/classbench/neurocuts/acl1_10k}"
+seed="${4:-$build/classbench/neurocuts/acl1_10k}"  # staged by CMake from tests/data
+[ -f "$seed" ] || { echo "grpc_add_rules_bench: no seed set $seed (configure the build, or name SEED_SET)" >&2; exit 2; }
 work="$(mktemp -d /tmp/flowclass_grpc_bench_XXXXXX)"
 daemon_pid=""
 cleanup() {

@@ -20,6 +20,7 @@
 #include "dataplane/subtable_lookup.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/classbench_data.h"
 #include "tests/common/e2e_util.h"
 #include "tests/common/megaflow_testing.h"
 #include "tests/common/random_rules.h"
@@ -27,7 +28,7 @@
 namespace flowclass {
 namespace {
 
-const std::string kDir = std::string(FLOWCLASS_CLASSBENCH_DIR) + "/hypersplit/";
+const std::string kDir = ClassBenchDir() + "/hypersplit/";
 const std::string kCtl =
     std::string(FLOWCLASS_BINARY_DIR) + "/client/flowclassctl";
 

@@ -34,6 +34,7 @@
 #include "dataplane/rule_table.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/classbench_data.h"
 #include "tests/common/e2e_util.h"
 
 namespace flowclass {
@@ -158,7 +159,7 @@ class PrivateOvs {
 };
 
 void CompareWithOvs(const std::string& set, size_t max_packets) {
-  const std::string base = std::string(FLOWCLASS_CLASSBENCH_DIR) + "/" + set;
+  const std::string base = ClassBenchDir() + "/" + set;
   absl::StatusOr<std::vector<Rule>> rules = LoadRuleFile(base, RuleFormat::kClassBench);
   ASSERT_TRUE(rules.ok()) << rules.status();
   absl::StatusOr<std::vector<TraceEntry>> trace = LoadTraceFile(base + "_trace");
