@@ -17,8 +17,11 @@ CMAKE_ARGS ?=
 # ClassBench sets for demo/bench: empty = BUILD/classbench, the copy of
 # tests/data/classbench that CMake stages there.
 CLASSBENCH ?=
-# -Werror: on for `make test` (and the build it makes), off otherwise.
-WERROR     ?= OFF
+# -Werror (FLOWCLASS_WERROR): ON for `make test` and the builds it makes;
+# otherwise not passed, so a build directory keeps what it was configured
+# with (OFF when new: `make demo` after `make test` rebuilds nothing).
+WERROR     ?=
+WERROR_ARG  = $(if $(WERROR),-DFLOWCLASS_WERROR=$(WERROR))
 # Parallel jobs for ninja and ctest.
 JOBS       ?= $(shell nproc)
 
@@ -77,10 +80,9 @@ deps-bench: deps
 	$(call install-missing,$(BENCH_PACKAGES))
 
 # Configured on every call (a second of work when nothing changed), so that
-# WERROR always takes effect in a build directory made before.
+# WERROR takes effect in a build directory made before.
 configure: deps
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DFLOWCLASS_WERROR=$(WERROR) $(CMAKE_ARGS)
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(WERROR_ARG) $(CMAKE_ARGS)
 
 build: configure
 	ninja -C $(BUILD) -j $(JOBS)
@@ -88,7 +90,7 @@ build: configure
 # The sanitizer build holds the classifier, the offline tools and their
 # tests (FLOWCLASS_WITH_SERVICE=OFF); its unit-labelled tests run in `make test`.
 build-asan: deps
-	cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFLOWCLASS_WERROR=$(WERROR) \
+	cmake -S . -B $(BUILD_ASAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug $(WERROR_ARG) \
 	  -DFLOWCLASS_SANITIZE=ON -DFLOWCLASS_BENCHMARKS=OFF -DFLOWCLASS_WITH_SERVICE=OFF $(CMAKE_ARGS)
 	ninja -C $(BUILD_ASAN) -j $(JOBS)
 

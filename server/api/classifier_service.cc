@@ -86,11 +86,11 @@ void ParseOpPrefix(absl::string_view m, uint32_t* index, uint64_t* id) {
   m.remove_prefix(10);
   const size_t sp = m.find(' ');
   if (sp == absl::string_view::npos) return;
-  absl::SimpleAtoi(m.substr(0, sp), index);
+  if (!absl::SimpleAtoi(m.substr(0, sp), index)) return;
   const size_t idp = m.find("(rule id ");
   const size_t close = m.find(')');
   if (idp == absl::string_view::npos || close == absl::string_view::npos) return;
-  absl::SimpleAtoi(m.substr(idp + 9, close - idp - 9), id);
+  if (!absl::SimpleAtoi(m.substr(idp + 9, close - idp - 9), id)) *id = 0;
 }
 
 // The id a rule sent as text gives itself ("id=77,..."; the text's id wins
