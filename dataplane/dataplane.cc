@@ -1,9 +1,11 @@
 #include "dataplane/dataplane.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "dataplane/rule_error.h"
 
 namespace flowclass {
 
@@ -18,8 +20,12 @@ absl::StatusOr<BatchResult> Dataplane::DeleteAll() {
     std::vector<RuleOp> ops;
     for (const Rule& rule : ListRules()) ops.push_back(RuleOp::Delete(rule.id));
     r = ApplyBatch(ops);
-    // A rule listed but deleted by another writer before this batch: list again.
-    if (r.ok() || !IsUnknownRuleIdError(r.status())) break;
+    // A rule listed but deleted by another writer before this batch: list
+    // again.  (Known by the error's payload: a status without one is not
+    // retried, whatever its message says.)
+    if (r.ok()) break;
+    const std::optional<RuleOpError> e = GetRuleOpError(r.status());
+    if (!e.has_value() || e->kind != RuleErrorKind::kNotFound) break;
   }
   return r;
 }

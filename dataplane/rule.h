@@ -6,7 +6,9 @@
 // before it reaches a RuleTable (the gRPC server, the file loaders and the
 // tests all call it through RuleTable::ApplyBatch); it returns an
 // absl::Status whose message names the field and the problem, e.g.
-//   "ipv4_src: value has bits outside the mask (value 0x0a000001 mask 0xff000000)"
+//   "ipv4_src: value 0x0a000001 has bits outside mask 0xff000000"
+// and whose RuleOpError payload (rule_error.h) holds the same field, typed:
+// what callers read.
 //
 // Matching: a key K matches rule R when
 //   (K & R.match.mask) == R.match.value            for every word, and

@@ -59,12 +59,12 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "dataplane/flow.h"
 #include "dataplane/rule.h"
+#include "dataplane/rule_error.h"
 
 namespace flowclass {
 namespace {
@@ -627,10 +627,11 @@ std::string FormatRule(const Rule& r) {
   return out;
 }
 
-absl::Status OpError(absl::StatusCode code, size_t index, uint64_t id,
-                     absl::string_view what) {
-  return absl::Status(
-      code, absl::StrCat("operation ", index, " (rule id ", id, "): ", what));
+// The error of operation `index` (rule `id`): `kind` about `field`,
+// "operation <index> (rule id <id>): <field>: <problem>".
+absl::Status OpError(RuleErrorKind kind, RuleField field, size_t index, uint64_t id,
+                     absl::string_view problem) {
+  return AtOperation(RuleError(kind, field, problem), static_cast<uint32_t>(index), id);
 }
 
 }  // namespace
@@ -1007,17 +1008,15 @@ absl::StatusOr<BatchResult> RuleTable::ApplyBatch(
   auto check_limits = [&](size_t i, uint64_t id, size_t rules_after,
                           size_t entries_after) -> absl::Status {
     if (rules_after > t.limits.max_rules) {
-      return OpError(
-          absl::StatusCode::kResourceExhausted, i, id,
-          absl::StrCat("max_rules: the table would hold ", rules_after,
-                       " rules, limit ", t.limits.max_rules));
+      return OpError(RuleErrorKind::kLimit, RuleField::kMaxRules, i, id,
+                     absl::StrCat("the table would hold ", rules_after, " rules, limit ",
+                                  t.limits.max_rules));
     }
     if (entries_after > t.limits.max_entries) {
-      return OpError(
-          absl::StatusCode::kResourceExhausted, i, id,
-          absl::StrCat("max_entries: the table would hold ", entries_after,
-                       " entries after port-range expansion, limit ",
-                       t.limits.max_entries));
+      return OpError(RuleErrorKind::kLimit, RuleField::kMaxEntries, i, id,
+                     absl::StrCat("the table would hold ", entries_after,
+                                  " entries after port-range expansion, limit ",
+                                  t.limits.max_entries));
     }
     return absl::OkStatus();
   };
@@ -1029,17 +1028,17 @@ absl::StatusOr<BatchResult> RuleTable::ApplyBatch(
       case RuleOp::Kind::kReplace: {
         const uint64_t id = op.rule.id;
         if (absl::Status s = ValidateRule(op.rule); !s.ok())
-          return OpError(s.code(), i, id, s.message());
+          return AtOperation(s, static_cast<uint32_t>(i), id);
         const std::optional<Sim> cur = current(id);
         const bool insert = op.kind == RuleOp::Kind::kInsert;
         if (insert && cur.has_value()) {
-          return OpError(absl::StatusCode::kInvalidArgument, i, id,
-                         absl::StrCat("id: insert of rule id ", id,
-                                      " which already exists", earlier(id)));
+          return OpError(RuleErrorKind::kAlreadyExists, RuleField::kId, i, id,
+                         absl::StrCat("insert of rule id ", id, " which already exists",
+                                      earlier(id)));
         }
         if (!insert && !cur.has_value()) {
-          return OpError(absl::StatusCode::kInvalidArgument, i, id,
-                         absl::StrCat("id: replace of unknown rule id ", id, earlier(id)));
+          return OpError(RuleErrorKind::kNotFound, RuleField::kId, i, id,
+                         absl::StrCat("replace of unknown rule id ", id, earlier(id)));
         }
         const size_t n = ExpansionCount(op.rule);
         const size_t rules_after = n_rules + (insert ? 1 : 0);
@@ -1056,9 +1055,8 @@ absl::StatusOr<BatchResult> RuleTable::ApplyBatch(
       case RuleOp::Kind::kDelete: {
         const std::optional<Sim> cur = current(op.id);
         if (!cur.has_value()) {
-          return OpError(absl::StatusCode::kInvalidArgument, i, op.id,
-                         absl::StrCat("id: delete of unknown rule id ", op.id,
-                                      earlier(op.id)));
+          return OpError(RuleErrorKind::kNotFound, RuleField::kId, i, op.id,
+                         absl::StrCat("delete of unknown rule id ", op.id, earlier(op.id)));
         }
         --n_rules;
         n_entries -= cur->entries;
@@ -1082,10 +1080,9 @@ absl::StatusOr<BatchResult> RuleTable::ApplyBatch(
         break;
       }
       default:
-        return OpError(absl::StatusCode::kInvalidArgument, i,
+        return OpError(RuleErrorKind::kInvalid, RuleField::kKind, i,
                        op.kind == RuleOp::Kind::kDelete ? op.id : op.rule.id,
-                       absl::StrCat("kind: unknown operation kind ",
-                                    static_cast<int>(op.kind)));
+                       absl::StrCat("unknown operation kind ", static_cast<int>(op.kind)));
     }
   }
 
@@ -1133,14 +1130,6 @@ size_t RuleTable::RemoveDeleted() {
 
 size_t RuleTable::FreeRetired() {
   return impl_->concurrent_readers ? impl_->FreeRetired() : 0;
-}
-
-bool IsUnknownRuleIdError(const absl::Status& s) {
-  // The messages of ApplyBatch's phase 1: "operation i (rule id n): id:
-  // delete of unknown rule id n" and "... replace of unknown rule id n".
-  return s.code() == absl::StatusCode::kInvalidArgument &&
-         absl::StrContains(s.message(), "): id: ") &&
-         absl::StrContains(s.message(), " of unknown rule id ");
 }
 
 void RuleTable::Impl::ApplyValid(absl::Span<const RuleOp> ops,

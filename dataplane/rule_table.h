@@ -17,7 +17,8 @@
 //   agrees with the looked-up key on the bits of `wc` gets the same answer.
 // * ApplyBatch validates every operation first (ValidateRule, ids, limits)
 //   and changes nothing unless all of them are valid; errors name the
-//   operation index, the rule id and the field.
+//   operation index, the rule id and the field, in the message and, typed,
+//   in a RuleOpError payload (rule_error.h).
 // * Threads: one writer.  By default readers run only when no writer does.
 //   A table made with `concurrent_readers` may also be read by Lookup on
 //   other threads while the writer applies batches (the dataplane's one
@@ -58,6 +59,7 @@
 #include "absl/types/span.h"
 #include "dataplane/flow.h"
 #include "dataplane/rule.h"
+#include "dataplane/rule_error.h"
 
 namespace flowclass {
 
@@ -119,7 +121,11 @@ class RuleTable {
 
   // All or nothing.  INVALID_ARGUMENT for a bad rule / unknown or duplicate
   // id, RESOURCE_EXHAUSTED for a limit; the message starts with
-  // "operation <i> (rule id <id>): ".  A batch that changes nothing (empty,
+  // "operation <i> (rule id <id>): <field>: ".  Every error carries a
+  // RuleOpError (GetRuleOpError) with the operation's index and rule id, the
+  // field and the kind: kInvalid, kAlreadyExists (insert of an id there is),
+  // kNotFound (delete or replace of an id there is not), kLimit (max_rules,
+  // max_entries).  A batch that changes nothing (empty,
   // or only delete-by-cookie of cookies no rule carries) keeps the
   // generation.  Without concurrent readers, deleted rules and retired
   // memory are freed before it returns.
@@ -170,10 +176,6 @@ class RuleTable {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-// True for ApplyBatch's error on a delete or replace of an id the table does
-// not hold (INVALID_ARGUMENT; the gRPC API answers NOT_FOUND for it).
-bool IsUnknownRuleIdError(const absl::Status& s);
 
 // What a batch changed, for targeted megaflow revalidation.  A cached result
 // (value, mask, verdict) computed under the old table stays right under the

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <new>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -18,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "dataplane/flow.h"
 #include "dataplane/rule.h"
+#include "dataplane/rule_error.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/common/random_rules.h"
@@ -1044,6 +1046,9 @@ struct BadCase {
   std::vector<RuleOp> tail;  // appended after the valid prelude
   absl::StatusCode code;
   std::string prefix;  // "operation <i> (rule id <id>): <field>..."
+  // The typed error (its index and rule id: those of `prefix`).
+  RuleErrorKind kind;
+  RuleField field;
 };
 
 class BadBatchTest : public ::testing::Test {
@@ -1105,13 +1110,15 @@ TEST_F(BadBatchTest, EachErrorLeavesTheTableUnchanged) {
       {"id_zero",
        {RuleOp::Insert(with([](Rule* r) { r->id = 0; }))},
        kInvalid,
-       "operation 3 (rule id 0): id: "},
+       "operation 3 (rule id 0): id: ",
+       RuleErrorKind::kInvalid, RuleField::kId},
       {"value_outside_mask",
        {RuleOp::Insert(with(
            [](Rule* r) { r->match.value.Set(Field::kIpv4Dst, 0x0a000001); }))},
        kInvalid,
        "operation 3 (rule id 501): ipv4_dst: value 0x0a000001 has bits "
-       "outside"},
+       "outside",
+       RuleErrorKind::kInvalid, RuleField::kIpv4Dst},
       {"range_lo_gt_hi_in_replace",
        {RuleOp::Replace(with(
            [](Rule* r) {
@@ -1119,26 +1126,30 @@ TEST_F(BadBatchTest, EachErrorLeavesTheTableUnchanged) {
            },
            3))},
        kInvalid,
-       "operation 3 (rule id 3): tp_src: range lo 9"},
+       "operation 3 (rule id 3): tp_src: range lo 9",
+       RuleErrorKind::kInvalid, RuleField::kTpSrc},
       {"range_with_mask",
        {RuleOp::Insert(with([](Rule* r) {
          r->match.tp_dst = {1, 2};
          r->match.SetExact(Field::kTpDst, 1);
        }))},
        kInvalid,
-       "operation 3 (rule id 501): tp_dst: range 1-2 combined"},
+       "operation 3 (rule id 501): tp_dst: range 1-2 combined",
+       RuleErrorKind::kInvalid, RuleField::kTpDst},
       {"ipv4_without_eth_type",
        {RuleOp::Insert(with([](Rule* r) {
          r->match.mask.Set(Field::kEthType, 0);
          r->match.value.Set(Field::kEthType, 0);
        }))},
        kInvalid,
-       "operation 3 (rule id 501): ipv4_dst: requires eth_type=0x0800"},
+       "operation 3 (rule id 501): ipv4_dst: requires eth_type=0x0800",
+       RuleErrorKind::kInvalid, RuleField::kIpv4Dst},
       {"ipv6_with_ipv4",
        {RuleOp::Insert(
            with([](Rule* r) { r->match.SetExact(Field::kIpv6SrcHi, 1); }))},
        kInvalid,
-       "operation 3 (rule id 501): ipv6_src: requires eth_type=0x86dd"},
+       "operation 3 (rule id 501): ipv6_src: requires eth_type=0x86dd",
+       RuleErrorKind::kInvalid, RuleField::kIpv6Src},
       {"nw_proto_without_ip",
        {RuleOp::Insert([] {
          Rule r;
@@ -1147,12 +1158,14 @@ TEST_F(BadBatchTest, EachErrorLeavesTheTableUnchanged) {
          return r;
        }())},
        kInvalid,
-       "operation 3 (rule id 501): nw_proto: requires an IP eth_type"},
+       "operation 3 (rule id 501): nw_proto: requires an IP eth_type",
+       RuleErrorKind::kInvalid, RuleField::kNwProto},
       {"stray_bits",
        {RuleOp::Insert(with(
            [](Rule* r) { r->match.mask.w[kWordMeta] |= uint64_t{1} << 62; }))},
        kInvalid,
-       "operation 3 (rule id 501): match: word 0 has bits outside"},
+       "operation 3 (rule id 501): match: word 0 has bits outside",
+       RuleErrorKind::kInvalid, RuleField::kMatch},
       {"ipv6_without_eth_type",
        {RuleOp::Insert([] {
          Rule r;
@@ -1162,7 +1175,8 @@ TEST_F(BadBatchTest, EachErrorLeavesTheTableUnchanged) {
          return r;
        }())},
        kInvalid,
-       "operation 3 (rule id 501): ipv6_dst: requires eth_type=0x86dd"},
+       "operation 3 (rule id 501): ipv6_dst: requires eth_type=0x86dd",
+       RuleErrorKind::kInvalid, RuleField::kIpv6Dst},
       {"tp_range_without_ip",
        {RuleOp::Insert([] {
          Rule r;
@@ -1172,7 +1186,8 @@ TEST_F(BadBatchTest, EachErrorLeavesTheTableUnchanged) {
          return r;
        }())},
        kInvalid,
-       "operation 3 (rule id 501): tp_src: requires an IP eth_type"},
+       "operation 3 (rule id 501): tp_src: requires an IP eth_type",
+       RuleErrorKind::kInvalid, RuleField::kTpSrc},
       {"tcp_flags_without_ip",
        {RuleOp::Insert([] {
          Rule r;
@@ -1181,67 +1196,81 @@ TEST_F(BadBatchTest, EachErrorLeavesTheTableUnchanged) {
          return r;
        }())},
        kInvalid,
-       "operation 3 (rule id 501): tcp_flags: requires an IP eth_type"},
+       "operation 3 (rule id 501): tcp_flags: requires an IP eth_type",
+       RuleErrorKind::kInvalid, RuleField::kTcpFlags},
       {"vlan1_pcp_without_present",
        {RuleOp::Insert(with([](Rule* r) {
          r->match.SetMasked(Field::kVlan1Tci, 0x2000, 0xe000);
        }))},
        kInvalid,
-       "operation 3 (rule id 501): vlan1_tci: matches vid/pcp"},
+       "operation 3 (rule id 501): vlan1_tci: matches vid/pcp",
+       RuleErrorKind::kInvalid, RuleField::kVlan1Tci},
       {"vlan_without_present",
        {RuleOp::Insert(with(
            [](Rule* r) { r->match.SetMasked(Field::kVlan0Tci, 5, 0x0fff); }))},
        kInvalid,
-       "operation 3 (rule id 501): vlan0_tci: "},
+       "operation 3 (rule id 501): vlan0_tci: ",
+       RuleErrorKind::kInvalid, RuleField::kVlan0Tci},
       {"unknown_action",
        {RuleOp::Insert(with(
            [](Rule* r) { r->action.kind = static_cast<Action::Kind>(9); }))},
        kInvalid,
-       "operation 3 (rule id 501): action: unknown action kind 9"},
+       "operation 3 (rule id 501): action: unknown action kind 9",
+       RuleErrorKind::kInvalid, RuleField::kAction},
       {"port_too_big",
        {RuleOp::Replace(
            with([](Rule* r) { r->action = Action::Output(70000); }, 4))},
        kInvalid,
-       "operation 3 (rule id 4): action: output port 70000"},
+       "operation 3 (rule id 4): action: output port 70000",
+       RuleErrorKind::kInvalid, RuleField::kAction},
       {"delete_unknown",
        {RuleOp::Delete(9999)},
        kInvalid,
-       "operation 3 (rule id 9999): id: delete of unknown rule id 9999"},
+       "operation 3 (rule id 9999): id: delete of unknown rule id 9999",
+       RuleErrorKind::kNotFound, RuleField::kId},
       {"replace_unknown",
        {RuleOp::Replace(Good(9999))},
        kInvalid,
-       "operation 3 (rule id 9999): id: replace of unknown rule id 9999"},
+       "operation 3 (rule id 9999): id: replace of unknown rule id 9999",
+       RuleErrorKind::kNotFound, RuleField::kId},
       {"insert_existing",
        {RuleOp::Insert(Good(5))},
        kInvalid,
-       "operation 3 (rule id 5): id: insert of rule id 5 which already exists"},
+       "operation 3 (rule id 5): id: insert of rule id 5 which already exists",
+       RuleErrorKind::kAlreadyExists, RuleField::kId},
       {"insert_twice_in_batch",
        {RuleOp::Insert(Good(500))},
        kInvalid,
        "operation 3 (rule id 500): id: insert of rule id 500 which already exists "
-       "(operation 0 of this batch inserted it)"},
+       "(operation 0 of this batch inserted it)",
+       RuleErrorKind::kAlreadyExists, RuleField::kId},
       {"delete_twice_in_batch",
        {RuleOp::Delete(1)},
        kInvalid,
        "operation 3 (rule id 1): id: delete of unknown rule id 1 (operation 1 of this "
-       "batch deleted it)"},
+       "batch deleted it)",
+       RuleErrorKind::kNotFound, RuleField::kId},
       {"replace_after_delete_in_batch",
        {RuleOp::Replace(Good(1))},
        kInvalid,
        "operation 3 (rule id 1): id: replace of unknown rule id 1 (operation 1 of this "
-       "batch deleted it)"},
+       "batch deleted it)",
+       RuleErrorKind::kNotFound, RuleField::kId},
       {"replace_after_delete_by_cookie",
        {RuleOp::DeleteByCookie(99), RuleOp::Replace(Good(100))},
        kInvalid,
        "operation 4 (rule id 100): id: replace of unknown rule id 100 (operation 3 of "
-       "this batch deleted it by its cookie)"},
+       "this batch deleted it by its cookie)",
+       RuleErrorKind::kNotFound, RuleField::kId},
       {"max_rules", too_many, absl::StatusCode::kResourceExhausted,
        "operation 12 (rule id 609): max_rules: the table would hold 41 rules, "
-       "limit 40"},
+       "limit 40",
+       RuleErrorKind::kLimit, RuleField::kMaxRules},
       {"max_entries",
        {RuleOp::Insert(huge)},
        absl::StatusCode::kResourceExhausted,
-       "operation 3 (rule id 501): max_entries: "},
+       "operation 3 (rule id 501): max_entries: ",
+       RuleErrorKind::kLimit, RuleField::kMaxEntries},
       {"max_entries_by_replace",
        {RuleOp::Replace(with(
            [](Rule* r) {
@@ -1250,7 +1279,8 @@ TEST_F(BadBatchTest, EachErrorLeavesTheTableUnchanged) {
            },
            6))},
        absl::StatusCode::kResourceExhausted,
-       "operation 3 (rule id 6): max_entries: "},
+       "operation 3 (rule id 6): max_entries: ",
+       RuleErrorKind::kLimit, RuleField::kMaxEntries},
   };
 
   std::vector<Flow> keys;
@@ -1291,6 +1321,14 @@ TEST_F(BadBatchTest, EachErrorLeavesTheTableUnchanged) {
       ASSERT_FALSE(res.ok());
       EXPECT_EQ(res.status().code(), c.code) << res.status();
       EXPECT_THAT(std::string(res.status().message()), StartsWith(prefix));
+      // The payload says what the message says: index, rule id, field.
+      const std::optional<RuleOpError> e = GetRuleOpError(res.status());
+      ASSERT_TRUE(e.has_value()) << res.status();
+      EXPECT_EQ(e->kind, c.kind);
+      EXPECT_EQ(e->field, c.field);
+      EXPECT_TRUE(e->has_op);
+      EXPECT_THAT(prefix, StartsWith(absl::StrCat(OperationPrefix(e->index, e->rule_id),
+                                                  NativeName(e->field), ": ")));
       EXPECT_EQ(Snapshot(table_), rules_before);
       EXPECT_EQ(table_.DebugString(), debug_before);
       EXPECT_EQ(table_.generation(), gen_before);

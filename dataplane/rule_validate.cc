@@ -6,7 +6,8 @@
 // port ranges, protocol prerequisites (IPv4 / IPv6 / IP), VLAN TCI, action.
 // Every message starts with the name of the field at fault (InfoOf(f).name,
 // ipv6_src / ipv6_dst for either half of an address, or "id" / "action" /
-// "match"), then says what is wrong with the numbers.
+// "match"), then says what is wrong with the numbers; the status carries the
+// same field as a RuleOpError (rule_error.h), which is what callers read.
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -17,9 +18,15 @@
 #include "absl/strings/str_format.h"
 #include "dataplane/flow.h"
 #include "dataplane/rule.h"
+#include "dataplane/rule_error.h"
 
 namespace flowclass {
 namespace {
+
+// "<field>: <problem>" with the typed field (its native name).
+absl::Status Invalid(RuleField field, absl::string_view problem) {
+  return RuleError(RuleErrorKind::kInvalid, field, problem);
+}
 
 // "0x0a000001": zero-padded to the field's width.
 std::string Hex(uint64_t v, int bits) {
@@ -37,13 +44,13 @@ const PortRange* RangeOf(const Match& m, Field f) {
 // True when the rule says something about field `f` (a mask or a range).
 // An IPv6 address is two 64-bit fields here, but the user wrote one address:
 // messages name and show the address a half belongs to.
+// (RuleFieldOf names the address of either half.)
 struct Ipv6Address {
-  const char* name;
   absl::uint128 (Flow::*get)() const;
 };
 std::optional<Ipv6Address> Ipv6AddressOf(Field f) {
-  if (f == Field::kIpv6SrcHi || f == Field::kIpv6SrcLo) return Ipv6Address{"ipv6_src", &Flow::Ipv6Src};
-  if (f == Field::kIpv6DstHi || f == Field::kIpv6DstLo) return Ipv6Address{"ipv6_dst", &Flow::Ipv6Dst};
+  if (f == Field::kIpv6SrcHi || f == Field::kIpv6SrcLo) return Ipv6Address{&Flow::Ipv6Src};
+  if (f == Field::kIpv6DstHi || f == Field::kIpv6DstLo) return Ipv6Address{&Flow::Ipv6Dst};
   return std::nullopt;
 }
 
@@ -92,13 +99,12 @@ absl::Status CheckValueInsideMask(const Match& m) {
     const uint64_t k = m.mask.Get(f);
     if ((v & ~k) != 0) {
       if (const std::optional<Ipv6Address> a = Ipv6AddressOf(f)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            a->name, ": value ", Ipv6String((m.value.*a->get)()), " has bits outside mask ",
-            Ipv6String((m.mask.*a->get)())));
+        return Invalid(RuleFieldOf(f),
+                       absl::StrCat("value ", Ipv6String((m.value.*a->get)()),
+                                    " has bits outside mask ", Ipv6String((m.mask.*a->get)())));
       }
-      return absl::InvalidArgumentError(
-          absl::StrCat(info.name, ": value ", Hex(v, info.bits),
-                       " has bits outside mask ", Hex(k, info.bits)));
+      return Invalid(RuleFieldOf(f), absl::StrCat("value ", Hex(v, info.bits),
+                                                  " has bits outside mask ", Hex(k, info.bits)));
     }
   }
   // Bits that belong to no field (word 0 [63:60]) can only be set by writing
@@ -106,9 +112,8 @@ absl::Status CheckValueInsideMask(const Match& m) {
   for (int w = 0; w < kFlowWords; ++w) {
     const uint64_t stray = (m.value.w[w] | m.mask.w[w]) & ~kKnownBits[w];
     if (stray != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("match: word ", w, " has bits outside every field (",
-                       Hex(stray, 64), ")"));
+      return Invalid(RuleField::kMatch, absl::StrCat("word ", w, " has bits outside every field (",
+                                                     Hex(stray, 64), ")"));
     }
   }
   return absl::OkStatus();
@@ -117,15 +122,14 @@ absl::Status CheckValueInsideMask(const Match& m) {
 absl::Status CheckRanges(const Match& m) {
   for (Field f : {Field::kTpSrc, Field::kTpDst}) {
     const PortRange& r = *RangeOf(m, f);
-    const char* name = InfoOf(f).name;
     if (r.lo > r.hi) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          name, ": range lo ", r.lo, " is greater than hi ", r.hi));
+      return Invalid(RuleFieldOf(f),
+                     absl::StrCat("range lo ", r.lo, " is greater than hi ", r.hi));
     }
     if (!r.IsFull() && IsMatched(m, f)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          name, ": range ", r.lo, "-", r.hi, " combined with mask ",
-          Hex(m.mask.Get(f), 16), " (a range replaces the mask; use one)"));
+      return Invalid(RuleFieldOf(f),
+                     absl::StrCat("range ", r.lo, "-", r.hi, " combined with mask ",
+                                  Hex(m.mask.Get(f), 16), " (a range replaces the mask; use one)"));
     }
   }
   return absl::OkStatus();
@@ -138,17 +142,15 @@ absl::Status CheckPrerequisites(const Match& m) {
     return absl::OkStatus();
   for (Field f : {Field::kIpv4Src, Field::kIpv4Dst}) {
     if (Constrains(m, f) && !EthTypeIs(m, kEthTypeIpv4)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(InfoOf(f).name, ": requires eth_type=0x0800 but ",
-                       EthTypeDescription(m)));
+      return Invalid(RuleFieldOf(f),
+                     absl::StrCat("requires eth_type=0x0800 but ", EthTypeDescription(m)));
     }
   }
   for (Field f : {Field::kIpv6SrcHi, Field::kIpv6SrcLo, Field::kIpv6DstHi,
                   Field::kIpv6DstLo}) {
     if (Constrains(m, f) && !EthTypeIs(m, kEthTypeIpv6)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(Ipv6AddressOf(f)->name, ": requires eth_type=0x86dd but ",
-                       EthTypeDescription(m)));
+      return Invalid(RuleFieldOf(f),
+                     absl::StrCat("requires eth_type=0x86dd but ", EthTypeDescription(m)));
     }
   }
   // L3/L4 fields need an IP packet.  Ports need no nw_proto: ClassBench
@@ -157,9 +159,9 @@ absl::Status CheckPrerequisites(const Match& m) {
   for (Field f : {Field::kNwProto, Field::kNwTos, Field::kNwTtl, Field::kNwFrag,
                   Field::kTpSrc, Field::kTpDst, Field::kTcpFlags}) {
     if (Constrains(m, f) && !ip) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          InfoOf(f).name, ": requires an IP eth_type (0x0800 or 0x86dd) but ",
-          EthTypeDescription(m)));
+      return Invalid(RuleFieldOf(f),
+                     absl::StrCat("requires an IP eth_type (0x0800 or 0x86dd) but ",
+                                  EthTypeDescription(m)));
     }
   }
   return absl::OkStatus();
@@ -174,9 +176,9 @@ absl::Status CheckVlan(const Match& m) {
     // matched as 0 too is fine: an untagged frame's TCI is all zero.
     const bool untagged = (k & kVlanPresent) != 0 && (v & 0xffff) == 0;
     if ((k & kVidPcp) != 0 && (v & kVlanPresent) == 0 && !untagged) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          InfoOf(f).name, ": matches vid/pcp (value ", Hex(v, 16), " mask ",
-          Hex(k, 16), ") without the present bit 0x1000 in the value"));
+      return Invalid(RuleFieldOf(f),
+                     absl::StrCat("matches vid/pcp (value ", Hex(v, 16), " mask ", Hex(k, 16),
+                                  ") without the present bit 0x1000 in the value"));
     }
   }
   // An inner tag needs an outer one: with the outer matched as absent, any
@@ -187,8 +189,8 @@ absl::Status CheckVlan(const Match& m) {
   const uint64_t inner_k = m.mask.Get(Field::kVlan1Tci);
   if ((outer_k & kVlanPresent) != 0 && (outer_v & kVlanPresent) == 0 &&
       (inner_v & kVlanPresent) != 0)
-    return absl::InvalidArgumentError(absl::StrCat(
-        InfoOf(Field::kVlan1Tci).name, ": matches an inner tag (value ", Hex(inner_v, 16),
+    return Invalid(RuleField::kVlan1Tci, absl::StrCat(
+        "matches an inner tag (value ", Hex(inner_v, 16),
         " mask ", Hex(inner_k, 16), ") but the outer tag is matched as absent (",
         InfoOf(Field::kVlan0Tci).name, " present bit 0): no frame has an inner tag without "
         "an outer one"));
@@ -201,21 +203,21 @@ absl::Status CheckAction(const Action& a) {
       return absl::OkStatus();
     case Action::Kind::kOutput:
       if (a.port > kMaxPortNumber) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("action: output port ", a.port,
-                         " is greater than the maximum ", kMaxPortNumber));
+        return Invalid(RuleField::kAction, absl::StrCat("output port ", a.port,
+                                                        " is greater than the maximum ",
+                                                        kMaxPortNumber));
       }
       return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("action: unknown action kind ", static_cast<int>(a.kind)));
+  return Invalid(RuleField::kAction,
+                 absl::StrCat("unknown action kind ", static_cast<int>(a.kind)));
 }
 
 }  // namespace
 
 absl::Status ValidateRule(const Rule& rule) {
   if (rule.id == 0) {
-    return absl::InvalidArgumentError("id: rule id must be non-zero");
+    return Invalid(RuleField::kId, "rule id must be non-zero");
   }
   if (absl::Status s = CheckValueInsideMask(rule.match); !s.ok()) return s;
   if (absl::Status s = CheckRanges(rule.match); !s.ok()) return s;

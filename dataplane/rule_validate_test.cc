@@ -1,13 +1,16 @@
 // Tests for ValidateRule: every accepted shape and every rejection, with the
 // message checked for the field name and the numbers.
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "dataplane/flow.h"
 #include "dataplane/rule.h"
+#include "dataplane/rule_error.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/common/rule_builders.h"
@@ -322,6 +325,13 @@ TEST(ValidateRuleTest, Table) {
     }
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
     EXPECT_THAT(std::string(s.message()), StartsWith(c.want_prefix));
+    // The typed field is the one the message starts with; no operation yet.
+    const std::optional<RuleOpError> e = GetRuleOpError(s);
+    ASSERT_TRUE(e.has_value()) << s;
+    EXPECT_EQ(e->kind, RuleErrorKind::kInvalid);
+    EXPECT_NE(e->field, RuleField::kNone);
+    EXPECT_THAT(c.want_prefix, StartsWith(absl::StrCat(NativeName(e->field), ": ")));
+    EXPECT_FALSE(e->has_op);
     if (!c.want_substr.empty()) {
       EXPECT_THAT(std::string(s.message()), HasSubstr(c.want_substr));
     }
@@ -346,6 +356,10 @@ TEST(ValidateRuleTest, EveryFieldNamedForValueOutsideMask) {
     std::string name = info.name;
     if (absl::StartsWith(name, "ipv6_")) name = name.substr(0, name.rfind('_'));
     EXPECT_THAT(std::string(s.message()), StartsWith(name + ": value "));
+    const std::optional<RuleOpError> e = GetRuleOpError(s);
+    ASSERT_TRUE(e.has_value()) << s;
+    EXPECT_EQ(e->field, RuleFieldOf(f));
+    EXPECT_EQ(NativeName(e->field), name);
   }
 }
 

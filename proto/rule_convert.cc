@@ -12,19 +12,23 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "dataplane/rule_error.h"
 #include "dataplane/rule_format.h"
 
 namespace flowclass {
 namespace {
 
-absl::Status Bad(absl::string_view field, absl::string_view problem) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", problem));
+// INVALID_ARGUMENT "<field>: <problem>" in the proto's name of the field,
+// with the typed field (rule_error.h).
+absl::Status Bad(RuleField field, absl::string_view problem) {
+  return RuleError(RuleErrorKind::kInvalid, field, ProtoName(field), problem);
 }
 
-// Wraps an address-parser error with the proto field name.
-absl::Status WithField(absl::string_view field, const absl::Status& s) {
+// Wraps an address-parser error (INVALID_ARGUMENT without a field) with the
+// field.
+absl::Status WithField(RuleField field, const absl::Status& s) {
   if (s.ok()) return s;
-  return absl::Status(s.code(), absl::StrCat(field, ": ", s.message()));
+  return Bad(field, s.message());
 }
 
 uint64_t WidthMask(int bits) {
@@ -38,8 +42,9 @@ void SetRaw(Match* m, Field f, uint64_t value, uint64_t mask) {
   m->mask.Set(f, mask);
 }
 
-absl::Status MaskedFromProto(absl::string_view name, const v1::MaskedValue& mv,
-                             Field f, Match* m) {
+// (The helpers below name the error by `f`: its v1 name, ProtoName.)
+absl::Status MaskedFromProto(const v1::MaskedValue& mv, Field f, Match* m) {
+  const RuleField name = RuleFieldOf(f);
   const int bits = InfoOf(f).bits;
   const uint64_t full = WidthMask(bits);
   const uint64_t mask = mv.has_mask() ? mv.mask() : full;
@@ -53,8 +58,8 @@ absl::Status MaskedFromProto(absl::string_view name, const v1::MaskedValue& mv,
   return absl::OkStatus();
 }
 
-absl::Status PortFromProto(absl::string_view name, const v1::PortMatch& pm,
-                           Field f, PortRange* range, Match* m) {
+absl::Status PortFromProto(const v1::PortMatch& pm, Field f, PortRange* range, Match* m) {
+  const RuleField name = RuleFieldOf(f);
   switch (pm.kind_case()) {
     case v1::PortMatch::kExact:
       if (pm.exact() > 0xffff)
@@ -62,7 +67,7 @@ absl::Status PortFromProto(absl::string_view name, const v1::PortMatch& pm,
       SetRaw(m, f, pm.exact(), 0xffff);
       return absl::OkStatus();
     case v1::PortMatch::kMasked:
-      return MaskedFromProto(name, pm.masked(), f, m);
+      return MaskedFromProto(pm.masked(), f, m);
     case v1::PortMatch::kRange:
       if (pm.range().lo() > 0xffff || pm.range().hi() > 0xffff)
         return Bad(name, absl::StrCat("range ", pm.range().lo(), "-",
@@ -79,8 +84,8 @@ absl::Status PortFromProto(absl::string_view name, const v1::PortMatch& pm,
   return Bad(name, "empty PortMatch (set exact, masked or range)");
 }
 
-absl::Status VlanFromProto(absl::string_view name, const v1::VlanMatch& v,
-                           Field f, Match* m) {
+absl::Status VlanFromProto(const v1::VlanMatch& v, Field f, Match* m) {
+  const RuleField name = RuleFieldOf(f);
   if (v.untagged()) {
     if (v.has_vid() || v.has_pcp())
       return Bad(name, "untagged with vid or pcp");
@@ -107,92 +112,86 @@ absl::Status MatchFromProto(const v1::Match& p, Match* m) {
   if (p.has_in_port()) SetRaw(m, Field::kInPort, p.in_port(), 0xffffffffu);
   if (p.has_eth_type()) {
     if (p.eth_type() > 0xffff)
-      return Bad("eth_type", absl::StrFormat("0x%x does not fit 16 bits",
-                                             p.eth_type()));
+      return Bad(RuleField::kEthType, absl::StrFormat("0x%x does not fit 16 bits", p.eth_type()));
     SetRaw(m, Field::kEthType, p.eth_type(), 0xffff);
   }
   uint64_t v = 0, mk = 0;
   if (p.has_eth_src()) {
     if (auto s = ParseMacMasked(p.eth_src(), &v, &mk); !s.ok())
-      return WithField("eth_src", s);
+      return WithField(RuleField::kEthSrc, s);
     SetRaw(m, Field::kEthSrc, v, mk);
   }
   if (p.has_eth_dst()) {
     if (auto s = ParseMacMasked(p.eth_dst(), &v, &mk); !s.ok())
-      return WithField("eth_dst", s);
+      return WithField(RuleField::kEthDst, s);
     SetRaw(m, Field::kEthDst, v, mk);
   }
   if (p.has_vlan()) {
-    if (auto s = VlanFromProto("vlan", p.vlan(), Field::kVlan0Tci, m); !s.ok())
+    if (auto s = VlanFromProto(p.vlan(), Field::kVlan0Tci, m); !s.ok())
       return s;
   }
   if (p.has_inner_vlan()) {
-    if (auto s =
-            VlanFromProto("inner_vlan", p.inner_vlan(), Field::kVlan1Tci, m);
-        !s.ok())
+    if (auto s = VlanFromProto(p.inner_vlan(), Field::kVlan1Tci, m); !s.ok())
       return s;
   }
   bool ipv4 = false, ipv6 = false;
   uint32_t a4 = 0, m4 = 0;
   if (p.has_ipv4_src()) {
     if (auto s = ParseIpv4Masked(p.ipv4_src(), &a4, &m4); !s.ok())
-      return WithField("ipv4_src", s);
+      return WithField(RuleField::kIpv4Src, s);
     SetRaw(m, Field::kIpv4Src, a4, m4);
     ipv4 = true;
   }
   if (p.has_ipv4_dst()) {
     if (auto s = ParseIpv4Masked(p.ipv4_dst(), &a4, &m4); !s.ok())
-      return WithField("ipv4_dst", s);
+      return WithField(RuleField::kIpv4Dst, s);
     SetRaw(m, Field::kIpv4Dst, a4, m4);
     ipv4 = true;
   }
   absl::uint128 a6 = 0, m6 = 0;
   if (p.has_ipv6_src()) {
     if (auto s = ParseIpv6Masked(p.ipv6_src(), &a6, &m6); !s.ok())
-      return WithField("ipv6_src", s);
+      return WithField(RuleField::kIpv6Src, s);
     SetRaw(m, Field::kIpv6SrcHi, absl::Uint128High64(a6), absl::Uint128High64(m6));
     SetRaw(m, Field::kIpv6SrcLo, absl::Uint128Low64(a6), absl::Uint128Low64(m6));
     ipv6 = true;
   }
   if (p.has_ipv6_dst()) {
     if (auto s = ParseIpv6Masked(p.ipv6_dst(), &a6, &m6); !s.ok())
-      return WithField("ipv6_dst", s);
+      return WithField(RuleField::kIpv6Dst, s);
     SetRaw(m, Field::kIpv6DstHi, absl::Uint128High64(a6), absl::Uint128High64(m6));
     SetRaw(m, Field::kIpv6DstLo, absl::Uint128Low64(a6), absl::Uint128Low64(m6));
     ipv6 = true;
   }
-  if (ipv4 && ipv6) return Bad("ipv6_src", "IPv4 and IPv6 fields in one match");
+  if (ipv4 && ipv6) return Bad(RuleField::kIpv6Src, "IPv4 and IPv6 fields in one match");
   if (!p.has_eth_type() && ipv4) SetRaw(m, Field::kEthType, kEthTypeIpv4, 0xffff);
   if (!p.has_eth_type() && ipv6) SetRaw(m, Field::kEthType, kEthTypeIpv6, 0xffff);
   if (p.has_ip_proto())
-    if (auto s = MaskedFromProto("ip_proto", p.ip_proto(), Field::kNwProto, m); !s.ok())
+    if (auto s = MaskedFromProto(p.ip_proto(), Field::kNwProto, m); !s.ok())
       return s;
   if (p.has_ip_tos())
-    if (auto s = MaskedFromProto("ip_tos", p.ip_tos(), Field::kNwTos, m); !s.ok())
+    if (auto s = MaskedFromProto(p.ip_tos(), Field::kNwTos, m); !s.ok())
       return s;
   if (p.has_ip_ttl())
-    if (auto s = MaskedFromProto("ip_ttl", p.ip_ttl(), Field::kNwTtl, m); !s.ok())
+    if (auto s = MaskedFromProto(p.ip_ttl(), Field::kNwTtl, m); !s.ok())
       return s;
   if (p.has_ip_frag()) {
     const int f = static_cast<int>(p.ip_frag());
     if (f == v1::FRAG_UNSPECIFIED)
-      return Bad("ip_frag", "FRAG_UNSPECIFIED (say which fragments: FRAG_NO, "
-                            "FRAG_YES, FRAG_FIRST, FRAG_LATER, FRAG_NOT_LATER)");
+      return Bad(RuleField::kNwFrag, "FRAG_UNSPECIFIED (say which fragments: FRAG_NO, "
+                                     "FRAG_YES, FRAG_FIRST, FRAG_LATER, FRAG_NOT_LATER)");
     if (f < 1 || f > static_cast<int>(std::size(kFragNames)))
-      return Bad("ip_frag", absl::StrCat("unknown value ", f));
+      return Bad(RuleField::kNwFrag, absl::StrCat("unknown value ", f));
     SetRaw(m, Field::kNwFrag, kFragNames[f - 1].value, kFragNames[f - 1].mask);
   }
   if (p.has_tp_src())
-    if (auto s = PortFromProto("tp_src", p.tp_src(), Field::kTpSrc, &m->tp_src, m);
-        !s.ok())
+    if (auto s = PortFromProto(p.tp_src(), Field::kTpSrc, &m->tp_src, m); !s.ok())
       return s;
   if (p.has_tp_dst())
-    if (auto s = PortFromProto("tp_dst", p.tp_dst(), Field::kTpDst, &m->tp_dst, m);
-        !s.ok())
+    if (auto s = PortFromProto(p.tp_dst(), Field::kTpDst, &m->tp_dst, m); !s.ok())
       return s;
   if (p.has_tcp_flags())
-    if (auto s = MaskedFromProto("tcp_flags", p.tcp_flags(), Field::kTcpFlags, m);
-        !s.ok())
+    if (auto s = MaskedFromProto(p.tcp_flags(), Field::kTcpFlags, m); !s.ok())
       return s;
   return absl::OkStatus();
 }
@@ -204,17 +203,18 @@ absl::Status ActionFromProto(const v1::Action& a, Action* out) {
       return absl::OkStatus();
     case v1::Action::kOutputPort:
       if (a.output_port() > kMaxPortNumber)
-        return Bad("action", absl::StrCat("output port ", a.output_port(),
-                                          " exceeds ", kMaxPortNumber));
+        return Bad(RuleField::kAction, absl::StrCat("output port ", a.output_port(),
+                                                    " exceeds ", kMaxPortNumber));
       *out = Action::Output(a.output_port());
       return absl::OkStatus();
     case v1::Action::KIND_NOT_SET:
       break;
   }
   if (!a.GetReflection()->GetUnknownFields(a).empty())
-    return Bad("action", "a kind this server does not know (a newer client?); it takes drop "
-                         "or output_port");
-  return Bad("action", "not set (drop or output_port)");
+    return Bad(RuleField::kAction,
+               "a kind this server does not know (a newer client?); it takes drop "
+               "or output_port");
+  return Bad(RuleField::kAction, "not set (drop or output_port)");
 }
 
 // True when the structured form can express every field of `m`.
@@ -503,36 +503,6 @@ std::string FormatMacMasked(uint64_t value, uint64_t mask) {
   return absl::StrCat(text(value), "/", text(mask));
 }
 
-std::string ErrorField(absl::string_view message) {
-  absl::string_view m = message;
-  if (absl::StartsWith(m, "operation ")) {
-    const size_t p = m.find("): ");
-    if (p == absl::string_view::npos) return "";
-    m = m.substr(p + 3);
-  }
-  const size_t colon = m.find(": ");
-  if (colon == absl::string_view::npos) return "";
-  const absl::string_view f = m.substr(0, colon);
-  for (char c : f)
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_') return "";
-  return std::string(f);
-}
-
-void ToProtoFieldNames(std::string* message, std::string* field) {
-  static constexpr std::pair<const char*, const char*> kNames[] = {
-      {"nw_proto", "ip_proto"},     {"nw_tos", "ip_tos"},         {"nw_ttl", "ip_ttl"},
-      {"nw_frag", "ip_frag"},       {"vlan0_tci", "vlan"},        {"vlan1_tci", "inner_vlan"}};
-  // (IPv6 addresses: ValidateRule names them ipv6_src / ipv6_dst already.)
-  for (const auto& [ours, theirs] : kNames) {
-    if (*field != ours) continue;
-    const std::string was = absl::StrCat("): ", ours, ": ");
-    if (const size_t at = message->find(was); at != std::string::npos)
-      message->replace(at, was.size(), absl::StrCat("): ", theirs, ": "));
-    *field = theirs;
-    return;
-  }
-}
-
 absl::Status RuleFromProto(const v1::Rule& in, Rule* out) {
   Rule r;
   if (!in.text().empty()) {
@@ -540,9 +510,9 @@ absl::Status RuleFromProto(const v1::Rule& in, Rule* out) {
     // is as good as none.
     if ((in.has_match() && in.match().ByteSizeLong() != 0) ||
         (in.has_action() && in.action().kind_case() != v1::Action::KIND_NOT_SET))
-      return Bad("text", "set either text or match/action, not both");
+      return Bad(RuleField::kText, "set either text or match/action, not both");
     absl::StatusOr<Rule> parsed = ParseNativeRule(in.text(), in.id());
-    if (!parsed.ok()) return Bad("text", parsed.status().message());
+    if (!parsed.ok()) return Bad(RuleField::kText, parsed.status().message());
     r = *std::move(parsed);
     const std::string& t = in.text();
     if (!absl::StrContains(t, "priority=")) r.priority = in.priority();
@@ -554,7 +524,7 @@ absl::Status RuleFromProto(const v1::Rule& in, Rule* out) {
   r.priority = in.priority();
   r.cookie = in.cookie();
   if (absl::Status s = MatchFromProto(in.match(), &r.match); !s.ok()) return s;
-  if (!in.has_action()) return Bad("action", "required (drop or output_port)");
+  if (!in.has_action()) return Bad(RuleField::kAction, "required (drop or output_port)");
   if (absl::Status s = ActionFromProto(in.action(), &r.action); !s.ok()) return s;
   *out = std::move(r);
   return absl::OkStatus();
@@ -635,7 +605,7 @@ absl::Status RuleOpFromProto(const v1::RuleOp& in, RuleOp* out) {
       return RuleFromProto(p, &out->rule);
     }
     case v1::RuleOp::kDeleteId:
-      if (in.delete_id() == 0) return Bad("delete_id", "rule id 0 is never valid");
+      if (in.delete_id() == 0) return Bad(RuleField::kDeleteId, "rule id 0 is never valid");
       *out = RuleOp::Delete(in.delete_id());
       return absl::OkStatus();
     case v1::RuleOp::kDeleteCookie:
@@ -645,9 +615,9 @@ absl::Status RuleOpFromProto(const v1::RuleOp& in, RuleOp* out) {
       break;
   }
   if (!in.GetReflection()->GetUnknownFields(in).empty())
-    return Bad("op", "a kind this server does not know (a newer client?); it takes insert, "
-                     "replace, delete_id or delete_cookie");
-  return Bad("op", "not set (insert, replace, delete_id or delete_cookie)");
+    return Bad(RuleField::kOp, "a kind this server does not know (a newer client?); it takes "
+                               "insert, replace, delete_id or delete_cookie");
+  return Bad(RuleField::kOp, "not set (insert, replace, delete_id or delete_cookie)");
 }
 
 void RuleOpToProto(const RuleOp& in, v1::RuleOp* out) {

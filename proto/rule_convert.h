@@ -9,7 +9,10 @@
 // * RuleFromProto / RuleOpFromProto are syntactic: every value must parse and
 //   fit its field, enums must be values this build knows, a oneof must be set.
 //   Errors are INVALID_ARGUMENT "<field>: <problem>" with the proto's field
-//   name ("ipv4_src: \"10.0.0.300\" is not an IPv4 address").  Semantic checks
+//   name ("ipv4_src: \"10.0.0.300\" is not an IPv4 address"), and carry the
+//   field typed as a RuleOpError (dataplane/rule_error.h; ProtoName gives
+//   the name the message uses; no index yet: the caller knows the
+//   operation, see AtOperation).  Semantic checks
 //   (value inside mask, IPv4 fields need eth_type 0x0800, ...) are left to
 //   ValidateRule, which the RuleTable applies to every rule; to let it see
 //   them, values are stored unmasked.
@@ -84,18 +87,6 @@ inline constexpr size_t kMaxIpv4MaskedText = sizeof("255.255.255.255/255.255.255
 size_t FormatIpv4MaskedTo(uint32_t value, uint32_t mask, char* buf);
 std::string FormatIpv6Masked(absl::uint128 value, absl::uint128 mask);
 std::string FormatMacMasked(uint64_t value, uint64_t mask);
-
-// The field named at the start of an error message: "ipv4_src" for
-// "ipv4_src: bad" and for "operation 3 (rule id 7): ipv4_src: bad"; "" when
-// there is none.
-std::string ErrorField(absl::string_view message);
-
-// A per-operation error of the rule table ("operation 3 (rule id 7):
-// nw_proto: ...") names the classifier's field; for a rule sent as a
-// structured v1.Match, the same error in the names of v1.Match (ip_proto,
-// ip_tos, ip_ttl, ip_frag, vlan, inner_vlan): the field and the message.
-// Other names are the same in both and stay.
-void ToProtoFieldNames(std::string* message, std::string* field);
 
 }  // namespace flowclass
 

@@ -6,6 +6,7 @@
 
 #include <bit>
 #include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "dataplane/rule_error.h"
 #include "dataplane/rule_format.h"
 #include "tests/common/random_rules.h"
 
@@ -20,6 +22,16 @@ namespace flowclass {
 namespace {
 
 using ::testing::HasSubstr;
+
+// The field of a conversion error, in the proto's names, from its typed
+// payload ("" without one).  The conversion knows no operation index.
+std::string FieldOf(const absl::Status& s) {
+  const std::optional<RuleOpError> e = GetRuleOpError(s);
+  if (!e.has_value()) return "";
+  EXPECT_EQ(e->kind, RuleErrorKind::kInvalid) << s;
+  EXPECT_FALSE(e->has_op) << s;
+  return std::string(ProtoName(e->field));
+}
 
 #ifdef __SANITIZE_ADDRESS__
 constexpr int kRandomRules = 3000;
@@ -371,7 +383,10 @@ TEST(RuleConvertTest, MalformedInputNamesTheField) {
     Rule r;
     const absl::Status s = RuleFromProto(p, &r);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.name;
-    EXPECT_EQ(ErrorField(s.message()), c.field) << c.name << ": " << s;
+    EXPECT_EQ(FieldOf(s), c.field) << c.name << ": " << s;
+    // The message names the same field.
+    EXPECT_THAT(std::string(s.message()), ::testing::StartsWith(absl::StrCat(c.field, ": ")))
+        << c.name;
     EXPECT_THAT(s.message(), HasSubstr(c.text)) << c.name;
   }
 }
@@ -385,10 +400,10 @@ TEST(RuleConvertTest, OpsRoundTripAndEmptyOpIsRejected) {
   EXPECT_EQ(out.kind, RuleOp::Kind::kDeleteByCookie);
   EXPECT_EQ(out.cookie, 77u);
   const absl::Status s = RuleOpFromProto(v1::RuleOp(), &out);
-  EXPECT_EQ(ErrorField(s.message()), "op");
+  EXPECT_EQ(FieldOf(s), "op");
   p.Clear();
   p.set_delete_id(0);
-  EXPECT_EQ(ErrorField(RuleOpFromProto(p, &out).message()), "delete_id");
+  EXPECT_EQ(FieldOf(RuleOpFromProto(p, &out)), "delete_id");
 }
 
 TEST(RuleConvertTest, AddressFormatting) {
@@ -402,8 +417,6 @@ TEST(RuleConvertTest, AddressFormatting) {
   EXPECT_EQ(FormatIpv6Masked(v, m), "2001:db8::/32");
   ASSERT_TRUE(ParseIpv6Masked("2001:db8::1/ffff::ff", &v, &m).ok());
   EXPECT_EQ(FormatIpv6Masked(v, m), "2001:db8::1/ffff::ff");
-  EXPECT_EQ(ErrorField("operation 3 (rule id 7): ipv4_src: bad"), "ipv4_src");
-  EXPECT_EQ(ErrorField("no field here"), "");
 }
 
 // The address parser works in place; it must accept exactly what

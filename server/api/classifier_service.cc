@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "dataplane/packet_parser.h"
+#include "dataplane/rule_error.h"
 #include "dataplane/rule_format.h"
 #include "google/protobuf/arena.h"
 #include "grpcpp/support/method_handler.h"
@@ -61,14 +63,24 @@ grpc::Status CheckAlive(grpc::ServerContext* ctx, absl::string_view what) {
   return grpc::Status::OK;
 }
 
-// The ApplyBatch error's code, made precise for id problems.
-absl::StatusCode RefineCode(const absl::Status& s) {
-  if (s.code() != absl::StatusCode::kInvalidArgument) return s.code();
-  const absl::string_view m = s.message();
-  if (absl::StrContains(m, "): id: ") && absl::StrContains(m, "already exists"))
-    return absl::StatusCode::kAlreadyExists;
-  if (IsUnknownRuleIdError(s)) return absl::StatusCode::kNotFound;
-  return s.code();
+// The API's code for an error of kind `kind`: the one place that says it.
+absl::StatusCode ApiCode(RuleErrorKind kind) {
+  switch (kind) {
+    case RuleErrorKind::kInvalid: return absl::StatusCode::kInvalidArgument;
+    case RuleErrorKind::kAlreadyExists: return absl::StatusCode::kAlreadyExists;
+    case RuleErrorKind::kNotFound: return absl::StatusCode::kNotFound;
+    case RuleErrorKind::kLimit: return absl::StatusCode::kResourceExhausted;
+    case RuleErrorKind::kCount: break;  // never decoded
+  }
+  return absl::StatusCode::kInternal;
+}
+
+// The API's code for a conversion or dataplane error: that of its
+// RuleOpError's kind, its own code when it carries none (never from its
+// message).
+absl::StatusCode ApiCode(const absl::Status& s) {
+  const std::optional<RuleOpError> e = GetRuleOpError(s);
+  return e.has_value() ? ApiCode(e->kind) : s.code();
 }
 
 // The counts and generation of an applied batch.
@@ -78,19 +90,6 @@ void FillAck(const BatchResult& r, v1::BatchAck* ack) {
   ack->set_replaced(static_cast<uint32_t>(r.replaced));
   ack->set_deleted(static_cast<uint32_t>(r.deleted));
   ack->set_rules(r.rules);
-}
-
-// "operation 3 (rule id 17): ..." -> 3 and 17.
-void ParseOpPrefix(absl::string_view m, uint32_t* index, uint64_t* id) {
-  if (!absl::StartsWith(m, "operation ")) return;
-  m.remove_prefix(10);
-  const size_t sp = m.find(' ');
-  if (sp == absl::string_view::npos) return;
-  if (!absl::SimpleAtoi(m.substr(0, sp), index)) return;
-  const size_t idp = m.find("(rule id ");
-  const size_t close = m.find(')');
-  if (idp == absl::string_view::npos || close == absl::string_view::npos) return;
-  if (!absl::SimpleAtoi(m.substr(idp + 9, close - idp - 9), id)) *id = 0;
 }
 
 // The id a rule sent as text gives itself ("id=77,..."; the text's id wins
@@ -118,18 +117,40 @@ uint64_t OpRuleId(const v1::RuleOp& op) {
   return rule->id();
 }
 
-void Reject(v1::BatchAck* ack, absl::StatusCode code, std::string message,
-            int op_index, uint64_t rule_id, std::string field) {
+// Rejects the batch of `ack` for the error of one operation, `e`: its
+// kind's code, `message`, and the OpError (index, rule id, `field`).
+void RejectOp(v1::BatchAck* ack, const RuleOpError& e, std::string message,
+              absl::string_view field) {
+  const absl::StatusCode code = ApiCode(e.kind);
   ack->set_status_code(static_cast<int>(code));
   ack->set_status_message(message);
-  if (op_index >= 0) {
-    v1::OpError* e = ack->add_errors();
-    e->set_op_index(static_cast<uint32_t>(op_index));
-    e->set_rule_id(rule_id);
-    e->set_field(std::move(field));
-    e->set_message(std::move(message));
-    e->set_code(static_cast<int>(code));
+  v1::OpError* oe = ack->add_errors();
+  oe->set_op_index(e.index);
+  oe->set_rule_id(e.rule_id);
+  oe->set_field(std::string(field));
+  oe->set_message(std::move(message));
+  oe->set_code(static_cast<int>(code));
+}
+
+// Rejects the batch of `ack` for `s`, a conversion or dataplane error, read
+// from its RuleOpError `e` (GetRuleOpError(s)).  The error of one operation
+// gets an OpError; its field is named in v1's names when `v1_names` (the
+// message too: a table error names the native one), in the native ones
+// otherwise.  Any other error (no RuleOpError, or one of no operation) is
+// told by code and message only.
+void Reject(v1::BatchAck* ack, const absl::Status& s, const std::optional<RuleOpError>& e,
+            bool v1_names) {
+  if (!e.has_value() || !e->has_op) {
+    ack->set_status_code(static_cast<int>(ApiCode(s)));
+    ack->set_status_message(std::string(s.message()));
+    return;
   }
+  if (!v1_names) {
+    RejectOp(ack, *e, std::string(s.message()), NativeName(e->field));
+    return;
+  }
+  const absl::string_view field = ProtoName(e->field);
+  RejectOp(ack, *e, RenameErrorField(s.message(), *e, field), field);
 }
 
 // What only the PMD itself can read (cache occupancy, CD state, the
@@ -273,10 +294,12 @@ std::vector<v1::BatchAck> ClassifierService::ApplyGroup(absl::Span<const GroupBa
              : op.kind == RuleOp::Kind::kDeleteByCookie ? 0
                                                          : op.rule.id;
       }
-      Reject(&ack, absl::StatusCode::kResourceExhausted,
-             absl::StrCat("grpc.max_batch_ops: batch ", batch_id, " has ", n_ops,
-                          " operations, limit ", max_ops),
-             static_cast<int>(max_ops), id, "ops");
+      const RuleOpError e{RuleErrorKind::kLimit, RuleField::kOps, /*has_op=*/true,
+                          static_cast<uint32_t>(max_ops), id};
+      RejectOp(&ack, e,
+               absl::StrCat("grpc.max_batch_ops: batch ", batch_id, " has ", n_ops,
+                            " operations, limit ", max_ops),
+               ProtoName(e.field));
       rejected[b] = true;
       continue;
     }
@@ -289,10 +312,9 @@ std::vector<v1::BatchAck> ClassifierService::ApplyGroup(absl::Span<const GroupBa
     for (int i = 0; i < batch.ops_size(); ++i) {
       const absl::Status s = RuleOpFromProto(batch.ops(i), &ops[b][static_cast<size_t>(i)]);
       if (!s.ok()) {
-        const uint64_t id = OpRuleId(batch.ops(i));
-        Reject(&ack, s.code(),
-               absl::StrCat("operation ", i, " (rule id ", id, "): ", s.message()), i,
-               id, ErrorField(s.message()));
+        // Told in v1's names, as the conversion's message already is.
+        const absl::Status at = AtOperation(s, static_cast<uint32_t>(i), OpRuleId(batch.ops(i)));
+        Reject(&ack, at, GetRuleOpError(at), /*v1_names=*/true);
         rejected[b] = true;
         ops[b].clear();
         break;
@@ -317,31 +339,25 @@ std::vector<v1::BatchAck> ClassifierService::ApplyGroup(absl::Span<const GroupBa
     }
     const absl::StatusOr<BatchResult>& r = results[k++];
     if (!r.ok()) {
-      uint32_t index = 0;
-      uint64_t id = 0;
-      std::string msg(r.status().message());
-      const bool per_op = absl::StartsWith(msg, "operation ");
-      std::string field;
-      if (per_op) {
-        ParseOpPrefix(msg, &index, &id);
-        field = ErrorField(msg);
-        // A rule sent as a structured match is told in v1.Match's names; one
-        // sent as native text keeps the native ones it was written with.
-        // (Batches read directly hold structured rules only.)
+      const std::optional<RuleOpError> e = GetRuleOpError(r.status());
+      // A rule sent as a structured match is told in v1.Match's names; one
+      // sent as native text keeps the native ones it was written with.
+      // (Batches read directly hold structured rules only.)
+      bool v1_names = false;
+      if (e.has_value() && e->has_op) {
+        const uint32_t index = e->index;
         if (const v1::RuleBatch* batch = batches[b].msg; batch == nullptr) {
-          if (index < ops[b].size() && (ops[b][index].kind == RuleOp::Kind::kInsert ||
-                                        ops[b][index].kind == RuleOp::Kind::kReplace))
-            ToProtoFieldNames(&msg, &field);
+          v1_names = index < ops[b].size() && (ops[b][index].kind == RuleOp::Kind::kInsert ||
+                                               ops[b][index].kind == RuleOp::Kind::kReplace);
         } else if (index < static_cast<uint32_t>(batch->ops_size())) {
           const v1::RuleOp& op = batch->ops(static_cast<int>(index));
           const v1::Rule* rule = op.has_insert()    ? &op.insert()
                                  : op.has_replace() ? &op.replace()
                                                     : nullptr;
-          if (rule != nullptr && rule->text().empty()) ToProtoFieldNames(&msg, &field);
+          v1_names = rule != nullptr && rule->text().empty();
         }
       }
-      Reject(&ack, RefineCode(r.status()), msg, per_op ? static_cast<int>(index) : -1,
-             id, field);
+      Reject(&ack, r.status(), e, v1_names);
       ack.set_generation(gen);
       continue;
     }
@@ -600,7 +616,7 @@ grpc::Status ClassifierService::DeleteAll(grpc::ServerContext* ctx,
   if (grpc::Status s = CheckAlive(ctx, "DeleteAll was applied"); !s.ok()) return s;
   absl::StatusOr<BatchResult> r = dp_->DeleteAll();
   if (!r.ok())  // NOT_FOUND, as for a batch, when the rules kept changing
-    return grpc::Status(static_cast<grpc::StatusCode>(RefineCode(r.status())),
+    return grpc::Status(static_cast<grpc::StatusCode>(ApiCode(r.status())),
                         std::string(r.status().message()));
   FillAck(*r, resp);
   return grpc::Status::OK;

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/rpc/flowclass_client.h"
+#include "dataplane/rule_error.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/rule_convert.h"
@@ -654,6 +655,87 @@ TEST_F(ApiTest, BadInputTable) {
   EXPECT_EQ(empty.status_code(), kOk);
   EXPECT_EQ(empty.generation(), 1u);
   EXPECT_EQ(fake_->applied_batches().size(), 1u);
+}
+
+// The API's code, OpError and field come from the error's typed payload
+// (dataplane/rule_error.h), never from its message: a reworded message
+// changes none of them, and the old text without the payload classifies
+// nothing.
+TEST_F(ApiTest, ErrorsAreClassifiedByTheirPayloadNotTheirText) {
+  Start();
+  ASSERT_EQ(Apply(Batch(1, {Insert(MakeRule(1)), Insert(MakeRule(2))})).status_code(), kOk);
+  auto typed = [](RuleErrorKind kind, RuleField field, uint32_t index, uint64_t id,
+                  const char* message) {
+    absl::Status s = absl::InvalidArgumentError(message);
+    SetRuleOpError(&s, RuleOpError{kind, field, /*has_op=*/true, index, id});
+    return s;
+  };
+  v1::RuleOp text_rule;  // sent as native text: told in native names
+  text_rule.mutable_insert()->set_text("id=4,priority=1,udp,actions=drop");
+  struct Case {
+    const char* name;
+    absl::Status error;  // what the dataplane answers
+    std::vector<v1::RuleOp> ops;
+    int code;
+    uint32_t op_index;
+    uint64_t rule_id;
+    const char* field;
+  };
+  const Case cases[] = {
+      {"unknown id, reworded",
+       typed(RuleErrorKind::kNotFound, RuleField::kId, 1, 99, "a wholly new wording"),
+       {Insert(MakeRule(3)), DeleteId(99)}, kNotFound, 1, 99, "id"},
+      {"existing id, reworded", typed(RuleErrorKind::kAlreadyExists, RuleField::kId, 0, 2, "taken"),
+       {Insert(MakeRule(2))}, kExists, 0, 2, "id"},
+      {"limit, reworded", typed(RuleErrorKind::kLimit, RuleField::kMaxEntries, 0, 3, "too big"),
+       {Insert(MakeRule(3))}, kExhausted, 0, 3, "max_entries"},
+      {"structured rule: v1 name",
+       typed(RuleErrorKind::kInvalid, RuleField::kNwProto, 0, 3, "bad protocol"),
+       {Insert(MakeRule(3))}, kInvalid, 0, 3, "ip_proto"},
+      {"text rule: native name",
+       typed(RuleErrorKind::kInvalid, RuleField::kNwProto, 1, 4, "bad protocol"),
+       {Insert(MakeRule(3)), text_rule}, kInvalid, 1, 4, "nw_proto"},
+  };
+  uint64_t batch_id = 2;
+  for (const Case& c : cases) {
+    fake_->FailNextApply(c.error);
+    const v1::BatchAck ack = Apply(Batch(batch_id++, c.ops));
+    EXPECT_EQ(ack.status_code(), c.code) << c.name;
+    EXPECT_EQ(ack.status_message(), c.error.message()) << c.name;  // as the dataplane said it
+    ASSERT_EQ(ack.errors_size(), 1) << c.name;
+    EXPECT_EQ(ack.errors(0).op_index(), c.op_index) << c.name;
+    EXPECT_EQ(ack.errors(0).rule_id(), c.rule_id) << c.name;
+    EXPECT_EQ(ack.errors(0).field(), c.field) << c.name;
+    EXPECT_EQ(ack.errors(0).code(), c.code) << c.name;
+    EXPECT_EQ(ack.generation(), 1u) << c.name;
+  }
+
+  // Today's texts without the payload: the dataplane's code, no OpError.
+  for (const char* text :
+       {"operation 1 (rule id 99): id: delete of unknown rule id 99",
+        "operation 1 (rule id 2): id: insert of rule id 2 which already exists",
+        "operation 1 (rule id 3): max_rules: the table would hold 3 rules, limit 2"}) {
+    fake_->FailNextApply(absl::InvalidArgumentError(text));
+    const v1::BatchAck ack = Apply(Batch(batch_id++, {Insert(MakeRule(3)), DeleteId(99)}));
+    EXPECT_EQ(ack.status_code(), kInvalid) << text;
+    EXPECT_EQ(ack.status_message(), text);
+    EXPECT_EQ(ack.errors_size(), 0) << text;
+  }
+  EXPECT_EQ(RuleIds(), std::vector<uint64_t>({1, 2}));
+
+  // DeleteAll lists the rules again only for a typed unknown id: the old
+  // text alone is an error as it is (not retried, not NOT_FOUND) ...
+  fake_->FailNextApply(
+      absl::InvalidArgumentError("operation 0 (rule id 1): id: delete of unknown rule id 1"));
+  absl::StatusOr<v1::BatchAck> all = client_->DeleteAll();
+  EXPECT_EQ(all.status().code(), absl::StatusCode::kInvalidArgument) << all.status();
+  EXPECT_EQ(RuleIds(), std::vector<uint64_t>({1, 2}));
+  // ... while the payload, whatever the message, is retried.
+  fake_->FailNextApply(typed(RuleErrorKind::kNotFound, RuleField::kId, 0, 1, "gone meanwhile"));
+  all = client_->DeleteAll();
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->deleted(), 2u);
+  EXPECT_TRUE(RuleIds().empty());
 }
 
 TEST_F(ApiTest, StatsTotalsAndRuleHits) {
