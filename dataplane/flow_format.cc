@@ -8,15 +8,13 @@
 // value/mask when no shorter spelling says exactly the same thing, so that
 // ParseNativeRule(rule.ToString()) == rule for every rule the format can
 // express (see rule_format_test.cc's round-trip property test).
-#include <arpa/inet.h>
-
-#include <bit>
 #include <string>
 #include <string_view>
 #include <type_traits>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "dataplane/addr_text.h"
 #include "dataplane/flow.h"
 #include "dataplane/rule.h"
 #include "dataplane/rule_format.h"
@@ -29,51 +27,8 @@ using internal::Cat;
 using internal::CatTo;
 
 
-std::string Ipv4String(uint64_t a) {
-  return absl::StrFormat("%d.%d.%d.%d", (a >> 24) & 0xff, (a >> 16) & 0xff,
-                         (a >> 8) & 0xff, a & 0xff);
-}
-
-std::string MacString(uint64_t a) {
-  return absl::StrFormat("%02x:%02x:%02x:%02x:%02x:%02x", (a >> 40) & 0xff,
-                         (a >> 32) & 0xff, (a >> 24) & 0xff, (a >> 16) & 0xff,
-                         (a >> 8) & 0xff, a & 0xff);
-}
-
-
-// Length of the prefix `mask` is, or -1 when it is not a prefix.
-int PrefixLen32(uint32_t mask) {
-  const int len = std::countl_one(mask);
-  return std::countr_zero(mask) + len >= 32 || mask == 0 ? len : -1;
-}
-int PrefixLen128(absl::uint128 mask) {
-  const uint64_t hi = absl::Uint128High64(mask), lo = absl::Uint128Low64(mask);
-  if (hi != ~uint64_t{0}) {
-    if (lo != 0) return -1;
-    const int len = std::countl_one(hi);
-    return (hi << len) == 0 || len == 64 ? len : -1;
-  }
-  const int len = std::countl_one(lo);
-  return len == 64 || (lo << len) == 0 ? 64 + len : -1;
-}
-
 std::string Ipv4Masked(uint64_t v, uint64_t m) {
-  if (m == 0xffffffff) return Ipv4String(v);
-  const int len = PrefixLen32(static_cast<uint32_t>(m));
-  if (len >= 0) return Cat(Ipv4String(v), "/", len);
-  return Cat(Ipv4String(v), "/", Ipv4String(m));
-}
-
-std::string Ipv6Masked(absl::uint128 v, absl::uint128 m) {
-  if (m == ~absl::uint128(0)) return Ipv6String(v);
-  const int len = PrefixLen128(m);
-  if (len >= 0) return Cat(Ipv6String(v), "/", len);
-  return Cat(Ipv6String(v), "/", Ipv6String(m));
-}
-
-std::string MacMasked(uint64_t v, uint64_t m) {
-  if (m == 0xffffffffffffULL) return MacString(v);
-  return Cat(MacString(v), "/", MacString(m));
+  return FormatIpv4Masked(static_cast<uint32_t>(v), static_cast<uint32_t>(m));
 }
 
 bool IsHexField(Field f) {
@@ -109,7 +64,7 @@ std::string FlowDump(const Flow& flow, const Flow* mask) {
         if (v != 0) add(name, Ipv6String(v));
       } else {
         const absl::uint128 m = src ? mask->Ipv6Src() : mask->Ipv6Dst();
-        if (m != 0) add(name, Ipv6Masked(v, m));
+        if (m != 0) add(name, FormatIpv6Masked(v, m));
       }
       continue;
     }
@@ -121,7 +76,7 @@ std::string FlowDump(const Flow& flow, const Flow* mask) {
     switch (f) {
       case Field::kEthSrc:
       case Field::kEthDst:
-        add(name, MacMasked(v, m));
+        add(name, FormatMacMasked(v, m));
         break;
       case Field::kIpv4Src:
       case Field::kIpv4Dst:
@@ -212,10 +167,10 @@ std::string MatchToNative(const Match& match) {
                              msk.Get(Field::kInPort)));
   }
   if (msk.Get(Field::kEthSrc) != 0) {
-    add("dl_src", MacMasked(val.Get(Field::kEthSrc), msk.Get(Field::kEthSrc)));
+    add("dl_src", FormatMacMasked(val.Get(Field::kEthSrc), msk.Get(Field::kEthSrc)));
   }
   if (msk.Get(Field::kEthDst) != 0) {
-    add("dl_dst", MacMasked(val.Get(Field::kEthDst), msk.Get(Field::kEthDst)));
+    add("dl_dst", FormatMacMasked(val.Get(Field::kEthDst), msk.Get(Field::kEthDst)));
   }
 
   // Outer VLAN: dl_vlan/dl_vlan_pcp when the mask is exactly their shape.
@@ -244,8 +199,8 @@ std::string MatchToNative(const Match& match) {
   if (msk.Get(Field::kIpv4Dst) != 0) {
     add("nw_dst", Ipv4Masked(val.Get(Field::kIpv4Dst), msk.Get(Field::kIpv4Dst)));
   }
-  if (msk.Ipv6Src() != 0) add("ipv6_src", Ipv6Masked(val.Ipv6Src(), msk.Ipv6Src()));
-  if (msk.Ipv6Dst() != 0) add("ipv6_dst", Ipv6Masked(val.Ipv6Dst(), msk.Ipv6Dst()));
+  if (msk.Ipv6Src() != 0) add("ipv6_src", FormatIpv6Masked(val.Ipv6Src(), msk.Ipv6Src()));
+  if (msk.Ipv6Dst() != 0) add("ipv6_dst", FormatIpv6Masked(val.Ipv6Dst(), msk.Ipv6Dst()));
   if (!proto_done && msk.Get(Field::kNwProto) != 0) {
     add("nw_proto", NumMasked(Field::kNwProto, val.Get(Field::kNwProto),
                               msk.Get(Field::kNwProto)));
@@ -304,17 +259,7 @@ std::string MatchToNative(const Match& match) {
 
 }  // namespace
 
-std::string Ipv6String(absl::uint128 a) {
-  unsigned char b[16];
-  const uint64_t hi = absl::Uint128High64(a), lo = absl::Uint128Low64(a);
-  for (int i = 0; i < 8; ++i) {
-    b[i] = static_cast<unsigned char>(hi >> (56 - 8 * i));
-    b[8 + i] = static_cast<unsigned char>(lo >> (56 - 8 * i));
-  }
-  char buf[INET6_ADDRSTRLEN];
-  if (inet_ntop(AF_INET6, b, buf, sizeof(buf)) == nullptr) return "?";
-  return buf;
-}
+std::string Ipv6String(absl::uint128 a) { return FormatIpv6Masked(a, ~absl::uint128(0)); }
 
 std::string Flow::ToString() const { return FlowDump(*this, nullptr); }
 

@@ -5,9 +5,7 @@
 // built in two layers: the line parsers return "column C: field: problem",
 // and the multi-line drivers prefix "line L, ".
 #include "dataplane/rule_format.h"
-#include "dataplane/internal/cat.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -25,12 +23,15 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "dataplane/addr_text.h"
+#include "dataplane/internal/cat.h"
 
 namespace flowclass {
 namespace {
 
 using internal::Cat;
 using internal::CatTo;
+using internal::Quote;
 
 // ------------------------------------------------------------------ helpers
 
@@ -43,14 +44,6 @@ absl::Status ColumnError(size_t col, std::string_view field,
 // Prefixes "line L, " to an error from a line parser.
 absl::Status AtLine(size_t line, const absl::Status& s) {
   return absl::Status(s.code(), Cat("line ", line, ", ", s.message()));
-}
-
-// Quotes user text in messages, cut short so a garbage line cannot produce a
-// megabyte-long message.
-std::string Quote(std::string_view s) {
-  constexpr size_t kMax = 40;
-  if (s.size() > kMax) return Cat("'", s.substr(0, kMax), "...'");
-  return Cat("'", s, "'");
 }
 
 bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\r'; }
@@ -147,132 +140,16 @@ absl::Status ParseFitting(std::string_view s, int bits, size_t col,
   return absl::OkStatus();
 }
 
-uint32_t PrefixMask32(int len) {
-  return len == 0 ? 0 : ~uint32_t{0} << (32 - len);
-}
-
-absl::uint128 PrefixMask128(int len) {
-  if (len == 0) return 0;
-  return ~absl::uint128(0) << (128 - len);
-}
-
-// Strict dotted quad: four decimal octets 0..255.
-bool ParseIpv4(std::string_view s, uint32_t* out) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) {
-    size_t dot = i < 3 ? s.find('.') : s.size();
-    if (dot == std::string_view::npos) return false;
-    std::string_view octet = s.substr(0, dot);
-    uint64_t o;
-    if (octet.empty() || octet.size() > 3 ||
-        !ParseU64(octet, Base::kDecimal, &o) || o > 255) {
-      return false;
-    }
-    v = (v << 8) | static_cast<uint32_t>(o);
-    s = i < 3 ? s.substr(dot + 1) : std::string_view();
-  }
-  *out = v;
-  return true;
-}
-
-bool ParseIpv6(std::string_view s, absl::uint128* out) {
-  if (s.empty() || s.size() >= INET6_ADDRSTRLEN) return false;
-  char buf[INET6_ADDRSTRLEN];
-  memcpy(buf, s.data(), s.size());
-  buf[s.size()] = '\0';
-  unsigned char b[16];
-  if (inet_pton(AF_INET6, buf, b) != 1) return false;
-  uint64_t hi = 0, lo = 0;
-  for (int i = 0; i < 8; ++i) hi = (hi << 8) | b[i];
-  for (int i = 8; i < 16; ++i) lo = (lo << 8) | b[i];
-  *out = absl::MakeUint128(hi, lo);
-  return true;
-}
-
-// aa:bb:cc:dd:ee:ff (one or two hex digits per byte).
-bool ParseMac(std::string_view s, uint64_t* out) {
-  uint64_t v = 0;
-  for (int i = 0; i < 6; ++i) {
-    size_t colon = i < 5 ? s.find(':') : s.size();
-    if (colon == std::string_view::npos) return false;
-    std::string_view byte = s.substr(0, colon);
-    uint64_t b;
-    if (byte.empty() || byte.size() > 2 || !ParseU64(byte, Base::kHex, &b)) {
-      return false;
-    }
-    v = (v << 8) | b;
-    s = i < 5 ? s.substr(colon + 1) : std::string_view();
-  }
-  *out = v;
-  return true;
-}
-
-// "a.b.c.d", "a.b.c.d/len" or "a.b.c.d/m.m.m.m"; the value is masked.
-absl::Status ParseIpv4Masked(std::string_view s, size_t col,
-                             std::string_view field, uint32_t* value,
-                             uint32_t* mask) {
-  size_t slash = s.find('/');
-  std::string_view addr = s.substr(0, slash);
-  if (!ParseIpv4(addr, value)) {
-    return ColumnError(col, field, Cat("bad IPv4 address ", Quote(addr)));
-  }
-  *mask = ~uint32_t{0};
-  if (slash != std::string_view::npos) {
-    std::string_view m = s.substr(slash + 1);
-    size_t mcol = col + slash + 1;
-    if (m.find('.') != std::string_view::npos) {
-      if (!ParseIpv4(m, mask)) {
-        return ColumnError(mcol, field, Cat("bad IPv4 mask ", Quote(m)));
-      }
-    } else {
-      uint64_t len;
-      if (!ParseU64(m, Base::kDecimal, &len)) {
-        return ColumnError(mcol, field,
-                           Cat("bad prefix length ", Quote(m)));
-      }
-      if (len > 32) {
-        return ColumnError(mcol, field,
-                           Cat("prefix length ", m, " exceeds 32"));
-      }
-      *mask = PrefixMask32(static_cast<int>(len));
-    }
-  }
-  *value &= *mask;
-  return absl::OkStatus();
-}
-
-// "addr", "addr/len" or "addr/mask-addr"; the value is masked.
-absl::Status ParseIpv6Masked(std::string_view s, size_t col,
-                             std::string_view field, absl::uint128* value,
-                             absl::uint128* mask) {
-  size_t slash = s.find('/');
-  std::string_view addr = s.substr(0, slash);
-  if (!ParseIpv6(addr, value)) {
-    return ColumnError(col, field, Cat("bad IPv6 address ", Quote(addr)));
-  }
-  *mask = ~absl::uint128(0);
-  if (slash != std::string_view::npos) {
-    std::string_view m = s.substr(slash + 1);
-    size_t mcol = col + slash + 1;
-    if (m.find(':') != std::string_view::npos) {
-      if (!ParseIpv6(m, mask)) {
-        return ColumnError(mcol, field, Cat("bad IPv6 mask ", Quote(m)));
-      }
-    } else {
-      uint64_t len;
-      if (!ParseU64(m, Base::kDecimal, &len)) {
-        return ColumnError(mcol, field,
-                           Cat("bad prefix length ", Quote(m)));
-      }
-      if (len > 128) {
-        return ColumnError(mcol, field,
-                           Cat("prefix length ", m, " exceeds 128"));
-      }
-      *mask = PrefixMask128(static_cast<int>(len));
-    }
-  }
-  *value &= *mask;
-  return absl::OkStatus();
+// An address value through the codec (addr_text.h), its error at the column
+// of the part at fault (the address, or the mask or length after '/').
+template <typename T>
+absl::Status ParseAddress(absl::Status (*parse)(std::string_view, T*, T*, size_t*),
+                          std::string_view s, size_t col, std::string_view field, T* value,
+                          T* mask) {
+  size_t at = 0;
+  absl::Status st = parse(s, value, mask, &at);
+  if (st.ok()) return st;
+  return ColumnError(col + at, field, std::string_view(st.message().data(), st.message().size()));
 }
 
 // "N" (exact) or "N/M" for a `bits`-wide field; the value is masked.
@@ -335,7 +212,7 @@ absl::Status ClassBenchPrefix(Cursor& c, Field f, Match* m) {
   std::string_view tok = c.Token();
   if (tok.empty()) return ColumnError(col, name, "missing");
   uint32_t v, mask;
-  absl::Status s = ParseIpv4Masked(tok, col, name, &v, &mask);
+  absl::Status s = ParseAddress(ParseIpv4Masked, tok, col, name, &v, &mask);
   if (!s.ok()) return s;
   m->SetMasked(f, v, mask);
   return absl::OkStatus();
@@ -735,33 +612,20 @@ absl::Status NativeParser::Key(std::string_view key,
       s = ParseNumMasked(v, bits, vcol, key, &x, &mask);
       if (s.ok()) m.SetMasked(f, x, mask);
       return s;
-    case kMac: {
-      size_t slash = v.find('/');
-      if (!ParseMac(v.substr(0, slash), &x)) {
-        return ColumnError(vcol, key,
-                           Cat("bad Ethernet address ",
-                                        Quote(v.substr(0, slash))));
-      }
-      mask = LowBits(48);
-      if (slash != std::string_view::npos &&
-          !ParseMac(v.substr(slash + 1), &mask)) {
-        return ColumnError(vcol + slash + 1, key,
-                           Cat("bad Ethernet mask ",
-                                        Quote(v.substr(slash + 1))));
-      }
-      m.SetMasked(f, x, mask);
-      return absl::OkStatus();
-    }
+    case kMac:
+      s = ParseAddress(ParseMacMasked, v, vcol, key, &x, &mask);
+      if (s.ok()) m.SetMasked(f, x, mask);
+      return s;
     case kIpv4: {
       uint32_t a, am;
-      s = ParseIpv4Masked(v, vcol, key, &a, &am);
+      s = ParseAddress(ParseIpv4Masked, v, vcol, key, &a, &am);
       if (s.ok()) m.SetMasked(f, a, am);
       return s;
     }
     case kIpv6Src:
     case kIpv6Dst: {
       absl::uint128 a, am;
-      s = ParseIpv6Masked(v, vcol, key, &a, &am);
+      s = ParseAddress(ParseIpv6Masked, v, vcol, key, &a, &am);
       if (!s.ok()) return s;
       if (spec->kind == kIpv6Src) {
         m.value.SetIpv6Src(a);

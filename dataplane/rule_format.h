@@ -20,6 +20,10 @@
 // absl::Status(Or), and are safe to call from any thread (no shared state).
 // Nothing here is on the packet path.
 //
+// Addresses (IPv4, IPv6, Ethernet; exact, /prefix or /mask) are read by the
+// codec of addr_text.h, the one the gRPC API's address fields use too: no
+// leading zeros in IPv4 octets, address bits outside the mask cleared.
+//
 // Checks are syntactic only: a value must parse and fit its field, ranges
 // must be ordered, keys must be known and not repeated.  Cross-field
 // semantics (an IPv4 address on an IPv6 rule, a port on ARP, ...) are left

@@ -62,6 +62,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "dataplane/addr_text.h"
 #include "dataplane/flow.h"
 #include "dataplane/rule.h"
 #include "dataplane/rule_error.h"
@@ -575,19 +576,34 @@ std::string Hex(uint64_t v, int bits) {
   return absl::StrFormat("0x%0*x", (bits + 3) / 4, v);
 }
 
-// "eth_type=0x0800,ipv4_src=0x0a000000/0xff000000": fields with a non-zero
-// mask; "/mask" only when the mask is not the whole field.
+// "eth_type=0x0800,ipv4_src=10.0.0.0/8": fields with a non-zero mask,
+// addresses in their text form (addr_text.h, an IPv6 address whole), other
+// fields in hex with "/mask" only when the mask is not the whole field.
 std::string FormatMatch(const Flow& value, const Flow& mask) {
   std::string out;
   for (int i = 0; i < kFieldCount; ++i) {
     const Field f = static_cast<Field>(i);
     const FieldInfo& info = InfoOf(f);
+    if (f == Field::kIpv6SrcLo || f == Field::kIpv6DstLo) continue;  // with the high half
+    if (f == Field::kIpv6SrcHi || f == Field::kIpv6DstHi) {
+      const bool src = f == Field::kIpv6SrcHi;
+      const absl::uint128 m = src ? mask.Ipv6Src() : mask.Ipv6Dst();
+      if (m == 0) continue;
+      absl::StrAppend(&out, out.empty() ? "" : ",", src ? "ipv6_src=" : "ipv6_dst=");
+      AppendIpv6Masked(src ? value.Ipv6Src() : value.Ipv6Dst(), m, &out);
+      continue;
+    }
     const uint64_t m = mask.Get(f);
     if (m == 0) continue;
-    absl::StrAppend(&out, out.empty() ? "" : ",", info.name, "=",
-                    Hex(value.Get(f), info.bits));
-    if (m != (info.Mask() >> info.shift))
-      absl::StrAppend(&out, "/", Hex(m, info.bits));
+    absl::StrAppend(&out, out.empty() ? "" : ",", info.name, "=");
+    if (f == Field::kEthSrc || f == Field::kEthDst) {
+      AppendMacMasked(value.Get(f), m, &out);
+    } else if (f == Field::kIpv4Src || f == Field::kIpv4Dst) {
+      AppendIpv4Masked(static_cast<uint32_t>(value.Get(f)), static_cast<uint32_t>(m), &out);
+    } else {
+      absl::StrAppend(&out, Hex(value.Get(f), info.bits));
+      if (m != (info.Mask() >> info.shift)) absl::StrAppend(&out, "/", Hex(m, info.bits));
+    }
   }
   return out.empty() ? "*" : out;
 }

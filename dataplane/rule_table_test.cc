@@ -1033,7 +1033,7 @@ TEST(RuleTableTest, DebugStringShowsSubtablesAndRules) {
   EXPECT_THAT(d, HasSubstr("max_priority=77"));
   EXPECT_THAT(d, HasSubstr("ipv4_src/0xff000000"));
   EXPECT_THAT(d, HasSubstr("id=12 priority=77 cookie=0xab"));
-  EXPECT_THAT(d, HasSubstr("ipv4_src=0x0a000000/0xff000000"));
+  EXPECT_THAT(d, HasSubstr("ipv4_src=10.0.0.0/8"));
   EXPECT_THAT(d, HasSubstr("tp_dst=1000-1999"));
   EXPECT_THAT(d, HasSubstr("actions=output:12"));
 }

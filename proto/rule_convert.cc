@@ -1,17 +1,14 @@
 #include "proto/rule_convert.h"
 
-#include <arpa/inet.h>
-
 #include <algorithm>
-#include <bit>
 #include <cstring>
+#include <string_view>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
+#include "dataplane/addr_text.h"
 #include "dataplane/rule_error.h"
 #include "dataplane/rule_format.h"
 
@@ -292,216 +289,7 @@ void VlanToProto(const Match& m, Field f, v1::VlanMatch* out) {
   if (mk >> kVlanPcpShift) out->set_pcp(static_cast<uint32_t>(v >> kVlanPcpShift));
 }
 
-// inet_pton(AF_INET)'s grammar, on a string_view: exactly four decimal
-// octets of at most 255, separated by single dots, no leading zeros, nothing
-// else.
-bool ParseDottedQuad(absl::string_view s, uint32_t* out) {
-  uint32_t v = 0;
-  uint32_t octet = 0;
-  int octets = 0;
-  bool saw_digit = false;
-  for (const char ch : s) {
-    if (ch >= '0' && ch <= '9') {
-      if (saw_digit && octet == 0) return false;  // leading zero
-      octet = octet * 10 + static_cast<uint32_t>(ch - '0');
-      if (octet > 255) return false;
-      if (!saw_digit) {
-        if (++octets > 4) return false;
-        saw_digit = true;
-      }
-    } else if (ch == '.' && saw_digit && octets < 4) {
-      v = v << 8 | octet;
-      octet = 0;
-      saw_digit = false;
-    } else {
-      return false;
-    }
-  }
-  if (octets != 4 || !saw_digit) return false;
-  *out = v << 8 | octet;
-  return true;
-}
-
 }  // namespace
-
-absl::Status ParseIpv4Masked(absl::string_view text, uint32_t* value,
-                             uint32_t* mask) {
-  // In place (no copy of the text: a streamed load parses two addresses per
-  // rule), with inet_pton's rules for a dotted quad.
-  const size_t slash = text.find('/');
-  const absl::string_view addr = text.substr(0, slash);
-  if (!ParseDottedQuad(addr, value))
-    return absl::InvalidArgumentError(
-        absl::StrCat("\"", addr, "\" is not an IPv4 address"));
-  *mask = 0xffffffffu;
-  if (slash == absl::string_view::npos) return absl::OkStatus();
-  const absl::string_view suffix = text.substr(slash + 1);
-  int len = 0;
-  // One or two digits, the usual case, without SimpleAtoi's generality.
-  if (const size_t n = suffix.size(); (n == 1 || n == 2) && absl::ascii_isdigit(suffix[0]) &&
-                                      absl::ascii_isdigit(suffix[n - 1])) {
-    len = n == 1 ? suffix[0] - '0' : (suffix[0] - '0') * 10 + (suffix[1] - '0');
-    if (len > 32)
-      return absl::InvalidArgumentError(
-          absl::StrCat("prefix length ", suffix, " is outside 0..32"));
-    *mask = len == 0 ? 0 : ~uint32_t{0} << (32 - len);
-    return absl::OkStatus();
-  }
-  if (absl::SimpleAtoi(suffix, &len) && suffix.find('.') == absl::string_view::npos) {
-    if (len < 0 || len > 32)
-      return absl::InvalidArgumentError(
-          absl::StrCat("prefix length ", suffix, " is outside 0..32"));
-    *mask = len == 0 ? 0 : ~uint32_t{0} << (32 - len);
-    return absl::OkStatus();
-  }
-  if (!ParseDottedQuad(suffix, mask))
-    return absl::InvalidArgumentError(
-        absl::StrCat("\"", suffix, "\" is neither a prefix length nor an IPv4 mask"));
-  return absl::OkStatus();
-}
-
-absl::Status ParseIpv6Masked(absl::string_view text, absl::uint128* value,
-                             absl::uint128* mask) {
-  const std::string t(text);
-  const size_t slash = t.find('/');
-  auto parse = [](const std::string& s, absl::uint128* out) {
-    in6_addr a{};
-    if (inet_pton(AF_INET6, s.c_str(), &a) != 1) return false;
-    uint64_t hi = 0, lo = 0;
-    for (int i = 0; i < 8; ++i) hi = hi << 8 | a.s6_addr[i];
-    for (int i = 8; i < 16; ++i) lo = lo << 8 | a.s6_addr[i];
-    *out = absl::MakeUint128(hi, lo);
-    return true;
-  };
-  const std::string addr = t.substr(0, slash);
-  if (!parse(addr, value))
-    return absl::InvalidArgumentError(
-        absl::StrCat("\"", addr, "\" is not an IPv6 address"));
-  *mask = ~absl::uint128(0);
-  if (slash == std::string::npos) return absl::OkStatus();
-  const std::string suffix = t.substr(slash + 1);
-  int len = 0;
-  if (absl::SimpleAtoi(suffix, &len) && suffix.find(':') == std::string::npos) {
-    if (len < 0 || len > 128)
-      return absl::InvalidArgumentError(
-          absl::StrCat("prefix length ", suffix, " is outside 0..128"));
-    *mask = len == 0 ? absl::uint128(0) : ~absl::uint128(0) << (128 - len);
-    return absl::OkStatus();
-  }
-  if (!parse(suffix, mask))
-    return absl::InvalidArgumentError(absl::StrCat(
-        "\"", suffix, "\" is neither a prefix length nor an IPv6 mask"));
-  return absl::OkStatus();
-}
-
-absl::Status ParseMacMasked(absl::string_view text, uint64_t* value,
-                            uint64_t* mask) {
-  auto parse = [](absl::string_view s, uint64_t* out) {
-    std::vector<absl::string_view> parts = absl::StrSplit(s, ':');
-    if (parts.size() != 6) return false;
-    uint64_t v = 0;
-    for (absl::string_view p : parts) {
-      if (p.empty() || p.size() > 2) return false;
-      uint32_t byte = 0;
-      for (char c : p) {
-        if (!absl::ascii_isxdigit(static_cast<unsigned char>(c))) return false;
-        byte = byte * 16 + (absl::ascii_isdigit(static_cast<unsigned char>(c))
-                                ? c - '0'
-                                : absl::ascii_tolower(static_cast<unsigned char>(c)) - 'a' + 10);
-      }
-      v = v << 8 | byte;
-    }
-    *out = v;
-    return true;
-  };
-  const size_t slash = text.find('/');
-  const absl::string_view addr = text.substr(0, slash);
-  if (!parse(addr, value))
-    return absl::InvalidArgumentError(
-        absl::StrCat("\"", addr, "\" is not an Ethernet address (aa:bb:cc:dd:ee:ff)"));
-  *mask = 0xffffffffffffULL;
-  if (slash == absl::string_view::npos) return absl::OkStatus();
-  const absl::string_view m = text.substr(slash + 1);
-  if (!parse(m, mask))
-    return absl::InvalidArgumentError(
-        absl::StrCat("\"", m, "\" is not an Ethernet mask"));
-  return absl::OkStatus();
-}
-
-namespace {
-
-char* PutDottedQuad(uint32_t a, char* p) {
-  for (int shift = 24; shift >= 0; shift -= 8) {
-    uint32_t o = (a >> shift) & 255;
-    if (o >= 100) {
-      *p++ = static_cast<char>('0' + o / 100);
-      o %= 100;
-      *p++ = static_cast<char>('0' + o / 10);
-    } else if (o >= 10) {
-      *p++ = static_cast<char>('0' + o / 10);
-    }
-    *p++ = static_cast<char>('0' + o % 10);
-    if (shift != 0) *p++ = '.';
-  }
-  return p;
-}
-
-}  // namespace
-
-size_t FormatIpv4MaskedTo(uint32_t value, uint32_t mask, char* buf) {
-  // By hand into the caller's buffer: a streamed load formats two addresses
-  // per rule, and StrCat's pieces and string were 7% of the client's time.
-  char* p = PutDottedQuad(value, buf);
-  if (mask != 0xffffffffu) {
-    *p++ = '/';
-    const int len = std::countl_one(mask);  // < 32 here
-    if ((len == 0 ? 0u : ~uint32_t{0} << (32 - len)) == mask) {
-      if (len >= 10) *p++ = static_cast<char>('0' + len / 10);
-      *p++ = static_cast<char>('0' + len % 10);
-    } else {
-      p = PutDottedQuad(mask, p);
-    }
-  }
-  return static_cast<size_t>(p - buf);
-}
-
-std::string FormatIpv4Masked(uint32_t value, uint32_t mask) {
-  char buf[kMaxIpv4MaskedText];
-  return std::string(buf, FormatIpv4MaskedTo(value, mask, buf));
-}
-
-std::string FormatIpv6Masked(absl::uint128 value, absl::uint128 mask) {
-  auto text = [](absl::uint128 a) {
-    in6_addr x{};
-    uint64_t hi = absl::Uint128High64(a), lo = absl::Uint128Low64(a);
-    for (int i = 7; i >= 0; --i, hi >>= 8) x.s6_addr[i] = hi & 255;
-    for (int i = 15; i >= 8; --i, lo >>= 8) x.s6_addr[i] = lo & 255;
-    char buf[INET6_ADDRSTRLEN];
-    inet_ntop(AF_INET6, &x, buf, sizeof(buf));
-    return std::string(buf);
-  };
-  std::string s = text(value);
-  if (mask == ~absl::uint128(0)) return s;
-  // Prefix?  Count leading ones, check the rest is zero.
-  int len = 0;
-  absl::uint128 m = mask;
-  while (len < 128 && (m >> 127) == 1) {
-    m <<= 1;
-    ++len;
-  }
-  if (m == 0) return absl::StrCat(s, "/", len);
-  return absl::StrCat(s, "/", text(mask));
-}
-
-std::string FormatMacMasked(uint64_t value, uint64_t mask) {
-  auto text = [](uint64_t a) {
-    return absl::StrFormat("%02x:%02x:%02x:%02x:%02x:%02x", (a >> 40) & 255,
-                           (a >> 32) & 255, (a >> 24) & 255, (a >> 16) & 255,
-                           (a >> 8) & 255, a & 255);
-  };
-  if (mask == 0xffffffffffffULL) return text(value);
-  return absl::StrCat(text(value), "/", text(mask));
-}
 
 absl::Status RuleFromProto(const v1::Rule& in, Rule* out) {
   Rule r;
@@ -941,11 +729,13 @@ bool ReadMatch(absl::string_view b, Match* m) {
   }
   uint32_t a = 0, mk = 0;
   if (has(7)) {
-    if (!ParseIpv4Masked(sub[7], &a, &mk).ok()) return false;
+    if (!ParseIpv4Masked(std::string_view(sub[7].data(), sub[7].size()), &a, &mk).ok())
+      return false;
     SetRaw(m, Field::kIpv4Src, a, mk);
   }
   if (has(8)) {
-    if (!ParseIpv4Masked(sub[8], &a, &mk).ok()) return false;
+    if (!ParseIpv4Masked(std::string_view(sub[8].data(), sub[8].size()), &a, &mk).ok())
+      return false;
     SetRaw(m, Field::kIpv4Dst, a, mk);
   }
   if (!has(4) && (has(7) || has(8))) SetRaw(m, Field::kEthType, kEthTypeIpv4, 0xffff);

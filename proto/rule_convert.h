@@ -9,13 +9,18 @@
 // * RuleFromProto / RuleOpFromProto are syntactic: every value must parse and
 //   fit its field, enums must be values this build knows, a oneof must be set.
 //   Errors are INVALID_ARGUMENT "<field>: <problem>" with the proto's field
-//   name ("ipv4_src: \"10.0.0.300\" is not an IPv4 address"), and carry the
-//   field typed as a RuleOpError (dataplane/rule_error.h; ProtoName gives
-//   the name the message uses; no index yet: the caller knows the
-//   operation, see AtOperation).  Semantic checks
-//   (value inside mask, IPv4 fields need eth_type 0x0800, ...) are left to
+//   name ("ipv4_src: bad IPv4 address '10.0.0.300'"), and carry the field
+//   typed as a RuleOpError (dataplane/rule_error.h; ProtoName gives the name
+//   the message uses; no index yet: the caller knows the operation, see
+//   AtOperation).  Address fields are text in the syntax of
+//   dataplane/addr_text.h, the same codec the native rule format uses, so an
+//   address means the same in a rule file, in `text` and in a structured
+//   field; like ovs-ofctl, it clears address bits outside the mask
+//   ("10.1.2.3/8" is 10.0.0.0/8).  Semantic checks (a numeric value inside
+//   its mask, IPv4 fields need eth_type 0x0800, ...) are left to
 //   ValidateRule, which the RuleTable applies to every rule; to let it see
-//   them, values are stored unmasked.
+//   them, numeric values are stored unmasked (OVS likewise refuses a binary
+//   OXM value with bits outside its mask).
 // * RuleToProto always produces a message that RuleFromProto turns back into
 //   an equal Rule (tested over random rule sets).  It uses the structured
 //   form, or the native text form when a field cannot be expressed in the
@@ -31,10 +36,10 @@
 #include <vector>
 #include "absl/strings/string_view.h"
 
-#include "absl/numeric/int128.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "dataplane/addr_text.h"  // the address fields' syntax
 #include "dataplane/flow.h"
 #include "dataplane/rule.h"
 #include "dataplane/rule_table.h"
@@ -70,23 +75,6 @@ void RuleOpToProto(const RuleOp& in, v1::RuleOp* out);
 
 void ActionToProto(const Action& in, v1::Action* out);
 
-// Address syntax of the API ("10.0.0.0/8", "10.0.0.0/255.0.255.0",
-// "2001:db8::/32", "2001:db8::/ffff::", "aa:bb:cc:dd:ee:ff[/mask]").  The
-// value is returned as written (not masked).  INVALID_ARGUMENT without a
-// field prefix.
-absl::Status ParseIpv4Masked(absl::string_view text, uint32_t* value,
-                             uint32_t* mask);
-absl::Status ParseIpv6Masked(absl::string_view text, absl::uint128* value,
-                             absl::uint128* mask);
-absl::Status ParseMacMasked(absl::string_view text, uint64_t* value,
-                            uint64_t* mask);
-// "/len" when the mask is a prefix, "/mask" otherwise, nothing when exact.
-std::string FormatIpv4Masked(uint32_t value, uint32_t mask);
-// The same into buf (kMaxIpv4MaskedText chars at least); returns its length.
-inline constexpr size_t kMaxIpv4MaskedText = sizeof("255.255.255.255/255.255.255.255");
-size_t FormatIpv4MaskedTo(uint32_t value, uint32_t mask, char* buf);
-std::string FormatIpv6Masked(absl::uint128 value, absl::uint128 mask);
-std::string FormatMacMasked(uint64_t value, uint64_t mask);
 
 }  // namespace flowclass
 

@@ -3,7 +3,8 @@
 // Debian 12's abseil (20220623) has its own absl::string_view, distinct from
 // std::string_view, so absl::StrCat does not take std::string_view.  This is
 // the small subset the text formatters need: strings of any kind and
-// integers.  Control path only (allocates).
+// integers; and Quote, for user text in messages.  Control path only
+// (allocates).
 #ifndef FLOWCLASS_DATAPLANE_INTERNAL_CAT_H_
 #define FLOWCLASS_DATAPLANE_INTERNAL_CAT_H_
 
@@ -36,6 +37,14 @@ std::string Cat(const Args&... args) {
 template <typename... Args>
 void CatTo(std::string* out, const Args&... args) {
   (AppendPiece(*out, args), ...);
+}
+
+// 'text' for a message, cut short (with "...") so that a garbage input
+// cannot produce a megabyte-long message.
+inline std::string Quote(std::string_view s) {
+  constexpr size_t kMax = 40;
+  if (s.size() > kMax) return Cat("'", s.substr(0, kMax), "...'");
+  return Cat("'", s, "'");
 }
 
 }  // namespace internal

@@ -156,10 +156,12 @@ TEST_F(ApiTest, BatchWithOneBadRuleChangesNothingAndNamesIt) {
   EXPECT_EQ(ack.generation(), 1u);
   EXPECT_EQ(RuleIds(), std::vector<uint64_t>({1}));
 
-  // A semantic error found by ValidateRule in the table: value outside mask.
-  v1::Rule stray = MakeRule(5);
-  stray.mutable_match()->set_ipv4_src("10.0.0.1/8");
-  const v1::BatchAck ack2 = Apply(Batch(3, {Insert(MakeRule(6)), Insert(stray)}));
+  // A semantic error found by ValidateRule in the table: an IPv4 field on an
+  // ARP rule.  (Address bits outside the mask are no such error: the address
+  // syntax clears them, as ovs-ofctl does.)
+  v1::Rule on_arp = MakeRule(5);
+  on_arp.mutable_match()->set_eth_type(0x0806);
+  const v1::BatchAck ack2 = Apply(Batch(3, {Insert(MakeRule(6)), Insert(on_arp)}));
   EXPECT_EQ(ack2.status_code(), kInvalid);
   ASSERT_EQ(ack2.errors_size(), 1);
   EXPECT_EQ(ack2.errors(0).op_index(), 1u);
@@ -579,9 +581,10 @@ TEST_F(ApiTest, BadInputTable) {
   v1::Rule tos_mask = MakeRule(18);
   tos_mask.mutable_match()->mutable_ip_tos()->set_value(3);
   tos_mask.mutable_match()->mutable_ip_tos()->set_mask(0xfc);
-  v1::Rule v6_bits = MakeRule(19);
-  v6_bits.mutable_match()->clear_ipv4_src();
-  v6_bits.mutable_match()->set_ipv6_src("2001:db8::1/32");
+  v1::Rule v6_on_ipv4 = MakeRule(19);
+  v6_on_ipv4.mutable_match()->clear_ipv4_src();
+  v6_on_ipv4.mutable_match()->set_ipv6_src("2001:db8::1/128");
+  v6_on_ipv4.mutable_match()->set_eth_type(0x0800);
   // The same mistake written as native text keeps the native name.
   v1::Rule text_proto;
   text_proto.set_id(20);
@@ -619,7 +622,7 @@ TEST_F(ApiTest, BadInputTable) {
       {"bad native text with its own hex id", {Insert(bad_text_hex_id)}, kInvalid, 0, "text"},
       {"ip_proto value outside its mask", {Insert(proto_mask)}, kInvalid, 0, "ip_proto"},
       {"ip_tos value outside its mask", {Insert(tos_mask)}, kInvalid, 0, "ip_tos"},
-      {"ipv6_src bits outside the prefix", {Insert(v6_bits)}, kInvalid, 0, "ipv6_src"},
+      {"ipv6_src on an IPv4 rule", {Insert(v6_on_ipv4)}, kInvalid, 0, "ipv6_src"},
       {"native text: native name", {Insert(text_proto)}, kInvalid, 0, "nw_proto"},
   };
   uint64_t batch_id = 10;
