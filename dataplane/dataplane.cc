@@ -2,15 +2,9 @@
 
 #include <algorithm>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace flowclass {
-
-absl::Status UnknownConfigKeyError(absl::string_view key) {
-  return absl::NotFoundError(absl::StrCat(
-      "config key \"", key, "\": unknown (config get lists the keys of the running daemon)"));
-}
 
 absl::StatusOr<BatchResult> Dataplane::DeleteAll() {
   absl::StatusOr<BatchResult> r;
