@@ -783,50 +783,11 @@ grpc::Status ClassifierService::Trace(grpc::ServerContext*,
       if (absl::StripAsciiWhitespace(req->flow()).empty())
         return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                             "flow: empty; give the packet's fields, e.g. in_port=1,udp,tp_dst=53");
-      if (absl::StrContains(req->flow(), "actions="))
+      absl::StatusOr<Flow> flow = ParseNativePacket(req->flow());
+      if (!flow.ok())
         return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                            "flow: actions: a trace takes match fields only (the rule's "
-                            "action is what it reports)");
-      const std::string line = req->flow() + ",actions=drop";
-      absl::StatusOr<Rule> r = ParseNativeRule(line, 1);
-      if (!r.ok())
-        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                            absl::StrCat("flow: ", r.status().message()));
-      // A trace describes one packet: a mask the user wrote (value/mask,
-      // addr/len) is refused, naming the key.  Keys that set part of a field
-      // by their nature (dl_vlan, nw_tos, ip_dscp, ip_frag, tcp_flags=+syn)
-      // are fine: the packet has the field's other bits 0.
-      for (absl::string_view kv : absl::StrSplit(req->flow(), ',')) {
-        const size_t eq = kv.find('=');
-        const absl::string_view key =
-            absl::StripAsciiWhitespace(kv.substr(0, eq == absl::string_view::npos ? kv.size() : eq));
-        // A rule's own attributes are not packet fields.
-        if (key == "id" || key == "priority" || key == "cookie")
-          return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                              absl::StrCat("flow: ", key, ": not a packet field"));
-        const size_t slash = eq == absl::string_view::npos ? eq : kv.find('/', eq);
-        if (slash == absl::string_view::npos) continue;
-        // A mask that covers the whole field (/32, /255.255.255.255, /128,
-        // 0x50/0xffff) is an exact value: the flow parsed without it is the
-        // same match.
-        const size_t at = static_cast<size_t>(kv.data() - req->flow().data());
-        const std::string unmasked = absl::StrCat(
-            absl::string_view(req->flow()).substr(0, at + slash),
-            absl::string_view(req->flow()).substr(at + kv.size()), ",actions=drop");
-        if (absl::StatusOr<Rule> u = ParseNativeRule(unmasked, 1); u.ok() && u->match == r->match)
-          continue;
-        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                            absl::StrCat("flow: ", key,
-                                         ": a mask is not allowed in a trace (exact values only)"));
-      }
-      for (const auto& [range, name] : {std::pair{&r->match.tp_src, "tp_src"},
-                                        std::pair{&r->match.tp_dst, "tp_dst"}})
-        if (!range->IsFull())
-          return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                              absl::StrCat("flow: ", name,
-                                           ": a range is not allowed in a trace (exact values "
-                                           "only)"));
-      key = FlowKey::FromFlow(r->match.value);
+                            absl::StrCat("flow: ", flow.status().message()));
+      key = FlowKey::FromFlow(*flow);
       break;
     }
     case v1::TraceRequest::WHAT_NOT_SET:
