@@ -33,8 +33,8 @@
 //   value first (ParseRuntimeSettingsRequest: keys that can only be set at
 //   start-up are readable but answer FAILED_PRECONDITION, unknown keys
 //   NOT_FOUND, bad values INVALID_ARGUMENT naming the key) and changes
-//   nothing unless all of them are good; then it applies them together, so
-//   no PMD ever runs with some of them and not the others.
+//   nothing unless all of them are good; then it applies all of them (the
+//   DPDK dataplane hands a request's pipeline settings to each PMD at once).
 #ifndef FLOWCLASS_DATAPLANE_DATAPLANE_H_
 #define FLOWCLASS_DATAPLANE_DATAPLANE_H_
 
