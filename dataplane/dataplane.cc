@@ -3,16 +3,10 @@
 #include <algorithm>
 #include <optional>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "dataplane/rule_error.h"
 
 namespace flowclass {
-
-absl::Status UnknownConfigKeyError(absl::string_view key) {
-  return absl::NotFoundError(absl::StrCat(
-      "config key \"", key, "\": unknown (config get lists the keys of the running daemon)"));
-}
 
 absl::StatusOr<BatchResult> Dataplane::DeleteAll() {
   absl::StatusOr<BatchResult> r;

@@ -27,10 +27,14 @@
 //   and its accounting identity holds exactly:
 //     rx_packets == tx_packets + tx_dropped + rule_drops + no_match + bad_port
 //   (summed per PMD, or over all PMDs).
-// * GetConfig/SetConfig expose the run-time tunables by dotted name (the same
-//   names as the YAML config, e.g. "pmd.tx_retries").  Keys that can only be
-//   set at start-up are readable but SetConfig answers FAILED_PRECONDITION;
-//   unknown keys NOT_FOUND; bad values INVALID_ARGUMENT naming the key.
+// * GetConfig/ApplySettings expose the run-time tunables by dotted name (the
+//   same names as the YAML config, e.g. "pmd.tx_retries"; runtime_settings.h
+//   lists them).  ApplySettings is all or nothing: it checks every key and
+//   value first (ParseRuntimeSettingsRequest: keys that can only be set at
+//   start-up are readable but answer FAILED_PRECONDITION, unknown keys
+//   NOT_FOUND, bad values INVALID_ARGUMENT naming the key) and changes
+//   nothing unless all of them are good; then it applies all of them (the
+//   DPDK dataplane hands a request's pipeline settings to each PMD at once).
 #ifndef FLOWCLASS_DATAPLANE_DATAPLANE_H_
 #define FLOWCLASS_DATAPLANE_DATAPLANE_H_
 
@@ -46,6 +50,7 @@
 #include "dataplane/pipeline.h"
 #include "dataplane/rule.h"
 #include "dataplane/rule_table.h"
+#include "dataplane/runtime_settings.h"
 
 namespace flowclass {
 
@@ -154,23 +159,6 @@ struct RuleHit {
   uint64_t hits = 0;
 };
 
-// Keys of the run-time pipeline settings (GetConfig / SetConfig), shared by
-// the dataplanes that implement them and the API that names them.
-inline constexpr char kConfigEmcInsertInvProb[] = "pipeline.emc_insert_inv_prob";
-inline constexpr char kConfigSmc[] = "pipeline.smc";
-inline constexpr char kConfigCd[] = "pipeline.cd";
-inline constexpr char kConfigRankingIntervalMs[] = "pipeline.ranking_interval_ms";
-// Their ranges, the same in the config file and over SetConfig.
-inline constexpr uint32_t kMaxEmcInsertInvProb = uint32_t{1} << 30;
-inline constexpr uint32_t kMaxRankingIntervalMs = 3600000;
-inline constexpr char kConfigForceScalar[] = "dpcls.force_scalar";
-inline constexpr char kConfigLookupPrioPrefix[] = "dpcls.lookup_prio.";
-inline constexpr char kConfigLookupAvailablePrefix[] = "dpcls.lookup_available.";
-
-// NOT_FOUND for a key the dataplane has no setting for (GetConfig /
-// SetConfig of every Dataplane say it the same way).
-absl::Status UnknownConfigKeyError(absl::string_view key);
-
 class Dataplane {
  public:
   virtual ~Dataplane() = default;
@@ -216,7 +204,13 @@ class Dataplane {
   // Every key and its current value, as text.
   virtual std::map<std::string, std::string> GetConfig() const = 0;
   virtual absl::StatusOr<std::string> GetConfig(absl::string_view key) const = 0;
-  virtual absl::Status SetConfig(absl::string_view key, absl::string_view value) = 0;
+  // Sets every key of `values` to its value, or none (see the contract).
+  virtual absl::Status ApplySettings(absl::Span<const ConfigValue> values) = 0;
+  // ApplySettings of one key.
+  absl::Status SetConfig(absl::string_view key, absl::string_view value) {
+    const ConfigValue one{std::string(key), std::string(value)};
+    return ApplySettings({&one, 1});
+  }
 
   // ---- Added with the gRPC API (issue 6).  Each has a default answering
   // UNIMPLEMENTED, so older implementations keep compiling. ----

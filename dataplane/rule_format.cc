@@ -700,20 +700,22 @@ absl::Status NativeParser::Key(std::string_view key,
 
 bool IsSeparator(char c) { return c == ',' || c == ' ' || c == '\t'; }
 
-// Parses one native line; errors are "column C: ...".
-absl::StatusOr<Rule> ParseNativeLine(std::string_view line,
-                                     uint64_t default_id) {
-  // "#" starts a comment to the end of the line (no value contains one):
-  // what `flowclassctl dump-rules --hits` appends reads back.
-  line = line.substr(0, line.find('#'));
-  NativeParser p;
-  p.rule.id = default_id;
-  p.rule.priority = kDefaultNativePriority;
+// "#" starts a comment to the end of the line (no value contains one):
+// what `flowclassctl dump-rules --hits` appends reads back.
+std::string_view StripComment(std::string_view line) {
+  return line.substr(0, line.find('#'));
+}
+
+// Calls fn(key, value, key column, value column) for each key of a native
+// line, in order, until fn fails (columns 1-based; no value for a bare key).
+// "actions=" takes the rest of the line as its value and ends the line.
+template <typename Fn>
+absl::Status ForEachNativeKey(std::string_view line, Fn fn) {
+  line = StripComment(line);
   size_t i = 0;
-  bool have_actions = false;
   while (true) {
     while (i < line.size() && IsSeparator(line[i])) ++i;
-    if (i >= line.size()) break;
+    if (i >= line.size()) return absl::OkStatus();
     const size_t kstart = i;
     while (i < line.size() && !IsSeparator(line[i]) && line[i] != '=') ++i;
     std::string_view key = line.substr(kstart, i - kstart);
@@ -723,12 +725,8 @@ absl::StatusOr<Rule> ParseNativeLine(std::string_view line,
       vstart = ++i;
       if (key == "actions") {
         // Everything after "actions=" is the action list.
-        std::string_view rest =
-            StripTrailing(line.substr(vstart));
-        absl::Status s = p.Actions(rest, vstart + 1);
-        if (!s.ok()) return s;
-        have_actions = true;
-        break;
+        return fn(key, StripTrailing(line.substr(vstart)), kstart + 1,
+                  vstart + 1);
       }
       while (i < line.size() && !IsSeparator(line[i])) ++i;
       val = line.substr(vstart, i - vstart);
@@ -736,18 +734,40 @@ absl::StatusOr<Rule> ParseNativeLine(std::string_view line,
     if (key.empty()) {
       return ColumnError(kstart + 1, "(empty)", "missing key before '='");
     }
-    if (key == "actions") {
-      return ColumnError(kstart + 1, key, "missing value (actions=...)");
-    }
-    absl::Status s = p.Key(key, val, kstart + 1, vstart + 1);
+    absl::Status s = fn(key, val, kstart + 1, vstart + 1);
     if (!s.ok()) return s;
   }
+}
+
+// Parses one native line; errors are "column C: ...".
+absl::StatusOr<Rule> ParseNativeLine(std::string_view line,
+                                     uint64_t default_id) {
+  NativeParser p;
+  p.rule.id = default_id;
+  p.rule.priority = kDefaultNativePriority;
+  bool have_actions = false;
+  absl::Status s = ForEachNativeKey(
+      line, [&](std::string_view key, std::optional<std::string_view> val,
+                size_t kcol, size_t vcol) {
+        if (key != "actions") return p.Key(key, val, kcol, vcol);
+        if (!val.has_value()) {
+          return ColumnError(kcol, key, "missing value (actions=...)");
+        }
+        have_actions = true;
+        return p.Actions(*val, vcol);
+      });
+  if (!s.ok()) return s;
   if (!have_actions) {
-    return ColumnError(line.size() + 1, "actions",
+    return ColumnError(StripComment(line).size() + 1, "actions",
                        "missing (every rule needs actions=output:N or "
                        "actions=drop as its last key)");
   }
   return std::move(p.rule);
+}
+
+// "<field>: <problem>": what a packet cannot have (ParseNativePacket).
+absl::Status PacketError(std::string_view field, std::string_view problem) {
+  return absl::InvalidArgumentError(Cat(field, ": ", problem));
 }
 
 }  // namespace
@@ -827,6 +847,44 @@ absl::StatusOr<std::vector<Rule>> ParseClassBench(
 absl::StatusOr<Rule> ParseNativeRule(std::string_view line,
                                      uint64_t default_id) {
   return ParseNativeLine(line, default_id);
+}
+
+absl::StatusOr<Flow> ParseNativePacket(std::string_view text) {
+  NativeParser p;
+  absl::Status s = ForEachNativeKey(
+      text,
+      [&](std::string_view key, std::optional<std::string_view> val,
+          size_t kcol, size_t vcol) -> absl::Status {
+        if (key == "actions") {
+          return PacketError(key,
+                             "a trace takes match fields only (the rule's "
+                             "action is what it reports)");
+        }
+        if (key == "id" || key == "priority" || key == "cookie") {
+          return PacketError(key, "not a packet field");
+        }
+        if (absl::Status ks = p.Key(key, val, kcol, vcol); !ks.ok()) return ks;
+        // A mask that covers the whole field (/32, /255.255.255.255, /128,
+        // 0x35/0xffff) is an exact value: the key reads the same without it.
+        const size_t slash =
+            val.has_value() ? val->find('/') : std::string_view::npos;
+        if (slash == std::string_view::npos) return absl::OkStatus();
+        NativeParser masked, unmasked;
+        if (masked.Key(key, val, kcol, vcol).ok() &&
+            unmasked.Key(key, val->substr(0, slash), kcol, vcol).ok() &&
+            masked.rule.match == unmasked.rule.match) {
+          return absl::OkStatus();
+        }
+        return PacketError(
+            key, "a mask is not allowed in a trace (exact values only)");
+      });
+  if (!s.ok()) return s;
+  const Match& m = p.rule.match;
+  if (!m.tp_src.IsFull() || !m.tp_dst.IsFull()) {
+    return PacketError(m.tp_src.IsFull() ? "tp_dst" : "tp_src",
+                       "a range is not allowed in a trace (exact values only)");
+  }
+  return m.value;
 }
 
 bool ParseNativeNumber(std::string_view s, uint64_t* out) {

@@ -82,6 +82,23 @@ inline constexpr uint32_t kDefaultNativePriority = 32768;
 absl::StatusOr<Rule> ParseNativeRule(std::string_view line,
                                      uint64_t default_id);
 
+// Parses the fields of one packet in the native match syntax, as a trace
+// takes them ("in_port=1,udp,nw_src=10.0.0.1,tp_dst=53"): the match keys of
+// a rule, each taken exactly; a field left out is 0.  Returns the match's
+// value.  Syntax errors read as ParseNativeRule's ("column C: field:
+// problem"); what a packet cannot have is refused as "<key>: <problem>":
+//   id, priority, cookie  "not a packet field"
+//   actions               "a trace takes match fields only (...)"
+//   a mask (value/mask, addr/len) that leaves bits of the field out:
+//     "a mask is not allowed in a trace (exact values only)"
+//   a port range (tp_src, tp_dst):
+//     "a range is not allowed in a trace (exact values only)"
+// A mask covering the whole field (/32, /128, 0x35/0xffff) is an exact
+// value; keys that set part of a field by their nature (dl_vlan, nw_tos,
+// ip_dscp, ip_frag, tcp_flags=+syn) are fine: the packet has the field's
+// other bits 0.
+absl::StatusOr<Flow> ParseNativePacket(std::string_view text);
+
 // Parses a native rule file: '#' comment lines and blank lines are skipped; a
 // rule without "id=" gets the 1-based number of the line it is on.
 absl::StatusOr<std::vector<Rule>> ParseNativeRules(std::string_view text,

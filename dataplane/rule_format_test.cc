@@ -865,5 +865,69 @@ TEST_F(FileTest, AutoDetectsFormatAndPrefixesPathToErrors) {
   EXPECT_EQ(r->size(), 2u);
 }
 
+// A packet's fields are a rule's match keys, each taken exactly: the value
+// of the match ParseNativeRule reads from the same keys.
+TEST(NativePacketTest, ReadsTheMatchKeysOfARuleExactly) {
+  for (const char* text :
+       {"in_port=3,udp,nw_src=10.1.2.3,nw_dst=1.2.3.4,tp_src=9,tp_dst=53",
+        "in_port=3 udp nw_src=10.1.2.3/32 tp_dst=0x35/0xffff",  // blanks
+                                                                // separate too
+        "in_port=3,udp,nw_src=10.1.2.3/255.255.255.255,tp_dst=53",
+        "ipv6,ipv6_src=2001:db8::1/128,dl_src=aa:bb:cc:dd:ee:ff/"
+        "ff:ff:ff:ff:ff:ff",
+        "in_port=3,dl_vlan=5,udp,nw_src=10.1.2.3",
+        "ip,nw_tos=4,nw_src=10.1.2.3", "ip,nw_tos=16/0xfc",
+        "ip,ip_dscp=1,ip_ecn=2", "ip,ip_frag=first", "tcp,tcp_flags=+syn-ack",
+        "icmp,icmp_type=8,icmp_code=0", ",", ""}) {
+    absl::StatusOr<Flow> f = ParseNativePacket(text);
+    ASSERT_TRUE(f.ok()) << text << ": " << f.status();
+    absl::StatusOr<Rule> r =
+        ParseNativeRule(absl::StrCat(text, ",actions=drop"), 1);
+    ASSERT_TRUE(r.ok()) << text;
+    EXPECT_EQ(*f, r->match.value) << text;
+  }
+  EXPECT_EQ(ParseNativePacket("in_port=3,dl_vlan=5")->Get(Field::kVlan0Tci),
+            0x1005u);
+  EXPECT_EQ(*ParseNativePacket("udp # a comment"), *ParseNativePacket("udp"));
+}
+
+TEST(NativePacketTest, RefusesWhatAPacketCannotHaveNamingTheKey) {
+  struct Case {
+    const char* text;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"udp,nw_src=10.0.0.0/8",
+       "nw_src: a mask is not allowed in a trace (exact values only)"},
+      {"udp,nw_src=10.1.2.3/31",
+       "nw_src: a mask is not allowed in a trace (exact values only)"},
+      {"udp,tp_dst=0x35/0xff",
+       "tp_dst: a mask is not allowed in a trace (exact values only)"},
+      {"ip,nw_tos=16/0xff",
+       "nw_tos: a mask is not allowed in a trace (exact values only)"},
+      {"udp,nw_src=1.2.3.4,tp_dst=10-20",
+       "tp_dst: a range is not allowed in a trace (exact values only)"},
+      {"udp,tp_src=1-2,tp_dst=10-20",
+       "tp_src: a range is not allowed in a trace (exact values only)"},
+      {"priority=9,udp,nw_src=10.1.2.3", "priority: not a packet field"},
+      {"udp id=4", "id: not a packet field"},
+      {"cookie=0x1,udp", "cookie: not a packet field"},
+      {"in_port=1,udp,actions=drop",
+       "actions: a trace takes match fields only (the rule's action is what it "
+       "reports)"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<Flow> f = ParseNativePacket(c.text);
+    EXPECT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument) << c.text;
+    EXPECT_EQ(f.status().message(), c.message) << c.text;
+  }
+  // Syntax errors read as a rule's.
+  EXPECT_EQ(
+      ParseNativePacket("udp,nw_src=10.1.2").status().message(),
+      ParseNativeRule("udp,nw_src=10.1.2,actions=drop", 1).status().message());
+  EXPECT_THAT(std::string(ParseNativePacket("udp,bogus=1").status().message()),
+              HasSubstr("column 5: bogus: unknown key"));
+}
+
 }  // namespace
 }  // namespace flowclass

@@ -19,12 +19,10 @@
 #include <thread>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "dataplane/dpdk/rule_publisher.h"
 #include "dataplane/packet_parser.h"
-#include "dataplane/subtable_lookup.h"
 
 namespace flowclass {
 namespace {
@@ -118,25 +116,20 @@ struct alignas(64) SnapshotMailbox {
   PipelineTrace trace;
 };
 
-// Run-time pipeline settings (SetConfig "pipeline.*" / "dpcls.*").  Same
-// handshake as the snapshot mailbox, the other way round: the control thread
-// (holding apply_mu) writes Impl::knobs, bumps Impl::knobs_version (release)
-// and waits until every live PMD has stored that version in `knobs_ack`; a
-// PMD applies `knobs` to its Pipeline at the top of an iteration when it
-// sees a new version (acquire).  The writer never writes `knobs` before every
-// live PMD has acknowledged the previous version (SetKnob checks, also after
-// a request that timed out), so the two never touch it at once.
-struct PipelineKnobs {
-  uint32_t emc_insert_inv_prob = 100;
-  bool smc = false;
-  CdMode cd = CdMode::kAuto;
-  uint32_t ranking_interval_ms = 1000;
-  LookupPriorities lookup;
-};
+// Run-time pipeline settings (ApplySettings of "pipeline.*" / "dpcls.*").
+// Same handshake as the snapshot mailbox, the other way round: the control
+// thread (holding apply_mu) writes Impl::knobs, bumps Impl::knobs_version
+// (release) and waits until every live PMD has stored that version in its
+// `ack`; a PMD applies `knobs` to its Pipeline at the top of an iteration
+// when it sees a new version (acquire).  The writer never writes `knobs`
+// before every live PMD has acknowledged the previous version (Apply checks,
+// also after a request that timed out), so the two never touch it at once.
+// One version carries every setting of one request: a PMD takes them all in
+// one iteration.
 struct alignas(64) KnobsMailbox {
   std::atomic<uint64_t> ack{0};
 };
-// How long SetConfig waits for every PMD to take new pipeline settings.
+// How long ApplySettings waits for every PMD to take new pipeline settings.
 constexpr auto kKnobsWait = std::chrono::seconds(2);
 
 // How long Stats() waits for a PMD to answer a snapshot request.
@@ -248,8 +241,11 @@ struct DpdkDataplane::Impl {
   // Each publication is a view of it at a generation.
   std::unique_ptr<RuleTable> table;
   std::unique_ptr<RulePublisher> publisher;
-  // Run-time pipeline settings (see KnobsMailbox): written under apply_mu.
-  PipelineKnobs knobs;
+  // Run-time settings as GetConfig reports them: written under apply_mu.
+  RuntimeSettings settings;
+  // What the PMDs apply to their pipelines (see KnobsMailbox): written under
+  // apply_mu, from `settings`.
+  RuntimeSettings knobs;
   // Read by every PMD every iteration: a line of its own, away from the
   // mutexes the control thread takes on every scrape.
   alignas(64) std::atomic<uint64_t> knobs_version{0};
@@ -280,9 +276,11 @@ struct DpdkDataplane::Impl {
   static int PmdMain(void* arg);
   void TakeSnapshot(const Pmd& pmd, PmdCounters* p) const;  // metrics
   bool AskPmd(const Pmd& pmd, const FlowKey* key) const;    // under snap_mu
-  // SetConfig of a "pipeline.*" / "dpcls.*" key: validate, publish to the
-  // PMDs, wait until each live PMD runs with it.
-  absl::Status SetKnob(absl::string_view key, absl::string_view value);
+  // Applies a checked request: pmd.* at once, the pipeline settings
+  // published to the PMDs together (one version), waiting until each live
+  // PMD runs with them.  Nothing changes when a PMD has not taken the
+  // previous version yet.
+  absl::Status Apply(const RuntimeSettingsUpdate& update);
   void PmdLoop(Pmd& pmd);
   // Under apply_mu: publishes the table at its generation, made from the
   // published `cur` by batches that changed `changes` (null: anything may
@@ -548,11 +546,15 @@ absl::StatusOr<std::unique_ptr<DpdkDataplane>> DpdkDataplane::Create(
 
   auto impl = std::make_unique<Impl>();
   impl->opts = o;
-  impl->knobs.emc_insert_inv_prob = o.pipeline.emc_config.insert_inv_prob;
-  impl->knobs.smc = o.pipeline.smc;
-  impl->knobs.cd = o.pipeline.cd.mode;
-  impl->knobs.ranking_interval_ms = o.pipeline.ranking_interval_ms;
-  impl->knobs.lookup = o.pipeline.dpcls.lookup;
+  RuntimeSettings& rs = impl->settings;
+  rs.tx_retries = static_cast<uint32_t>(o.tx_retries);
+  rs.idle_sleep_us = o.idle_sleep_us;
+  rs.emc_insert_inv_prob = o.pipeline.emc_config.insert_inv_prob;
+  rs.smc = o.pipeline.smc;
+  rs.cd = o.pipeline.cd.mode;
+  rs.ranking_interval_ms = o.pipeline.ranking_interval_ms;
+  rs.lookup = o.pipeline.dpcls.lookup;
+  impl->knobs = rs;
   impl->tx_retries.store(o.tx_retries);
   impl->idle_sleep_us.store(o.idle_sleep_us);
   impl->port_index_by_number.assign(kMaxPortNumber + 1, -1);
@@ -1080,31 +1082,19 @@ std::map<std::string, std::string> DpdkDataplane::GetConfig() const {
   std::map<std::string, std::string> m;
   m["pmd.lcores"] = absl::StrJoin(d.opts.pmd_lcores, ",");
   m["pmd.burst"] = absl::StrCat(d.opts.burst);
-  m["pmd.tx_retries"] = absl::StrCat(d.tx_retries.load());
-  m["pmd.idle_sleep_us"] = absl::StrCat(d.idle_sleep_us.load());
   m["mempool.mbufs"] = absl::StrCat(d.pool ? d.pool->size : 0);
   m["ports"] = absl::StrJoin(d.ports, ",", [](std::string* out, const PortState& p) {
     absl::StrAppend(out, p.opts.number, "=", p.opts.device);
   });
-  // Run-time pipeline settings (every PMD runs with these once SetConfig
-  // returned).  SetKnob writes them under apply_mu.
-  PipelineKnobs k;
+  // Run-time settings (every PMD runs with these once ApplySettings
+  // returned).  Apply writes them under apply_mu.
+  RuntimeSettings rs;
   {
     std::lock_guard<std::mutex> lock(impl_->apply_mu);
-    k = d.knobs;
+    rs = d.settings;
   }
-  m[kConfigEmcInsertInvProb] = absl::StrCat(k.emc_insert_inv_prob);
-  m[kConfigSmc] = k.smc ? "on" : "off";
-  m[kConfigCd] = std::string(CdModeName(k.cd));
-  m[kConfigRankingIntervalMs] = absl::StrCat(k.ranking_interval_ms);
-  m[kConfigForceScalar] = k.lookup.force_scalar ? "true" : "false";
-  for (int i = 0; i < kLookupImplCount; ++i) {
-    const auto id = static_cast<LookupImplId>(i);
-    m[absl::StrCat(kConfigLookupPrioPrefix, LookupImplName(id))] =
-        absl::StrCat(k.lookup.Get(id));
-    m[absl::StrCat(kConfigLookupAvailablePrefix, LookupImplName(id))] =
-        LookupImplAvailable(id) ? "true" : "false";
-  }
+  for (auto& [k, v] : FormatRuntimeSettings(RuntimeSettingsUpdate::All(rs)))
+    m[std::move(k)] = std::move(v);
   return m;
 }
 
@@ -1116,72 +1106,16 @@ absl::StatusOr<std::string> DpdkDataplane::GetConfig(absl::string_view key) cons
   return it->second;
 }
 
-absl::Status DpdkDataplane::SetConfig(absl::string_view key, absl::string_view value) {
-  Impl& d = *impl_;
-  if (key == "pmd.tx_retries" || key == "pmd.idle_sleep_us") {
-    uint32_t v = 0;
-    if (!absl::SimpleAtoi(value, &v) || v > 1000000)
-      return absl::InvalidArgumentError(absl::StrCat(
-          key, ": \"", value, "\" is not an integer in 0..1000000"));
-    if (key == "pmd.tx_retries") d.tx_retries.store(static_cast<int>(v));
-    else d.idle_sleep_us.store(v);
-    return absl::OkStatus();
-  }
-  if (absl::StartsWith(key, "pipeline.") ||
-      (absl::StartsWith(key, "dpcls.") &&
-       !absl::StartsWith(key, kConfigLookupAvailablePrefix))) {
-    return d.SetKnob(key, value);
-  }
-  auto m = GetConfig();
-  if (m.count(std::string(key)) && absl::StartsWith(key, kConfigLookupAvailablePrefix))
-    return absl::FailedPreconditionError(
-        absl::StrCat(key, ": read-only (whether this CPU can run the implementation)"));
-  if (m.count(std::string(key)))
-    return absl::FailedPreconditionError(
-        absl::StrCat(key, ": can only be set at start-up (config file)"));
-  return UnknownConfigKeyError(key);
+absl::Status DpdkDataplane::ApplySettings(absl::Span<const ConfigValue> values) {
+  absl::StatusOr<RuntimeSettingsUpdate> update = ParseRuntimeSettingsRequest(values, GetConfig());
+  if (!update.ok()) return update.status();
+  return impl_->Apply(*update);
 }
 
-absl::Status DpdkDataplane::Impl::SetKnob(absl::string_view key,
-                                         absl::string_view value) {
+absl::Status DpdkDataplane::Impl::Apply(const RuntimeSettingsUpdate& update) {
   std::lock_guard<std::mutex> lock(apply_mu);
-  PipelineKnobs k = knobs;
-  const std::string v(value);
-  auto bad = [&](absl::string_view want) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(key, ": \"", value, "\" is not ", want));
-  };
-  uint32_t n = 0;
-  if (key == kConfigEmcInsertInvProb) {
-    if (!absl::SimpleAtoi(value, &n) || n > kMaxEmcInsertInvProb)
-      return bad(absl::StrCat("a whole number in 0..", kMaxEmcInsertInvProb, " (0 disables)"));
-    k.emc_insert_inv_prob = n;
-  } else if (key == kConfigSmc) {
-    if (v != "on" && v != "off") return bad("on or off");
-    k.smc = v == "on";
-  } else if (key == kConfigCd) {
-    absl::StatusOr<CdMode> mode = ParseCdMode(v);
-    if (!mode.ok()) return bad("on, off or auto");
-    k.cd = *mode;
-  } else if (key == kConfigRankingIntervalMs) {
-    if (!absl::SimpleAtoi(value, &n) || n > kMaxRankingIntervalMs) {
-      return bad(absl::StrCat("a whole number of milliseconds in 0..", kMaxRankingIntervalMs));
-    }
-    k.ranking_interval_ms = n;
-  } else if (key == kConfigForceScalar) {
-    if (v != "true" && v != "false") return bad("true or false");
-    k.lookup.force_scalar = v == "true";
-  } else if (absl::StartsWith(key, kConfigLookupPrioPrefix)) {
-    int prio = 0;
-    if (!absl::SimpleAtoi(value, &prio))
-      return bad(absl::StrCat("a whole-number priority in 0..", kMaxLookupPriority));
-    const std::string name(key.substr(std::string_view(kConfigLookupPrioPrefix).size()));
-    if (absl::Status s = k.lookup.Set(name, prio); !s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(key, ": ", s.message()));
-    }
-  } else {
-    return UnknownConfigKeyError(key);
-  }
+  RuntimeSettings next = settings;
+  update.ApplyTo(&next);
   // Every live PMD must have taken `version` before `knobs` may change: a
   // PMD still reading the settings of a request that timed out would race
   // with the write.
@@ -1191,21 +1125,30 @@ absl::Status DpdkDataplane::Impl::SetKnob(absl::string_view key,
       while (pmd.mailbox->live.load(std::memory_order_acquire) &&
              pmd.knobs_box->ack.load(std::memory_order_acquire) < version) {
         if (std::chrono::steady_clock::now() > deadline) {
+          std::vector<std::string> keys;
+          for (const ConfigValue& kv : FormatRuntimeSettings(update)) keys.push_back(kv.first);
           return absl::DeadlineExceededError(absl::StrCat(
-              key, ": PMD ", pmd.index, " did not take ", what, " within ",
-              std::chrono::duration_cast<std::chrono::milliseconds>(kKnobsWait).count(),
-              " ms"));
+              absl::StrJoin(keys, ", "), ": PMD ", pmd.index, " did not take ", what, " within ",
+              std::chrono::duration_cast<std::chrono::milliseconds>(kKnobsWait).count(), " ms"));
         }
         std::this_thread::yield();
       }
     }
     return absl::OkStatus();
   };
-  if (absl::Status s = all_took(knobs_version.load(std::memory_order_relaxed),
-                                "the previous setting");
-      !s.ok())
-    return s;
-  knobs = k;
+  const bool publish = update.ChangesPipeline();
+  if (publish) {
+    if (absl::Status s =
+            all_took(knobs_version.load(std::memory_order_relaxed), "the previous setting");
+        !s.ok())
+      return s;
+  }
+  // From here on the request is applied, pmd.* and pipeline alike.
+  settings = next;
+  tx_retries.store(static_cast<int>(next.tx_retries), std::memory_order_relaxed);
+  idle_sleep_us.store(next.idle_sleep_us, std::memory_order_relaxed);
+  if (!publish) return absl::OkStatus();
+  knobs = next;
   return all_took(knobs_version.fetch_add(1, std::memory_order_acq_rel) + 1,
                   "the new setting");
 }

@@ -35,8 +35,14 @@
 // * Multi-segment mbufs are not supported: the parser sees the first segment
 //   (net_pcap and SR-IOV VFs with the default 2 KiB data room and standard
 //   MTU deliver single segments).
-// * Threads: all public methods from non-PMD threads; ApplyBatch and SetConfig
-//   are serialised internally.
+// * Run-time settings: ApplySettings publishes every pipeline setting of a
+//   request to the PMDs as one version (a PMD takes them all at the top of
+//   one iteration) and returns once each running PMD has, or
+//   DEADLINE_EXCEEDED after 2 s: then the request is applied, but a PMD has
+//   not confirmed it yet.  When a PMD has not taken the previous request's
+//   version yet, DEADLINE_EXCEEDED and nothing changes.
+// * Threads: all public methods from non-PMD threads; ApplyBatch and
+//   ApplySettings are serialised internally.
 #ifndef FLOWCLASS_DATAPLANE_DPDK_DPDK_DATAPLANE_H_
 #define FLOWCLASS_DATAPLANE_DPDK_DPDK_DATAPLANE_H_
 
@@ -167,7 +173,7 @@ class DpdkDataplane final : public Dataplane {
   DataplaneStats Stats() const override;
   std::map<std::string, std::string> GetConfig() const override;
   absl::StatusOr<std::string> GetConfig(absl::string_view key) const override;
-  absl::Status SetConfig(absl::string_view key, absl::string_view value) override;
+  absl::Status ApplySettings(absl::Span<const ConfigValue> values) override;
   // Added with the gRPC API: both read the published table on the calling
   // (control) thread under the apply mutex; Trace reports layer "slow_path".
   absl::StatusOr<Rule> GetRule(uint64_t id) const override;

@@ -25,6 +25,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/common/e2e_util.h"
+#include "tests/common/fake_dataplane.h"
 #include "tests/common/packet_builder.h"
 #include "tests/common/reference_classifier.h"
 #include "tests/common/rule_builders.h"
@@ -956,6 +957,71 @@ TEST(DpdkDataplaneTest, PipelineSettingsReachTheRunningPmds) {
   EXPECT_FALSE(pmd.snapshot.cd_enabled);
   ASSERT_FALSE(pmd.snapshot.subtable.empty());
   EXPECT_EQ(pmd.snapshot.subtable[0].lookup_fn, "generic");
+}
+
+// A settings request is applied all or nothing; the fake dataplane, listing
+// the same keys, answers every request as this one does.
+TEST(DpdkDataplaneTest, SettingsRequestsAreAllOrNothingAndTheFakeAgrees) {
+  RingPort p1 = RingPort::Make("atom1", 1, 1);
+  DpdkDataplaneOptions o;
+  o.ports = {Port(1, p1.name)};
+  o.pmd_lcores = {1};
+  o.idle_sleep_us = 20;
+  auto dp = DpdkDataplane::Create(o);
+  ASSERT_TRUE(dp.ok()) << dp.status();
+  ASSERT_TRUE((*dp)->Start().ok());
+  FakeDataplane fake;
+  for (const auto& [k, v] : (*dp)->GetConfig()) {
+    RuntimeSettingsUpdate setting;
+    fake.DefineConfig(k, v, ParseRuntimeSetting(k, v, &setting).ok());
+  }
+  ASSERT_EQ(fake.GetConfig(), (*dp)->GetConfig());
+
+  const std::vector<std::vector<ConfigValue>> requests = {
+      {{"pipeline.smc", "on"}, {"pipeline.cd", "sometimes"}},
+      {{"pmd.tx_retries", "9"}, {"pipeline.emc_insert_inv_prob", "0"}, {"pmd.burst", "8"}},
+      {{"dpcls.lookup_prio.avx512", "0"}, {"no.such", "1"}},
+      {{"pipeline.cd", "off"}, {"dpcls.lookup_available.generic", "false"}},
+      {{"pmd.idle_sleep_us", "5"}, {"dpcls.lookup_prio.nosuch", "1"}},
+      {{"pipeline.ranking_interval_ms", "50"}, {"dpcls.force_scalar", "maybe"}},
+      {{"pipeline.emc_insert_inv_prob", "4294967295"}},
+      {{"pipeline.smc", "on"},
+       {"pipeline.cd", "on"},
+       {"pmd.tx_retries", "9"},
+       {"dpcls.lookup_prio.avx512", "0"},
+       {"dpcls.force_scalar", "true"},
+       {"pipeline.smc", "off"}},
+      {{"pmd.idle_sleep_us", "30"}},
+  };
+  int applied = 0;
+  for (const std::vector<ConfigValue>& req : requests) {
+    const std::string what = ::testing::PrintToString(req);
+    const std::map<std::string, std::string> before = (*dp)->GetConfig();
+    const absl::Status real = (*dp)->ApplySettings(req);
+    EXPECT_EQ(fake.ApplySettings(req), real) << what;
+    EXPECT_EQ(fake.GetConfig(), (*dp)->GetConfig()) << what;
+    if (!real.ok()) {
+      EXPECT_EQ((*dp)->GetConfig(), before) << what << ": " << real;
+      // The key the error names is the bad one of the request.
+      EXPECT_THAT(std::string(real.message()), HasSubstr(req.back().first)) << what;
+    } else {
+      ++applied;
+    }
+  }
+  EXPECT_EQ(applied, 2);
+  const std::map<std::string, std::string> now = (*dp)->GetConfig();
+  EXPECT_EQ(now.at("pipeline.smc"), "off");  // the last value of a key wins
+  EXPECT_EQ(now.at("pipeline.cd"), "on");
+  EXPECT_EQ(now.at("pmd.tx_retries"), "9");
+  EXPECT_EQ(now.at("pmd.idle_sleep_us"), "30");
+  EXPECT_EQ(now.at("dpcls.lookup_prio.avx512"), "0");
+  EXPECT_EQ(now.at("dpcls.force_scalar"), "true");
+  EXPECT_EQ(now.at("pipeline.emc_insert_inv_prob"), "100");
+  // The running PMD took the request: the CD is on in its own snapshot.
+  const DataplaneStats s = (*dp)->Stats();
+  ASSERT_TRUE(s.pmds.at(0).has_snapshot);
+  EXPECT_TRUE(s.pmds.at(0).snapshot.cd_enabled);
+  (*dp)->Stop();
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "server/api/classifier_service.h"
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -206,29 +208,45 @@ void FillPmd(const PmdCounters& p, v1::PmdStats* out) {
   out->set_cycles_upcall(p.pipeline.upcall_cycles);
 }
 
-v1::CacheMode ModeFromText(const std::string& s) {
-  if (s == "on" || s == "true") return v1::CACHE_MODE_ON;
-  if (s == "off" || s == "false") return v1::CACHE_MODE_OFF;
-  if (s == "auto") return v1::CACHE_MODE_AUTO;
+v1::CacheMode CacheModeOf(CdMode m) {
+  switch (m) {
+    case CdMode::kOn:
+      return v1::CACHE_MODE_ON;
+    case CdMode::kOff:
+      return v1::CACHE_MODE_OFF;
+    case CdMode::kAuto:
+      return v1::CACHE_MODE_AUTO;
+  }
   return v1::CACHE_MODE_UNSPECIFIED;
 }
 
+v1::CacheMode CacheModeOf(bool on) { return on ? v1::CACHE_MODE_ON : v1::CACHE_MODE_OFF; }
+
+// Every key as text in `values`; the run-time settings among them, read with
+// the dataplanes' own parser, in the named fields too (a key that is no
+// setting, or a value the parser refuses, is in `values` only).
 void ConfigFromMap(const std::map<std::string, std::string>& m, v1::Config* out) {
-  uint32_t n = 0;
+  RuntimeSettingsUpdate u;
   for (const auto& [k, v] : m) {
     (*out->mutable_values())[k] = v;
-    if (k == kConfigEmcInsertInvProb && absl::SimpleAtoi(v, &n)) out->set_emc_insert_inv_prob(n);
-    if (k == kConfigRankingIntervalMs && absl::SimpleAtoi(v, &n)) out->set_ranking_interval_ms(n);
-    if (k == kConfigSmc) out->set_smc(ModeFromText(v));
-    if (k == kConfigCd) out->set_cd(ModeFromText(v));
-    if (k == kConfigForceScalar) out->set_force_scalar(v == "true" || v == "on");
-    if (absl::StartsWith(k, kConfigLookupPrioPrefix) && absl::SimpleAtoi(v, &n)) {
-      v1::LookupImpl* li = out->add_lookup_impls();
-      li->set_name(k.substr(std::strlen(kConfigLookupPrioPrefix)));
-      li->set_priority(n);
-      auto a = m.find(kConfigLookupAvailablePrefix + li->name());
-      li->set_available(a == m.end() || a->second == "true");
-    }
+    (void)ParseRuntimeSetting(k, v, &u);
+  }
+  if (u.emc_insert_inv_prob) out->set_emc_insert_inv_prob(*u.emc_insert_inv_prob);
+  if (u.ranking_interval_ms) out->set_ranking_interval_ms(*u.ranking_interval_ms);
+  if (u.smc) out->set_smc(CacheModeOf(*u.smc));
+  if (u.cd) out->set_cd(CacheModeOf(*u.cd));
+  if (u.force_scalar) out->set_force_scalar(*u.force_scalar);
+  // The implementations in the order of their keys (by name).
+  std::array<int, kLookupImplCount> by_name;
+  for (int i = 0; i < kLookupImplCount; ++i) by_name[i] = i;
+  auto name = [](int i) { return std::string_view(LookupImplName(static_cast<LookupImplId>(i))); };
+  std::sort(by_name.begin(), by_name.end(), [&](int a, int b) { return name(a) < name(b); });
+  for (int i : by_name) {
+    if (!u.lookup_prio[i]) continue;
+    v1::LookupImpl* li = out->add_lookup_impls();
+    li->set_name(std::string(name(i)));
+    li->set_priority(static_cast<uint32_t>(*u.lookup_prio[i]));
+    li->set_available(u.lookup_available[i].value_or(true));
   }
 }
 
@@ -693,65 +711,73 @@ grpc::Status ClassifierService::SetConfig(grpc::ServerContext* ctx,
                                           const v1::SetConfigRequest* req,
                                           v1::Config* resp) {
   const v1::Config& c = req->config();
-  std::vector<std::pair<std::string, std::string>> sets;
-  auto mode = [](absl::string_view field, v1::CacheMode m, bool allow_auto,
-                 std::string* out) -> absl::Status {
+  // The named fields, typed, and spelt as keys by the settings' formatter.
+  RuntimeSettingsUpdate named;
+  auto mode = [](absl::string_view field, v1::CacheMode m,
+                 bool allow_auto) -> absl::StatusOr<CdMode> {
     switch (m) {
-      case v1::CACHE_MODE_ON: *out = "on"; return absl::OkStatus();
-      case v1::CACHE_MODE_OFF: *out = "off"; return absl::OkStatus();
+      case v1::CACHE_MODE_ON:
+        return CdMode::kOn;
+      case v1::CACHE_MODE_OFF:
+        return CdMode::kOff;
       case v1::CACHE_MODE_AUTO:
-        if (allow_auto) {
-          *out = "auto";
-          return absl::OkStatus();
-        }
+        if (allow_auto) return CdMode::kAuto;
         break;
-      default: break;
+      default:
+        break;
     }
     return absl::InvalidArgumentError(absl::StrCat(
         field, ": ", v1::CacheMode_Name(m).empty() ? absl::StrCat("unknown value ", m)
                                                    : v1::CacheMode_Name(m),
         " is not allowed here (", allow_auto ? "ON, OFF or AUTO" : "ON or OFF", ")"));
   };
-  if (c.has_emc_insert_inv_prob())
-    sets.emplace_back(kConfigEmcInsertInvProb, absl::StrCat(c.emc_insert_inv_prob()));
-  std::string v;
+  if (c.has_emc_insert_inv_prob()) named.emc_insert_inv_prob = c.emc_insert_inv_prob();
   if (c.has_smc()) {
-    if (absl::Status s = mode("smc", c.smc(), false, &v); !s.ok()) return ToGrpcStatus(s);
-    sets.emplace_back(kConfigSmc, v);
+    absl::StatusOr<CdMode> on = mode("smc", c.smc(), false);
+    if (!on.ok()) return ToGrpcStatus(on.status());
+    named.smc = *on == CdMode::kOn;
   }
   if (c.has_cd()) {
-    if (absl::Status s = mode("cd", c.cd(), true, &v); !s.ok()) return ToGrpcStatus(s);
-    sets.emplace_back(kConfigCd, v);
+    absl::StatusOr<CdMode> cd = mode("cd", c.cd(), true);
+    if (!cd.ok()) return ToGrpcStatus(cd.status());
+    named.cd = *cd;
   }
-  if (c.has_ranking_interval_ms())
-    sets.emplace_back(kConfigRankingIntervalMs, absl::StrCat(c.ranking_interval_ms()));
+  if (c.has_ranking_interval_ms()) named.ranking_interval_ms = c.ranking_interval_ms();
+  if (c.has_force_scalar()) named.force_scalar = c.force_scalar();
+  std::vector<ConfigValue> sets = FormatRuntimeSettings(named);
+  // By name, so that an unknown name gets the dataplane's own answer.
   for (const v1::LookupImpl& li : c.lookup_impls()) {
     if (li.name().empty())
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           "lookup_impls.name: required");
     sets.emplace_back(kConfigLookupPrioPrefix + li.name(), absl::StrCat(li.priority()));
   }
-  if (c.has_force_scalar())
-    sets.emplace_back(kConfigForceScalar, c.force_scalar() ? "true" : "false");
-  std::map<std::string, std::string> values(c.values().begin(), c.values().end());
-  for (const auto& [k, val] : values) sets.emplace_back(k, val);
+  for (const auto& [k, val] :
+       std::map<std::string, std::string>(c.values().begin(), c.values().end()))
+    sets.emplace_back(k, val);
 
   if (grpc::Status s = CheckAlive(ctx, "SetConfig was applied"); !s.ok()) return s;
-  // Set in order, remembering each old value, and put back what was set if
-  // one fails.  A key set to the value it has at that point (a key may come
-  // twice: named field, then `values`; the last one wins) is left alone: a
-  // controller that writes back what GetConfig gave it (read-only keys
-  // included) changes nothing.
-  std::vector<std::pair<std::string, std::string>> undo;  // (key, old value)
-  for (const auto& [k, val] : sets) {
-    absl::StatusOr<std::string> now = dp_->GetConfig(k);
-    if (now.ok() && *now == val) continue;
-    absl::Status s = now.ok() ? dp_->SetConfig(k, val) : now.status();
-    if (!s.ok()) {
-      for (auto u = undo.rbegin(); u != undo.rend(); ++u) (void)dp_->SetConfig(u->first, u->second);
-      return ToGrpcStatus(s);
+  // A key given twice (named field, then `values`) takes its last value.  A
+  // key given the value it has is left alone: a controller that writes back
+  // what GetConfig gave it (read-only keys included) changes only what it
+  // edited.  The rest goes to the dataplane as one request: all or nothing.
+  const std::map<std::string, std::string> now = dp_->GetConfig();
+  std::vector<ConfigValue> changes;
+  absl::flat_hash_map<std::string, size_t> index;  // key -> position in `changes`
+  for (auto& [k, val] : sets) {
+    auto [it, fresh] = index.try_emplace(k, changes.size());
+    if (fresh) {
+      changes.emplace_back(std::move(k), std::move(val));
+    } else {
+      changes[it->second].second = std::move(val);
     }
-    undo.emplace_back(k, *std::move(now));
+  }
+  std::erase_if(changes, [&now](const ConfigValue& kv) {
+    auto it = now.find(kv.first);
+    return it != now.end() && it->second == kv.second;
+  });
+  if (!changes.empty()) {
+    if (absl::Status s = dp_->ApplySettings(changes); !s.ok()) return ToGrpcStatus(s);
   }
   ConfigFromMap(dp_->GetConfig(), resp);
   return grpc::Status::OK;
@@ -773,50 +799,11 @@ grpc::Status ClassifierService::Trace(grpc::ServerContext*,
       if (absl::StripAsciiWhitespace(req->flow()).empty())
         return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                             "flow: empty; give the packet's fields, e.g. in_port=1,udp,tp_dst=53");
-      if (absl::StrContains(req->flow(), "actions="))
+      absl::StatusOr<Flow> flow = ParseNativePacket(req->flow());
+      if (!flow.ok())
         return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                            "flow: actions: a trace takes match fields only (the rule's "
-                            "action is what it reports)");
-      const std::string line = req->flow() + ",actions=drop";
-      absl::StatusOr<Rule> r = ParseNativeRule(line, 1);
-      if (!r.ok())
-        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                            absl::StrCat("flow: ", r.status().message()));
-      // A trace describes one packet: a mask the user wrote (value/mask,
-      // addr/len) is refused, naming the key.  Keys that set part of a field
-      // by their nature (dl_vlan, nw_tos, ip_dscp, ip_frag, tcp_flags=+syn)
-      // are fine: the packet has the field's other bits 0.
-      for (absl::string_view kv : absl::StrSplit(req->flow(), ',')) {
-        const size_t eq = kv.find('=');
-        const absl::string_view key =
-            absl::StripAsciiWhitespace(kv.substr(0, eq == absl::string_view::npos ? kv.size() : eq));
-        // A rule's own attributes are not packet fields.
-        if (key == "id" || key == "priority" || key == "cookie")
-          return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                              absl::StrCat("flow: ", key, ": not a packet field"));
-        const size_t slash = eq == absl::string_view::npos ? eq : kv.find('/', eq);
-        if (slash == absl::string_view::npos) continue;
-        // A mask that covers the whole field (/32, /255.255.255.255, /128,
-        // 0x50/0xffff) is an exact value: the flow parsed without it is the
-        // same match.
-        const size_t at = static_cast<size_t>(kv.data() - req->flow().data());
-        const std::string unmasked = absl::StrCat(
-            absl::string_view(req->flow()).substr(0, at + slash),
-            absl::string_view(req->flow()).substr(at + kv.size()), ",actions=drop");
-        if (absl::StatusOr<Rule> u = ParseNativeRule(unmasked, 1); u.ok() && u->match == r->match)
-          continue;
-        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                            absl::StrCat("flow: ", key,
-                                         ": a mask is not allowed in a trace (exact values only)"));
-      }
-      for (const auto& [range, name] : {std::pair{&r->match.tp_src, "tp_src"},
-                                        std::pair{&r->match.tp_dst, "tp_dst"}})
-        if (!range->IsFull())
-          return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                              absl::StrCat("flow: ", name,
-                                           ": a range is not allowed in a trace (exact values "
-                                           "only)"));
-      key = FlowKey::FromFlow(r->match.value);
+                            absl::StrCat("flow: ", flow.status().message()));
+      key = FlowKey::FromFlow(*flow);
       break;
     }
     case v1::TraceRequest::WHAT_NOT_SET:

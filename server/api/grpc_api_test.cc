@@ -425,8 +425,8 @@ class ForwardingDataplane : public Dataplane {
   absl::StatusOr<std::string> GetConfig(absl::string_view k) const override {
     return inner_->GetConfig(k);
   }
-  absl::Status SetConfig(absl::string_view k, absl::string_view v) override {
-    return inner_->SetConfig(k, v);
+  absl::Status ApplySettings(absl::Span<const ConfigValue> values) override {
+    return inner_->ApplySettings(values);
   }
 
  protected:
@@ -879,7 +879,7 @@ TEST_F(ApiTest, ConfigGetSetAndRollback) {
   EXPECT_EQ(*fake_->GetConfig("dpcls.lookup_prio.avx512"), "5");
   EXPECT_EQ(*fake_->GetConfig("pmd.tx_retries"), "9");
 
-  // One bad key: nothing changes (the keys set before it are put back).
+  // One bad key: nothing changes (the request is checked as a whole first).
   v1::Config bad;
   bad.set_emc_insert_inv_prob(11);
   (*bad.mutable_values())["pmd.burst"] = "8";  // start-up only
@@ -923,6 +923,76 @@ TEST_F(ApiTest, ConfigGetSetAndRollback) {
   // A start-up-only key with another value is still refused.
   (*echo.mutable_values())["pmd.burst"] = "7";
   EXPECT_EQ(client_->SetConfig(echo).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// Counts the settings requests that reach the dataplane.
+class CountingSettingsDataplane final : public ForwardingDataplane {
+ public:
+  using ForwardingDataplane::ForwardingDataplane;
+  absl::Status ApplySettings(absl::Span<const ConfigValue> values) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      requests_.emplace_back(values.begin(), values.end());
+    }
+    return inner_->ApplySettings(values);
+  }
+  std::vector<std::vector<ConfigValue>> requests() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return requests_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::vector<ConfigValue>> requests_;
+};
+
+TEST_F(ApiTest, SetConfigIsOneAllOrNothingRequest) {
+  FakeDataplane inner;
+  inner.DefineConfig("pipeline.emc_insert_inv_prob", "100", true);
+  inner.DefineConfig("pipeline.smc", "off", true);
+  CountingSettingsDataplane dp(&inner);
+  Start({}, {}, &dp);
+  const std::map<std::string, std::string> before = inner.GetConfig();
+
+  // A good key and a bad one: nothing changes, the error names the bad key,
+  // and nothing is put back afterwards (the dataplane got one request).
+  v1::Config set;
+  set.set_emc_insert_inv_prob(7);
+  (*set.mutable_values())["pipeline.smc"] = "sometimes";
+  auto r = client_->SetConfig(set);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().message(), "pipeline.smc: \"sometimes\" is not on or off");
+  EXPECT_EQ(inner.GetConfig(), before);
+  ASSERT_EQ(dp.requests().size(), 1u);
+  EXPECT_EQ(dp.requests()[0], (std::vector<ConfigValue>{{"pipeline.emc_insert_inv_prob", "7"},
+                                                        {"pipeline.smc", "sometimes"}}));
+  // Bad last or first, and whatever the error: the same.
+  (*set.mutable_values())["pipeline.smc"] = "on";
+  (*set.mutable_values())["pmd.tx_retries"] = "-3";
+  EXPECT_EQ(client_->SetConfig(set).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(inner.GetConfig(), before);
+  (*set.mutable_values())["pmd.tx_retries"] = "3";
+  (*set.mutable_values())["pmd.burst"] = "8";
+  EXPECT_EQ(client_->SetConfig(set).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(inner.GetConfig(), before);
+  set.mutable_values()->erase("pmd.burst");
+  (*set.mutable_values())["no.such"] = "1";
+  EXPECT_EQ(client_->SetConfig(set).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(inner.GetConfig(), before);
+  EXPECT_EQ(dp.requests().size(), 4u);
+
+  // All good: all of them, in one request.
+  set.mutable_values()->erase("no.such");
+  auto ok = client_->SetConfig(set);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->emc_insert_inv_prob(), 7u);
+  EXPECT_EQ(ok->smc(), v1::CACHE_MODE_ON);
+  EXPECT_EQ(*inner.GetConfig("pmd.tx_retries"), "3");
+  ASSERT_EQ(dp.requests().size(), 5u);
+  EXPECT_EQ(dp.requests().back().size(), 3u);
+  // Nothing to change: nothing sent.
+  ASSERT_TRUE(client_->SetConfig(set).ok());
+  EXPECT_EQ(dp.requests().size(), 5u);
 }
 
 TEST_F(ApiTest, TraceFlowAndPacket) {

@@ -33,7 +33,7 @@ class NullDataplane final : public Dataplane {
   absl::StatusOr<std::string> GetConfig(absl::string_view) const override {
     return absl::NotFoundError("none");
   }
-  absl::Status SetConfig(absl::string_view, absl::string_view) override {
+  absl::Status ApplySettings(absl::Span<const ConfigValue>) override {
     return absl::NotFoundError("none");
   }
 

@@ -69,8 +69,8 @@ class ObservedDataplane final : public Dataplane {
   absl::StatusOr<std::string> GetConfig(absl::string_view key) const override {
     return inner_->GetConfig(key);
   }
-  absl::Status SetConfig(absl::string_view key, absl::string_view value) override {
-    return inner_->SetConfig(key, value);
+  absl::Status ApplySettings(absl::Span<const ConfigValue> values) override {
+    return inner_->ApplySettings(values);
   }
   absl::StatusOr<Rule> GetRule(uint64_t id) const override {
     return inner_->GetRule(id);

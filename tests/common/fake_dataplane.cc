@@ -1,17 +1,16 @@
 #include "tests/common/fake_dataplane.h"
 
-#include "absl/strings/numbers.h"
+#include <cstdio>
+#include <cstdlib>
+
 #include "absl/strings/str_cat.h"
 
 namespace flowclass {
 
 FakeDataplane::FakeDataplane(RuleTableLimits limits)
-    : table_(std::make_unique<RuleTable>(limits)) {
-  config_["pmd.tx_retries"] = {"4", true};
-  config_["pmd.idle_sleep_us"] = {"0", true};
-  config_["pmd.burst"] = {"32", false};
-  config_["pmd.lcores"] = {"1", false};
-}
+    : table_(std::make_unique<RuleTable>(limits)),
+      listed_settings_{kConfigTxRetries, kConfigIdleSleepUs},
+      start_up_only_{{"pmd.burst", "32"}, {"pmd.lcores", "1"}} {}
 
 absl::StatusOr<BatchResult> FakeDataplane::ApplyBatch(absl::Span<const RuleOp> ops) {
   absl::MutexLock lock(&mu_);
@@ -62,34 +61,31 @@ DataplaneStats FakeDataplane::Stats() const {
   return s;
 }
 
+std::map<std::string, std::string> FakeDataplane::ConfigLocked() const {
+  std::map<std::string, std::string> m = start_up_only_;
+  for (auto& [k, v] : FormatRuntimeSettings(RuntimeSettingsUpdate::All(settings_)))
+    if (listed_settings_.contains(k)) m[std::move(k)] = std::move(v);
+  return m;
+}
+
 std::map<std::string, std::string> FakeDataplane::GetConfig() const {
   absl::MutexLock lock(&mu_);
-  std::map<std::string, std::string> m;
-  for (const auto& [k, e] : config_) m[k] = e.value;
-  return m;
+  return ConfigLocked();
 }
 
 absl::StatusOr<std::string> FakeDataplane::GetConfig(absl::string_view key) const {
   absl::MutexLock lock(&mu_);
-  auto it = config_.find(std::string(key));
-  if (it == config_.end())
-    return UnknownConfigKeyError(key);
-  return it->second.value;
+  const std::map<std::string, std::string> m = ConfigLocked();
+  auto it = m.find(std::string(key));
+  if (it == m.end()) return UnknownConfigKeyError(key);
+  return it->second;
 }
 
-absl::Status FakeDataplane::SetConfig(absl::string_view key, absl::string_view value) {
+absl::Status FakeDataplane::ApplySettings(absl::Span<const ConfigValue> values) {
   absl::MutexLock lock(&mu_);
-  auto it = config_.find(std::string(key));
-  if (it == config_.end())
-    return UnknownConfigKeyError(key);
-  if (!it->second.mutable_at_runtime)
-    return absl::FailedPreconditionError(
-        absl::StrCat(key, ": can only be set at start-up (config file)"));
-  uint32_t v = 0;
-  if (!absl::SimpleAtoi(value, &v) || v > 1000000)
-    return absl::InvalidArgumentError(
-        absl::StrCat(key, ": \"", value, "\" is not an integer in 0..1000000"));
-  it->second.value = absl::StrCat(v);
+  absl::StatusOr<RuntimeSettingsUpdate> u = ParseRuntimeSettingsRequest(values, ConfigLocked());
+  if (!u.ok()) return u.status();
+  u->ApplyTo(&settings_);
   return absl::OkStatus();
 }
 
@@ -135,7 +131,19 @@ void FakeDataplane::SetStats(DataplaneStats stats) {
 void FakeDataplane::DefineConfig(std::string key, std::string value,
                                  bool mutable_at_runtime) {
   absl::MutexLock lock(&mu_);
-  config_[std::move(key)] = {std::move(value), mutable_at_runtime};
+  if (!mutable_at_runtime) {
+    listed_settings_.erase(key);
+    start_up_only_[std::move(key)] = std::move(value);
+    return;
+  }
+  RuntimeSettingsUpdate u;
+  if (absl::Status s = ParseRuntimeSetting(key, value, &u); !s.ok()) {
+    std::fprintf(stderr, "FakeDataplane::DefineConfig: %s\n", std::string(s.message()).c_str());
+    std::abort();
+  }
+  u.ApplyTo(&settings_);
+  start_up_only_.erase(key);
+  listed_settings_.insert(std::move(key));
 }
 
 std::vector<std::vector<RuleOp>> FakeDataplane::applied_batches() const {

@@ -7,7 +7,11 @@
 // the same errors and generations.  It has no PMDs: its stats are whatever the
 // test put there with SetStats(), plus the generation and rule counts it
 // computes itself.  Tests can make the next ApplyBatch fail with an injected
-// status and inspect every batch that was applied.
+// status and inspect every batch that was applied.  Its run-time settings
+// are a RuntimeSettings, read and written with the dataplanes' one parser
+// and formatter (runtime_settings.h), so a request is refused or applied
+// exactly as the real dataplane does it (all or nothing, the same errors);
+// only the keys it lists are the test's choice (DefineConfig).
 //
 // Threads: every method is safe to call from any thread (one mutex).
 #ifndef FLOWCLASS_TESTS_COMMON_FAKE_DATAPLANE_H_
@@ -16,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -36,7 +41,7 @@ class FakeDataplane final : public Dataplane {
   DataplaneStats Stats() const override;
   std::map<std::string, std::string> GetConfig() const override;
   absl::StatusOr<std::string> GetConfig(absl::string_view key) const override;
-  absl::Status SetConfig(absl::string_view key, absl::string_view value) override;
+  absl::Status ApplySettings(absl::Span<const ConfigValue> values) override;
   absl::StatusOr<Rule> GetRule(uint64_t id) const override;
   absl::StatusOr<TraceResult> Trace(const FlowKey& key) const override;
   absl::StatusOr<std::vector<RuleHit>> RuleHits() const override;
@@ -46,9 +51,12 @@ class FakeDataplane final : public Dataplane {
   void FailNextApply(absl::Status status);
   // pmds/ports reported by Stats() (generation and rules are filled in).
   void SetStats(DataplaneStats stats);
-  // Declares a config key: `mutable_at_runtime` false makes SetConfig answer
-  // FAILED_PRECONDITION.  Defaults: pmd.tx_retries=4 (mutable),
-  // pmd.idle_sleep_us=0 (mutable), pmd.burst=32, pmd.lcores=1.
+  // Declares a config key.  `mutable_at_runtime`: `key` is a run-time
+  // setting (runtime_settings.h), listed from now on, and `value` its value
+  // (a bad key or value aborts the test); else a start-up-only key that
+  // SetConfig refuses with FAILED_PRECONDITION.  Listed by default:
+  // pmd.tx_retries=4 and pmd.idle_sleep_us=0 (settings), pmd.burst=32 and
+  // pmd.lcores=1 (start-up only).
   void DefineConfig(std::string key, std::string value, bool mutable_at_runtime);
   // What RuleHits() reports.
   void SetRuleHits(std::vector<RuleHit> hits);
@@ -60,15 +68,15 @@ class FakeDataplane final : public Dataplane {
   std::optional<Rule> Classify(const FlowKey& key) const;
 
  private:
-  struct ConfigEntry {
-    std::string value;
-    bool mutable_at_runtime;
-  };
+  std::map<std::string, std::string> ConfigLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
   mutable absl::Mutex mu_;
   std::unique_ptr<RuleTable> table_ ABSL_GUARDED_BY(mu_);
   absl::Status fail_next_ ABSL_GUARDED_BY(mu_);
   DataplaneStats stats_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, ConfigEntry> config_ ABSL_GUARDED_BY(mu_);
+  RuntimeSettings settings_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> listed_settings_ ABSL_GUARDED_BY(mu_);  // keys of settings_
+  std::map<std::string, std::string> start_up_only_ ABSL_GUARDED_BY(mu_);
   std::vector<std::vector<RuleOp>> batches_ ABSL_GUARDED_BY(mu_);
   std::vector<RuleHit> rule_hits_ ABSL_GUARDED_BY(mu_);
   int delete_all_calls_ ABSL_GUARDED_BY(mu_) = 0;
