@@ -44,27 +44,6 @@ inline bool SameTreatment(const Verdict& a, const Verdict& b) {
 
 }  // namespace
 
-PmdStats& PmdStats::operator+=(const PmdStats& o) {
-  packets += o.packets;
-  emc_hits += o.emc_hits;
-  smc_hits += o.smc_hits;
-  cd_hits += o.cd_hits;
-  cd_false_hits += o.cd_false_hits;
-  megaflow_hits += o.megaflow_hits;
-  subtable_lookups += o.subtable_lookups;
-  upcall_ok += o.upcall_ok;
-  upcall_failed += o.upcall_failed;
-  no_match += o.no_match;
-  cycles += o.cycles;
-  revalidation_cycles += o.revalidation_cycles;
-  upcall_cycles += o.upcall_cycles;
-  revalidations += o.revalidations;
-  megaflows_revalidated_out += o.megaflows_revalidated_out;
-  megaflows_reverdicted += o.megaflows_reverdicted;
-  megaflows_rechecked += o.megaflows_rechecked;
-  return *this;
-}
-
 absl::Status ValidatePipelineConfig(const PipelineConfig& c) {
   if (absl::Status s = ValidateEmcConfig(c.emc_config); !s.ok()) return s;
   if (absl::Status s = ValidateSmcConfig(c.smc_config); !s.ok()) return s;
@@ -542,29 +521,20 @@ PipelineSnapshot Pipeline::Snapshot() const {
 
 std::string Pipeline::FormatStats(const PipelineSnapshot& s) {
   const PmdStats& st = s.stats;
-  std::string out = absl::StrFormat(
-      "  packets received: %d\n"
-      "  emc hits: %d\n"
-      "  smc hits: %d\n"
-      "  megaflow hits: %d\n"
-      "  avg. subtable lookups per megaflow hit: %.2f\n"
-      "  miss with success upcall: %d\n"
-      "  miss with failed upcall: %d\n"
-      "  avg cycles per packet: %.1f\n"
-      "  cd hits: %d\n"
-      "  cd false hits: %d\n"
-      "  cd state: %s (transitions %d)\n"
-      "  no rule matched: %d\n"
-      "  emc occupancy: %d/%d\n"
-      "  smc occupancy: %d/%d\n"
-      "  cd occupancy: %d/%d\n"
-      "  megaflows: %d in %d subtables\n",
-      st.packets, st.emc_hits, st.smc_hits, st.megaflow_hits,
-      st.AvgSubtableLookupsPerHit(), st.upcall_ok, st.upcall_failed,
-      st.AvgCyclesPerPacket(), st.cd_hits, st.cd_false_hits,
-      s.cd_enabled ? "on" : "off", s.cd_transitions, st.no_match,
-      s.emc_occupancy, s.emc_entries, s.smc_occupancy, s.smc_entries,
-      s.cd_occupancy, s.cd_entries, s.megaflows, s.subtables);
+  std::string out;
+  for (const PmdCounterInfo& c : kPmdCounters) AppendPmdCounterLine(&out, c, st.*c.field);
+  absl::StrAppendFormat(&out,
+                        "  avg. subtable lookups per megaflow hit: %.2f\n"
+                        "  avg cycles per packet: %.1f\n"
+                        "  cd state: %s (transitions %d)\n"
+                        "  emc occupancy: %d/%d\n"
+                        "  smc occupancy: %d/%d\n"
+                        "  cd occupancy: %d/%d\n"
+                        "  megaflows: %d in %d subtables\n",
+                        st.AvgSubtableLookupsPerHit(), st.AvgCyclesPerPacket(),
+                        s.cd_enabled ? "on" : "off", s.cd_transitions, s.emc_occupancy,
+                        s.emc_entries, s.smc_occupancy, s.smc_entries, s.cd_occupancy,
+                        s.cd_entries, s.megaflows, s.subtables);
   for (const SubtableInfo& t : s.subtable) {
     absl::StrAppendFormat(&out,
                           "  subtable %d port %d rank %d megaflows %d hits %d "

@@ -16,13 +16,14 @@
 // logs nothing and throws nothing.  Every structure is sized at construction.
 // The same code serves the PMD threads and `flowclassctl replay`.
 //
-// Counters (PmdStats) add up: packets = emc_hits + smc_hits + megaflow_hits
-// + upcall_ok + upcall_failed.  megaflow_hits includes the hits found through
-// the Cuckoo Distributor (cd_hits is a subset of megaflow_hits).  A "failed
-// upcall" is a miss whose megaflow could not be installed (megaflow, subtable
-// or table capacity): the packet still gets the RuleTable's verdict, it is
-// just not cached.  no_match counts packets whose verdict is "no rule" at
-// whatever layer they were classified.
+// Counters (PmdStats, one table of them in dataplane/pmd_counters.h) add up:
+// packets = emc_hits + smc_hits + megaflow_hits + upcall_ok + upcall_failed.
+// megaflow_hits includes the hits found through the Cuckoo Distributor
+// (cd_hits is a subset of megaflow_hits).  A "failed upcall" is a miss whose
+// megaflow could not be installed (megaflow, subtable or table capacity): the
+// packet still gets the RuleTable's verdict, it is just not cached.  no_match
+// counts packets whose verdict is "no rule" at whatever layer they were
+// classified.
 //
 // Rule changes: SetRuleTable(new) either revalidates every megaflow against
 // the new table (default: a megaflow survives only if the new table gives its
@@ -55,45 +56,11 @@
 #include "dataplane/flow.h"
 #include "dataplane/megaflow.h"
 #include "dataplane/megaflow_classifier.h"
+#include "dataplane/pmd_counters.h"
 #include "dataplane/rule_table.h"
 #include "dataplane/smc.h"
 
 namespace flowclass {
-
-// Counters named after `ovs-appctl dpif-netdev/pmd-stats-show`, plus the
-// Cuckoo Distributor's.  Plain uint64_t written by the owning thread only.
-struct PmdStats {
-  uint64_t packets = 0;           // packets received
-  uint64_t emc_hits = 0;
-  uint64_t smc_hits = 0;
-  uint64_t cd_hits = 0;           // megaflow hits found through the CD
-  uint64_t cd_false_hits = 0;     // CD suggestions that did not verify
-  uint64_t megaflow_hits = 0;     // includes cd_hits
-  uint64_t subtable_lookups = 0;  // subtables probed for megaflow hits
-  uint64_t upcall_ok = 0;         // miss with success upcall
-  uint64_t upcall_failed = 0;     // miss with failed upcall
-  uint64_t no_match = 0;          // packets no rule matched (dropped)
-  uint64_t cycles = 0;            // TSC cycles spent in ProcessBurst
-  // What rule changes cost the PMD, in TSC cycles: SetRuleTable (caches
-  // revalidated or flushed; not in `cycles`), and the upcalls' slow-path
-  // lookups and megaflow installs (part of `cycles`).
-  uint64_t revalidation_cycles = 0;
-  uint64_t upcall_cycles = 0;
-  uint64_t revalidations = 0;     // SetRuleTable calls
-  uint64_t megaflows_revalidated_out = 0;  // megaflows removed by them
-  // Megaflows they kept with a new verdict: the new rule's answer holds on
-  // the whole megaflow (its megaflow mask is inside the old one).
-  uint64_t megaflows_reverdicted = 0;
-  uint64_t megaflows_rechecked = 0;  // slow-path lookups revalidation made
-
-  PmdStats& operator+=(const PmdStats& o);
-  double AvgSubtableLookupsPerHit() const {
-    return megaflow_hits ? double(subtable_lookups) / double(megaflow_hits) : 0;
-  }
-  double AvgCyclesPerPacket() const {
-    return packets ? double(cycles) / double(packets) : 0;
-  }
-};
 
 struct PipelineConfig {
   bool emc = true;

@@ -11,7 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/tls_pem.h"
+#include "dataplane/pmd_counters.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "proto/pmd_stats_convert.h"
 #include "proto/rule_convert.h"
 
 namespace flowclass {
@@ -313,18 +315,13 @@ std::string FormatStats(const v1::Stats& s) {
   std::string out = absl::StrFormat("generation %d, %d rules\n", s.generation(), s.rules());
   auto block = [&](const std::string& title, const v1::PmdStats& p) {
     const uint64_t total_cycles = p.cycles_busy() + p.cycles_idle();
+    absl::StrAppendFormat(&out, "%s:\n", title);
+    for (const PmdCounterInfo& c : kPmdCounters)
+      if (c.rpc) AppendPmdCounterLine(&out, c, PmdCounterFromProto(p, c.id));
     absl::StrAppendFormat(
         &out,
-        "%s:\n"
-        "  packets received: %d\n"
-        "  emc hits: %d\n"
-        "  smc hits: %d\n"
-        "  megaflow hits: %d\n"
-        "    of which cd hits: %d (cd false hits %d, cd %s)\n"
         "  avg. subtable lookups per megaflow hit: %.2f\n"
-        "  miss with success upcall: %d\n"
-        "  miss with failed upcall: %d\n"
-        "  no rule matched (dropped): %d\n"
+        "  cd state: %s\n"
         "  dropped by a rule: %d\n"
         "  output to an unknown port (dropped): %d\n"
         "  sent: %d\n"
@@ -333,18 +330,13 @@ std::string FormatStats(const v1::Stats& s) {
         "  idle cycles: %d (%.2f%%)\n"
         "  processing cycles: %d (%.2f%%)\n"
         "  avg cycles per packet: %.2f\n"
-        "  rule change cycles: revalidation %d, upcalls %d\n"
         "  rule set generation: %d\n",
-        title, p.packets(), p.emc_hits(), p.smc_hits(), p.megaflow_hits(), p.cd_hits(),
-        p.cd_false_hits(), p.cd_enabled() ? "on" : "off",
-        p.avg_subtable_lookups_per_hit(), p.upcall_ok(), p.upcall_failed(), p.no_match(),
-        p.rule_drops(), p.bad_port(), p.tx_packets(), p.tx_dropped(), p.parse_errors(),
-        p.cycles_idle(),
+        p.avg_subtable_lookups_per_hit(), p.cd_enabled() ? "on" : "off", p.rule_drops(),
+        p.bad_port(), p.tx_packets(), p.tx_dropped(), p.parse_errors(), p.cycles_idle(),
         total_cycles ? 100.0 * static_cast<double>(p.cycles_idle()) / total_cycles : 0.0,
         p.cycles_busy(),
         total_cycles ? 100.0 * static_cast<double>(p.cycles_busy()) / total_cycles : 0.0,
-        p.avg_cycles_per_packet(), p.cycles_revalidation(), p.cycles_upcall(),
-        p.generation());
+        p.avg_cycles_per_packet(), p.generation());
     if (p.emc_entries() || p.smc_entries())
       absl::StrAppendFormat(&out, "  emc occupancy: %d/%d  smc occupancy: %d/%d\n",
                             p.emc_occupancy(), p.emc_entries(), p.smc_occupancy(),

@@ -133,7 +133,9 @@ absl::Status FromGrpcStatus(const grpc::Status& s);
 // A BatchAck that failed, as a Status (OK for an OK ack).
 absl::Status AckStatus(const v1::BatchAck& ack);
 
-// `pmd-stats-show`-like text: one block per PMD, then totals and ports.
+// `pmd-stats-show`-like text: one block per PMD (a line per counter of the
+// table that GetStats carries, dataplane/pmd_counters.h, then the averages and
+// the PMD loop's counts), then totals and ports.
 std::string FormatStats(const v1::Stats& stats);
 
 }  // namespace flowclass

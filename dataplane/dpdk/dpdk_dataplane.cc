@@ -46,37 +46,22 @@ struct alignas(64) PmdCounterBlock {
       no_match{0}, bad_port{0}, parse_errors{0}, busy_cycles{0},
       idle_cycles{0}, generation{0};
   // Mirror of the pipeline's PmdStats (plain fields owned by the PMD),
-  // refreshed after every busy iteration.
-  Counter p_packets{0}, p_emc{0}, p_smc{0}, p_megaflow{0}, p_subtable{0},
-      p_upcall_ok{0}, p_upcall_failed{0}, p_no_match{0}, p_cycles{0};
+  // refreshed after every busy iteration: pipeline[i] holds kPmdCounters[i].
+  std::array<Counter, kNumPmdCounters> pipeline{};
   std::array<Counter, kMaxDataplanePorts> port_tx{};
   std::array<Counter, kMaxDataplanePorts> port_tx_dropped{};
-  // ---- metrics (issue 7) ----
-  Counter p_cd_hits{0}, p_cd_false_hits{0}, p_revalidations{0},
-      p_revalidated_out{0}, p_revalidation_cycles{0}, p_upcall_cycles{0}, p_reverdicted{0};
-  // ---- end metrics ----
 };
 
-// Which PmdStats field each mirror holds: the PMD stores through this table
-// and Stats() reads through it, so the two cannot disagree.
-constexpr std::pair<Counter PmdCounterBlock::*, uint64_t PmdStats::*> kPipelineMirrors[] = {
-    {&PmdCounterBlock::p_packets, &PmdStats::packets},
-    {&PmdCounterBlock::p_emc, &PmdStats::emc_hits},
-    {&PmdCounterBlock::p_smc, &PmdStats::smc_hits},
-    {&PmdCounterBlock::p_megaflow, &PmdStats::megaflow_hits},
-    {&PmdCounterBlock::p_subtable, &PmdStats::subtable_lookups},
-    {&PmdCounterBlock::p_upcall_ok, &PmdStats::upcall_ok},
-    {&PmdCounterBlock::p_upcall_failed, &PmdStats::upcall_failed},
-    {&PmdCounterBlock::p_no_match, &PmdStats::no_match},
-    {&PmdCounterBlock::p_cycles, &PmdStats::cycles},
-    {&PmdCounterBlock::p_cd_hits, &PmdStats::cd_hits},
-    {&PmdCounterBlock::p_cd_false_hits, &PmdStats::cd_false_hits},
-    {&PmdCounterBlock::p_revalidations, &PmdStats::revalidations},
-    {&PmdCounterBlock::p_revalidated_out, &PmdStats::megaflows_revalidated_out},
-    {&PmdCounterBlock::p_reverdicted, &PmdStats::megaflows_reverdicted},
-    {&PmdCounterBlock::p_revalidation_cycles, &PmdStats::revalidation_cycles},
-    {&PmdCounterBlock::p_upcall_cycles, &PmdStats::upcall_cycles},
-};
+// The PMD stores the pipeline's counters into the mirror and Stats() reads
+// them back, both through the counter table, so the two cannot disagree.
+inline void PublishPipelineCounters(const PmdStats& s, PmdCounterBlock& c) {
+#pragma GCC unroll 32
+  for (size_t i = 0; i < kNumPmdCounters; ++i)
+    c.pipeline[i].store(s.*kPmdCounters[i].field, std::memory_order_relaxed);
+}
+inline void ReadPipelineCounters(const PmdCounterBlock& c, PmdStats* s) {
+  for (size_t i = 0; i < kNumPmdCounters; ++i) s->*kPmdCounters[i].field = Read(c.pipeline[i]);
+}
 
 // ---- metrics (issue 7) ----
 // Per-rx-queue packet counters, 8 to a cache line, written by the owning PMD
@@ -355,10 +340,7 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
   // The pipeline's counters as readers see them: after each busy iteration,
   // after a rule change (an idle PMD revalidates too) and at the end.
   auto publish_pipeline_counters = [&c, &pipeline] {
-    const PmdStats& s = pipeline.stats();
-#pragma GCC unroll 16
-    for (const auto& [mirror, field] : kPipelineMirrors)
-      (c.*mirror).store(s.*field, std::memory_order_relaxed);
+    PublishPipelineCounters(pipeline.stats(), c);
   };
   box.live.store(true, std::memory_order_release);
   CounterLine* rxq_lines = pmd.rxq_counters.get();
@@ -1031,7 +1013,7 @@ DataplaneStats DpdkDataplane::Stats() const {
     p.busy_cycles = Read(c.busy_cycles);
     p.idle_cycles = Read(c.idle_cycles);
     p.generation = Read(c.generation);
-    for (const auto& [mirror, field] : kPipelineMirrors) p.pipeline.*field = Read(c.*mirror);
+    ReadPipelineCounters(c, &p.pipeline);
     for (size_t qi = 0; qi < pmd.rxq.size(); ++qi) {
       QueueCounters q;
       q.port = pmd.rxq[qi].number;

@@ -810,6 +810,14 @@ TEST(DpdkDataplaneTest, GroupCommitAppliesEachBatchAndPublishesOnce) {
   EXPECT_GT(cost.revalidation_cycles, 0u);
   EXPECT_GT(cost.upcall_cycles, 0u);
   EXPECT_LE(cost.upcall_cycles, cost.cycles);
+  // Every counter of the table goes through the mirror: once stopped, the
+  // PMD's last publication is its last snapshot's counters.
+  (*dp)->Stop();
+  const PmdCounters last = (*dp)->Stats().pmds[0];
+  ASSERT_TRUE(last.has_snapshot);
+  for (const PmdCounterInfo& c : kPmdCounters)
+    EXPECT_EQ(last.pipeline.*c.field, last.snapshot.stats.*c.field) << c.name;
+  EXPECT_GT(last.pipeline.megaflows_rechecked, 0u);
 }
 
 // DeleteAll publishes an empty table in one step (no per-rule batch, no

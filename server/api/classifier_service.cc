@@ -27,6 +27,7 @@
 #include "google/protobuf/arena.h"
 #include "grpcpp/support/method_handler.h"
 #include "grpcpp/support/proto_buffer_reader.h"
+#include "proto/pmd_stats_convert.h"
 #include "proto/rule_convert.h"
 
 namespace flowclass {
@@ -183,17 +184,11 @@ void FillPmdSnapshot(const PipelineSnapshot& snap, bool include_subtables,
 void FillPmd(const PmdCounters& p, v1::PmdStats* out) {
   out->set_pmd(p.pmd);
   out->set_lcore(p.lcore);
-  out->set_packets(p.rx_packets ? p.rx_packets : p.pipeline.packets);
-  out->set_emc_hits(p.pipeline.emc_hits);
-  out->set_smc_hits(p.pipeline.smc_hits);
-  out->set_cd_hits(p.pipeline.cd_hits);
-  out->set_cd_false_hits(p.pipeline.cd_false_hits);
-  out->set_megaflow_hits(p.pipeline.megaflow_hits);
-  out->set_subtable_lookups(p.pipeline.subtable_lookups);
+  PmdCountersToProto(p.pipeline, out);  // the counter table's rpc entries
+  // The PMD loop's own counts of the same packets, where it keeps them.
+  if (p.rx_packets) out->set_packets(p.rx_packets);
+  if (p.no_match) out->set_no_match(p.no_match);
   out->set_avg_subtable_lookups_per_hit(p.pipeline.AvgSubtableLookupsPerHit());
-  out->set_upcall_ok(p.pipeline.upcall_ok);
-  out->set_upcall_failed(p.pipeline.upcall_failed);
-  out->set_no_match(p.no_match ? p.no_match : p.pipeline.no_match);
   out->set_cycles_busy(p.busy_cycles);
   out->set_cycles_idle(p.idle_cycles);
   out->set_avg_cycles_per_packet(p.CyclesPerPacket());
@@ -204,8 +199,6 @@ void FillPmd(const PmdCounters& p, v1::PmdStats* out) {
   out->set_bad_port(p.bad_port);
   out->set_parse_errors(p.parse_errors);
   out->set_iterations(p.iterations);
-  out->set_cycles_revalidation(p.pipeline.revalidation_cycles);
-  out->set_cycles_upcall(p.pipeline.upcall_cycles);
 }
 
 v1::CacheMode CacheModeOf(CdMode m) {
@@ -665,16 +658,7 @@ grpc::Status ClassifierService::GetStats(grpc::ServerContext*,
       any_snapshot = true;
     }
   }
-  PmdCounters total = s.Total();
-  FillPmd(total, resp->mutable_total());
-  // Total() does not sum every pipeline counter: finish here.
-  uint64_t cd_hits = 0, cd_false = 0;
-  for (const PmdCounters& p : s.pmds) {
-    cd_hits += p.pipeline.cd_hits;
-    cd_false += p.pipeline.cd_false_hits;
-  }
-  resp->mutable_total()->set_cd_hits(cd_hits);
-  resp->mutable_total()->set_cd_false_hits(cd_false);
+  FillPmd(s.Total(), resp->mutable_total());  // Total() sums every pipeline counter
   if (any_snapshot) FillPmdSnapshot(sum, /*include_subtables=*/false, resp->mutable_total());
   for (const PortCounters& p : s.ports) {
     v1::PortStats* ps = resp->add_port();

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "dataplane/pmd_counters.h"
 #include "server/metrics/observed_dataplane.h"
 
 #ifndef FLOWCLASS_VERSION
@@ -113,34 +114,16 @@ void AddPmd(const PmdCounters& p, const CollectorOptions& o, Families& f) {
             {{"pmd", pmd}, {"state", "busy"}}, p.busy_cycles);
   f.Counter("flowclass_pmd_cycles_total", kCyclesHelp,
             {{"pmd", pmd}, {"state", "idle"}}, p.idle_cycles);
-  f.Counter("flowclass_pmd_classifier_cycles_total",
-            "TSC cycles spent in the classification pipeline (EMC to upcall).",
-            {{"pmd", pmd}}, s.cycles);
-  f.Counter("flowclass_pmd_subtable_lookups_total",
-            "Subtables probed for megaflow hits (divide by megaflow hits for "
-            "lookups per hit).",
-            {{"pmd", pmd}}, s.subtable_lookups);
-  f.Counter("flowclass_pmd_cd_false_hits_total",
-            "Cuckoo Distributor suggestions that did not verify.",
-            {{"pmd", pmd}}, s.cd_false_hits);
-  f.Counter("flowclass_pmd_revalidations_total",
-            "Rule set changes the PMD installed (caches revalidated or flushed).",
-            {{"pmd", pmd}}, s.revalidations);
-  f.Counter("flowclass_pmd_revalidated_megaflows_total",
-            "Megaflows removed by revalidation after rule changes.",
-            {{"pmd", pmd}}, s.megaflows_revalidated_out);
-  f.Counter("flowclass_pmd_reverdicted_megaflows_total",
-            "Megaflows revalidation kept with a new verdict (the new rule's answer "
-            "holds on the whole megaflow).",
-            {{"pmd", pmd}}, s.megaflows_reverdicted);
-  f.Counter("flowclass_pmd_revalidation_cycles_total",
-            "TSC cycles spent installing rule changes (revalidating or flushing "
-            "the caches); not in classifier cycles.",
-            {{"pmd", pmd}}, s.revalidation_cycles);
-  f.Counter("flowclass_pmd_upcall_cycles_total",
-            "TSC cycles spent in upcalls (slow-path lookups, megaflow installs); "
-            "part of classifier cycles.",
-            {{"pmd", pmd}}, s.upcall_cycles);
+  // The pipeline counters that have a family of their own (the counter table).
+  for (const PmdCounterInfo& c : kPmdCounters) {
+    if (c.metric == nullptr) continue;
+    const uint64_t v = s.*c.field;
+    if (c.kind == PmdCounterKind::kCounter) {
+      f.Counter(c.metric, c.help, {{"pmd", pmd}}, v);
+    } else {
+      f.Gauge(c.metric, c.help, {{"pmd", pmd}}, static_cast<double>(v));
+    }
+  }
   f.Gauge("flowclass_pmd_generation",
           "Rule set generation the PMD classifies with.", {{"pmd", pmd}},
           static_cast<double>(p.generation));

@@ -10,6 +10,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "dataplane/pmd_counters.h"
 #include "server/metrics/observed_dataplane.h"
 #include "tests/common/fake_dataplane.h"
 
@@ -234,6 +235,94 @@ TEST(DataplaneCollectorTest, LayersPartitionPacketsAndCountersCarrySnapshotValue
   EXPECT_EQ(s["flowclass_subtables"].at("pmd=0,port=2"), 2);
   EXPECT_EQ(s["flowclass_megaflows"].at("pmd=0,port=1"), 9);
   EXPECT_EQ(s["flowclass_megaflows"].at("pmd=0,port=2"), 6);
+}
+
+// The per-PMD pipeline families keep the names, types and help texts that
+// docs/metrics.md, the alert rules and the dashboard were written against.
+TEST(DataplaneCollectorTest, PipelineCounterFamiliesKeepTheirNamesAndHelp) {
+  const std::map<std::string, std::string> want = {
+      {"flowclass_pmd_packets_total",
+       "Packets classified, by the layer that found the answer (emc, smc, cd, "
+       "megaflow = dpcls search without the CD, upcall_ok, upcall_failed); the "
+       "layers add up to all packets."},
+      {"flowclass_pmd_classifier_cycles_total",
+       "TSC cycles spent in the classification pipeline (EMC to upcall)."},
+      {"flowclass_pmd_subtable_lookups_total",
+       "Subtables probed for megaflow hits (divide by megaflow hits for lookups per hit)."},
+      {"flowclass_pmd_cd_false_hits_total",
+       "Cuckoo Distributor suggestions that did not verify."},
+      {"flowclass_pmd_revalidations_total",
+       "Rule set changes the PMD installed (caches revalidated or flushed)."},
+      {"flowclass_pmd_revalidated_megaflows_total",
+       "Megaflows removed by revalidation after rule changes."},
+      {"flowclass_pmd_reverdicted_megaflows_total",
+       "Megaflows revalidation kept with a new verdict (the new rule's answer holds on the "
+       "whole megaflow)."},
+      {"flowclass_pmd_revalidation_cycles_total",
+       "TSC cycles spent installing rule changes (revalidating or flushing the caches); not "
+       "in classifier cycles."},
+      {"flowclass_pmd_upcall_cycles_total",
+       "TSC cycles spent in upcalls (slow-path lookups, megaflow installs); part of "
+       "classifier cycles."},
+  };
+  std::map<std::string, std::string> got;
+  std::vector<std::string> order;
+  for (const MetricFamily& f : DataplaneCollector::BuildFamilies(SampleStats(), {})) {
+    if (!want.count(f.name)) continue;
+    EXPECT_EQ(f.type, MetricType::Counter) << f.name;
+    got[f.name] = f.help;
+    order.push_back(f.name);
+  }
+  EXPECT_EQ(got, want);
+  // Exposition order as before: the layers, then the counters of the cycles block.
+  EXPECT_THAT(order, ::testing::ElementsAre(
+                         "flowclass_pmd_packets_total", "flowclass_pmd_classifier_cycles_total",
+                         "flowclass_pmd_subtable_lookups_total",
+                         "flowclass_pmd_cd_false_hits_total", "flowclass_pmd_revalidations_total",
+                         "flowclass_pmd_revalidated_megaflows_total",
+                         "flowclass_pmd_reverdicted_megaflows_total",
+                         "flowclass_pmd_revalidation_cycles_total",
+                         "flowclass_pmd_upcall_cycles_total"));
+}
+
+// Every entry of the counter table with a metric is one family of its own:
+// one series per PMD, the entry's help and type, the counter's value.
+TEST(DataplaneCollectorTest, EveryTableCounterWithAMetricIsOneSeriesPerPmd) {
+  DataplaneStats st;
+  for (uint32_t pmd = 0; pmd < 2; ++pmd) {
+    PmdCounters p;
+    p.pmd = pmd;
+    for (size_t i = 0; i < kNumPmdCounters; ++i)
+      p.pipeline.*kPmdCounters[i].field = 1000 * (pmd + 1) + i + 1;
+    st.pmds.push_back(p);
+  }
+  const std::vector<MetricFamily> fams = DataplaneCollector::BuildFamilies(st, {});
+  const std::vector<std::string> exported = ExportedMetricNames();
+  size_t with_metric = 0;
+  for (size_t i = 0; i < kNumPmdCounters; ++i) {
+    const PmdCounterInfo& c = kPmdCounters[i];
+    if (c.metric == nullptr) continue;
+    ++with_metric;
+    EXPECT_THAT(exported, Contains(std::string(c.metric)));
+    const MetricFamily* fam = nullptr;
+    for (const MetricFamily& f : fams)
+      if (f.name == c.metric) fam = &f;
+    ASSERT_NE(fam, nullptr) << c.metric;
+    EXPECT_EQ(fam->help, c.help) << c.metric;
+    EXPECT_EQ(fam->type, c.kind == PmdCounterKind::kCounter ? MetricType::Counter
+                                                             : MetricType::Gauge)
+        << c.metric;
+    ASSERT_EQ(fam->metric.size(), 2u) << c.metric;
+    for (uint32_t pmd = 0; pmd < 2; ++pmd) {
+      const auto& m = fam->metric[pmd];
+      ASSERT_EQ(m.label.size(), 1u) << c.metric;
+      EXPECT_EQ(m.label[0].name, "pmd");
+      EXPECT_EQ(m.label[0].value, std::to_string(pmd));
+      const double v = fam->type == MetricType::Counter ? m.counter.value : m.gauge.value;
+      EXPECT_EQ(v, 1000.0 * (pmd + 1) + i + 1) << c.metric;
+    }
+  }
+  EXPECT_GT(with_metric, 0u);
 }
 
 TEST(DataplaneCollectorTest, TopSubtablesPlusOtherBucketPerPort) {

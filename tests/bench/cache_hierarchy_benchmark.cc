@@ -124,16 +124,7 @@ Result Run(const std::string& mode, const RuleTable& table,
   for (int i = 0; i < passes; ++i) pass();
   const auto t1 = std::chrono::steady_clock::now();
   PmdStats d = pipeline.stats();
-  const PmdStats& b = before;
-  d.packets -= b.packets;
-  d.emc_hits -= b.emc_hits;
-  d.smc_hits -= b.smc_hits;
-  d.cd_hits -= b.cd_hits;
-  d.megaflow_hits -= b.megaflow_hits;
-  d.subtable_lookups -= b.subtable_lookups;
-  d.upcall_ok -= b.upcall_ok;
-  d.upcall_failed -= b.upcall_failed;
-  d.cycles -= b.cycles;
+  d -= before;
 
   Result r;
   const double secs = std::chrono::duration<double>(t1 - t0).count();

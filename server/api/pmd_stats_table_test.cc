@@ -1,0 +1,74 @@
+// GetStats and flowclassctl's stats text over the PMD counter table
+// (dataplane/pmd_counters.h): each carries exactly one value per table entry
+// GetStats carries, under the entry's name, so a new counter needs no code
+// in the service or the client.
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "client/rpc/flowclass_client.h"
+#include "dataplane/pmd_counters.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/pmd_stats_convert.h"
+#include "server/api/classifier_service.h"
+#include "tests/common/fake_dataplane.h"
+
+namespace flowclass {
+namespace {
+
+// Counter i of PMD `pmd`: a value no other counter of any PMD has.
+uint64_t ValueOf(uint32_t pmd, size_t i) { return 100000 * (pmd + 1) + 100 * (i + 1); }
+
+// Two PMDs whose loop counters are all zero, so every value GetStats reports
+// for a table counter comes from the pipeline's PmdStats.
+v1::Stats GetStatsOf(FakeDataplane* fake) {
+  DataplaneStats s;
+  for (uint32_t pmd = 0; pmd < 2; ++pmd) {
+    PmdCounters p;
+    p.pmd = pmd;
+    for (size_t i = 0; i < kNumPmdCounters; ++i)
+      p.pipeline.*kPmdCounters[i].field = ValueOf(pmd, i);
+    s.pmds.push_back(p);
+  }
+  fake->SetStats(s);
+  ClassifierService service(fake, GrpcServerConfig{});
+  v1::GetStatsRequest req;
+  v1::Stats resp;
+  EXPECT_TRUE(service.GetStats(nullptr, &req, &resp).ok());
+  return resp;
+}
+
+TEST(PmdStatsTableTest, GetStatsCarriesEveryRpcCounterOfEachPmdAndTheirSum) {
+  FakeDataplane fake;
+  const v1::Stats st = GetStatsOf(&fake);
+  ASSERT_EQ(st.pmd_size(), 2);
+  for (size_t i = 0; i < kNumPmdCounters; ++i) {
+    const PmdCounterInfo& c = kPmdCounters[i];
+    if (!c.rpc) continue;
+    EXPECT_EQ(PmdCounterFromProto(st.pmd(0), c.id), ValueOf(0, i)) << c.name;
+    EXPECT_EQ(PmdCounterFromProto(st.pmd(1), c.id), ValueOf(1, i)) << c.name;
+    EXPECT_EQ(PmdCounterFromProto(st.total(), c.id), ValueOf(0, i) + ValueOf(1, i)) << c.name;
+  }
+}
+
+TEST(PmdStatsTableTest, StatsTextHasOneLinePerRpcCounterWithItsTextAndValue) {
+  FakeDataplane fake;
+  const v1::Stats st = GetStatsOf(&fake);
+  const std::string text = FormatStats(st);
+  for (size_t i = 0; i < kNumPmdCounters; ++i) {
+    const PmdCounterInfo& c = kPmdCounters[i];
+    const std::string label = absl::StrCat("\n  ", c.text, ": ");
+    size_t n = 0;
+    for (size_t at = text.find(label); at != std::string::npos; at = text.find(label, at + 1)) ++n;
+    if (!c.rpc) {
+      EXPECT_EQ(n, 0u) << c.text;
+      continue;
+    }
+    EXPECT_EQ(n, 3u) << c.text;  // two PMDs and the total
+    for (uint64_t v : {ValueOf(0, i), ValueOf(1, i), ValueOf(0, i) + ValueOf(1, i)})
+      EXPECT_THAT(text, ::testing::HasSubstr(absl::StrCat(label, v, "\n"))) << c.text;
+  }
+}
+
+}  // namespace
+}  // namespace flowclass
