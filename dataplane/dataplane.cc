@@ -8,12 +8,20 @@
 
 namespace flowclass {
 
-absl::StatusOr<BatchResult> Dataplane::DeleteAll() {
+std::vector<absl::StatusOr<BatchResult>> ApplyBatchesOneByOne(
+    Dataplane& dp, absl::Span<const absl::Span<const RuleOp>> batches) {
+  std::vector<absl::StatusOr<BatchResult>> out;
+  out.reserve(batches.size());
+  for (absl::Span<const RuleOp> b : batches) out.push_back(dp.ApplyBatch(b));
+  return out;
+}
+
+absl::StatusOr<BatchResult> DeleteAllByListing(Dataplane& dp) {
   absl::StatusOr<BatchResult> r;
   for (int attempt = 0; attempt < 5; ++attempt) {
     std::vector<RuleOp> ops;
-    for (const Rule& rule : ListRules()) ops.push_back(RuleOp::Delete(rule.id));
-    r = ApplyBatch(ops);
+    for (const Rule& rule : dp.ListRules()) ops.push_back(RuleOp::Delete(rule.id));
+    r = dp.ApplyBatch(ops);
     // A rule listed but deleted by another writer before this batch: list
     // again.  (Known by the error's payload: a status without one is not
     // retried, whatever its message says.)

@@ -54,7 +54,6 @@
 
 namespace flowclass {
 
-// ---- metrics (issue 7): additive ----
 // Packets of one (port, queue) as seen by one PMD.  For rx the queue is the
 // device's rx queue; for tx it is the PMD's own tx queue on that port (one tx
 // queue per PMD), and `dropped` counts what the tx queue refused.
@@ -64,7 +63,6 @@ struct QueueCounters {
   uint64_t packets = 0;
   uint64_t dropped = 0;  // tx only
 };
-// ---- end metrics ----
 
 // Counters of one PMD thread (one polling lcore).
 struct PmdCounters {
@@ -82,7 +80,6 @@ struct PmdCounters {
   uint64_t idle_cycles = 0;    // TSC cycles of iterations that received none
   uint64_t generation = 0;     // rule set generation the PMD classifies with
   PmdStats pipeline;           // the pipeline's own counters (EMC, SMC, ...)
-  // ---- metrics (issue 7): additive ----
   std::vector<QueueCounters> rx_queues;  // every rx queue this PMD polls
   std::vector<QueueCounters> tx_queues;  // this PMD's tx queue of every port
   // Structural state of the PMD's pipeline (EMC/SMC/CD occupancy, CD on/off,
@@ -93,7 +90,6 @@ struct PmdCounters {
   // snapshot.stats may be slightly newer than `pipeline`.
   bool has_snapshot = false;
   PipelineSnapshot snapshot;
-  // ---- end metrics ----
 
   // Cycles per received packet over the PMD's busy time (0 before any rx).
   double CyclesPerPacket() const {
@@ -114,9 +110,7 @@ struct PortCounters {
   uint64_t dev_ierrors = 0;
   uint64_t dev_oerrors = 0;
   uint64_t dev_rx_nombuf = 0;
-  // ---- metrics (issue 7): additive ----
   uint64_t rx_packets = 0;   // received from this port's queues, summed over PMDs
-  // ---- end metrics ----
 };
 
 struct DataplaneStats {
@@ -176,21 +170,15 @@ class Dataplane {
   // publish the whole group once, so a stream of small batches pays one
   // grace period (and one PMD revalidation) per group instead of per batch.
   // On return every accepted batch of the group is acknowledged in the sense
-  // above.  The default calls ApplyBatch once per batch.
+  // above.  ApplyBatchesOneByOne (below) is the plain way.
   virtual std::vector<absl::StatusOr<BatchResult>> ApplyBatches(
-      absl::Span<const absl::Span<const RuleOp>> batches) {
-    std::vector<absl::StatusOr<BatchResult>> out;
-    out.reserve(batches.size());
-    for (absl::Span<const RuleOp> b : batches) out.push_back(ApplyBatch(b));
-    return out;
-  }
+      absl::Span<const absl::Span<const RuleOp>> batches) = 0;
 
   // Deletes every rule as one batch, acknowledged like ApplyBatch: one
   // generation, `deleted` = the rules there were; with no rules nothing
-  // changes (the generation stays).  The default lists the rules and deletes
-  // them by id, listing again (up to 5 times) when a concurrent writer
-  // deleted one of them first; an implementation may do it without the list.
-  virtual absl::StatusOr<BatchResult> DeleteAll();
+  // changes (the generation stays).  DeleteAllByListing (below) is the way
+  // for an implementation without a direct one.
+  virtual absl::StatusOr<BatchResult> DeleteAll() = 0;
 
   // Last acknowledged generation (0 before any batch).
   virtual uint64_t generation() const = 0;
@@ -212,25 +200,24 @@ class Dataplane {
     return ApplySettings({&one, 1});
   }
 
-  // ---- Added with the gRPC API (issue 6).  Each has a default answering
-  // UNIMPLEMENTED, so older implementations keep compiling. ----
-
   // A copy of rule `id` of the acknowledged rule set; NOT_FOUND otherwise.
-  virtual absl::StatusOr<Rule> GetRule(uint64_t id) const {
-    (void)id;
-    return absl::UnimplementedError("GetRule: not supported by this dataplane");
-  }
+  virtual absl::StatusOr<Rule> GetRule(uint64_t id) const = 0;
   // Classifies `key` on the calling (control) thread against the
   // acknowledged rule set, without touching any PMD or its caches.
-  virtual absl::StatusOr<TraceResult> Trace(const FlowKey& key) const {
-    (void)key;
-    return absl::UnimplementedError("Trace: not supported by this dataplane");
-  }
-  // Packets classified per rule (rules without hits may be left out).
-  virtual absl::StatusOr<std::vector<RuleHit>> RuleHits() const {
-    return absl::UnimplementedError("RuleHits: not supported by this dataplane");
-  }
+  virtual absl::StatusOr<TraceResult> Trace(const FlowKey& key) const = 0;
+  // Packets classified per rule (rules without hits may be left out);
+  // UNIMPLEMENTED where the dataplane keeps no per-rule counts.
+  virtual absl::StatusOr<std::vector<RuleHit>> RuleHits() const = 0;
 };
+
+// Dataplane::ApplyBatches as one ApplyBatch call per batch, in order.
+std::vector<absl::StatusOr<BatchResult>> ApplyBatchesOneByOne(
+    Dataplane& dp, absl::Span<const absl::Span<const RuleOp>> batches);
+
+// Dataplane::DeleteAll by listing the rules and deleting them by id in one
+// batch, listing again (up to 5 times) when a concurrent writer deleted one
+// of them first (a typed not-found, rule_error.h).
+absl::StatusOr<BatchResult> DeleteAllByListing(Dataplane& dp);
 
 }  // namespace flowclass
 

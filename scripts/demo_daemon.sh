@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# demo_daemon.sh — the `make demo` part for flowclassd (issue 5).
+# demo_daemon.sh — the `make demo` part for flowclassd.
 #
 # Builds flowclassd (unless FLOWCLASS_NO_BUILD=1), generates a pcap of mixed
 # traffic, starts flowclassd with a net_pcap rx port replaying it forever

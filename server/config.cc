@@ -417,7 +417,7 @@ absl::StatusOr<DaemonConfig> Convert(const YAML::Node& root) {
   FC_RETURN_IF_ERROR(run.Int("duration_s", &c.run_duration_s, 0, 1 << 30));
   FC_RETURN_IF_ERROR(run.CheckNoUnknownKeys());
 
-  // ---- metrics (issue 7) ----
+  // ---- metrics ----
   MapReader metrics(top.Get("metrics"), "metrics");
   FC_RETURN_IF_ERROR(metrics.CheckIsMap());
   FC_RETURN_IF_ERROR(metrics.Bool("enabled", &c.metrics.enabled));
@@ -427,7 +427,7 @@ absl::StatusOr<DaemonConfig> Convert(const YAML::Node& root) {
   FC_RETURN_IF_ERROR(metrics.CheckNoUnknownKeys());
   FC_RETURN_IF_ERROR(ValidateMetricsOptions(c.metrics));
   // ---- end metrics ----
-  // ---- grpc: (issue 6) ----
+  // ---- grpc ----
   {
     YAML::Node gnode = top.Get("grpc");
     MapReader g(gnode, "grpc");
@@ -528,13 +528,13 @@ std::string DescribeConfig(const DaemonConfig& c) {
   absl::StrAppend(&s, "dpcls: ", pc.dpcls.lookup.ToString(), "\n");
   absl::StrAppend(&s, "rules: ", c.rules_file.empty() ? "(none)" : c.rules_file,
                   " format ", c.rules_format, "\n");
-  absl::StrAppend(&s, "metrics: ",  // metrics (issue 7)
+  absl::StrAppend(&s, "metrics: ",
                   c.metrics.enabled ? absl::StrCat("http://", c.metrics.address,
                                                    "/metrics top_subtables ",
                                                    c.metrics.top_subtables)
                                     : "off",
                   "\n");
-  if (c.grpc.enabled)  // issue 6
+  if (c.grpc.enabled)
     absl::StrAppend(&s, "grpc: ", GrpcListenAddress(c.grpc),
                     c.grpc.plaintext ? " plaintext" : " tls",
                     c.grpc.require_client_cert ? " (client certificates required)" : "",

@@ -26,7 +26,7 @@
 #include "absl/status/statusor.h"
 #include "dataplane/dpdk/dpdk_dataplane.h"
 #include "server/api/grpc_config.h"
-#include "server/metrics/metrics_options.h"  // metrics (issue 7)
+#include "server/metrics/metrics_options.h"
 
 namespace flowclass {
 
@@ -38,8 +38,8 @@ struct DaemonConfig {
   uint32_t stats_interval_ms = 1000;  // stats.interval_ms; 0 = no periodic line
   bool stats_final = true;            // stats.final: full dump at exit
   uint32_t run_duration_s = 0;        // run.duration_s; 0 = until a signal
-  MetricsOptions metrics;             // metrics.* (issue 7): /metrics endpoint
-  // ---- grpc: (issue 6, the flowclass.v1 API) ----
+  MetricsOptions metrics;             // metrics.*: the /metrics endpoint
+  // ---- grpc: the flowclass.v1 API ----
   // Present section = server enabled (grpc.enabled: false turns it off).
   // Keys and security rules: server/api/grpc_config.h, docs/api.md.
   GrpcServerConfig grpc;

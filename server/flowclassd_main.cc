@@ -23,10 +23,10 @@
 #include "absl/strings/str_format.h"
 #include "dataplane/dpdk/dpdk_dataplane.h"
 #include "dataplane/rule_format.h"
-#include "server/api/grpc_server.h"  // issue 6
+#include "server/api/grpc_server.h"
 #include "server/config.h"
-#include "server/metrics/metrics_exporter.h"    // metrics (issue 7)
-#include "server/metrics/observed_dataplane.h"  // metrics (issue 7)
+#include "server/metrics/metrics_exporter.h"
+#include "server/metrics/observed_dataplane.h"
 
 namespace flowclass {
 namespace {
@@ -40,7 +40,7 @@ constexpr int kExitPort = 5;
 constexpr int kExitMempool = 6;
 constexpr int kExitRules = 7;
 constexpr int kExitLcore = 8;
-constexpr int kExitMetrics = 9;  // metrics (issue 7): cannot serve /metrics
+constexpr int kExitMetrics = 9;  // cannot serve /metrics
 
 std::atomic<int> g_signal{0};
 void OnSignal(int sig) { g_signal.store(sig); }
@@ -249,7 +249,7 @@ int Main(int argc, char** argv) {
   // Declared so that, destroyed in reverse, the exporter goes before what it
   // reads: the dataplane and the apply-latency histogram.
   std::unique_ptr<DpdkDataplane> owned;      // set once created
-  ApplyLatencyMetrics apply_latency;         // metrics (issue 7)
+  ApplyLatencyMetrics apply_latency;
   std::unique_ptr<MetricsExporter> metrics;
   auto abort_start = [&](int code) {
     metrics.reset();
@@ -294,7 +294,7 @@ int Main(int argc, char** argv) {
   DpdkDataplane& dataplane = *owned;
   if (g_signal.load() != 0) return stop_before_start();
 
-  // ---- metrics (issue 7) ----
+  // ---- metrics ----
   // Rule batches go through `observed` (it times ApplyBatch for the
   // apply-latency histogram); /metrics reads dataplane.Stats() per scrape.
   // Declared after `dp`'s pointee is alive and reset before it goes.
@@ -352,7 +352,7 @@ int Main(int argc, char** argv) {
   }
   std::fflush(stdout);
 
-  // ---- gRPC API (issue 6): started once the PMDs run, stopped first. ----
+  // ---- gRPC API: started once the PMDs run, stopped first. ----
   std::unique_ptr<GrpcServer> grpc_server;
   if (config->grpc.enabled) {
     absl::StatusOr<std::unique_ptr<GrpcServer>> gs =
@@ -388,8 +388,8 @@ int Main(int argc, char** argv) {
   const int sig = g_signal.load();
   std::printf("flowclassd: stopping (%s)\n",
               sig ? (sig == SIGINT ? "SIGINT" : "SIGTERM") : "duration reached");
-  if (grpc_server) grpc_server->Shutdown();  // issue 6: no API calls past here
-  metrics.reset();  // metrics (issue 7): no scrape while the dataplane stops
+  if (grpc_server) grpc_server->Shutdown();  // no API calls past here
+  metrics.reset();  // no scrape while the dataplane stops
   dataplane.Stop();
   const DataplaneStats final_stats = dataplane.Stats();
   PrintStats("final", final_stats, /*ports=*/true);

@@ -63,7 +63,7 @@ inline void ReadPipelineCounters(const PmdCounterBlock& c, PmdStats* s) {
   for (size_t i = 0; i < kNumPmdCounters; ++i) s->*kPmdCounters[i].field = Read(c.pipeline[i]);
 }
 
-// ---- metrics (issue 7) ----
+// ---- metrics ----
 // Per-rx-queue packet counters, 8 to a cache line, written by the owning PMD
 // only (queue i is line i / 8, slot i % 8).
 struct alignas(64) CounterLine {
@@ -326,7 +326,7 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
 
   const PublishedTable* current = nullptr;
   uint64_t current_generation = 0;
-  SnapshotMailbox& box = *pmd.mailbox;             // metrics (issue 7)
+  SnapshotMailbox& box = *pmd.mailbox;
   uint64_t snap_served = box.req.load(std::memory_order_relaxed);
   auto answer = [&](uint64_t r) {  // control path: allocates
     if (box.want_trace) {
@@ -389,7 +389,7 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
                                           static_cast<uint16_t>(burst));
       if (n == 0) continue;
       got += n;
-      Bump(rxq_lines[qi / 8].c[qi % 8], n);  // metrics (issue 7)
+      Bump(rxq_lines[qi / 8].c[qi % 8], n);
       for (int i = 0; i < n; ++i) {
         frames[i] = rte_pktmbuf_mtod(rx[i], const uint8_t*);
         lens[i] = rte_pktmbuf_data_len(rx[i]);
@@ -887,7 +887,7 @@ std::vector<Rule> DpdkDataplane::ListRules() const {
   return out;
 }
 
-// ---- metrics (issue 7) ----
+// ---- metrics ----
 // One request to the PMD's mailbox (see SnapshotMailbox), under snap_mu:
 // a snapshot, or a trace of `key` when `key` is not null.  True when the PMD
 // answered; false when it is not running or did not answer in time.  The
@@ -1038,7 +1038,7 @@ DataplaneStats DpdkDataplane::Stats() const {
     PortCounters pc;
     pc.number = ps.opts.number;
     pc.device = ps.opts.device;
-    for (const PmdCounters& p : s.pmds)  // metrics (issue 7)
+    for (const PmdCounters& p : s.pmds)
       for (const QueueCounters& q : p.rx_queues)
         if (q.port == pc.number) pc.rx_packets += q.packets;
     for (const auto& pmd : d.pmds) {

@@ -408,13 +408,25 @@ TEST_F(ApiTest, LimitsBatchOpsRulesStreamsMessageSize) {
   EXPECT_EQ(fake_->ListRules().size(), 10u);
 }
 
-// Forwards everything to `inner`; the test dataplanes below override the
-// apply path only.
+// Forwards everything to `inner`, but groups and DeleteAll through this
+// ApplyBatch; the test dataplanes below override the apply path only.
 class ForwardingDataplane : public Dataplane {
  public:
   explicit ForwardingDataplane(Dataplane* inner) : inner_(inner) {}
   absl::StatusOr<BatchResult> ApplyBatch(absl::Span<const RuleOp> ops) override {
     return inner_->ApplyBatch(ops);
+  }
+  std::vector<absl::StatusOr<BatchResult>> ApplyBatches(
+      absl::Span<const absl::Span<const RuleOp>> batches) override {
+    return ApplyBatchesOneByOne(*this, batches);
+  }
+  absl::StatusOr<BatchResult> DeleteAll() override { return DeleteAllByListing(*this); }
+  absl::StatusOr<Rule> GetRule(uint64_t id) const override { return inner_->GetRule(id); }
+  absl::StatusOr<TraceResult> Trace(const FlowKey& key) const override {
+    return inner_->Trace(key);
+  }
+  absl::StatusOr<std::vector<RuleHit>> RuleHits() const override {
+    return inner_->RuleHits();
   }
   uint64_t generation() const override { return inner_->generation(); }
   std::vector<Rule> ListRules() const override { return inner_->ListRules(); }

@@ -26,6 +26,22 @@ class NullDataplane final : public Dataplane {
     r.generation = ++gen_;
     return r;
   }
+  std::vector<absl::StatusOr<BatchResult>> ApplyBatches(
+      absl::Span<const absl::Span<const RuleOp>> batches) override {
+    return ApplyBatchesOneByOne(*this, batches);
+  }
+  absl::StatusOr<BatchResult> DeleteAll() override { return DeleteAllByListing(*this); }
+  absl::StatusOr<Rule> GetRule(uint64_t) const override {
+    return absl::NotFoundError("keeps no rules");
+  }
+  absl::StatusOr<TraceResult> Trace(const FlowKey&) const override {
+    TraceResult t;
+    t.generation = gen_.load();
+    return t;
+  }
+  absl::StatusOr<std::vector<RuleHit>> RuleHits() const override {
+    return std::vector<RuleHit>{};
+  }
   uint64_t generation() const override { return gen_; }
   std::vector<Rule> ListRules() const override { return {}; }
   DataplaneStats Stats() const override { return {}; }

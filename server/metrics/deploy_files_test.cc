@@ -126,7 +126,7 @@ TEST_F(DashboardTest, PanelsAreWellFormedAndQueryOnlyExportedMetrics) {
     }
   }
   EXPECT_GE(queries, 20);
-  // What issue 7 asks the dashboard to show.
+  // What the dashboard must show (docs/metrics.md).
   for (const char* want :
        {"Hit ratio per layer", "Mpps per PMD", "Cycles per packet", "Subtables per port",
         "Subtable lookups per megaflow hit", "Rule batch apply latency"})

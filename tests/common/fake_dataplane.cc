@@ -33,7 +33,7 @@ absl::StatusOr<BatchResult> FakeDataplane::DeleteAll() {
     absl::MutexLock lock(&mu_);
     ++delete_all_calls_;
   }
-  return Dataplane::DeleteAll();
+  return DeleteAllByListing(*this);
 }
 
 int FakeDataplane::delete_all_calls() const {

@@ -34,7 +34,12 @@ class FakeDataplane final : public Dataplane {
   explicit FakeDataplane(RuleTableLimits limits = {});
 
   absl::StatusOr<BatchResult> ApplyBatch(absl::Span<const RuleOp> ops) override;
-  // The default (list, then delete by id), counted: delete_all_calls().
+  // One ApplyBatch per batch (ApplyBatchesOneByOne).
+  std::vector<absl::StatusOr<BatchResult>> ApplyBatches(
+      absl::Span<const absl::Span<const RuleOp>> batches) override {
+    return ApplyBatchesOneByOne(*this, batches);
+  }
+  // DeleteAllByListing, counted: delete_all_calls().
   absl::StatusOr<BatchResult> DeleteAll() override;
   uint64_t generation() const override;
   std::vector<Rule> ListRules() const override;
