@@ -1,4 +1,6 @@
-// rule_format.cc — parsers for ClassBench filters, native rules and traces.
+// rule_format.cc — the native rule parser and printer, and rule files of
+// either format (ClassBench filters and traces: rule_format_classbench.cc;
+// the helpers both use: internal/rule_text.h).
 //
 // Every parser works one line at a time with byte offsets into that line, so
 // an error can point at the column of the offending key or value.  Errors are
@@ -25,6 +27,7 @@
 #include "absl/strings/string_view.h"
 #include "dataplane/addr_text.h"
 #include "dataplane/internal/cat.h"
+#include "dataplane/internal/rule_text.h"
 
 namespace flowclass {
 namespace {
@@ -32,125 +35,21 @@ namespace {
 using internal::Cat;
 using internal::CatTo;
 using internal::Quote;
+using internal::AtLine;
+using internal::Base;
+using internal::ColumnError;
+using internal::ForEachLine;
+using internal::IsBlankOrComment;
+using internal::LowBits;
+using internal::ParseAddress;
+using internal::ParseFitting;
+using internal::ParseU64;
+using internal::StripLeading;
+using internal::StripTrailing;
+using internal::StripUtf8Bom;
+using internal::WithPath;
 
 // ------------------------------------------------------------------ helpers
-
-absl::Status ColumnError(size_t col, std::string_view field,
-                         std::string_view problem) {
-  return absl::InvalidArgumentError(
-      Cat("column ", col, ": ", field, ": ", problem));
-}
-
-// Prefixes "line L, " to an error from a line parser.
-absl::Status AtLine(size_t line, const absl::Status& s) {
-  return absl::Status(s.code(), Cat("line ", line, ", ", s.message()));
-}
-
-bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\r'; }
-
-std::string_view StripLeading(std::string_view s) {
-  while (!s.empty() && IsSpace(s.front())) s.remove_prefix(1);
-  return s;
-}
-
-std::string_view StripTrailing(std::string_view s) {
-  while (!s.empty() && IsSpace(s.back())) s.remove_suffix(1);
-  return s;
-}
-
-bool IsBlankOrComment(std::string_view line) {
-  std::string_view t = StripLeading(line);
-  return t.empty() || t[0] == '#';
-}
-
-// Calls fn(line_number, line) for every line of `text` (1-based; a trailing
-// '\r' is dropped so CRLF files work).  Stops at the first error.
-template <typename Fn>
-absl::Status ForEachLine(std::string_view text, Fn fn) {
-  size_t line_no = 0;
-  while (!text.empty()) {
-    ++line_no;
-    size_t nl = text.find('\n');
-    std::string_view line = text.substr(0, nl);
-    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    absl::Status s = fn(line_no, line);
-    if (!s.ok()) return s;
-  }
-  return absl::OkStatus();
-}
-
-int HexDigit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-enum class Base { kAuto, kDecimal, kHex };
-
-// Unsigned integer: decimal, or hex with a "0x" prefix (kAuto), or hex with an
-// optional prefix (kHex).  No sign, no spaces, overflow is a failure.
-bool ParseU64(std::string_view s, Base base, uint64_t* out) {
-  int radix = 10;
-  if (base != Base::kDecimal && s.size() > 2 && s[0] == '0' &&
-      (s[1] == 'x' || s[1] == 'X')) {
-    radix = 16;
-    s.remove_prefix(2);
-  } else if (base == Base::kHex) {
-    radix = 16;
-  }
-  if (s.empty()) return false;
-  uint64_t v = 0;
-  for (char c : s) {
-    int d = radix == 16 ? HexDigit(c) : (c >= '0' && c <= '9' ? c - '0' : -1);
-    if (d < 0) return false;
-    if (__builtin_mul_overflow(v, static_cast<uint64_t>(radix), &v) ||
-        __builtin_add_overflow(v, static_cast<uint64_t>(d), &v))
-      return false;
-  }
-  *out = v;
-  return true;
-}
-
-uint64_t LowBits(int bits) {
-  return bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
-}
-
-// A number that must fit `bits` bits; `what` is "value" or "mask".
-absl::Status ParseFitting(std::string_view s, int bits, size_t col,
-                          std::string_view field, std::string_view what,
-                          uint64_t* out, Base base = Base::kAuto) {
-  if (!ParseU64(s, base, out)) {
-    return ColumnError(col, field, Cat("bad number ", Quote(s)));
-  }
-  if (*out > LowBits(bits)) {
-    // In hex the text is read as hex, and the limit is given in hex too
-    // ("255" is 0x255 there, not 255).
-    if (base == Base::kHex)
-      return ColumnError(col, field,
-                         Cat(what, " ", Quote(s), " is ", absl::StrFormat("%#x", *out),
-                             " in hex, which does not fit ", bits, " bits (max ",
-                             absl::StrFormat("%#x", LowBits(bits)),
-                             "; this column is hex, e.g. 0x06/0xFF)"));
-    return ColumnError(col, field,
-                       Cat(what, " ", s, " does not fit ", bits,
-                                    " bits (max ", LowBits(bits), ")"));
-  }
-  return absl::OkStatus();
-}
-
-// An address value through the codec (addr_text.h), its error at the column
-// of the part at fault (the address, or the mask or length after '/').
-template <typename T>
-absl::Status ParseAddress(absl::Status (*parse)(std::string_view, T*, T*, size_t*),
-                          std::string_view s, size_t col, std::string_view field, T* value,
-                          T* mask) {
-  size_t at = 0;
-  absl::Status st = parse(s, value, mask, &at);
-  if (st.ok()) return st;
-  return ColumnError(col + at, field, std::string_view(st.message().data(), st.message().size()));
-}
 
 // "N" (exact) or "N/M" for a `bits`-wide field; the value is masked.
 absl::Status ParseNumMasked(std::string_view s, int bits, size_t col,
@@ -167,168 +66,6 @@ absl::Status ParseNumMasked(std::string_view s, int bits, size_t col,
     if (!st.ok()) return st;
   }
   *value &= *mask;
-  return absl::OkStatus();
-}
-
-// --------------------------------------------------------------- ClassBench
-
-// A cursor over one ClassBench or trace line.  Fields are separated by runs
-// of spaces or tabs.
-struct Cursor {
-  std::string_view line;
-  size_t pos = 0;
-
-  void SkipSpace() {
-    while (pos < line.size() && (line[pos] == ' ' || line[pos] == '\t')) ++pos;
-  }
-  bool AtEnd() {
-    SkipSpace();
-    return pos >= line.size();
-  }
-  size_t Col() const { return pos + 1; }
-  // The next run of non-blank characters (empty at end of line).
-  std::string_view Token() {
-    SkipSpace();
-    size_t start = pos;
-    while (pos < line.size() && line[pos] != ' ' && line[pos] != '\t') ++pos;
-    return line.substr(start, pos - start);
-  }
-  // The next run of characters that are not blank and not ':'.
-  std::string_view Number() {
-    SkipSpace();
-    size_t start = pos;
-    while (pos < line.size() && line[pos] != ' ' && line[pos] != '\t' &&
-           line[pos] != ':') {
-      ++pos;
-    }
-    return line.substr(start, pos - start);
-  }
-};
-
-absl::Status ClassBenchPrefix(Cursor& c, Field f, Match* m) {
-  const char* name = InfoOf(f).name;
-  c.SkipSpace();
-  size_t col = c.Col();
-  std::string_view tok = c.Token();
-  if (tok.empty()) return ColumnError(col, name, "missing");
-  uint32_t v, mask;
-  absl::Status s = ParseAddress(ParseIpv4Masked, tok, col, name, &v, &mask);
-  if (!s.ok()) return s;
-  m->SetMasked(f, v, mask);
-  return absl::OkStatus();
-}
-
-// "lo : hi" (spaces around ':' optional).
-absl::Status ClassBenchPorts(Cursor& c, Field f, PortRange* range) {
-  const char* name = InfoOf(f).name;
-  c.SkipSpace();
-  size_t lo_col = c.Col();
-  std::string_view lo_s = c.Number();
-  if (lo_s.empty()) return ColumnError(lo_col, name, "missing port range");
-  uint64_t lo, hi;
-  absl::Status s = ParseFitting(lo_s, 16, lo_col, name, "port", &lo, Base::kDecimal);
-  if (!s.ok()) return s;
-  c.SkipSpace();
-  if (c.pos >= c.line.size() || c.line[c.pos] != ':') {
-    return ColumnError(c.Col(), name, "expected ':' in port range 'lo : hi'");
-  }
-  ++c.pos;
-  c.SkipSpace();
-  size_t hi_col = c.Col();
-  std::string_view hi_s = c.Number();
-  if (hi_s.empty()) return ColumnError(hi_col, name, "missing upper port");
-  s = ParseFitting(hi_s, 16, hi_col, name, "port", &hi, Base::kDecimal);
-  if (!s.ok()) return s;
-  if (lo > hi) {
-    return ColumnError(lo_col, name,
-                       Cat("range ", lo, " : ", hi, " has lo > hi"));
-  }
-  *range = PortRange{static_cast<uint16_t>(lo), static_cast<uint16_t>(hi)};
-  return absl::OkStatus();
-}
-
-// "0xVV/0xMM" with hex numbers of at most `bits` bits.
-absl::Status ClassBenchHexPair(std::string_view tok, size_t col,
-                               std::string_view name, int bits,
-                               uint64_t* value, uint64_t* mask) {
-  size_t slash = tok.find('/');
-  if (slash == std::string_view::npos) {
-    return ColumnError(col, name,
-                       Cat("expected hex value/mask like 0x06/0xFF, got ",
-                                    Quote(tok)));
-  }
-  absl::Status s = ParseFitting(tok.substr(0, slash), bits, col, name, "value",
-                                value, Base::kHex);
-  if (!s.ok()) return s;
-  return ParseFitting(tok.substr(slash + 1), bits, col + slash + 1, name,
-                      "mask", mask, Base::kHex);
-}
-
-// The TCP-flags field of generator output is 16 bits wide; our tcp_flags is
-// the 12 bits a TCP header carries next to the data offset, so the upper four
-// bits of value and mask are dropped.
-constexpr uint64_t kClassBenchFlagBits = 0x0fff;
-
-// Parses one ClassBench rule into `r` (match only).  `has_flags` says whether
-// this file's rules carry a TCP-flags field (nullopt: decide from this line).
-absl::Status ParseClassBenchLine(std::string_view line,
-                                 std::optional<bool>* has_flags, Rule* r) {
-  Cursor c{line};
-  c.SkipSpace();
-  if (c.pos >= line.size() || line[c.pos] != '@') {
-    return ColumnError(c.Col(), "ipv4_src",
-                       "expected '@' at the start of a ClassBench rule");
-  }
-  ++c.pos;
-  Match& m = r->match;
-  m.SetExact(Field::kEthType, kEthTypeIpv4);
-  absl::Status s = ClassBenchPrefix(c, Field::kIpv4Src, &m);
-  if (s.ok()) s = ClassBenchPrefix(c, Field::kIpv4Dst, &m);
-  if (s.ok()) s = ClassBenchPorts(c, Field::kTpSrc, &m.tp_src);
-  if (s.ok()) s = ClassBenchPorts(c, Field::kTpDst, &m.tp_dst);
-  if (!s.ok()) return s;
-  // A full range is "no range" in a Match.
-  if (m.tp_src.IsFull()) m.tp_src = PortRange{};
-  if (m.tp_dst.IsFull()) m.tp_dst = PortRange{};
-
-  c.SkipSpace();
-  size_t col = c.Col();
-  std::string_view tok = c.Token();
-  if (tok.empty()) return ColumnError(col, "nw_proto", "missing");
-  uint64_t v, mask;
-  s = ClassBenchHexPair(tok, col, "nw_proto", 8, &v, &mask);
-  if (!s.ok()) return s;
-  if (mask != 0) m.SetMasked(Field::kNwProto, v, mask);
-
-  c.SkipSpace();
-  col = c.Col();
-  tok = c.Token();
-  const bool line_has_flags = !tok.empty();
-  if (!has_flags->has_value()) *has_flags = line_has_flags;
-  if (line_has_flags != **has_flags) {
-    if (line_has_flags) {
-      return ColumnError(col, "tcp_flags",
-                         Cat("unexpected field ", Quote(tok),
-                                      "; the first rule of this file has no "
-                                      "TCP-flags field"));
-    }
-    return ColumnError(col, "tcp_flags",
-                       "missing; the first rule of this file has a TCP-flags "
-                       "field");
-  }
-  if (line_has_flags) {
-    s = ClassBenchHexPair(tok, col, "tcp_flags", 16, &v, &mask);
-    if (!s.ok()) return s;
-    mask &= kClassBenchFlagBits;
-    if (mask != 0) m.SetMasked(Field::kTcpFlags, v, mask);
-  }
-  c.SkipSpace();
-  if (c.pos < line.size()) {
-    return ColumnError(c.Col(), line_has_flags ? "tcp_flags" : "nw_proto",
-                       Cat("unexpected text ",
-                                    Quote(line.substr(c.pos)),
-                                    " after the last field"));
-  }
   return absl::OkStatus();
 }
 
@@ -797,10 +534,6 @@ absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
 
 namespace {
 
-absl::Status WithPath(const std::string& path, const absl::Status& s) {
-  return absl::Status(s.code(), Cat(path, ": ", s.message()));
-}
-
 // First line that is neither blank nor a comment starts with '@'.
 bool LooksLikeClassBench(std::string_view text) {
   while (!text.empty()) {
@@ -814,35 +547,6 @@ bool LooksLikeClassBench(std::string_view text) {
 }
 
 }  // namespace
-
-absl::StatusOr<std::vector<Rule>> ParseClassBench(
-    std::string_view text, const ClassBenchOptions& opts, std::vector<size_t>* lines) {
-  std::vector<Rule> rules;
-  if (lines != nullptr) lines->clear();
-  std::optional<bool> has_flags;
-  absl::Status s =
-      ForEachLine(text, [&](size_t line_no, std::string_view line) {
-        if (IsBlankOrComment(line)) return absl::OkStatus();
-        Rule r;
-        absl::Status ls = ParseClassBenchLine(line, &has_flags, &r);
-        if (!ls.ok()) return AtLine(line_no, ls);
-        const uint64_t l = rules.size() + 1;
-        r.id = l;
-        r.action = opts.num_ports > 0
-                       ? Action::Output(static_cast<uint32_t>(
-                             (l - 1) % opts.num_ports + 1))
-                       : opts.action;
-        rules.push_back(r);
-        if (lines != nullptr) lines->push_back(line_no);
-        return absl::OkStatus();
-      });
-  if (!s.ok()) return s;
-  const size_t n = rules.size();
-  for (size_t i = 0; i < n; ++i) {
-    rules[i].priority = static_cast<uint32_t>(n - i);  // N - L + 1
-  }
-  return rules;
-}
 
 absl::StatusOr<Rule> ParseNativeRule(std::string_view line,
                                      uint64_t default_id) {
@@ -908,13 +612,6 @@ absl::StatusOr<std::vector<Rule>> ParseNativeRules(std::string_view text,
   return rules;
 }
 
-// Editors on some systems start a UTF-8 file with a byte-order mark: it is
-// not part of the first rule (nor a reason to take a ClassBench file for a
-// native one).
-static void StripUtf8Bom(std::string* text) {
-  if (text->compare(0, 3, "\xEF\xBB\xBF") == 0) text->erase(0, 3);
-}
-
 std::string FormatNativeRules(absl::Span<const Rule> rules) {
   std::string out;
   for (const Rule& r : rules) CatTo(&out, r.ToString(), "\n");
@@ -939,51 +636,6 @@ absl::StatusOr<std::vector<Rule>> LoadRuleFile(const std::string& path,
                                      : ParseNativeRules(*text, lines);
   if (!rules.ok()) return WithPath(path, rules.status());
   return rules;
-}
-
-absl::StatusOr<std::vector<TraceEntry>> ParseTrace(std::string_view text) {
-  std::vector<TraceEntry> entries;
-  absl::Status s =
-      ForEachLine(text, [&](size_t line_no, std::string_view line) {
-        if (IsBlankOrComment(line)) return absl::OkStatus();
-        static constexpr struct {
-          const char* name;
-          int bits;
-        } kColumns[] = {{"ipv4_src", 32}, {"ipv4_dst", 32}, {"tp_src", 16},
-                        {"tp_dst", 16},   {"nw_proto", 8},  {"expected", 32}};
-        uint64_t v[6];
-        Cursor c{line};
-        for (int i = 0; i < 6; ++i) {
-          c.SkipSpace();
-          const size_t col = c.Col();
-          std::string_view tok = c.Token();
-          absl::Status ts =
-              tok.empty() ? ColumnError(col, kColumns[i].name, "missing")
-                          : ParseFitting(tok, kColumns[i].bits, col,
-                                         kColumns[i].name, "value", &v[i],
-                                         Base::kDecimal);
-          if (!ts.ok()) return AtLine(line_no, ts);
-        }
-        entries.push_back(TraceEntry{
-            MakeFiveTupleKey(static_cast<uint32_t>(v[0]),
-                             static_cast<uint32_t>(v[1]),
-                             static_cast<uint16_t>(v[2]),
-                             static_cast<uint16_t>(v[3]),
-                             static_cast<uint8_t>(v[4])),
-            static_cast<uint32_t>(v[5])});
-        return absl::OkStatus();
-      });
-  if (!s.ok()) return s;
-  return entries;
-}
-
-absl::StatusOr<std::vector<TraceEntry>> LoadTraceFile(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadTextFile(path);
-  if (!text.ok()) return text.status();
-  StripUtf8Bom(&*text);
-  absl::StatusOr<std::vector<TraceEntry>> entries = ParseTrace(*text);
-  if (!entries.ok()) return WithPath(path, entries.status());
-  return entries;
 }
 
 }  // namespace flowclass

@@ -44,29 +44,12 @@
 #include "dataplane/rule.h"
 #include "dataplane/rule_table.h"
 #include "flowclass/v1/flowclass.pb.h"
+#include "proto/rule_wire.h"  // also declares the RuleBatch wire codec
 
 namespace flowclass {
 
 absl::Status RuleFromProto(const v1::Rule& in, Rule* out);
 void RuleToProto(const Rule& in, v1::Rule* out);
-
-// Appends the wire form of a v1.RuleBatch {batch_id, one RuleOpToProto per
-// op} to *out: byte for byte what serializing that message gives, without
-// building it (a streamed load sends a million rules).  The usual rules
-// (IPv4, ports, protocol, actions) are encoded directly; an op with Ethernet
-// addresses, VLANs, IPv6 or fragment fields, or that only the text form can
-// say, goes through RuleOpToProto.  Returns how many ops were encoded
-// directly.
-size_t AppendRuleBatchWire(uint64_t batch_id, absl::Span<const RuleOp> ops, std::string* out);
-
-// Reads the wire form of a v1.RuleBatch straight into ops: true when it
-// holds only what the direct encoder writes (structured IPv4-style rules,
-// deletes) and every op converts without error, and then *batch_id and *ops
-// are exactly what parsing the message and RuleOpFromProto of each op give.
-// False for anything else — another field, a repeated one, a text rule, an
-// error, malformed bytes — and then the caller parses the message (which
-// reports the error); *ops is then unspecified.
-bool ReadRuleBatchWire(absl::string_view wire, uint64_t* batch_id, std::vector<RuleOp>* ops);
 
 // On an error `out` is left half written (RuleFromProto leaves its rule as
 // it was): the caller drops it.

@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/rule_convert.h"
+#include "proto/rule_wire.h"
 
 namespace flowclass {
 namespace {
