@@ -85,7 +85,9 @@ TEST(PmdCountersTest, OperatorsTakeEveryCounter) {
 TEST(PmdCountersTest, FormatStatsHasOneLinePerCounterWithItsTextAndValue) {
   PipelineSnapshot snap;
   snap.stats = Distinct();
-  const std::string text = "\n" + Pipeline::FormatStats(snap);
+  // StrCat, not "\n" + std::string: GCC 12's -O3 -Wrestrict false positive
+  // on operator+ of a one-character literal (GCC bug 105329).
+  const std::string text = absl::StrCat("\n", Pipeline::FormatStats(snap));
   for (size_t i = 0; i < kNumPmdCounters; ++i) {
     const PmdCounterInfo& c = kPmdCounters[i];
     EXPECT_EQ(Count(text, absl::StrCat("\n  ", c.text, ": ")), 1u) << c.text;
