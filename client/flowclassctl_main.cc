@@ -29,7 +29,7 @@ inline int RunRpcCommand(absl::string_view, std::vector<absl::string_view>) { re
 }  // namespace flowclass
 #endif
 #include "dataplane/dataplane.h"
-#include "dataplane/subtable_lookup.h"
+#include "dataplane/dpcls/subtable_lookup.h"
 
 namespace flowclass {
 namespace {

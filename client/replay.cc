@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "dataplane/rule_table.h"
+#include "dataplane/rules/rule_table.h"
 
 namespace flowclass {
 

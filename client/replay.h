@@ -20,7 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "dataplane/pipeline.h"
-#include "dataplane/rule_format.h"
+#include "dataplane/rules/rule_format.h"
 
 namespace flowclass {
 

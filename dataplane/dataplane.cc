@@ -4,7 +4,7 @@
 #include <optional>
 
 #include "absl/strings/str_format.h"
-#include "dataplane/rule_error.h"
+#include "dataplane/rules/rule_error.h"
 
 namespace flowclass {
 

@@ -48,8 +48,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "dataplane/pipeline.h"
-#include "dataplane/rule.h"
-#include "dataplane/rule_table.h"
+#include "dataplane/rules/rule.h"
+#include "dataplane/rules/rule_table.h"
 #include "dataplane/runtime_settings.h"
 
 namespace flowclass {

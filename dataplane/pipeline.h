@@ -51,14 +51,14 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "dataplane/cuckoo_distributor.h"
-#include "dataplane/emc.h"
-#include "dataplane/flow.h"
-#include "dataplane/megaflow.h"
-#include "dataplane/megaflow_classifier.h"
+#include "dataplane/cache/cuckoo_distributor.h"
+#include "dataplane/cache/emc.h"
+#include "dataplane/flow/flow.h"
+#include "dataplane/dpcls/megaflow.h"
+#include "dataplane/dpcls/megaflow_classifier.h"
 #include "dataplane/pmd_counters.h"
-#include "dataplane/rule_table.h"
-#include "dataplane/smc.h"
+#include "dataplane/rules/rule_table.h"
+#include "dataplane/cache/smc.h"
 
 namespace flowclass {
 

@@ -3,7 +3,7 @@
 // scripts/bench_daemon.sh measures around it.
 //
 //   ninja -C build pipeline_benchmark &&
-//   build/tests/bench/pipeline_benchmark
+//   build/bench/pipeline_benchmark
 //
 // BM_ParseAndClassify/<flows>/<rules>: frames of `flows` distinct UDP/TCP
 // 5-tuples on in_port 1 (flow i is frame i mod flows), in a pool of 64
@@ -19,10 +19,10 @@
 
 #include "absl/strings/str_format.h"
 #include "benchmark/benchmark.h"
-#include "dataplane/packet_parser.h"
+#include "dataplane/flow/packet_parser.h"
 #include "dataplane/pipeline.h"
-#include "dataplane/rule_format.h"
-#include "dataplane/rule_table.h"
+#include "dataplane/rules/rule_format.h"
+#include "dataplane/rules/rule_table.h"
 #include "tests/common/packet_builder.h"
 
 namespace flowclass {

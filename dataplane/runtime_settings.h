@@ -43,8 +43,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "dataplane/cuckoo_distributor.h"
-#include "dataplane/subtable_lookup.h"
+#include "dataplane/cache/cuckoo_distributor.h"
+#include "dataplane/dpcls/subtable_lookup.h"
 
 namespace flowclass {
 

@@ -6,9 +6,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "dataplane/addr_text.h"
-#include "dataplane/rule_error.h"
-#include "dataplane/rule_format.h"
+#include "dataplane/flow/addr_text.h"
+#include "dataplane/rules/rule_error.h"
+#include "dataplane/rules/rule_format.h"
 #include "proto/rule_convert_internal.h"
 
 namespace flowclass {

@@ -10,10 +10,10 @@
 //   fit its field, enums must be values this build knows, a oneof must be set.
 //   Errors are INVALID_ARGUMENT "<field>: <problem>" with the proto's field
 //   name ("ipv4_src: bad IPv4 address '10.0.0.300'"), and carry the field
-//   typed as a RuleOpError (dataplane/rule_error.h; ProtoName gives the name
+//   typed as a RuleOpError (dataplane/rules/rule_error.h; ProtoName gives the name
 //   the message uses; no index yet: the caller knows the operation, see
 //   AtOperation).  Address fields are text in the syntax of
-//   dataplane/addr_text.h, the same codec the native rule format uses, so an
+//   dataplane/flow/addr_text.h, the same codec the native rule format uses, so an
 //   address means the same in a rule file, in `text` and in a structured
 //   field; like ovs-ofctl, it clears address bits outside the mask
 //   ("10.1.2.3/8" is 10.0.0.0/8).  Semantic checks (a numeric value inside
@@ -39,10 +39,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "dataplane/addr_text.h"  // the address fields' syntax
-#include "dataplane/flow.h"
-#include "dataplane/rule.h"
-#include "dataplane/rule_table.h"
+#include "dataplane/flow/addr_text.h"  // the address fields' syntax
+#include "dataplane/flow/flow.h"
+#include "dataplane/rules/rule.h"
+#include "dataplane/rules/rule_table.h"
 #include "flowclass/v1/flowclass.pb.h"
 #include "proto/rule_wire.h"  // also declares the RuleBatch wire codec
 

@@ -13,8 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "dataplane/rule_error.h"
-#include "dataplane/rule_format.h"
+#include "dataplane/rules/rule_error.h"
+#include "dataplane/rules/rule_format.h"
 #include "tests/common/random_rules.h"
 
 namespace flowclass {

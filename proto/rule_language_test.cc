@@ -8,10 +8,10 @@
 #include <string_view>
 #include <vector>
 
-#include "dataplane/addr_text.h"
+#include "dataplane/flow/addr_text.h"
 #include "dataplane/internal/cat.h"
-#include "dataplane/rule_error.h"
-#include "dataplane/rule_format.h"
+#include "dataplane/rules/rule_error.h"
+#include "dataplane/rules/rule_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/rule_convert.h"

@@ -12,9 +12,9 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "dataplane/addr_text.h"
-#include "dataplane/flow.h"
-#include "dataplane/rule.h"
+#include "dataplane/flow/addr_text.h"
+#include "dataplane/flow/flow.h"
+#include "dataplane/rules/rule.h"
 #include "flowclass/v1/flowclass.pb.h"
 #include "proto/rule_convert.h"
 #include "proto/rule_convert_internal.h"

@@ -16,7 +16,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "dataplane/rule_table.h"
+#include "dataplane/rules/rule_table.h"
 
 namespace flowclass {
 

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/types/span.h"
-#include "dataplane/flow.h"
-#include "dataplane/rule.h"
+#include "dataplane/flow/flow.h"
+#include "dataplane/rules/rule.h"
 #include "flowclass/v1/flowclass.pb.h"
 #include "gtest/gtest.h"
 #include "proto/rule_convert.h"

@@ -29,7 +29,7 @@ run() {  # NAME COMMAND...
   ran=$((ran + 1))
 }
 
-for b in "$build"/tests/bench/*_benchmark "$build"/server/api/grpc_apply_benchmark \
+for b in "$build"/bench/*_benchmark "$build"/server/api/grpc_apply_benchmark \
          "$build"/server/metrics/metrics_scrape_benchmark; do
   [ -x "$b" ] || continue
   run "$(basename "$b")" "$b"

@@ -14,9 +14,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "dataplane/cuckoo_distributor.h"
+#include "dataplane/cache/cuckoo_distributor.h"
 #include "dataplane/dataplane.h"
-#include "dataplane/rule_format.h"
+#include "dataplane/rules/rule_format.h"
 
 namespace flowclass {
 namespace {

@@ -22,7 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "dataplane/dpdk/dpdk_dataplane.h"
-#include "dataplane/rule_format.h"
+#include "dataplane/rules/rule_format.h"
 #include "server/api/grpc_server.h"
 #include "server/config.h"
 #include "server/metrics/metrics_exporter.h"

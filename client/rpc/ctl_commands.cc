@@ -19,7 +19,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "client/rpc/flowclass_client.h"
-#include "dataplane/rule_format.h"
+#include "dataplane/rules/rule_format.h"
 #include "proto/rule_convert.h"
 
 namespace flowclass {

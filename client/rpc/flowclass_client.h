@@ -33,7 +33,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "dataplane/rule_table.h"
+#include "dataplane/rules/rule_table.h"
 #include "flowclass/v1/flowclass.grpc.pb.h"
 
 namespace grpc {

@@ -22,7 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "dataplane/dpdk/rule_publisher.h"
-#include "dataplane/packet_parser.h"
+#include "dataplane/flow/packet_parser.h"
 
 namespace flowclass {
 namespace {

@@ -60,7 +60,7 @@
 #include "absl/synchronization/mutex.h"
 #include "dataplane/dataplane.h"
 #include "dataplane/pipeline.h"
-#include "dataplane/rule_table.h"
+#include "dataplane/rules/rule_table.h"
 
 namespace flowclass {
 

@@ -48,7 +48,7 @@
 #include <thread>
 #include <vector>
 
-#include "dataplane/rule_table.h"
+#include "dataplane/rules/rule_table.h"
 
 namespace flowclass {
 

@@ -15,7 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/rpc/flowclass_client.h"
-#include "dataplane/rule_error.h"
+#include "dataplane/rules/rule_error.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/rule_convert.h"
@@ -673,7 +673,7 @@ TEST_F(ApiTest, BadInputTable) {
 }
 
 // The API's code, OpError and field come from the error's typed payload
-// (dataplane/rule_error.h), never from its message: a reworded message
+// (dataplane/rules/rule_error.h), never from its message: a reworded message
 // changes none of them, and the old text without the payload classifies
 // nothing.
 TEST_F(ApiTest, ErrorsAreClassifiedByTheirPayloadNotTheirText) {

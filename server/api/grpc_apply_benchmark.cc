@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/rpc/flowclass_client.h"
-#include "dataplane/rule_format.h"
+#include "dataplane/rules/rule_format.h"
 #include "server/api/grpc_server.h"
 #include "tests/common/fake_dataplane.h"
 

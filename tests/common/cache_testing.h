@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
-#include "dataplane/flow.h"
-#include "dataplane/megaflow.h"
+#include "dataplane/flow/flow.h"
+#include "dataplane/dpcls/megaflow.h"
 #include "gtest/gtest.h"
 #include "tests/common/flow_gen.h"
 #include "tests/common/megaflow_testing.h"

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <random>
 
-#include "dataplane/flow.h"
+#include "dataplane/flow/flow.h"
 
 namespace flowclass {
 

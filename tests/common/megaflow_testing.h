@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "dataplane/flow.h"
-#include "dataplane/megaflow.h"
-#include "dataplane/subtable_lookup.h"
+#include "dataplane/flow/flow.h"
+#include "dataplane/dpcls/megaflow.h"
+#include "dataplane/dpcls/subtable_lookup.h"
 #include "gtest/gtest.h"
 #include "tests/common/flow_gen.h"
 

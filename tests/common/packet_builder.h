@@ -44,7 +44,7 @@
 #include <vector>
 
 #include "absl/numeric/int128.h"
-#include "dataplane/flow.h"
+#include "dataplane/flow/flow.h"
 
 namespace flowclass {
 

@@ -26,9 +26,9 @@
 #include <random>
 #include <vector>
 
-#include "dataplane/flow.h"
-#include "dataplane/rule.h"
-#include "dataplane/rule_table.h"
+#include "dataplane/flow/flow.h"
+#include "dataplane/rules/rule.h"
+#include "dataplane/rules/rule_table.h"
 
 namespace flowclass {
 

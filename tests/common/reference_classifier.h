@@ -19,9 +19,9 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
-#include "dataplane/flow.h"
-#include "dataplane/rule.h"
-#include "dataplane/rule_table.h"
+#include "dataplane/flow/flow.h"
+#include "dataplane/rules/rule.h"
+#include "dataplane/rules/rule_table.h"
 
 namespace flowclass {
 

@@ -5,8 +5,8 @@
 
 #include <cstdint>
 
-#include "dataplane/flow.h"
-#include "dataplane/rule.h"
+#include "dataplane/flow/flow.h"
+#include "dataplane/rules/rule.h"
 
 namespace flowclass {
 

@@ -11,9 +11,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "dataplane/flow.h"
-#include "dataplane/rule.h"
-#include "dataplane/rule_table.h"
+#include "dataplane/flow/flow.h"
+#include "dataplane/rules/rule.h"
+#include "dataplane/rules/rule_table.h"
 #include "gtest/gtest.h"
 #include "tests/common/rule_builders.h"
 

@@ -16,8 +16,8 @@
 
 #include "client/replay.h"
 #include "dataplane/pipeline.h"
-#include "dataplane/rule_table.h"
-#include "dataplane/subtable_lookup.h"
+#include "dataplane/rules/rule_table.h"
+#include "dataplane/dpcls/subtable_lookup.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/common/classbench_data.h"

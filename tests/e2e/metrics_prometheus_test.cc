@@ -38,7 +38,7 @@
 #include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "dataplane/flow.h"
+#include "dataplane/flow/flow.h"
 #include "server/metrics/test_http.h"
 #include "server/metrics/test_json.h"
 #include "tests/common/packet_builder.h"

@@ -30,8 +30,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "dataplane/rule_format.h"
-#include "dataplane/rule_table.h"
+#include "dataplane/rules/rule_format.h"
+#include "dataplane/rules/rule_table.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/common/classbench_data.h"

@@ -4,7 +4,7 @@
 // Not built by CMake yet.  From the repository root:
 //   clang++-14 -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -I. \
 //     -o /tmp/packet_parser_fuzz tests/fuzz/packet_parser_fuzz.cc \
-//     dataplane/packet_parser.cc dataplane/flow.cc \
+//     dataplane/flow/packet_parser.cc dataplane/flow/flow.cc \
 //     tests/common/packet_builder.cc
 //   /tmp/packet_parser_fuzz -max_len=256 -max_total_time=60
 // libFuzzer hands over a buffer of exactly `size` bytes, so ASan reports any
@@ -23,8 +23,8 @@
 #include <cstdlib>
 #include <vector>
 
-#include "dataplane/flow.h"
-#include "dataplane/packet_parser.h"
+#include "dataplane/flow/flow.h"
+#include "dataplane/flow/packet_parser.h"
 #include "tests/common/packet_builder.h"
 
 namespace {

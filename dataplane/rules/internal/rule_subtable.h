@@ -1,0 +1,217 @@
+// internal/rule_subtable.h — private parts of the rule table (rule_table.cc
+// only includes this): a subtable (the keys of one expanded mask), the
+// partitions by in_port that hold them, the order Lookup walks, and the
+// expansion of a rule's port ranges into masked entries.
+//
+// Threads: a Subtable's key sets and the published Order are read by
+// concurrent readers (see rule_key_set.h); everything else is the writer's.
+#ifndef FLOWCLASS_DATAPLANE_RULES_INTERNAL_RULE_SUBTABLE_H_
+#define FLOWCLASS_DATAPLANE_RULES_INTERNAL_RULE_SUBTABLE_H_
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_map.h"
+#include "dataplane/flow/flow.h"
+#include "dataplane/rules/internal/rule_key_set.h"
+#include "dataplane/rules/rule.h"
+
+namespace flowclass {
+namespace internal {
+
+// The hash and equality of the partitions' mask maps (Partition::by_mask).
+struct FlowHash {
+  size_t operator()(const Flow& f) const {
+    return HashWords(f.w.data(), kFlowWords, 0);
+  }
+};
+// Word-wise and branch-free: Flow's operator== is a call to memcmp, which
+// was ≈ 3% of a streamed load (one mask lookup per masked entry).
+struct FlowEq {
+  bool operator()(const Flow& a, const Flow& b) const {
+    uint64_t diff = 0;
+    for (int i = 0; i < kFlowWords; ++i) diff |= a.w[i] ^ b.w[i];
+    return diff == 0;
+  }
+};
+
+struct Partition;
+
+// Hot fields first: both sets' array pointers, the word indexes and the
+// packed mask words are in the first cache line, so probing a subtable
+// touches that line, the set's array header and the slots.  The rest is
+// writer-only.
+struct alignas(64) Subtable {
+  explicit Subtable(const Flow& m) : mask(m) {
+    for (int i = 0; i < kFlowWords; ++i) {
+      if (mask.w[i] != 0) {
+        word_index[n_words] = static_cast<uint8_t>(i);
+        packed_mask[n_words++] = mask.w[i];
+      }
+    }
+  }
+
+  // `key` need not be masked.  Hot path: no allocation.  N >= n_words.
+  template <int N>
+  PackedKey<N> Pack(const Flow& key) const {
+    PackedKey<N> k;
+    for (int j = 0; j < n_words; ++j)
+      k.w[j] = key.w[word_index[j]] & packed_mask[j];
+    k.hash = HashKeyWords<N>(k.w, n_words);
+    return k;
+  }
+
+  // fn(set, key) with the key set this subtable uses and `value` packed
+  // for it; returns what fn returns.  (One body for const and not.)
+  template <typename Fn>
+  decltype(auto) WithKeys(const Flow& value, Fn&& fn) {
+    return WithKeysOf(*this, value, fn);
+  }
+  template <typename Fn>
+  decltype(auto) WithKeys(const Flow& value, Fn&& fn) const {
+    return WithKeysOf(*this, value, fn);
+  }
+  template <typename Self, typename Fn>
+  static decltype(auto) WithKeysOf(Self& st, const Flow& value, Fn& fn) {
+    if (st.n_words <= kSmallKeyWords)
+      return fn(st.small_keys, st.template Pack<kSmallKeyWords>(value));
+    return fn(st.big_keys, st.template Pack<kFlowWords>(value));
+  }
+  size_t keys() const { return small_keys.size() + big_keys.size(); }
+  template <typename Fn>
+  void ForEachBucket(Fn&& fn) const {
+    small_keys.ForEach(fn);
+    big_keys.ForEach(fn);
+  }
+
+  uint32_t MaxPriority() const {
+    return priority_counts.empty() ? 0 : priority_counts.rbegin()->first;
+  }
+
+  KeySet<kSmallKeyWords> small_keys;
+  KeySet<kFlowWords> big_keys;
+  std::array<uint8_t, kFlowWords> word_index{};
+  uint8_t n_words = 0;
+  std::array<uint64_t, kFlowWords> packed_mask{};  // first n_words valid
+  Flow mask;
+  // Linked entries (deleted ones until RemoveDeleted), by priority: the
+  // max priority is an upper bound of what any reader's generation sees.
+  absl::btree_map<uint32_t, uint32_t> priority_counts;
+  size_t entries = 0;  // linked entries (deleted ones until RemoveDeleted)
+  Partition* part = nullptr;  // the partition holding it
+};
+
+// What Lookup walks: contiguous, so the next subtables can be prefetched.
+struct OrderSlot {
+  uint32_t max_priority;
+  const Subtable* subtable;
+};
+
+// Descending max priority; ties broken by the mask words, so that a walk
+// (and DebugString) depends only on the rule set, not on the history that
+// built it.
+inline void SortSlots(std::vector<OrderSlot>* slots) {
+  std::sort(slots->begin(), slots->end(), [](const OrderSlot& a, const OrderSlot& b) {
+    if (a.max_priority != b.max_priority) return a.max_priority > b.max_priority;
+    return a.subtable->mask.w > b.subtable->mask.w;
+  });
+}
+
+// The subtables of the rules of one in_port (the rules whose in_port is
+// exact), or the shared ones (in_port wildcarded).  A key's lookup walks its
+// port's subtables merged with the shared ones: the other ports' rules cost
+// it nothing (with 100 ports of one ClassBench set each, a lookup was 4.8
+// times dearer than with one port before partitions; see
+// rule_table_benchmark's BM_LookupAmongPorts).  Writer-only.
+struct Partition {
+  bool exact = false;  // a port's (else the shared one)
+  uint32_t port = 0;   // if exact
+  absl::flat_hash_map<Flow, std::unique_ptr<Subtable>, FlowHash, FlowEq> by_mask;
+  // A subtable came or went, or a max priority changed: its walk (the shared
+  // partition: every walk) needs rebuilding.
+  bool dirty = false;
+  // A port's walk as published: its subtables and the shared ones, sorted
+  // (SortSlots).  Owned; retired when replaced.
+  std::vector<OrderSlot>* walk = nullptr;
+};
+
+// What Lookup walks, published as a whole (replaced, not edited; the old one
+// retired): the walk of keys whose port has no partition, and each port's.
+struct Order {
+  std::vector<OrderSlot> shared;
+  absl::flat_hash_map<uint32_t, const std::vector<OrderSlot>*> by_port;
+};
+
+// The (value, mask) prefixes of a 16-bit range, on the stack: at most 30
+// (1..65534).  Every insert and delete expands its rule's ranges.
+struct Prefixes {
+  std::array<std::pair<uint16_t, uint16_t>, 32> p;
+  size_t n = 0;
+  bool empty() const { return n == 0; }
+  size_t size() const { return n; }
+  const std::pair<uint16_t, uint16_t>& operator[](size_t i) const { return p[i]; }
+};
+
+inline Prefixes PrefixesOf(uint16_t lo, uint16_t hi) {
+  Prefixes out;
+  uint32_t cur = lo;
+  const uint32_t end = hi;
+  while (cur <= end) {
+    // Largest aligned block starting at `cur` that stays inside [cur, end].
+    int k = 0;
+    while (k < 16) {
+      const uint32_t size = 1u << (k + 1);
+      if ((cur & (size - 1)) != 0 || cur + size - 1 > end) break;
+      ++k;
+    }
+    out.p[out.n++] = {static_cast<uint16_t>(cur), static_cast<uint16_t>((0xffffu << k) & 0xffffu)};
+    cur += 1u << k;
+  }
+  return out;
+}
+
+// None for a full range (the field stays wildcarded).
+inline Prefixes SidePrefixes(const PortRange& r) {
+  return r.IsFull() ? Prefixes{} : PrefixesOf(r.lo, r.hi);
+}
+
+inline size_t ExpansionCount(const Rule& r) {
+  const size_t s = r.match.tp_src.IsFull() ? 1 : SidePrefixes(r.match.tp_src).size();
+  const size_t d = r.match.tp_dst.IsFull() ? 1 : SidePrefixes(r.match.tp_dst).size();
+  return s * d;
+}
+
+// Calls fn(value, mask) once per expanded entry of `r`.
+template <typename Fn>
+void ForEachEntry(const Rule& r, Fn fn) {
+  const Prefixes src = SidePrefixes(r.match.tp_src);
+  const Prefixes dst = SidePrefixes(r.match.tp_dst);
+  const size_t ns = src.empty() ? 1 : src.size();
+  const size_t nd = dst.empty() ? 1 : dst.size();
+  for (size_t i = 0; i < ns; ++i) {
+    for (size_t j = 0; j < nd; ++j) {
+      Flow value = r.match.value;
+      Flow mask = r.match.mask;
+      if (!src.empty()) {
+        value.Set(Field::kTpSrc, src[i].first);
+        mask.Set(Field::kTpSrc, src[i].second);
+      }
+      if (!dst.empty()) {
+        value.Set(Field::kTpDst, dst[j].first);
+        mask.Set(Field::kTpDst, dst[j].second);
+      }
+      fn(value, mask);
+    }
+  }
+}
+
+}  // namespace internal
+}  // namespace flowclass
+
+#endif  // FLOWCLASS_DATAPLANE_RULES_INTERNAL_RULE_SUBTABLE_H_
