@@ -20,12 +20,6 @@
 namespace flowclass {
 namespace {
 
-#ifdef __SANITIZE_ADDRESS__
-constexpr int kRandomRules = 3000;
-#else
-constexpr int kRandomRules = 20000;
-#endif
-
 // The direct encoder writes exactly the bytes protobuf's serializer writes
 // for the RuleBatch RuleOpToProto builds: random rules (every field kind,
 // text-form ones included, so both of its paths), ClassBench-like five
@@ -34,8 +28,9 @@ TEST(RuleWireTest, RuleBatchWireIsProtobufsSerialization) {
   RandomRuleGen gen(9);
   std::mt19937_64 rng(3);
   std::vector<RuleOp> ops;
-  for (int i = 1; i <= kRandomRules; ++i) {
-    Rule r = gen.NextRule(static_cast<uint64_t>(i));
+  const std::vector<Rule> random = gen.NextRules(kRandomRuleCount);
+  for (int i = 1; i <= kRandomRuleCount; ++i) {
+    const Rule& r = random[static_cast<size_t>(i - 1)];
     switch (i % 7) {
       case 0: ops.push_back(RuleOp::Delete(rng() >> (rng() % 64))); break;
       case 1: ops.push_back(RuleOp::DeleteByCookie(i % 2 ? 0 : rng())); break;
@@ -81,7 +76,7 @@ TEST(RuleWireTest, RuleBatchWireIsProtobufsSerialization) {
   EXPECT_GT(text_form, 0);  // the fallback path ran
   // The bulk-load rules and the deletes all went the direct way, and many
   // of the random ones.
-  EXPECT_GE(direct, 2000u + kRandomRules * 2 / 7);
+  EXPECT_GE(direct, 2000u + kRandomRuleCount * 2 / 7);
   EXPECT_LT(direct, ops.size());
   std::string empty;
   AppendRuleBatchWire(0, {}, &empty);

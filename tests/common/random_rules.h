@@ -29,8 +29,13 @@
 #include "dataplane/flow/flow.h"
 #include "dataplane/rules/rule.h"
 #include "dataplane/rules/rule_table.h"
+#include "tests/common/sanitizer.h"
 
 namespace flowclass {
+
+// How many random rules a property test of the rule codecs draws: fewer under
+// ASan, so that each binary stays quick.
+inline constexpr int kRandomRuleCount = kSanitized ? 3000 : 20000;
 
 struct RandomRuleOptions {
   double ipv6_fraction = 0.25;           // rules (and keys) that are IPv6

@@ -16,14 +16,10 @@
 #include "dataplane/rules/rule_table.h"
 #include "gtest/gtest.h"
 #include "tests/common/rule_builders.h"
+#include "tests/common/sanitizer.h"
 
 namespace flowclass {
 
-#if defined(__SANITIZE_ADDRESS__)
-inline constexpr bool kSanitized = true;
-#else
-inline constexpr bool kSanitized = false;
-#endif
 // Iteration counts shrink under ASan so every binary stays well under 20 s.
 inline int Scaled(int n) { return kSanitized ? std::max(1, n / 10) : n; }
 
