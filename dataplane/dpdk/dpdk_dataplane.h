@@ -69,7 +69,7 @@ inline constexpr int kMaxDataplanePorts = 32;
 // PMD threads a dataplane can have.
 inline constexpr int kMaxPmds = 64;
 // EAL lcore ids are below this: RTE_MAX_LCORE of the DPDK we build with
-// (Debian's: 128; dpdk_dataplane.cc checks).  CPUs from 128 up are used
+// (Debian's: 128; eal.cc checks).  CPUs from 128 up are used
 // through eal.lcore_map ("0@150,1@151").
 inline constexpr int kMaxEalLcores = 128;
 
