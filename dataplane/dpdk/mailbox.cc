@@ -26,6 +26,7 @@ using dpdk_internal::PmdCounterBlock;
 using dpdk_internal::PortState;
 using dpdk_internal::kSnapshotWait;
 using dpdk_internal::Read;
+using dpdk_internal::ReadLoopCounters;
 using dpdk_internal::ReadPipelineCounters;
 
 // One request to the PMD's mailbox (see SnapshotMailbox), under snap_mu:
@@ -134,17 +135,7 @@ DataplaneStats DpdkDataplane::Stats() const {
     PmdCounters p;
     p.pmd = static_cast<uint32_t>(pmd.index);
     p.lcore = static_cast<uint32_t>(pmd.lcore);
-    p.iterations = Read(c.iterations);
-    p.rx_packets = Read(c.rx);
-    p.tx_packets = Read(c.tx);
-    p.tx_dropped = Read(c.tx_dropped);
-    p.rule_drops = Read(c.rule_drops);
-    p.no_match = Read(c.no_match);
-    p.bad_port = Read(c.bad_port);
-    p.parse_errors = Read(c.parse_errors);
-    p.busy_cycles = Read(c.busy_cycles);
-    p.idle_cycles = Read(c.idle_cycles);
-    p.generation = Read(c.generation);
+    ReadLoopCounters(c, &p);
     ReadPipelineCounters(c, &p.pipeline);
     for (size_t qi = 0; qi < pmd.rxq.size(); ++qi) {
       QueueCounters q;

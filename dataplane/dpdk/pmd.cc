@@ -20,6 +20,7 @@
 
 namespace flowclass {
 
+using dpdk_internal::At;
 using dpdk_internal::Bump;
 using dpdk_internal::PublishPipelineCounters;
 
@@ -103,7 +104,7 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
       current_generation = v->generation;
       // Counter first: Quiescent's release store publishes it, so a Stats()
       // after the ack already shows the new generation.
-      c.generation.store(v->generation, std::memory_order_relaxed);
+      At(c, PmdLoopCounter::kGeneration).store(v->generation, std::memory_order_relaxed);
       publisher->Quiescent(pmd.index, v->generation);
     }
     const int retries = tx_retries.load(std::memory_order_relaxed);
@@ -176,30 +177,30 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
         send(p, out[p], static_cast<uint16_t>(out_n[p]));
         out_n[p] = 0;
       }
-      Bump(c.rx, n);
-      Bump(c.tx, tx_total);
-      if (tx_drop_total) Bump(c.tx_dropped, tx_drop_total);
-      if (rule_drops) Bump(c.rule_drops, rule_drops);
-      if (no_match) Bump(c.no_match, no_match);
-      if (bad_port) Bump(c.bad_port, bad_port);
-      if (parse_errors) Bump(c.parse_errors, parse_errors);
+      Bump(At(c, PmdLoopCounter::kRxPackets), n);
+      Bump(At(c, PmdLoopCounter::kTxPackets), tx_total);
+      if (tx_drop_total) Bump(At(c, PmdLoopCounter::kTxDropped), tx_drop_total);
+      if (rule_drops) Bump(At(c, PmdLoopCounter::kRuleDrops), rule_drops);
+      if (no_match) Bump(At(c, PmdLoopCounter::kNoMatch), no_match);
+      if (bad_port) Bump(At(c, PmdLoopCounter::kBadPort), bad_port);
+      if (parse_errors) Bump(At(c, PmdLoopCounter::kParseErrors), parse_errors);
     }
-    Bump(c.iterations, 1);
+    Bump(At(c, PmdLoopCounter::kIterations), 1);
     const uint64_t t1 = rte_rdtsc();
     const uint64_t dt = t1 - t0;
     t0 = t1;
     if (got) {
-      Bump(c.busy_cycles, dt);
+      Bump(At(c, PmdLoopCounter::kBusyCycles), dt);
       publish_pipeline_counters();
     } else {
-      Bump(c.idle_cycles, dt);
+      Bump(At(c, PmdLoopCounter::kIdleCycles), dt);
       const uint32_t sleep = idle_sleep_us.load(std::memory_order_relaxed);
       if (sleep) {
         rte_delay_us_sleep(sleep);
         // Time asleep is idle time: busy / (busy + idle) stays the share of
         // the PMD's time spent on packets.
         const uint64_t woke = rte_rdtsc();
-        Bump(c.idle_cycles, woke - t0);
+        Bump(At(c, PmdLoopCounter::kIdleCycles), woke - t0);
         t0 = woke;
       }
     }

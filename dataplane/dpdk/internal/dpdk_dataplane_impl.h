@@ -59,12 +59,13 @@ inline uint64_t Read(const Counter& c) {
   return c.load(std::memory_order_relaxed);
 }
 
-// Layout: the scalar counters first, then the per-port arrays; the block is
-// 64-byte aligned so two PMDs never write the same cache line.
+// Layout: the loop's counters first, then the pipeline mirror, then the
+// per-port arrays; the block is 64-byte aligned so two PMDs never write the
+// same cache line.
 struct alignas(64) PmdCounterBlock {
-  Counter iterations{0}, rx{0}, tx{0}, tx_dropped{0}, rule_drops{0},
-      no_match{0}, bad_port{0}, parse_errors{0}, busy_cycles{0},
-      idle_cycles{0}, generation{0};
+  // The PMD loop's counters: loop[i] holds kPmdLoopCounters[i] (Bump them
+  // through At()); Stats() reads them back through the same table.
+  std::array<Counter, kNumPmdLoopCounters> loop{};
   // Mirror of the pipeline's PmdStats (plain fields owned by the PMD),
   // refreshed after every busy iteration: pipeline[i] holds kPmdCounters[i].
   std::array<Counter, kNumPmdCounters> pipeline{};
@@ -81,6 +82,15 @@ inline void PublishPipelineCounters(const PmdStats& s, PmdCounterBlock& c) {
 }
 inline void ReadPipelineCounters(const PmdCounterBlock& c, PmdStats* s) {
   for (size_t i = 0; i < kNumPmdCounters; ++i) s->*kPmdCounters[i].field = Read(c.pipeline[i]);
+}
+
+// The loop counter `id` of the block (a constant index: the cost of a member).
+inline Counter& At(PmdCounterBlock& c, PmdLoopCounter id) {
+  return c.loop[PmdLoopCounterIndex(id)];
+}
+inline void ReadLoopCounters(const PmdCounterBlock& c, PmdLoopStats* s) {
+  for (size_t i = 0; i < kNumPmdLoopCounters; ++i)
+    s->*kPmdLoopCounters[i].field = Read(c.loop[i]);
 }
 
 // Per-rx-queue packet counters, 8 to a cache line, written by the owning PMD
