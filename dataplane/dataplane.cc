@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "dataplane/rules/rule_error.h"
 
@@ -35,17 +36,7 @@ absl::StatusOr<BatchResult> DeleteAllByListing(Dataplane& dp) {
 PmdCounters DataplaneStats::Total() const {
   PmdCounters t;
   for (const PmdCounters& p : pmds) {
-    t.iterations += p.iterations;
-    t.rx_packets += p.rx_packets;
-    t.tx_packets += p.tx_packets;
-    t.tx_dropped += p.tx_dropped;
-    t.rule_drops += p.rule_drops;
-    t.no_match += p.no_match;
-    t.bad_port += p.bad_port;
-    t.parse_errors += p.parse_errors;
-    t.busy_cycles += p.busy_cycles;
-    t.idle_cycles += p.idle_cycles;
-    t.generation = std::max(t.generation, p.generation);
+    t.Add(p);  // the loop's counters (the generation: the largest)
     t.pipeline += p.pipeline;
   }
   return t;
@@ -67,16 +58,18 @@ std::string DataplaneStats::ToString() const {
                                   generation, rules.rules, rules.subtables);
   for (const PmdCounters& p : pmds) {
     const uint64_t total = p.busy_cycles + p.idle_cycles;
-    absl::StrAppendFormat(
-        &s,
-        "pmd %d lcore %d (generation %d):\n  rx packets: %d\n  tx packets: %d\n"
-        "  tx dropped: %d\n  rule drops: %d\n  no match: %d\n  bad port: %d\n"
-        "  parse errors: %d\n  busy cycles: %d (%.1f%%)\n  idle cycles: %d\n"
-        "  avg cycles per packet: %.1f\n%s",
-        p.pmd, p.lcore, p.generation, p.rx_packets, p.tx_packets, p.tx_dropped,
-        p.rule_drops, p.no_match, p.bad_port, p.parse_errors, p.busy_cycles,
-        total ? 100.0 * static_cast<double>(p.busy_cycles) / total : 0.0,
-        p.idle_cycles, p.CyclesPerPacket(), FormatPipeline(p));
+    absl::StrAppendFormat(&s, "pmd %d lcore %d (generation %d):\n", p.pmd, p.lcore,
+                          p.generation);
+    for (const PmdLoopCounterInfo& c : kPmdLoopCounters) {
+      if (c.text == nullptr) continue;
+      absl::StrAppend(&s, "  ", c.text, ": ", p.*c.field);
+      if (c.id == PmdLoopCounter::kBusyCycles)
+        absl::StrAppendFormat(
+            &s, " (%.1f%%)", total ? 100.0 * static_cast<double>(p.busy_cycles) / total : 0.0);
+      s.push_back('\n');
+    }
+    absl::StrAppendFormat(&s, "  avg cycles per packet: %.1f\n%s", p.CyclesPerPacket(),
+                          FormatPipeline(p));
   }
   for (const PortCounters& p : ports) {
     absl::StrAppendFormat(

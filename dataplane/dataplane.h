@@ -48,6 +48,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "dataplane/pipeline.h"
+#include "dataplane/pmd_counters.h"
 #include "dataplane/rules/rule.h"
 #include "dataplane/rules/rule_table.h"
 #include "dataplane/runtime_settings.h"
@@ -64,21 +65,14 @@ struct QueueCounters {
   uint64_t dropped = 0;  // tx only
 };
 
-// Counters of one PMD thread (one polling lcore).
-struct PmdCounters {
+// Counters of one PMD thread (one polling lcore).  The loop's own counters
+// (iterations, rx_packets, tx_packets, tx_dropped, rule_drops, no_match,
+// bad_port, parse_errors, busy_cycles, idle_cycles, generation) are the
+// PmdLoopStats base: one line each of FLOWCLASS_PMD_LOOP_COUNTERS
+// (dataplane/pmd_counters.h), which says what each counts.
+struct PmdCounters : PmdLoopStats {
   uint32_t pmd = 0;            // index in [0, number of PMDs)
   uint32_t lcore = 0;          // EAL lcore id (0 for the fake)
-  uint64_t iterations = 0;     // poll loop iterations
-  uint64_t rx_packets = 0;     // packets received from every polled queue
-  uint64_t tx_packets = 0;     // packets accepted by a tx queue
-  uint64_t tx_dropped = 0;     // output packets the tx queue refused after retries
-  uint64_t rule_drops = 0;     // packets whose winning rule says drop
-  uint64_t no_match = 0;       // packets no rule matched (dropped)
-  uint64_t bad_port = 0;       // output:<port> naming a port we do not have
-  uint64_t parse_errors = 0;   // keys flagged truncated/malformed (still classified)
-  uint64_t busy_cycles = 0;    // TSC cycles of iterations that received packets
-  uint64_t idle_cycles = 0;    // TSC cycles of iterations that received none
-  uint64_t generation = 0;     // rule set generation the PMD classifies with
   PmdStats pipeline;           // the pipeline's own counters (EMC, SMC, ...)
   std::vector<QueueCounters> rx_queues;  // every rx queue this PMD polls
   std::vector<QueueCounters> tx_queues;  // this PMD's tx queue of every port

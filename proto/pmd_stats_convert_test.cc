@@ -15,12 +15,17 @@ namespace {
 using google::protobuf::Descriptor;
 using google::protobuf::FieldDescriptor;
 
-// uint64 fields of v1.PmdStats that are not pipeline counters: the PMD
-// loop's own counts and the snapshot's sizes (filled by the service).
-const std::set<std::string> kNotInTable = {
-    "cycles_busy", "cycles_idle",   "generation",   "tx_packets", "tx_dropped",
-    "rule_drops",  "bad_port",      "parse_errors", "iterations", "emc_occupancy",
-    "emc_entries", "smc_occupancy", "smc_entries",  "megaflows"};
+// uint64 fields of v1.PmdStats that are in neither table: the snapshot's
+// sizes (filled by the service).
+const std::set<std::string> kNotInTable = {"emc_occupancy", "emc_entries", "smc_occupancy",
+                                           "smc_entries", "megaflows"};
+
+// v1.PmdStats fields of the loop table's entries.
+std::set<std::string> LoopNames() {
+  std::set<std::string> n;
+  for (const PmdLoopCounterInfo& c : kPmdLoopCounters) n.insert(c.name);
+  return n;
+}
 
 // A value per counter that no other counter has.
 uint64_t ValueOf(size_t i) { return 1000 * (i + 1) + 7; }
@@ -51,7 +56,8 @@ TEST(PmdStatsConvertTest, EveryUint64FieldIsATableEntryOrFilledElsewhere) {
   for (int i = 0; i < d->field_count(); ++i) {
     const FieldDescriptor* f = d->field(i);
     if (f->cpp_type() != FieldDescriptor::CPPTYPE_UINT64 || f->is_repeated()) continue;
-    EXPECT_TRUE(rpc.count(f->name()) + kNotInTable.count(f->name()) == 1)
+    const bool in_a_table = rpc.count(f->name()) + LoopNames().count(f->name()) > 0;
+    EXPECT_TRUE(in_a_table + kNotInTable.count(f->name()) == 1)
         << f->name() << ": a counter of v1.PmdStats with no table entry (dataplane/pmd_counters.h)";
   }
 }
@@ -76,6 +82,61 @@ TEST(PmdStatsConvertTest, FillSetsOneFieldPerRpcEntryWithItsValue) {
   EXPECT_EQ(p.emc_hits(), s.emc_hits);
   EXPECT_EQ(p.cycles_revalidation(), s.revalidation_cycles);
   EXPECT_EQ(p.cycles_upcall(), s.upcall_cycles);
+}
+
+// GetStats carries every pipeline counter: a counter of the table that
+// v1.PmdStats does not carry is a counter `flowclassctl stats` and GetStats
+// users never see.
+TEST(PmdStatsConvertTest, EveryPipelineCounterReachesItsFieldWithItsValue) {
+  PmdStats s;
+  for (size_t i = 0; i < kNumPmdCounters; ++i) s.*kPmdCounters[i].field = ValueOf(i);
+  v1::PmdStats p;
+  PmdCountersToProto(s, &p);
+  for (size_t i = 0; i < kNumPmdCounters; ++i) {
+    const PmdCounterInfo& c = kPmdCounters[i];
+    EXPECT_TRUE(c.rpc) << c.name << ": not in GetStats (rpc = false in dataplane/pmd_counters.h)";
+    EXPECT_NE(PmdStatsField(c.id), nullptr) << c.name;
+    EXPECT_EQ(PmdCounterFromProto(p, c.id), ValueOf(i)) << c.name;
+  }
+  // The counters that were GetStats-less once, through the generated accessors.
+  EXPECT_EQ(p.cycles_classifier(), s.cycles);
+  EXPECT_EQ(p.revalidations(), s.revalidations);
+  EXPECT_EQ(p.megaflows_revalidated_out(), s.megaflows_revalidated_out);
+  EXPECT_EQ(p.megaflows_reverdicted(), s.megaflows_reverdicted);
+  EXPECT_EQ(p.megaflows_rechecked(), s.megaflows_rechecked);
+}
+
+// Every loop counter has a uint64 field of its name; filled after the
+// pipeline's, the loop's value wins where the two share a field (packets,
+// no_match) and is not 0, and the pipeline's stays where the loop has 0.
+TEST(PmdStatsConvertTest, EveryLoopCounterReachesItsFieldAndWinsASharedOne) {
+  const Descriptor* d = v1::PmdStats::descriptor();
+  PmdStats s;
+  for (size_t i = 0; i < kNumPmdCounters; ++i) s.*kPmdCounters[i].field = ValueOf(i);
+  PmdLoopStats l;
+  for (size_t i = 0; i < kNumPmdLoopCounters; ++i) l.*kPmdLoopCounters[i].field = ValueOf(100 + i);
+  v1::PmdStats p;
+  PmdCountersToProto(s, &p);
+  PmdLoopCountersToProto(l, &p);
+  for (size_t i = 0; i < kNumPmdLoopCounters; ++i) {
+    const PmdLoopCounterInfo& c = kPmdLoopCounters[i];
+    const FieldDescriptor* f = d->FindFieldByName(c.name);
+    ASSERT_NE(f, nullptr) << c.name << ": a loop counter v1.PmdStats has no field for";
+    EXPECT_EQ(f->cpp_type(), FieldDescriptor::CPPTYPE_UINT64) << c.name;
+    EXPECT_EQ(PmdStatsField(c.id), f) << c.name;
+    EXPECT_EQ(PmdLoopCounterFromProto(p, c.id), ValueOf(100 + i)) << c.name;
+  }
+  EXPECT_EQ(p.packets(), l.rx_packets);
+  EXPECT_EQ(p.no_match(), l.no_match);
+  EXPECT_EQ(p.cycles_busy(), l.busy_cycles);
+  EXPECT_EQ(p.generation(), l.generation);
+  // A loop that keeps no count of its own (the fake, a replay) leaves the
+  // pipeline's.
+  v1::PmdStats q;
+  PmdCountersToProto(s, &q);
+  PmdLoopCountersToProto(PmdLoopStats{}, &q);
+  EXPECT_EQ(q.packets(), s.packets);
+  EXPECT_EQ(q.no_match(), s.no_match);
 }
 
 }  // namespace

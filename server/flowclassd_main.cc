@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "dataplane/dpdk/dpdk_dataplane.h"
+#include "dataplane/pmd_counters.h"
 #include "dataplane/rules/rule_format.h"
 #include "server/api/grpc_server.h"
 #include "server/config.h"
@@ -67,17 +68,21 @@ void Usage(FILE* out) {
       out);
 }
 
+// "<tag> pmd=.. lcore=.. " then every counter of the two tables with a `log`
+// key, as key=value: the loop's, the busy share and cycles per packet, then
+// the pipeline's.
 std::string PmdLine(const char* tag, const PmdCounters& p) {
   const uint64_t total = p.busy_cycles + p.idle_cycles;
-  return absl::StrFormat(
-      "%s pmd=%d lcore=%d gen=%d rx=%d tx=%d tx_dropped=%d rule_drops=%d "
-      "no_match=%d bad_port=%d parse_errors=%d busy=%.1f%% cycles_per_pkt=%.1f "
-      "emc_hits=%d smc_hits=%d megaflow_hits=%d upcalls=%d upcalls_failed=%d\n",
-      tag, p.pmd, p.lcore, p.generation, p.rx_packets, p.tx_packets,
-      p.tx_dropped, p.rule_drops, p.no_match, p.bad_port, p.parse_errors,
-      total ? 100.0 * static_cast<double>(p.busy_cycles) / total : 0.0,
-      p.CyclesPerPacket(), p.pipeline.emc_hits, p.pipeline.smc_hits,
-      p.pipeline.megaflow_hits, p.pipeline.upcall_ok, p.pipeline.upcall_failed);
+  std::string out = absl::StrFormat("%s pmd=%d lcore=%d", tag, p.pmd, p.lcore);
+  for (const PmdLoopCounterInfo& c : kPmdLoopCounters)
+    if (c.log != nullptr) absl::StrAppend(&out, " ", c.log, "=", p.*c.field);
+  absl::StrAppendFormat(&out, " busy=%.1f%% cycles_per_pkt=%.1f",
+                        total ? 100.0 * static_cast<double>(p.busy_cycles) / total : 0.0,
+                        p.CyclesPerPacket());
+  for (const PmdCounterInfo& c : kPmdCounters)
+    if (c.log != nullptr) absl::StrAppend(&out, " ", c.log, "=", p.pipeline.*c.field);
+  out.push_back('\n');
+  return out;
 }
 
 void PrintStats(const char* tag, const DataplaneStats& s, bool ports) {

@@ -31,7 +31,10 @@
 //   logs nothing.
 // * Counters: each PMD owns a 64-byte aligned block of std::atomic<uint64_t>
 //   that only it writes (relaxed load + store, no RMW: the cost of a plain
-//   add).  Stats() reads them relaxed; see dataplane.h for the guarantee.
+//   add): its loop's counters, one per FLOWCLASS_PMD_LOOP_COUNTERS entry, and
+//   a mirror of its pipeline's (FLOWCLASS_PMD_COUNTERS, stored after every
+//   busy iteration); see dataplane/pmd_counters.h.  Stats() reads them
+//   relaxed; see dataplane.h for the guarantee.
 // * Multi-segment mbufs are not supported: the parser sees the first segment
 //   (net_pcap and SR-IOV VFs with the default 2 KiB data room and standard
 //   MTU deliver single segments).
@@ -69,7 +72,7 @@ inline constexpr int kMaxDataplanePorts = 32;
 // PMD threads a dataplane can have.
 inline constexpr int kMaxPmds = 64;
 // EAL lcore ids are below this: RTE_MAX_LCORE of the DPDK we build with
-// (Debian's: 128; dpdk_dataplane.cc checks).  CPUs from 128 up are used
+// (Debian's: 128; eal.cc checks).  CPUs from 128 up are used
 // through eal.lcore_map ("0@150,1@151").
 inline constexpr int kMaxEalLcores = 128;
 

@@ -185,20 +185,11 @@ void FillPmd(const PmdCounters& p, v1::PmdStats* out) {
   out->set_pmd(p.pmd);
   out->set_lcore(p.lcore);
   PmdCountersToProto(p.pipeline, out);  // the counter table's rpc entries
-  // The PMD loop's own counts of the same packets, where it keeps them.
-  if (p.rx_packets) out->set_packets(p.rx_packets);
-  if (p.no_match) out->set_no_match(p.no_match);
+  // The PMD loop's counters (its own counts of packets and no_match, where
+  // it keeps them, replace the pipeline's).
+  PmdLoopCountersToProto(p, out);
   out->set_avg_subtable_lookups_per_hit(p.pipeline.AvgSubtableLookupsPerHit());
-  out->set_cycles_busy(p.busy_cycles);
-  out->set_cycles_idle(p.idle_cycles);
   out->set_avg_cycles_per_packet(p.CyclesPerPacket());
-  out->set_generation(p.generation);
-  out->set_tx_packets(p.tx_packets);
-  out->set_tx_dropped(p.tx_dropped);
-  out->set_rule_drops(p.rule_drops);
-  out->set_bad_port(p.bad_port);
-  out->set_parse_errors(p.parse_errors);
-  out->set_iterations(p.iterations);
 }
 
 v1::CacheMode CacheModeOf(CdMode m) {

@@ -2,6 +2,7 @@
 // (dataplane/pmd_counters.h): each carries exactly one value per table entry
 // GetStats carries, under the entry's name, so a new counter needs no code
 // in the service or the client.
+#include <algorithm>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -48,6 +49,48 @@ TEST(PmdStatsTableTest, GetStatsCarriesEveryRpcCounterOfEachPmdAndTheirSum) {
     EXPECT_EQ(PmdCounterFromProto(st.pmd(0), c.id), ValueOf(0, i)) << c.name;
     EXPECT_EQ(PmdCounterFromProto(st.pmd(1), c.id), ValueOf(1, i)) << c.name;
     EXPECT_EQ(PmdCounterFromProto(st.total(), c.id), ValueOf(0, i) + ValueOf(1, i)) << c.name;
+  }
+}
+
+// No pipeline counter is left out of GetStats (each PMD and the total).
+TEST(PmdStatsTableTest, GetStatsCarriesEveryPipelineCounter) {
+  FakeDataplane fake;
+  const v1::Stats st = GetStatsOf(&fake);
+  ASSERT_EQ(st.pmd_size(), 2);
+  for (size_t i = 0; i < kNumPmdCounters; ++i) {
+    const PmdCounterInfo& c = kPmdCounters[i];
+    EXPECT_EQ(PmdCounterFromProto(st.pmd(0), c.id), ValueOf(0, i)) << c.name;
+    EXPECT_EQ(PmdCounterFromProto(st.pmd(1), c.id), ValueOf(1, i)) << c.name;
+    EXPECT_EQ(PmdCounterFromProto(st.total(), c.id), ValueOf(0, i) + ValueOf(1, i)) << c.name;
+  }
+}
+
+// The PMD loop's counters, each under its entry's field: per PMD, and in the
+// total summed (counters) or the largest (the generation, a gauge).
+TEST(PmdStatsTableTest, GetStatsCarriesEveryLoopCounterOfEachPmdAndTheTotal) {
+  DataplaneStats s;
+  for (uint32_t pmd = 0; pmd < 2; ++pmd) {
+    PmdCounters p;
+    p.pmd = pmd;
+    for (size_t i = 0; i < kNumPmdLoopCounters; ++i)
+      p.*kPmdLoopCounters[i].field = ValueOf(pmd, kNumPmdCounters + i);
+    s.pmds.push_back(p);
+  }
+  FakeDataplane fake;
+  fake.SetStats(s);
+  ClassifierService service(&fake, GrpcServerConfig{});
+  v1::GetStatsRequest req;
+  v1::Stats st;
+  ASSERT_TRUE(service.GetStats(nullptr, &req, &st).ok());
+  ASSERT_EQ(st.pmd_size(), 2);
+  for (size_t i = 0; i < kNumPmdLoopCounters; ++i) {
+    const PmdLoopCounterInfo& c = kPmdLoopCounters[i];
+    const uint64_t v0 = ValueOf(0, kNumPmdCounters + i), v1 = ValueOf(1, kNumPmdCounters + i);
+    EXPECT_EQ(PmdLoopCounterFromProto(st.pmd(0), c.id), v0) << c.name;
+    EXPECT_EQ(PmdLoopCounterFromProto(st.pmd(1), c.id), v1) << c.name;
+    EXPECT_EQ(PmdLoopCounterFromProto(st.total(), c.id),
+              c.kind == PmdCounterKind::kCounter ? v0 + v1 : std::max(v0, v1))
+        << c.name;
   }
 }
 

@@ -84,36 +84,20 @@ void AddPmd(const PmdCounters& p, const CollectorOptions& o, Families& f) {
   for (const auto& [layer, v] : layers)
     f.Counter("flowclass_pmd_packets_total", kLayerHelp,
               {{"pmd", pmd}, {"layer", layer}}, v);
-  f.Counter("flowclass_pmd_rx_packets_total",
-            "Packets the PMD received from all the rx queues it polls.",
-            {{"pmd", pmd}}, p.rx_packets);
-  f.Counter("flowclass_pmd_tx_packets_total",
-            "Packets the PMD handed to a tx queue (accepted).", {{"pmd", pmd}},
-            p.tx_packets);
-  const char* kDropHelp =
-      "Packets the PMD dropped, by reason: rule (the winning rule says drop), "
-      "no_match (no rule), bad_port (output to a port we do not have), "
-      "tx_full (tx queue refused them after retries).";
-  const std::pair<const char*, uint64_t> drops[] = {
-      {"rule", p.rule_drops},
-      {"no_match", p.no_match},
-      {"bad_port", p.bad_port},
-      {"tx_full", p.tx_dropped}};
-  for (const auto& [reason, v] : drops)
-    f.Counter("flowclass_pmd_dropped_packets_total", kDropHelp,
-              {{"pmd", pmd}, {"reason", reason}}, v);
-  f.Counter("flowclass_pmd_parse_errors_total",
-            "Packets whose headers were truncated or malformed (still classified).",
-            {{"pmd", pmd}}, p.parse_errors);
-  f.Counter("flowclass_pmd_iterations_total", "Poll loop iterations.",
-            {{"pmd", pmd}}, p.iterations);
-  const char* kCyclesHelp =
-      "TSC cycles of poll loop iterations, state=busy (some packet received) "
-      "or idle; divide by flowclass_tsc_hertz for seconds.";
-  f.Counter("flowclass_pmd_cycles_total", kCyclesHelp,
-            {{"pmd", pmd}, {"state", "busy"}}, p.busy_cycles);
-  f.Counter("flowclass_pmd_cycles_total", kCyclesHelp,
-            {{"pmd", pmd}, {"state", "idle"}}, p.idle_cycles);
+  // The PMD loop's counters (its table), counters first: one series per
+  // PMD, or per PMD and label value where entries share a family.
+  auto loop_family = [&](const PmdLoopCounterInfo& c) {
+    Labels l = {{"pmd", pmd}};
+    if (c.label != nullptr) l.emplace_back(c.label, c.label_value);
+    const uint64_t v = p.*c.field;
+    if (c.kind == PmdCounterKind::kCounter) {
+      f.Counter(c.metric, c.help, l, v);
+    } else {
+      f.Gauge(c.metric, c.help, l, static_cast<double>(v));
+    }
+  };
+  for (const PmdLoopCounterInfo& c : kPmdLoopCounters)
+    if (c.kind == PmdCounterKind::kCounter) loop_family(c);
   // The pipeline counters that have a family of their own (the counter table).
   for (const PmdCounterInfo& c : kPmdCounters) {
     if (c.metric == nullptr) continue;
@@ -124,9 +108,9 @@ void AddPmd(const PmdCounters& p, const CollectorOptions& o, Families& f) {
       f.Gauge(c.metric, c.help, {{"pmd", pmd}}, static_cast<double>(v));
     }
   }
-  f.Gauge("flowclass_pmd_generation",
-          "Rule set generation the PMD classifies with.", {{"pmd", pmd}},
-          static_cast<double>(p.generation));
+  // Then the loop's gauges (the generation).
+  for (const PmdLoopCounterInfo& c : kPmdLoopCounters)
+    if (c.kind != PmdCounterKind::kCounter) loop_family(c);
 
   for (const QueueCounters& q : p.rx_queues)
     f.Counter("flowclass_queue_packets_total",

@@ -3,7 +3,7 @@
 // Contract
 // --------
 // The PMDs never touch Prometheus objects: they keep writing their own
-// single-writer counters (dataplane/dpdk/dpdk_dataplane.cc) and the
+// single-writer counters (dataplane/dpdk/internal/dpdk_dataplane_impl.h) and the
 // exporter reads a snapshot on each scrape.  prometheus-cpp's Counter is an
 // incremented object, so instead of mirroring every counter into one, this
 // is a custom `prometheus::Collectable`: Collect() calls Dataplane::Stats()

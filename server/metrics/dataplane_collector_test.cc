@@ -258,6 +258,9 @@ TEST(DataplaneCollectorTest, PipelineCounterFamiliesKeepTheirNamesAndHelp) {
       {"flowclass_pmd_reverdicted_megaflows_total",
        "Megaflows revalidation kept with a new verdict (the new rule's answer holds on the "
        "whole megaflow)."},
+      {"flowclass_pmd_rechecked_megaflows_total",
+       "Megaflows revalidation looked up again in the slow path after rule changes (those the "
+       "change set could not prove unchanged)."},
       {"flowclass_pmd_revalidation_cycles_total",
        "TSC cycles spent installing rule changes (revalidating or flushing the caches); not "
        "in classifier cycles."},
@@ -281,6 +284,7 @@ TEST(DataplaneCollectorTest, PipelineCounterFamiliesKeepTheirNamesAndHelp) {
                          "flowclass_pmd_cd_false_hits_total", "flowclass_pmd_revalidations_total",
                          "flowclass_pmd_revalidated_megaflows_total",
                          "flowclass_pmd_reverdicted_megaflows_total",
+                         "flowclass_pmd_rechecked_megaflows_total",
                          "flowclass_pmd_revalidation_cycles_total",
                          "flowclass_pmd_upcall_cycles_total"));
 }
@@ -323,6 +327,66 @@ TEST(DataplaneCollectorTest, EveryTableCounterWithAMetricIsOneSeriesPerPmd) {
     }
   }
   EXPECT_GT(with_metric, 0u);
+}
+
+// Every pipeline counter is on /metrics: the ones counted in TSC cycles or
+// events have a family of their own; the packet counters without one are
+// the layers of flowclass_pmd_packets_total, or the loop's own counts of
+// the same packets (packets: rx_packets_total, no_match: a drop reason).
+TEST(DataplaneCollectorTest, EveryPipelineCounterIsExported) {
+  const std::set<std::string> by_layer_or_loop = {
+      "packets", "emc_hits", "smc_hits", "megaflow_hits", "cd_hits", "upcall_ok", "upcall_failed",
+      "no_match"};
+  for (const PmdCounterInfo& c : kPmdCounters) {
+    if (c.metric != nullptr) {
+      EXPECT_EQ(by_layer_or_loop.count(c.name), 0u) << c.name;
+      continue;
+    }
+    EXPECT_EQ(c.unit, PmdCounterUnit::kPackets) << c.name << ": no metric (dataplane/pmd_counters.h)";
+    EXPECT_EQ(by_layer_or_loop.count(c.name), 1u) << c.name << ": not on /metrics";
+  }
+}
+
+// Every loop counter is one series of its family per PMD (with its label
+// where entries share the family), of the entry's help, type and value.
+TEST(DataplaneCollectorTest, EveryLoopCounterIsOneSeriesPerPmd) {
+  DataplaneStats st;
+  for (uint32_t pmd = 0; pmd < 2; ++pmd) {
+    PmdCounters p;
+    p.pmd = pmd;
+    for (size_t i = 0; i < kNumPmdLoopCounters; ++i)
+      p.*kPmdLoopCounters[i].field = 1000 * (pmd + 1) + i + 1;
+    st.pmds.push_back(p);
+  }
+  const std::vector<MetricFamily> fams = DataplaneCollector::BuildFamilies(st, {});
+  const std::vector<std::string> exported = ExportedMetricNames();
+  for (size_t i = 0; i < kNumPmdLoopCounters; ++i) {
+    const PmdLoopCounterInfo& c = kPmdLoopCounters[i];
+    ASSERT_NE(c.metric, nullptr) << c.name;
+    EXPECT_THAT(exported, Contains(std::string(c.metric)));
+    const MetricFamily* fam = nullptr;
+    for (const MetricFamily& f : fams)
+      if (f.name == c.metric) fam = &f;
+    ASSERT_NE(fam, nullptr) << c.metric;
+    EXPECT_EQ(fam->help, c.help) << c.metric;
+    EXPECT_EQ(fam->type, c.kind == PmdCounterKind::kCounter ? MetricType::Counter
+                                                             : MetricType::Gauge)
+        << c.metric;
+    for (uint32_t pmd = 0; pmd < 2; ++pmd) {
+      size_t found = 0;
+      for (const auto& m : fam->metric) {
+        std::map<std::string, std::string> labels;
+        for (const auto& l : m.label) labels[l.name] = l.value;
+        if (labels["pmd"] != std::to_string(pmd)) continue;
+        if (c.label != nullptr && labels[c.label] != c.label_value) continue;
+        ++found;
+        EXPECT_EQ(m.label.size(), c.label != nullptr ? 2u : 1u) << c.metric;
+        const double v = fam->type == MetricType::Counter ? m.counter.value : m.gauge.value;
+        EXPECT_EQ(v, 1000.0 * (pmd + 1) + i + 1) << c.name;
+      }
+      EXPECT_EQ(found, 1u) << c.name << " pmd " << pmd;
+    }
+  }
 }
 
 TEST(DataplaneCollectorTest, TopSubtablesPlusOtherBucketPerPort) {

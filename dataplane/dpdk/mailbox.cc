@@ -1,0 +1,260 @@
+// mailbox.cc — the control thread's side of the PMD mailboxes (see
+// SnapshotMailbox and KnobsMailbox in internal/dpdk_dataplane_impl.h):
+// Stats (the counter blocks, read relaxed, and one snapshot per PMD), RuleHits,
+// Trace, and the run-time settings (GetConfig, ApplySettings, Apply).
+// Control threads only; snapshot and trace requests hold snap_mu, settings
+// and table reads apply_mu.
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_mempool.h>
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "dataplane/dpdk/dpdk_dataplane.h"
+#include "dataplane/dpdk/internal/dpdk_dataplane_impl.h"
+#include "dataplane/dpdk/rule_publisher.h"
+
+namespace flowclass {
+
+using dpdk_internal::kKnobsWait;
+using dpdk_internal::PmdCounterBlock;
+using dpdk_internal::PortState;
+using dpdk_internal::kSnapshotWait;
+using dpdk_internal::Read;
+using dpdk_internal::ReadLoopCounters;
+using dpdk_internal::ReadPipelineCounters;
+
+// One request to the PMD's mailbox (see SnapshotMailbox), under snap_mu:
+// a snapshot, or a trace of `key` when `key` is not null.  True when the PMD
+// answered; false when it is not running or did not answer in time.  The
+// mailbox fields are written only once the PMD has answered every earlier
+// request, so a request that timed out never races with a new one.
+bool DpdkDataplane::Impl::AskPmd(const Pmd& pmd, const FlowKey* key) const {
+  SnapshotMailbox& box = *pmd.mailbox;
+  if (!box.live.load(std::memory_order_acquire)) return false;
+  const auto deadline = std::chrono::steady_clock::now() + kSnapshotWait;
+  auto wait_done = [&](uint64_t req) {
+    while (box.done.load(std::memory_order_acquire) != req) {
+      // The PMD cannot write `final` while we hold snap_mu; if it stopped
+      // without answering, give up at once.
+      if (!box.live.load(std::memory_order_acquire) ||
+          std::chrono::steady_clock::now() >= deadline)
+        return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    return true;
+  };
+  const uint64_t last = box.req.load(std::memory_order_relaxed);
+  if (!wait_done(last)) return false;  // an earlier request is still open
+  box.want_trace = key != nullptr;
+  if (key) box.trace_key = *key;
+  box.req.store(last + 1, std::memory_order_release);
+  return wait_done(last + 1);
+}
+
+// Fills p->snapshot from the PMD's mailbox.
+void DpdkDataplane::Impl::TakeSnapshot(const Pmd& pmd, PmdCounters* p) const {
+  std::lock_guard<std::mutex> lock(snap_mu);
+  const SnapshotMailbox& box = *pmd.mailbox;
+  if (box.final.load(std::memory_order_acquire) || AskPmd(pmd, nullptr)) {
+    p->snapshot = box.snap;
+    p->has_snapshot = true;
+  }
+}
+
+absl::StatusOr<std::vector<RuleHit>> DpdkDataplane::RuleHits() const {
+  const DataplaneStats stats = Stats();
+  std::map<uint64_t, uint64_t> sum;
+  for (const PmdCounters& p : stats.pmds) {
+    if (!p.has_snapshot) {
+      return absl::UnavailableError(absl::StrCat(
+          "rule hits: PMD ", p.pmd, " did not answer the snapshot request"));
+    }
+    for (const auto& [id, hits] : p.snapshot.rule_hits) sum[id] += hits;
+  }
+  std::vector<RuleHit> out;
+  std::lock_guard<std::mutex> lock(impl_->apply_mu);
+  const RuleTable& table = *impl_->table;
+  for (const auto& [id, hits] : sum) {
+    if (table.Find(id) != nullptr) out.push_back(RuleHit{id, hits});
+  }
+  return out;
+}
+
+absl::StatusOr<TraceResult> DpdkDataplane::Trace(const FlowKey& key) const {
+  // apply_mu held throughout: every PMD has the published generation
+  // installed (ack semantics) and no batch can change it under the trace.
+  std::lock_guard<std::mutex> lock(impl_->apply_mu);
+  const PublishedTable* cur = impl_->publisher->Current();
+  TraceResult t;
+  t.generation = cur->generation;
+  const Rule* r = impl_->table->Lookup(key, &t.megaflow_mask, &t.rule_subtables_visited,
+                                      cur->generation);
+  if (r) {
+    t.matched = true;
+    t.rule = *r;
+  }
+  // The PMD caches: the first PMD that has the key cached, else the first
+  // that answered ("upcall").  A PMD that does not answer is skipped.
+  std::lock_guard<std::mutex> snap_lock(impl_->snap_mu);
+  for (const auto& pmd : impl_->pmds) {
+    if (!impl_->AskPmd(pmd, &key)) continue;
+    const PipelineTrace& pt = pmd.mailbox->trace;
+    if (t.pmd >= 0 && !pt.has_megaflow) continue;  // "upcall"
+    t.pmd = pmd.index;
+    t.layer = pt.layer;
+    t.megaflow_subtables_visited.assign(pt.subtables_visited.begin(),
+                                        pt.subtables_visited.end());
+    if (pt.has_megaflow) {
+      t.has_megaflow = true;
+      t.megaflow_value = pt.megaflow_value;
+      t.megaflow_mask = pt.megaflow_mask;
+      break;
+    }
+  }
+  return t;
+}
+
+DataplaneStats DpdkDataplane::Stats() const {
+  const Impl& d = *impl_;
+  DataplaneStats s;
+  {
+    std::lock_guard<std::mutex> lock(impl_->apply_mu);
+    const PublishedTable* cur = d.publisher->Current();
+    s.generation = cur->generation;
+    s.rules = d.table->Stats();
+  }
+  s.tsc_hz = rte_get_tsc_hz();
+  for (const auto& pmd : d.pmds) {
+    const PmdCounterBlock& c = *pmd.counters;
+    PmdCounters p;
+    p.pmd = static_cast<uint32_t>(pmd.index);
+    p.lcore = static_cast<uint32_t>(pmd.lcore);
+    ReadLoopCounters(c, &p);
+    ReadPipelineCounters(c, &p.pipeline);
+    for (size_t qi = 0; qi < pmd.rxq.size(); ++qi) {
+      QueueCounters q;
+      q.port = pmd.rxq[qi].number;
+      q.queue = pmd.rxq[qi].queue;
+      q.packets = Read(pmd.rxq_counters[qi / 8].c[qi % 8]);
+      p.rx_queues.push_back(q);
+    }
+    for (size_t i = 0; i < d.ports.size(); ++i) {
+      QueueCounters q;
+      q.port = d.ports[i].opts.number;
+      q.queue = static_cast<uint32_t>(pmd.index);  // one tx queue per PMD
+      q.packets = Read(c.port_tx[i]);
+      q.dropped = Read(c.port_tx_dropped[i]);
+      p.tx_queues.push_back(q);
+    }
+    d.TakeSnapshot(pmd, &p);
+    s.pmds.push_back(p);
+  }
+  for (size_t i = 0; i < d.ports.size(); ++i) {
+    const PortState& ps = d.ports[i];
+    PortCounters pc;
+    pc.number = ps.opts.number;
+    pc.device = ps.opts.device;
+    for (const PmdCounters& p : s.pmds)
+      for (const QueueCounters& q : p.rx_queues)
+        if (q.port == pc.number) pc.rx_packets += q.packets;
+    for (const auto& pmd : d.pmds) {
+      pc.tx_packets += Read(pmd.counters->port_tx[i]);
+      pc.tx_dropped += Read(pmd.counters->port_tx_dropped[i]);
+    }
+    rte_eth_stats es;
+    if (rte_eth_stats_get(ps.eth_port, &es) == 0) {
+      pc.dev_ipackets = es.ipackets;
+      pc.dev_opackets = es.opackets;
+      pc.dev_imissed = es.imissed;
+      pc.dev_ierrors = es.ierrors;
+      pc.dev_oerrors = es.oerrors;
+      pc.dev_rx_nombuf = es.rx_nombuf;
+    }
+    s.ports.push_back(pc);
+  }
+  return s;
+}
+
+std::map<std::string, std::string> DpdkDataplane::GetConfig() const {
+  const Impl& d = *impl_;
+  std::map<std::string, std::string> m;
+  m["pmd.lcores"] = absl::StrJoin(d.opts.pmd_lcores, ",");
+  m["pmd.burst"] = absl::StrCat(d.opts.burst);
+  m["mempool.mbufs"] = absl::StrCat(d.pool ? d.pool->size : 0);
+  m["ports"] = absl::StrJoin(d.ports, ",", [](std::string* out, const PortState& p) {
+    absl::StrAppend(out, p.opts.number, "=", p.opts.device);
+  });
+  // Run-time settings (every PMD runs with these once ApplySettings
+  // returned).  Apply writes them under apply_mu.
+  RuntimeSettings rs;
+  {
+    std::lock_guard<std::mutex> lock(impl_->apply_mu);
+    rs = d.settings;
+  }
+  for (auto& [k, v] : FormatRuntimeSettings(RuntimeSettingsUpdate::All(rs)))
+    m[std::move(k)] = std::move(v);
+  return m;
+}
+
+absl::StatusOr<std::string> DpdkDataplane::GetConfig(absl::string_view key) const {
+  auto m = GetConfig();
+  auto it = m.find(std::string(key));
+  if (it == m.end())
+    return UnknownConfigKeyError(key);
+  return it->second;
+}
+
+absl::Status DpdkDataplane::ApplySettings(absl::Span<const ConfigValue> values) {
+  absl::StatusOr<RuntimeSettingsUpdate> update = ParseRuntimeSettingsRequest(values, GetConfig());
+  if (!update.ok()) return update.status();
+  return impl_->Apply(*update);
+}
+
+absl::Status DpdkDataplane::Impl::Apply(const RuntimeSettingsUpdate& update) {
+  std::lock_guard<std::mutex> lock(apply_mu);
+  RuntimeSettings next = settings;
+  update.ApplyTo(&next);
+  // Every live PMD must have taken `version` before `knobs` may change: a
+  // PMD still reading the settings of a request that timed out would race
+  // with the write.
+  auto all_took = [&](uint64_t version, absl::string_view what) -> absl::Status {
+    const auto deadline = std::chrono::steady_clock::now() + kKnobsWait;
+    for (const Pmd& pmd : pmds) {
+      while (pmd.mailbox->live.load(std::memory_order_acquire) &&
+             pmd.knobs_box->ack.load(std::memory_order_acquire) < version) {
+        if (std::chrono::steady_clock::now() > deadline) {
+          std::vector<std::string> keys;
+          for (const ConfigValue& kv : FormatRuntimeSettings(update)) keys.push_back(kv.first);
+          return absl::DeadlineExceededError(absl::StrCat(
+              absl::StrJoin(keys, ", "), ": PMD ", pmd.index, " did not take ", what, " within ",
+              std::chrono::duration_cast<std::chrono::milliseconds>(kKnobsWait).count(), " ms"));
+        }
+        std::this_thread::yield();
+      }
+    }
+    return absl::OkStatus();
+  };
+  const bool publish = update.ChangesPipeline();
+  if (publish) {
+    if (absl::Status s =
+            all_took(knobs_version.load(std::memory_order_relaxed), "the previous setting");
+        !s.ok())
+      return s;
+  }
+  // From here on the request is applied, pmd.* and pipeline alike.
+  settings = next;
+  tx_retries.store(static_cast<int>(next.tx_retries), std::memory_order_relaxed);
+  idle_sleep_us.store(next.idle_sleep_us, std::memory_order_relaxed);
+  if (!publish) return absl::OkStatus();
+  knobs = next;
+  return all_took(knobs_version.fetch_add(1, std::memory_order_acq_rel) + 1,
+                  "the new setting");
+}
+
+}  // namespace flowclass
