@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "dataplane/rules/rule_format.h"
+#include "common/text_file.h"
 
 namespace flowclass {
 namespace {

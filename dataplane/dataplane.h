@@ -5,7 +5,7 @@
 // `Dataplane` is what the control plane (the gRPC service, flowclassd's own
 // start-up code, tests) calls.  It has two implementations:
 //   DpdkDataplane (dataplane/dpdk/dpdk_dataplane.h)  PMD threads on DPDK ports;
-//   FakeDataplane (tests/common/fake_dataplane.h)    a RuleTable and counters,
+//   FakeDataplane (server/testing/fake_dataplane.h)  a RuleTable and counters,
 //                                                    for control-plane tests.
 // Both honour the same contract:
 //

@@ -44,7 +44,6 @@
 #include "dataplane/rules/rule.h"
 #include "dataplane/rules/rule_table.h"
 #include "flowclass/v1/flowclass.pb.h"
-#include "proto/rule_wire.h"  // also declares the RuleBatch wire codec
 
 namespace flowclass {
 

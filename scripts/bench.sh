@@ -29,8 +29,7 @@ run() {  # NAME COMMAND...
   ran=$((ran + 1))
 }
 
-for b in "$build"/bench/*_benchmark "$build"/server/api/grpc_apply_benchmark \
-         "$build"/server/metrics/metrics_scrape_benchmark; do
+for b in "$build"/bench/*_benchmark; do
   [ -x "$b" ] || continue
   run "$(basename "$b")" "$b"
 done

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/text_file.h"
 #include "dataplane/cache/cuckoo_distributor.h"
 #include "dataplane/dataplane.h"
 #include "dataplane/rules/rule_format.h"

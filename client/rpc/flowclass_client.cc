@@ -15,6 +15,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "proto/pmd_stats_convert.h"
 #include "proto/rule_convert.h"
+#include "proto/rule_wire.h"
 
 namespace flowclass {
 

@@ -22,7 +22,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/common/e2e_util.h"
-#include "tests/common/fake_dataplane.h"
+#include "server/testing/fake_dataplane.h"
 #include "tests/common/packet_builder.h"
 #include "tests/common/reference_classifier.h"
 #include "tests/common/rule_builders.h"

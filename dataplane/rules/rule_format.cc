@@ -8,11 +8,6 @@
 // and the multi-line drivers prefix "line L, ".
 #include "dataplane/rules/rule_format.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <optional>
@@ -25,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "common/text_file.h"
 #include "dataplane/flow/addr_text.h"
 #include "dataplane/internal/cat.h"
 #include "dataplane/rules/internal/rule_text.h"
@@ -508,29 +504,6 @@ absl::Status PacketError(std::string_view field, std::string_view problem) {
 }
 
 }  // namespace
-
-absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return absl::NotFoundError(Cat(path, ": cannot open: ", std::strerror(errno)));
-  std::string text;
-  struct stat st {};
-  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) text.reserve(static_cast<size_t>(st.st_size));
-  char buf[1 << 16];
-  for (;;) {
-    const ssize_t n = read(fd, buf, sizeof(buf));
-    if (n > 0) {
-      text.append(buf, static_cast<size_t>(n));
-    } else if (n == 0) {
-      break;
-    } else if (errno != EINTR) {
-      const int e = errno;
-      close(fd);
-      return absl::FailedPreconditionError(Cat(path, ": cannot read: ", std::strerror(e)));
-    }
-  }
-  close(fd);
-  return text;
-}
 
 namespace {
 

@@ -115,14 +115,6 @@ std::string FormatNativeRules(absl::Span<const Rule> rules);
 
 enum class RuleFormat { kAuto, kClassBench, kNative };
 
-// The whole content of `path` (any readable file: a pipe or /dev/stdin too).
-// NOT_FOUND "<path>: cannot open: <reason>" when it cannot be opened,
-// FAILED_PRECONDITION "<path>: cannot read: <reason>" when reading fails (a
-// directory opens but is not readable: it is never taken for an empty file).
-// Every file flowclassd and flowclassctl read (config, rules, traces, TLS
-// certificates and keys) is read with it.
-absl::StatusOr<std::string> ReadTextFile(const std::string& path);
-
 // kAuto: the file is ClassBench when its first line that is neither blank nor
 // a '#' comment starts with '@', native otherwise.  A UTF-8 byte-order mark at
 // the start is skipped.  `used`, if not null, receives the format the file

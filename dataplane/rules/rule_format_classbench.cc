@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/text_file.h"
 #include "dataplane/flow/addr_text.h"
 #include "dataplane/flow/flow.h"
 #include "dataplane/internal/cat.h"

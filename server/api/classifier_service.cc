@@ -2,33 +2,22 @@
 
 #include <algorithm>
 #include <array>
-#include <chrono>
-#include <condition_variable>
-#include <deque>
-#include <mutex>
-#include <thread>
-#include <cstdio>
-#include <cstdlib>
+#include <atomic>
 #include <map>
-#include <memory>
-#include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "dataplane/flow/packet_parser.h"
-#include "dataplane/rules/rule_error.h"
 #include "dataplane/rules/rule_format.h"
-#include "google/protobuf/arena.h"
 #include "grpcpp/support/method_handler.h"
-#include "grpcpp/support/proto_buffer_reader.h"
 #include "proto/pmd_stats_convert.h"
 #include "proto/rule_convert.h"
+#include "server/api/apply_stream.h"
 
 namespace flowclass {
 namespace {
@@ -51,109 +40,6 @@ grpc::Status TooManyStreams(uint32_t limit) {
   return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                       absl::StrCat("grpc.max_concurrent_streams: ", limit,
                                    " streaming calls are already open"));
-}
-
-// OK, or why the call must not change anything any more.
-grpc::Status CheckAlive(grpc::ServerContext* ctx, absl::string_view what) {
-  if (ctx->deadline() <= std::chrono::system_clock::now())
-    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                        absl::StrCat("deadline passed before ", what,
-                                     "; nothing was applied"));
-  if (ctx->IsCancelled())
-    return grpc::Status(grpc::StatusCode::CANCELLED,
-                        absl::StrCat("call cancelled before ", what,
-                                     "; nothing was applied"));
-  return grpc::Status::OK;
-}
-
-// The API's code for an error of kind `kind`: the one place that says it.
-absl::StatusCode ApiCode(RuleErrorKind kind) {
-  switch (kind) {
-    case RuleErrorKind::kInvalid: return absl::StatusCode::kInvalidArgument;
-    case RuleErrorKind::kAlreadyExists: return absl::StatusCode::kAlreadyExists;
-    case RuleErrorKind::kNotFound: return absl::StatusCode::kNotFound;
-    case RuleErrorKind::kLimit: return absl::StatusCode::kResourceExhausted;
-    case RuleErrorKind::kCount: break;  // never decoded
-  }
-  return absl::StatusCode::kInternal;
-}
-
-// The API's code for a conversion or dataplane error: that of its
-// RuleOpError's kind, its own code when it carries none (never from its
-// message).
-absl::StatusCode ApiCode(const absl::Status& s) {
-  const std::optional<RuleOpError> e = GetRuleOpError(s);
-  return e.has_value() ? ApiCode(e->kind) : s.code();
-}
-
-// The counts and generation of an applied batch.
-void FillAck(const BatchResult& r, v1::BatchAck* ack) {
-  ack->set_generation(r.generation);
-  ack->set_inserted(static_cast<uint32_t>(r.inserted));
-  ack->set_replaced(static_cast<uint32_t>(r.replaced));
-  ack->set_deleted(static_cast<uint32_t>(r.deleted));
-  ack->set_rules(r.rules);
-}
-
-// The id a rule sent as text gives itself ("id=77,..."; the text's id wins
-// over the field), or 0.
-uint64_t TextRuleId(absl::string_view text) {
-  for (absl::string_view kv : absl::StrSplit(text, ',')) {
-    kv = absl::StripAsciiWhitespace(kv);
-    uint64_t id = 0;
-    if (absl::ConsumePrefix(&kv, "id=") &&
-        ParseNativeNumber(std::string_view(kv.data(), kv.size()), &id))
-      return id;
-  }
-  return 0;
-}
-
-uint64_t OpRuleId(const v1::RuleOp& op) {
-  const v1::Rule* rule = nullptr;
-  switch (op.op_case()) {
-    case v1::RuleOp::kInsert: rule = &op.insert(); break;
-    case v1::RuleOp::kReplace: rule = &op.replace(); break;
-    case v1::RuleOp::kDeleteId: return op.delete_id();
-    default: return 0;
-  }
-  if (const uint64_t from_text = TextRuleId(rule->text()); from_text != 0) return from_text;
-  return rule->id();
-}
-
-// Rejects the batch of `ack` for the error of one operation, `e`: its
-// kind's code, `message`, and the OpError (index, rule id, `field`).
-void RejectOp(v1::BatchAck* ack, const RuleOpError& e, std::string message,
-              absl::string_view field) {
-  const absl::StatusCode code = ApiCode(e.kind);
-  ack->set_status_code(static_cast<int>(code));
-  ack->set_status_message(message);
-  v1::OpError* oe = ack->add_errors();
-  oe->set_op_index(e.index);
-  oe->set_rule_id(e.rule_id);
-  oe->set_field(std::string(field));
-  oe->set_message(std::move(message));
-  oe->set_code(static_cast<int>(code));
-}
-
-// Rejects the batch of `ack` for `s`, a conversion or dataplane error, read
-// from its RuleOpError `e` (GetRuleOpError(s)).  The error of one operation
-// gets an OpError; its field is named in v1's names when `v1_names` (the
-// message too: a table error names the native one), in the native ones
-// otherwise.  Any other error (no RuleOpError, or one of no operation) is
-// told by code and message only.
-void Reject(v1::BatchAck* ack, const absl::Status& s, const std::optional<RuleOpError>& e,
-            bool v1_names) {
-  if (!e.has_value() || !e->has_op) {
-    ack->set_status_code(static_cast<int>(ApiCode(s)));
-    ack->set_status_message(std::string(s.message()));
-    return;
-  }
-  if (!v1_names) {
-    RejectOp(ack, *e, std::string(s.message()), NativeName(e->field));
-    return;
-  }
-  const absl::string_view field = ProtoName(e->field);
-  RejectOp(ack, *e, RenameErrorField(s.message(), *e, field), field);
 }
 
 // What only the PMD itself can read (cache occupancy, CD state, the
@@ -275,98 +161,7 @@ std::vector<v1::BatchAck> ClassifierService::ApplyGroup(
 
 std::vector<v1::BatchAck> ClassifierService::ApplyGroup(absl::Span<const GroupBatch> batches,
                                                         uint64_t max_ops) {
-  const size_t n = batches.size();
-  std::vector<v1::BatchAck> acks(n);
-  std::vector<std::vector<RuleOp>> ops(n);
-  std::vector<bool> rejected(n, false);  // before reaching the dataplane
-  for (size_t b = 0; b < n; ++b) {
-    const GroupBatch& g = batches[b];
-    const uint64_t batch_id = g.msg ? g.msg->batch_id() : g.batch_id;
-    const size_t n_ops = g.msg ? static_cast<size_t>(g.msg->ops_size()) : g.ops->size();
-    v1::BatchAck& ack = acks[b];
-    ack.set_batch_id(batch_id);
-    if (n_ops > max_ops) {
-      // The OpError names the first operation past the limit.
-      uint64_t id = 0;
-      if (g.msg) {
-        id = OpRuleId(g.msg->ops(static_cast<int>(max_ops)));
-      } else {  // read directly: no text rules
-        const RuleOp& op = (*g.ops)[max_ops];
-        id = op.kind == RuleOp::Kind::kDelete            ? op.id
-             : op.kind == RuleOp::Kind::kDeleteByCookie ? 0
-                                                         : op.rule.id;
-      }
-      const RuleOpError e{RuleErrorKind::kLimit, RuleField::kOps, /*has_op=*/true,
-                          static_cast<uint32_t>(max_ops), id};
-      RejectOp(&ack, e,
-               absl::StrCat("grpc.max_batch_ops: batch ", batch_id, " has ", n_ops,
-                            " operations, limit ", max_ops),
-               ProtoName(e.field));
-      rejected[b] = true;
-      continue;
-    }
-    if (!g.msg) {  // already converted
-      ops[b] = std::move(*g.ops);
-      continue;
-    }
-    const v1::RuleBatch& batch = *g.msg;
-    ops[b].resize(static_cast<size_t>(batch.ops_size()));
-    for (int i = 0; i < batch.ops_size(); ++i) {
-      const absl::Status s = RuleOpFromProto(batch.ops(i), &ops[b][static_cast<size_t>(i)]);
-      if (!s.ok()) {
-        // Told in v1's names, as the conversion's message already is.
-        const absl::Status at = AtOperation(s, static_cast<uint32_t>(i), OpRuleId(batch.ops(i)));
-        Reject(&ack, at, GetRuleOpError(at), /*v1_names=*/true);
-        rejected[b] = true;
-        ops[b].clear();
-        break;
-      }
-    }
-  }
-  std::vector<absl::Span<const RuleOp>> spans;  // the batches not rejected
-  for (size_t b = 0; b < n; ++b)
-    if (!rejected[b]) spans.emplace_back(ops[b]);
-  const uint64_t gen_before = dp_->generation();
-  std::vector<absl::StatusOr<BatchResult>> results;
-  if (!spans.empty()) results = dp_->ApplyBatches(spans);
-  // A rejected batch reports the generation it was judged against: that of
-  // the last accepted batch before it in the group, else the one before.
-  uint64_t gen = gen_before;
-  size_t k = 0;  // next of `results`
-  for (size_t b = 0; b < n; ++b) {
-    v1::BatchAck& ack = acks[b];
-    if (rejected[b]) {
-      ack.set_generation(gen);
-      continue;
-    }
-    const absl::StatusOr<BatchResult>& r = results[k++];
-    if (!r.ok()) {
-      const std::optional<RuleOpError> e = GetRuleOpError(r.status());
-      // A rule sent as a structured match is told in v1.Match's names; one
-      // sent as native text keeps the native ones it was written with.
-      // (Batches read directly hold structured rules only.)
-      bool v1_names = false;
-      if (e.has_value() && e->has_op) {
-        const uint32_t index = e->index;
-        if (const v1::RuleBatch* batch = batches[b].msg; batch == nullptr) {
-          v1_names = index < ops[b].size() && (ops[b][index].kind == RuleOp::Kind::kInsert ||
-                                               ops[b][index].kind == RuleOp::Kind::kReplace);
-        } else if (index < static_cast<uint32_t>(batch->ops_size())) {
-          const v1::RuleOp& op = batch->ops(static_cast<int>(index));
-          const v1::Rule* rule = op.has_insert()    ? &op.insert()
-                                 : op.has_replace() ? &op.replace()
-                                                    : nullptr;
-          v1_names = rule != nullptr && rule->text().empty();
-        }
-      }
-      Reject(&ack, r.status(), e, v1_names);
-      ack.set_generation(gen);
-      continue;
-    }
-    gen = r->generation;
-    FillAck(*r, &ack);
-  }
-  return acks;
+  return CommitGroup(dp_, batches, max_ops);
 }
 
 grpc::Status ClassifierService::ApplyRulesRaw(
@@ -374,150 +169,7 @@ grpc::Status ClassifierService::ApplyRulesRaw(
     grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
   StreamSlot slot(&open_streams_, config_.max_concurrent_streams);
   if (!slot.ok()) return TooManyStreams(config_.max_concurrent_streams);
-  // Group commit.  A reader thread takes batches off the stream while this
-  // thread applies the ones already received; whatever has queued up when
-  // the dataplane is free again is applied as one group (one publication,
-  // one grace period, one revalidation per PMD for all of it).  A client
-  // that waits for each ack gets groups of one; one that keeps a window of
-  // batches in flight (flowclassctl does) gets its window per publication.
-  // Acks are written one per batch, in order.  gRPC allows one Read and one
-  // Write in flight at a time on a stream, from different threads.
-  // Each batch is parsed into an arena of its own: its thousands of
-  // submessages and address strings are one allocation to free, not one each
-  // (a million-rule stream spent a few percent of the server in protobuf
-  // allocation and destruction).
-  constexpr size_t kMaxQueued = 64;          // read-ahead, in batches
-  constexpr uint64_t kMaxGroupOps = 1 << 16;  // bounds the time to the first ack
-  // A batch is first read straight into operations (ReadRuleBatchWire: the
-  // usual structured rules, a third of the server's time in a streamed load
-  // went to parsing messages and converting them); anything else, errors
-  // included, is parsed as a message as before.
-  struct Received {
-    std::unique_ptr<google::protobuf::Arena> arena;  // only for a parsed message
-    v1::RuleBatch* batch = nullptr;  // on `arena`; null when read directly
-    uint64_t batch_id = 0;
-    std::vector<RuleOp> ops;  // read directly
-    size_t size() const { return batch ? static_cast<size_t>(batch->ops_size()) : ops.size(); }
-  };
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<Received> queue;
-  bool closed = false;  // the reader is done (half-close, error, or told to)
-  bool stop = false;    // tells the reader to stop taking batches
-  // A message that did not parse as a RuleBatch: its position in the
-  // stream (1-based; 0: none).  Set under mu with `closed`.
-  uint64_t bad_message = 0;
-  std::thread reader([&] {
-    Received next;
-    uint64_t n_read = 0;
-    uint64_t bad = 0;
-    std::vector<grpc::Slice> slices;
-    std::string flat;  // a message in several slices, joined
-    for (grpc::ByteBuffer raw; stream->Read(&raw);) {
-      ++n_read;
-      absl::string_view wire;
-      if (raw.Dump(&slices).ok() && !slices.empty()) {
-        if (slices.size() == 1) {
-          wire = absl::string_view(reinterpret_cast<const char*>(slices[0].begin()),
-                                   slices[0].size());
-        } else {
-          flat.clear();
-          for (const grpc::Slice& sl : slices)
-            flat.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
-          wire = flat;
-        }
-      }
-      if (wire.empty() || !ReadRuleBatchWire(wire, &next.batch_id, &next.ops)) {
-        // A message, on an arena only such a batch needs.
-        std::vector<RuleOp>().swap(next.ops);  // what the direct read left
-        next.arena = std::make_unique<google::protobuf::Arena>();
-        next.batch = google::protobuf::Arena::CreateMessage<v1::RuleBatch>(next.arena.get());
-        grpc::ProtoBufferReader in(&raw);
-        if (!next.batch->ParseFromZeroCopyStream(&in) || !in.status().ok()) {
-          bad = n_read;
-          break;
-        }
-      }
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return queue.size() < kMaxQueued || stop; });
-      if (stop) break;
-      queue.push_back(std::move(next));
-      next = Received{};
-      cv.notify_all();
-    }
-    std::lock_guard<std::mutex> lock(mu);
-    bad_message = bad;
-    closed = true;
-    cv.notify_all();
-  });
-  grpc::Status status = grpc::Status::OK;
-  bool drained = false;
-  for (;;) {
-    std::vector<Received> group;
-    {
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return !queue.empty() || closed; });
-      if (queue.empty()) {
-        drained = true;
-        break;
-      }
-      uint64_t group_ops = 0;
-      while (!queue.empty() &&
-             (group.empty() || group_ops + queue.front().size() <= kMaxGroupOps)) {
-        group_ops += queue.front().size();
-        group.push_back(std::move(queue.front()));
-        queue.pop_front();
-      }
-      cv.notify_all();
-    }
-    std::vector<GroupBatch> batches(group.size());
-    for (size_t i = 0; i < group.size(); ++i) {
-      if (group[i].batch != nullptr) {
-        batches[i].msg = group[i].batch;
-      } else {
-        batches[i].batch_id = group[i].batch_id;
-        batches[i].ops = &group[i].ops;
-      }
-    }
-    const uint64_t first_id =
-        group.front().batch ? group.front().batch->batch_id() : group.front().batch_id;
-    status = CheckAlive(ctx, absl::StrCat("batch ", first_id, " was applied"));
-    if (!status.ok()) break;
-    bool written = true;
-    for (const v1::BatchAck& ack : ApplyGroup(batches, config_.max_batch_ops)) {
-      grpc::ByteBuffer out;
-      bool own = false;
-      if (!grpc::SerializationTraits<v1::BatchAck>::Serialize(ack, &out, &own).ok() ||
-          !stream->Write(out)) {  // client went away
-        written = false;
-        break;
-      }
-    }
-    if (!written) break;
-  }
-  if (!drained) {
-    // Leaving early: the reader may be blocked in Read() on a live stream.
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      stop = true;
-      cv.notify_all();
-    }
-    ctx->TryCancel();
-  }
-  reader.join();
-  if (!status.ok()) return status;
-  if (drained && bad_message != 0)
-    return grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT,
-        absl::StrCat("message ", bad_message,
-                     " of the stream does not parse as a RuleBatch (e.g. truncated, or a "
-                     "string field that is not UTF-8): it and the messages after it were not "
-                     "applied; every batch before it was acknowledged"));
-  // Read() fails at the client's half-close, or when the transport gave up
-  // (deadline, cancellation, a message over the size limit).
-  if (!drained || ctx->IsCancelled())
-    return grpc::Status(grpc::StatusCode::CANCELLED, "stream cancelled");
-  return grpc::Status::OK;
+  return ServeApplyStream(dp_, config_.max_batch_ops, ctx, stream);
 }
 
 // `what` names the call in errors; emit(v1::Rule&) may take the message

@@ -15,12 +15,14 @@
 //     DEADLINE_EXCEEDED (CANCELLED).
 // Message size limits are the server's (grpc_server.h).
 //
-// ApplyRules handles one stream on one thread: read a batch, convert it
-// (first bad operation -> INVALID_ARGUMENT ack naming index, id and field),
-// Dataplane::ApplyBatch (atomic; its errors are mapped to ALREADY_EXISTS for
-// a duplicate id, NOT_FOUND for an unknown id, else kept), write the ack.
-// Acks are therefore in batch order; across streams, batches are applied in
-// the order the Dataplane serialises them.
+// ApplyRules is apply_stream.h's ServeApplyStream (a reader thread queues
+// the stream's batches, the call's thread group-commits them and writes the
+// acks): convert each batch (first bad operation -> INVALID_ARGUMENT ack
+// naming index, id and field), Dataplane::ApplyBatches (each batch atomic;
+// its errors are mapped to ALREADY_EXISTS for a duplicate id, NOT_FOUND for
+// an unknown id, else kept), write the acks.  Acks are therefore in batch
+// order; across streams, batches are applied in the order the Dataplane
+// serialises them.
 //
 // Threads: gRPC calls the methods from its thread pool, concurrently.  The
 // service's own state is atomics; the Dataplane serialises the rest.
@@ -36,6 +38,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "dataplane/dataplane.h"
 #include "flowclass/v1/flowclass.grpc.pb.h"
+#include "server/api/apply_stream.h"
 #include "server/api/grpc_config.h"
 
 namespace flowclass {
@@ -72,13 +75,9 @@ class ClassifierService final : public v1::Classifier::Service {
   std::vector<v1::BatchAck> ApplyGroup(absl::Span<const v1::RuleBatch* const> batches,
                                        uint64_t max_ops);
 
-  // A batch of a group: the parsed message, or (msg null) the batch id and
-  // operations ReadRuleBatchWire read straight from the wire (moved from).
-  struct GroupBatch {
-    const v1::RuleBatch* msg = nullptr;
-    uint64_t batch_id = 0;
-    std::vector<RuleOp>* ops = nullptr;
-  };
+  // A batch of a group (apply_stream.h): CommitGroup on this service's
+  // dataplane.
+  using GroupBatch = ::flowclass::GroupBatch;
   std::vector<v1::BatchAck> ApplyGroup(absl::Span<const GroupBatch> batches, uint64_t max_ops);
 
  private:

@@ -12,7 +12,7 @@
 #include "client/rpc/flowclass_client.h"
 #include "dataplane/rules/rule_format.h"
 #include "server/api/grpc_server.h"
-#include "tests/common/fake_dataplane.h"
+#include "server/testing/fake_dataplane.h"
 
 namespace flowclass {
 namespace {

@@ -12,7 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/api/grpc_server.h"
-#include "tests/common/fake_dataplane.h"
+#include "server/testing/fake_dataplane.h"
 
 namespace flowclass {
 namespace {

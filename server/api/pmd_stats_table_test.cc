@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 #include "proto/pmd_stats_convert.h"
 #include "server/api/classifier_service.h"
-#include "tests/common/fake_dataplane.h"
+#include "server/testing/fake_dataplane.h"
 
 namespace flowclass {
 namespace {

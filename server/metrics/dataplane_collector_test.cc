@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 #include "dataplane/pmd_counters.h"
 #include "server/metrics/observed_dataplane.h"
-#include "tests/common/fake_dataplane.h"
+#include "server/testing/fake_dataplane.h"
 
 namespace flowclass {
 namespace {

@@ -13,8 +13,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/metrics/test_http.h"
+#include "server/testing/fake_dataplane.h"
 #include "tests/common/e2e_util.h"
-#include "tests/common/fake_dataplane.h"
 
 namespace flowclass {
 namespace {

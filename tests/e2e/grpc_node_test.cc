@@ -11,8 +11,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/api/grpc_server.h"
+#include "server/testing/fake_dataplane.h"
 #include "tests/common/e2e_util.h"
-#include "tests/common/fake_dataplane.h"
 
 namespace flowclass {
 namespace {

@@ -1,4 +1,4 @@
-#include "tests/common/fake_dataplane.h"
+#include "server/testing/fake_dataplane.h"
 
 #include <cstdio>
 #include <cstdlib>

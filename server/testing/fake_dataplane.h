@@ -14,8 +14,8 @@
 // only the keys it lists are the test's choice (DefineConfig).
 //
 // Threads: every method is safe to call from any thread (one mutex).
-#ifndef FLOWCLASS_TESTS_COMMON_FAKE_DATAPLANE_H_
-#define FLOWCLASS_TESTS_COMMON_FAKE_DATAPLANE_H_
+#ifndef FLOWCLASS_SERVER_TESTING_FAKE_DATAPLANE_H_
+#define FLOWCLASS_SERVER_TESTING_FAKE_DATAPLANE_H_
 
 #include <map>
 #include <memory>
@@ -89,4 +89,4 @@ class FakeDataplane final : public Dataplane {
 
 }  // namespace flowclass
 
-#endif  // FLOWCLASS_TESTS_COMMON_FAKE_DATAPLANE_H_
+#endif  // FLOWCLASS_SERVER_TESTING_FAKE_DATAPLANE_H_

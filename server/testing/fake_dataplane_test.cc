@@ -1,6 +1,6 @@
 // The fake must behave like the real dataplane where control-plane code can
 // tell: all-or-nothing batches, generations, config key errors.
-#include "tests/common/fake_dataplane.h"
+#include "server/testing/fake_dataplane.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -1,0 +1,171 @@
+// api_test_fixture.h — what the gRPC API tests of server/api share: a real
+// gRPC server on 127.0.0.1 (port 0, plaintext) over a FakeDataplane (or a
+// dataplane the test wraps around one), the C++ client library connected to
+// it, builders of v1 rules and batches, and ForwardingDataplane, the base of
+// the tests' instrumented dataplanes.  Header-only; each test binary is one
+// translation unit.
+#ifndef FLOWCLASS_SERVER_API_API_TEST_FIXTURE_H_
+#define FLOWCLASS_SERVER_API_API_TEST_FIXTURE_H_
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "client/rpc/flowclass_client.h"
+#include "dataplane/dataplane.h"
+#include "gtest/gtest.h"
+#include "server/api/grpc_server.h"
+#include "server/testing/fake_dataplane.h"
+
+namespace flowclass {
+
+constexpr int kOk = 0;
+constexpr int kInvalid = static_cast<int>(absl::StatusCode::kInvalidArgument);
+constexpr int kNotFound = static_cast<int>(absl::StatusCode::kNotFound);
+constexpr int kExists = static_cast<int>(absl::StatusCode::kAlreadyExists);
+constexpr int kExhausted = static_cast<int>(absl::StatusCode::kResourceExhausted);
+
+// A structured rule: udp from 10.0.<id>.0/24 to port `port`, output:1.
+inline v1::Rule MakeRule(uint64_t id, uint32_t priority = 10, uint64_t cookie = 0,
+                  uint32_t port = 53) {
+  v1::Rule r;
+  r.set_id(id);
+  r.set_priority(priority);
+  r.set_cookie(cookie);
+  r.mutable_match()->set_ipv4_src(absl::StrCat("10.0.", id % 256, ".0/24"));
+  r.mutable_match()->mutable_ip_proto()->set_value(17);
+  r.mutable_match()->mutable_tp_dst()->set_exact(port);
+  r.mutable_action()->set_output_port(1);
+  return r;
+}
+
+inline v1::RuleBatch Batch(uint64_t id, std::vector<v1::RuleOp> ops) {
+  v1::RuleBatch b;
+  b.set_batch_id(id);
+  for (v1::RuleOp& op : ops) *b.add_ops() = std::move(op);
+  return b;
+}
+inline v1::RuleOp Insert(v1::Rule r) {
+  v1::RuleOp op;
+  *op.mutable_insert() = std::move(r);
+  return op;
+}
+inline v1::RuleOp Replace(v1::Rule r) {
+  v1::RuleOp op;
+  *op.mutable_replace() = std::move(r);
+  return op;
+}
+inline v1::RuleOp DeleteId(uint64_t id) {
+  v1::RuleOp op;
+  op.set_delete_id(id);
+  return op;
+}
+inline v1::RuleOp DeleteCookie(uint64_t c) {
+  v1::RuleOp op;
+  op.set_delete_cookie(c);
+  return op;
+}
+
+// Reads a stream's acks to the end: (batch id, generation) and status codes.
+inline std::pair<std::vector<std::pair<uint64_t, uint64_t>>, std::vector<int>> ReadAcks(
+    grpc::ClientReaderWriter<v1::RuleBatch, v1::BatchAck>* stream) {
+  v1::BatchAck ack;
+  std::vector<std::pair<uint64_t, uint64_t>> seen;
+  std::vector<int> codes;
+  while (stream->Read(&ack)) {
+    seen.emplace_back(ack.batch_id(), ack.generation());
+    codes.push_back(ack.status_code());
+  }
+  return {seen, codes};
+}
+
+class ApiTest : public ::testing::Test {
+ protected:
+  void Start(GrpcServerConfig cfg = {}, RuleTableLimits limits = {},
+             Dataplane* dp = nullptr) {
+    fake_ = std::make_unique<FakeDataplane>(limits);
+    cfg.address = "127.0.0.1";
+    cfg.port = 0;
+    cfg.plaintext = true;
+    absl::StatusOr<std::unique_ptr<GrpcServer>> s =
+        StartGrpcServer(dp ? dp : fake_.get(), cfg);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = *std::move(s);
+    ASSERT_GT(server_->port(), 0);
+    client_ = Connect();
+  }
+  std::unique_ptr<FlowclassClient> Connect(std::chrono::milliseconds timeout =
+                                               std::chrono::milliseconds(10000)) {
+    ClientOptions o;
+    o.target = server_->target();
+    o.plaintext = true;
+    o.timeout = timeout;
+    auto c = FlowclassClient::Connect(o);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? *std::move(c) : nullptr;
+  }
+  v1::BatchAck Apply(v1::RuleBatch b) {
+    absl::StatusOr<v1::BatchAck> ack = client_->ApplyBatch(b);
+    EXPECT_TRUE(ack.ok()) << ack.status();
+    return ack.ok() ? *ack : v1::BatchAck();
+  }
+  std::vector<uint64_t> RuleIds() {
+    std::vector<uint64_t> ids;
+    for (const Rule& r : fake_->ListRules()) ids.push_back(r.id);
+    std::sort(ids.begin(), ids.end());
+    return ids;
+  }
+
+  std::unique_ptr<FakeDataplane> fake_;
+  std::unique_ptr<GrpcServer> server_;
+  std::unique_ptr<FlowclassClient> client_;
+};
+
+// Forwards everything to `inner`, but groups and DeleteAll through this
+// ApplyBatch; the test dataplanes below override the apply path only.
+class ForwardingDataplane : public Dataplane {
+ public:
+  explicit ForwardingDataplane(Dataplane* inner) : inner_(inner) {}
+  absl::StatusOr<BatchResult> ApplyBatch(absl::Span<const RuleOp> ops) override {
+    return inner_->ApplyBatch(ops);
+  }
+  std::vector<absl::StatusOr<BatchResult>> ApplyBatches(
+      absl::Span<const absl::Span<const RuleOp>> batches) override {
+    return ApplyBatchesOneByOne(*this, batches);
+  }
+  absl::StatusOr<BatchResult> DeleteAll() override { return DeleteAllByListing(*this); }
+  absl::StatusOr<Rule> GetRule(uint64_t id) const override { return inner_->GetRule(id); }
+  absl::StatusOr<TraceResult> Trace(const FlowKey& key) const override {
+    return inner_->Trace(key);
+  }
+  absl::StatusOr<std::vector<RuleHit>> RuleHits() const override {
+    return inner_->RuleHits();
+  }
+  uint64_t generation() const override { return inner_->generation(); }
+  std::vector<Rule> ListRules() const override { return inner_->ListRules(); }
+  DataplaneStats Stats() const override { return inner_->Stats(); }
+  std::map<std::string, std::string> GetConfig() const override {
+    return inner_->GetConfig();
+  }
+  absl::StatusOr<std::string> GetConfig(absl::string_view k) const override {
+    return inner_->GetConfig(k);
+  }
+  absl::Status ApplySettings(absl::Span<const ConfigValue> values) override {
+    return inner_->ApplySettings(values);
+  }
+
+ protected:
+  Dataplane* inner_;
+};
+
+}  // namespace flowclass
+
+#endif  // FLOWCLASS_SERVER_API_API_TEST_FIXTURE_H_
