@@ -50,7 +50,7 @@
 // Errors name the file, the record and what was wrong, e.g.
 //   "/var/lib/flowclass/rules.db: batch generation 17: checksum mismatch
 //    (stored 0x1a2b3c4d, computed 0x5e6f7a8b)"
-//   "/var/lib/flowclass/rules.db: batch generation 18, operation 3: delete of
+//   "/var/lib/flowclass/rules.db: batch generation 18: operation 3: delete of
 //    unknown rule id 42"
 // DATA_LOSS for a damaged store, FAILED_PRECONDITION for one in use or a
 // newer schema, INTERNAL / UNAVAILABLE for I/O errors.  Without

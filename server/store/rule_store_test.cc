@@ -378,6 +378,7 @@ class DamageTest : public ::testing::Test {
     EXPECT_THAT(s.status().message(), HasSubstr(dir_.db()));
     EXPECT_THAT(s.status().message(), HasSubstr(what));
     EXPECT_EQ(ReadAll(dir_.db()), damaged) << "a strict Load changed the damaged file";
+    std::cerr << "refused: " << s.status().message() << "\n";
 
     RuleStoreOptions o;
     o.recover_to_last_consistent = true;
@@ -388,6 +389,7 @@ class DamageTest : public ::testing::Test {
     EXPECT_THAT(s->info.dropped[0], HasSubstr(what));
     EXPECT_TRUE(fs::exists(s->info.damaged_file)) << s->info.damaged_file;
     EXPECT_EQ(ReadAll(s->info.damaged_file), damaged);
+    for (const std::string& d : s->info.dropped) std::cerr << "recovered: " << d << "\n";
     ExpectState(OpenAndLoad(dir_.path()), w_, recovered);
   }
 
@@ -411,6 +413,48 @@ TEST_F(DamageTest, FlippedByteInABatch) {
 TEST_F(DamageTest, FlippedByteInTheSnapshot) {
   FlipText(absl::StrFormat("cookie=0x%x", kSnapshotMarker));
   ExpectDamage("snapshot chunk 0 (generation 10): checksum mismatch", 0);
+}
+
+// Rows whose checksums are right but whose operations the rule table would
+// have refused: never acknowledged, so damage.  (AppendGroup trusts its
+// caller, which is how these get in.)
+TEST_F(DamageTest, BatchTheTableWouldRefuse) {
+  const Rule existing = w_.state(20).front();
+  struct Case {
+    std::vector<RuleOp> ops;
+    const char* what;
+  };
+  const std::vector<Case> cases = {
+      {{RuleOp::Delete(999999)}, "batch generation 21: operation 0: delete of unknown rule id 999999"},
+      {{RuleOp::DeleteByCookie(existing.cookie), RuleOp::Insert(existing), RuleOp::Insert(existing)},
+       "batch generation 21: operation 2: insert of rule id"},
+      {{RuleOp::Replace(Ipv4SrcRule(999998, 1, 0x0a000000, 8, Action::Drop()))},
+       "batch generation 21: operation 0: replace of unknown rule id 999998"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    WriteAll(dir_.db(), pristine_);
+    {
+      auto store = OpenOrDie(dir_.path());
+      ASSERT_TRUE(store->Load().ok());
+      const StoreBatch b{21, c.ops};
+      ASSERT_TRUE(store->AppendBatch(b).ok());
+    }
+    ExpectDamage(c.what, 20);
+    for (const auto& e : fs::directory_iterator(dir_.path()))
+      if (e.path().filename() != "rules.db") fs::remove(e.path());
+  }
+}
+
+TEST_F(DamageTest, MetaRowChanged) {
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(dir_.db().c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "UPDATE meta SET head_generation = 25", nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  ExpectDamage("table meta: checksum mismatch", 0);
 }
 
 TEST_F(DamageTest, TruncatedToZero) {
@@ -445,7 +489,7 @@ TEST_F(DamageTest, HeadOfTheStoreMissingItsLastBatch) {
               SQLITE_OK);
     sqlite3_close(db);
   }
-  ExpectDamage("batches 20..20 are missing", 19);
+  ExpectDamage("batch generation 20 is missing", 19);
 }
 
 TEST_F(DamageTest, GapInGenerations) {
@@ -456,7 +500,7 @@ TEST_F(DamageTest, GapInGenerations) {
               SQLITE_OK);
     sqlite3_close(db);
   }
-  ExpectDamage("batch generation 14: generations 13..13 are missing", 12);
+  ExpectDamage("batch generation 14: generation 13 is missing", 12);
 }
 
 TEST_F(DamageTest, NotARuleStore) {
