@@ -1,0 +1,1104 @@
+// rule_store.cc — see rule_store.h and docs/store.md.
+#include "server/store/rule_store.h"
+
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <initializer_list>
+#include <optional>
+#include <string_view>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
+#include "dataplane/rules/rule_format.h"
+
+namespace flowclass {
+namespace {
+
+constexpr int kSchemaVersion = 1;
+// PRAGMA application_id: "FCls".  Any other SQLite file is not a rule store.
+constexpr int32_t kApplicationId = 0x46436c73;
+constexpr int64_t kBatchDeleteAllFirst = 1;  // batch.flags bit 0
+constexpr uint64_t kMaxGeneration = uint64_t{1} << 62;
+
+constexpr const char* kSchema =
+    "CREATE TABLE meta (id INTEGER PRIMARY KEY, schema_version INTEGER NOT NULL,"
+    " created_unix INTEGER NOT NULL, head_generation INTEGER NOT NULL,"
+    " snapshot_generation INTEGER NOT NULL, snapshot_chunks INTEGER NOT NULL,"
+    " snapshot_rules INTEGER NOT NULL, crc INTEGER NOT NULL) STRICT;"
+    "CREATE TABLE snapshot (chunk INTEGER PRIMARY KEY, generation INTEGER NOT NULL,"
+    " rules INTEGER NOT NULL, body BLOB NOT NULL, crc INTEGER NOT NULL) STRICT;"
+    "CREATE TABLE batch (generation INTEGER PRIMARY KEY, flags INTEGER NOT NULL,"
+    " ops INTEGER NOT NULL, body BLOB NOT NULL, crc INTEGER NOT NULL) STRICT;";
+
+// ------------------------------------------------------------------ checksum
+
+// CRC-32 (zlib) over a record's tag, its integer fields (8 bytes little
+// endian each) and its body: a row copied to another key or table, or with
+// any field changed, no longer matches.
+uint32_t RecordCrc(char tag, std::initializer_list<uint64_t> fields,
+                   std::string_view body) {
+  uLong c = crc32_z(0L, Z_NULL, 0);
+  c = crc32_z(c, reinterpret_cast<const Bytef*>(&tag), 1);
+  for (uint64_t f : fields) {
+    unsigned char b[8];
+    for (int i = 0; i < 8; ++i) b[i] = static_cast<unsigned char>(f >> (8 * i));
+    c = crc32_z(c, b, sizeof b);
+  }
+  // (A null buffer would make zlib return its initial value instead.)
+  if (!body.empty()) c = crc32_z(c, reinterpret_cast<const Bytef*>(body.data()), body.size());
+  return static_cast<uint32_t>(c);
+}
+
+// ------------------------------------------------------------------- sqlite
+
+absl::Status SqlStatus(int rc, const std::string& msg) {
+  switch (rc & 0xff) {
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+    case SQLITE_FORMAT:
+      return absl::DataLossError(msg);
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return absl::FailedPreconditionError(msg);
+    case SQLITE_IOERR:
+    case SQLITE_FULL:
+    case SQLITE_CANTOPEN:
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+      return absl::UnavailableError(msg);
+    default:
+      return absl::InternalError(msg);
+  }
+}
+
+absl::Status SqlError(sqlite3* db, int rc, const std::string& path,
+                      absl::string_view what) {
+  std::string detail = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED)
+    detail += " (the store is in use by another process)";
+  return SqlStatus(rc, absl::StrCat(path, ": ", what, ": ", detail));
+}
+
+class Stmt {
+ public:
+  Stmt() = default;
+  ~Stmt() { sqlite3_finalize(s_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+  absl::Status Prepare(sqlite3* db, const std::string& path, const char* sql) {
+    const int rc = sqlite3_prepare_v2(db, sql, -1, &s_, nullptr);
+    if (rc != SQLITE_OK) return SqlError(db, rc, path, sql);
+    return absl::OkStatus();
+  }
+  sqlite3_stmt* get() const { return s_; }
+  void BindInt(int i, int64_t v) { sqlite3_bind_int64(s_, i, v); }
+  void BindBlob(int i, std::string_view b) {
+    // A null pointer would bind NULL, not an empty blob.
+    sqlite3_bind_blob(s_, i, b.empty() ? "" : b.data(), static_cast<int>(b.size()),
+                      SQLITE_STATIC);
+  }
+  // SQLITE_ROW, SQLITE_DONE or an error code.
+  int Step() { return sqlite3_step(s_); }
+  void Reset() {
+    sqlite3_reset(s_);
+    sqlite3_clear_bindings(s_);
+  }
+
+ private:
+  sqlite3_stmt* s_ = nullptr;
+};
+
+absl::Status Exec(sqlite3* db, const std::string& path, const char* sql,
+                  const char* what = nullptr) {
+  char* err = nullptr;
+  const int rc = sqlite3_exec(db, sql, nullptr, nullptr, &err);
+  if (rc != SQLITE_OK) {
+    std::string msg = err != nullptr ? err : sqlite3_errstr(rc);
+    sqlite3_free(err);
+    if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED)
+      msg += " (the store is in use by another process)";
+    return SqlStatus(rc, absl::StrCat(path, ": ", what != nullptr ? what : sql, ": ", msg));
+  }
+  return absl::OkStatus();
+}
+
+// One-value PRAGMA (or SELECT) as text.
+absl::StatusOr<std::string> QueryText(sqlite3* db, const std::string& path,
+                                      const char* sql) {
+  Stmt st;
+  if (absl::Status s = st.Prepare(db, path, sql); !s.ok()) return s;
+  const int rc = st.Step();
+  if (rc == SQLITE_ROW) {
+    const unsigned char* t = sqlite3_column_text(st.get(), 0);
+    return std::string(t != nullptr ? reinterpret_cast<const char*>(t) : "");
+  }
+  if (rc == SQLITE_DONE) return std::string();
+  return SqlError(db, rc, path, sql);
+}
+
+void CloseDb(sqlite3* db, bool checkpoint) {
+  if (db == nullptr) return;
+  if (!checkpoint) sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+  sqlite3_close_v2(db);
+}
+
+// Opens `path` (which must exist unless `create`) in the store's modes and
+// takes its exclusive lock.
+absl::StatusOr<sqlite3*> OpenDb(const std::string& path, bool create) {
+  sqlite3* db = nullptr;
+  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;
+  if (create) flags |= SQLITE_OPEN_CREATE;
+  int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
+  if (rc != SQLITE_OK) {
+    absl::Status s = SqlError(db, rc, path, "cannot open");
+    sqlite3_close_v2(db);
+    return s;
+  }
+  sqlite3_extended_result_codes(db, 1);
+  // EXCLUSIVE before the first access: one process at a time, and no -shm
+  // file (the WAL index lives in this process's memory).
+  for (const char* sql : {"PRAGMA locking_mode=EXCLUSIVE", "PRAGMA synchronous=FULL",
+                          "PRAGMA wal_autocheckpoint=0", "PRAGMA cache_size=-32768"}) {
+    if (absl::Status s = Exec(db, path, sql, "cannot open"); !s.ok()) {
+      CloseDb(db, false);
+      return s;
+    }
+  }
+  if (create) {
+    if (absl::Status s = Exec(db, path, "PRAGMA page_size=16384"); !s.ok()) {
+      CloseDb(db, false);
+      return s;
+    }
+  } else {
+    // Before anything may write to it: a foreign file is left as it is.
+    absl::StatusOr<std::string> app = QueryText(db, path, "PRAGMA application_id");
+    if (!app.ok() || *app != absl::StrCat(kApplicationId)) {
+      CloseDb(db, false);
+      if (!app.ok()) return app.status();
+      return absl::DataLossError(absl::StrCat(
+          path, ": not a flowclass rule store (SQLite application_id ", *app, ", expected ",
+          kApplicationId, ")"));
+    }
+  }
+  absl::StatusOr<std::string> mode = QueryText(db, path, "PRAGMA journal_mode=WAL");
+  if (!mode.ok() || *mode != "wal") {
+    CloseDb(db, false);
+    if (!mode.ok()) return mode.status();
+    return absl::UnavailableError(
+        absl::StrCat(path, ": cannot switch to WAL mode (journal_mode is ", *mode, ")"));
+  }
+  // The lock is taken by a write transaction (a read one in WAL mode would
+  // leave other processes free to open the file).
+  if (absl::Status s = Exec(db, path, "BEGIN IMMEDIATE; COMMIT"); !s.ok()) {
+    CloseDb(db, false);
+    return s;
+  }
+  return db;
+}
+
+// Copies the WAL into the database file and syncs it: after this the -wal
+// file holds nothing the database does not.
+absl::Status Checkpoint(sqlite3* db, const std::string& path) {
+  int log = 0, ckpt = 0;
+  const int rc = sqlite3_wal_checkpoint_v2(db, "main", SQLITE_CHECKPOINT_PASSIVE, &log, &ckpt);
+  if (rc != SQLITE_OK) return SqlError(db, rc, path, "checkpoint");
+  if (log != ckpt)
+    return absl::UnavailableError(absl::StrFormat(
+        "%s: checkpoint copied %d of %d WAL frames", path, ckpt, log));
+  return absl::OkStatus();
+}
+
+uint64_t FileBytes(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+}
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+absl::Status FsyncPath(const std::string& path, bool directory) {
+  const int fd = ::open(path.c_str(), (directory ? O_DIRECTORY : 0) | O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return absl::UnavailableError(absl::StrCat(path, ": cannot open to sync: ", strerror(errno)));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) return absl::UnavailableError(absl::StrCat(path, ": fsync: ", strerror(err)));
+  return absl::OkStatus();
+}
+
+absl::Status RemoveIfExists(const std::string& path) {
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+    return absl::UnavailableError(absl::StrCat(path, ": cannot remove: ", strerror(errno)));
+  return absl::OkStatus();
+}
+
+// ------------------------------------------------------------------- records
+
+std::string EncodeOps(absl::Span<const RuleOp> ops) {
+  std::string out;
+  out.reserve(ops.size() * 128);
+  for (const RuleOp& op : ops) {
+    switch (op.kind) {
+      case RuleOp::Kind::kInsert:
+        out.push_back('+');
+        out.append(op.rule.ToString());
+        break;
+      case RuleOp::Kind::kReplace:
+        out.push_back('=');
+        out.append(op.rule.ToString());
+        break;
+      case RuleOp::Kind::kDelete:
+        absl::StrAppend(&out, "-", op.id);
+        break;
+      case RuleOp::Kind::kDeleteByCookie:
+        absl::StrAppend(&out, "~", op.cookie);
+        break;
+    }
+    out.push_back('\n');
+  }
+  return out;
+}
+
+// Splits a body into its lines; false unless every line ends with '\n'.
+bool SplitLines(std::string_view body, std::vector<std::string_view>* lines) {
+  lines->clear();
+  size_t pos = 0;
+  while (pos < body.size()) {
+    const size_t nl = body.find('\n', pos);
+    if (nl == std::string_view::npos) return false;
+    lines->push_back(body.substr(pos, nl - pos));
+    pos = nl + 1;
+  }
+  return true;
+}
+
+absl::StatusOr<Rule> ParseStoredRule(std::string_view text) {
+  if (text.find('#') != std::string_view::npos)
+    return absl::DataLossError("'#' in a stored rule");
+  absl::StatusOr<Rule> r = ParseNativeRule(text, 0);
+  if (!r.ok()) return absl::DataLossError(r.status().message());
+  if (absl::Status s = ValidateRule(*r); !s.ok())
+    return absl::DataLossError(absl::StrCat("rule id ", r->id, ": ", s.message()));
+  return r;
+}
+
+absl::StatusOr<std::vector<RuleOp>> DecodeOps(std::string_view body, uint64_t count) {
+  std::vector<std::string_view> lines;
+  if (!SplitLines(body, &lines))
+    return absl::DataLossError("the operations do not end with a newline (truncated text)");
+  if (lines.size() != count)
+    return absl::DataLossError(absl::StrCat("holds ", lines.size(),
+                                            " operations, its row says ", count));
+  std::vector<RuleOp> ops;
+  ops.reserve(lines.size());
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string_view line = lines[i];
+    auto fail = [&](absl::string_view what) {
+      return absl::DataLossError(absl::StrCat("operation ", i, ": ", what));
+    };
+    if (line.empty()) return fail("empty line");
+    const std::string_view rest = line.substr(1);
+    switch (line[0]) {
+      case '+':
+      case '=': {
+        absl::StatusOr<Rule> r = ParseStoredRule(rest);
+        if (!r.ok()) return fail(r.status().message());
+        ops.push_back(line[0] == '+' ? RuleOp::Insert(*std::move(r))
+                                     : RuleOp::Replace(*std::move(r)));
+        break;
+      }
+      case '-':
+      case '~': {
+        uint64_t v = 0;
+        if (!ParseNativeNumber(rest, &v))
+          return fail(absl::StrCat("bad number \"", std::string(rest.substr(0, 40)), "\""));
+        ops.push_back(line[0] == '-' ? RuleOp::Delete(v) : RuleOp::DeleteByCookie(v));
+        break;
+      }
+      default:
+        return fail(absl::StrFormat("unknown operation kind '\\x%02x'",
+                                    static_cast<unsigned char>(line[0])));
+    }
+  }
+  return ops;
+}
+
+// The rule set as batches replay it, with RuleTable::ApplyBatch's rules.
+class ReplayState {
+ public:
+  absl::flat_hash_map<uint64_t, Rule>& rules() { return rules_; }
+
+  // Applies one batch whole, or (returning its error) not at all.
+  absl::Status Apply(absl::Span<const RuleOp> ops, bool delete_all_first) {
+    absl::flat_hash_map<uint64_t, Rule> before_all;
+    if (delete_all_first) {
+      before_all = std::move(rules_);
+      rules_.clear();
+      by_cookie_.clear();
+    }
+    std::vector<std::pair<uint64_t, std::optional<Rule>>> undo;
+    auto undo_all = [&] {
+      if (delete_all_first) {
+        rules_ = std::move(before_all);
+        by_cookie_.clear();
+        if (indexed_) Reindex();
+        return;
+      }
+      for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
+        Erase(it->first);
+        if (it->second.has_value()) Put(*std::move(it->second));
+      }
+    };
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const RuleOp& op = ops[i];
+      absl::Status err;
+      switch (op.kind) {
+        case RuleOp::Kind::kInsert:
+          if (rules_.contains(op.rule.id)) {
+            err = absl::DataLossError(absl::StrCat(
+                "operation ", i, ": insert of rule id ", op.rule.id, " which already exists"));
+            break;
+          }
+          undo.emplace_back(op.rule.id, std::nullopt);
+          Put(op.rule);
+          break;
+        case RuleOp::Kind::kReplace: {
+          auto it = rules_.find(op.rule.id);
+          if (it == rules_.end()) {
+            err = absl::DataLossError(
+                absl::StrCat("operation ", i, ": replace of unknown rule id ", op.rule.id));
+            break;
+          }
+          undo.emplace_back(op.rule.id, it->second);
+          Erase(op.rule.id);
+          Put(op.rule);
+          break;
+        }
+        case RuleOp::Kind::kDelete: {
+          auto it = rules_.find(op.id);
+          if (it == rules_.end()) {
+            err = absl::DataLossError(
+                absl::StrCat("operation ", i, ": delete of unknown rule id ", op.id));
+            break;
+          }
+          undo.emplace_back(op.id, std::move(it->second));
+          Erase(op.id);
+          break;
+        }
+        case RuleOp::Kind::kDeleteByCookie: {
+          if (!indexed_) {
+            indexed_ = true;
+            Reindex();
+          }
+          auto c = by_cookie_.find(op.cookie);
+          if (c == by_cookie_.end()) break;
+          const std::vector<uint64_t> ids(c->second.begin(), c->second.end());
+          for (uint64_t id : ids) {
+            auto it = rules_.find(id);
+            undo.emplace_back(id, std::move(it->second));
+            Erase(id);
+          }
+          break;
+        }
+      }
+      if (!err.ok()) {
+        undo_all();
+        return err;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  void Put(Rule r) {
+    if (indexed_) by_cookie_[r.cookie].insert(r.id);
+    const uint64_t id = r.id;
+    rules_.insert_or_assign(id, std::move(r));
+  }
+  void Erase(uint64_t id) {
+    auto it = rules_.find(id);
+    if (it == rules_.end()) return;
+    if (indexed_) {
+      auto c = by_cookie_.find(it->second.cookie);
+      c->second.erase(id);
+      if (c->second.empty()) by_cookie_.erase(c);
+    }
+    rules_.erase(it);
+  }
+  void Reindex() {
+    by_cookie_.clear();
+    for (const auto& [id, r] : rules_) by_cookie_[r.cookie].insert(id);
+  }
+
+  absl::flat_hash_map<uint64_t, Rule> rules_;
+  // Built on the first delete-by-cookie (most stores never need it).
+  bool indexed_ = false;
+  absl::flat_hash_map<uint64_t, absl::flat_hash_set<uint64_t>> by_cookie_;
+};
+
+struct Meta {
+  int64_t schema_version = kSchemaVersion;
+  int64_t created_unix = 0;
+  uint64_t head_generation = 0;
+  uint64_t snapshot_generation = 0;
+  uint64_t snapshot_chunks = 0;
+  uint64_t snapshot_rules = 0;
+  uint32_t Crc() const {
+    return RecordCrc('m', {static_cast<uint64_t>(schema_version),
+                           static_cast<uint64_t>(created_unix), head_generation,
+                           snapshot_generation, snapshot_chunks, snapshot_rules},
+                     {});
+  }
+};
+
+absl::Status WriteMeta(sqlite3* db, const std::string& path, const Meta& m, bool insert) {
+  Stmt st;
+  const char* sql =
+      insert ? "INSERT INTO meta (schema_version, created_unix, head_generation,"
+               " snapshot_generation, snapshot_chunks, snapshot_rules, crc, id)"
+               " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+             : "UPDATE meta SET schema_version = ?, created_unix = ?, head_generation = ?,"
+               " snapshot_generation = ?, snapshot_chunks = ?, snapshot_rules = ?, crc = ?"
+               " WHERE id = ?";
+  if (absl::Status s = st.Prepare(db, path, sql); !s.ok()) return s;
+  st.BindInt(1, m.schema_version);
+  st.BindInt(2, m.created_unix);
+  st.BindInt(3, static_cast<int64_t>(m.head_generation));
+  st.BindInt(4, static_cast<int64_t>(m.snapshot_generation));
+  st.BindInt(5, static_cast<int64_t>(m.snapshot_chunks));
+  st.BindInt(6, static_cast<int64_t>(m.snapshot_rules));
+  st.BindInt(7, m.Crc());
+  st.BindInt(8, 1);
+  if (int rc = st.Step(); rc != SQLITE_DONE) return SqlError(db, rc, path, "write meta");
+  if (sqlite3_changes(db) != 1)
+    return absl::DataLossError(absl::StrCat(path, ": table meta: its row is missing"));
+  return absl::OkStatus();
+}
+
+// Replaces the snapshot rows with `rules` (sorted by id) at `generation`;
+// fills m's snapshot fields.  Inside the caller's transaction.
+absl::Status WriteSnapshot(sqlite3* db, const std::string& path, uint64_t generation,
+                           absl::Span<const Rule* const> rules, size_t chunk_rules,
+                           Meta* m, uint64_t* bytes) {
+  if (absl::Status s = Exec(db, path, "DELETE FROM snapshot"); !s.ok()) return s;
+  Stmt st;
+  if (absl::Status s = st.Prepare(
+          db, path, "INSERT INTO snapshot (chunk, generation, rules, body, crc) VALUES (?, ?, ?, ?, ?)");
+      !s.ok())
+    return s;
+  chunk_rules = std::max<size_t>(chunk_rules, 1);
+  uint64_t chunk = 0;
+  *bytes = 0;
+  std::string body;
+  for (size_t start = 0; start < rules.size(); start += chunk_rules, ++chunk) {
+    const size_t end = std::min(rules.size(), start + chunk_rules);
+    body.clear();
+    for (size_t i = start; i < end; ++i) {
+      body.append(rules[i]->ToString());
+      body.push_back('\n');
+    }
+    const uint64_t n = end - start;
+    st.BindInt(1, static_cast<int64_t>(chunk));
+    st.BindInt(2, static_cast<int64_t>(generation));
+    st.BindInt(3, static_cast<int64_t>(n));
+    st.BindBlob(4, body);
+    st.BindInt(5, RecordCrc('s', {chunk, generation, n}, body));
+    if (int rc = st.Step(); rc != SQLITE_DONE)
+      return SqlError(db, rc, path, absl::StrCat("write snapshot chunk ", chunk));
+    st.Reset();
+    *bytes += body.size();
+  }
+  m->snapshot_generation = generation;
+  m->snapshot_chunks = chunk;
+  m->snapshot_rules = rules.size();
+  m->head_generation = generation;
+  return absl::OkStatus();
+}
+
+// Writes a complete store with `rules` as its snapshot to PATH.tmp and syncs
+// it; the caller renames it into place.
+absl::Status WriteStoreFile(const std::string& tmp, uint64_t generation,
+                            absl::Span<const Rule* const> rules, int64_t created_unix,
+                            size_t chunk_rules) {
+  for (const char* suffix : {"", "-wal", "-journal", "-shm"})
+    if (absl::Status s = RemoveIfExists(tmp + suffix); !s.ok()) return s;
+  absl::StatusOr<sqlite3*> db = OpenDb(tmp, /*create=*/true);
+  if (!db.ok()) return db.status();
+  absl::Status s = Exec(*db, tmp, absl::StrCat("PRAGMA application_id=", kApplicationId,
+                                               "; PRAGMA user_version=", kSchemaVersion)
+                                      .c_str());
+  if (s.ok()) s = Exec(*db, tmp, "BEGIN IMMEDIATE");
+  if (s.ok()) s = Exec(*db, tmp, kSchema);
+  Meta m;
+  m.created_unix = created_unix;
+  uint64_t bytes = 0;
+  if (s.ok()) s = WriteSnapshot(*db, tmp, generation, rules, chunk_rules, &m, &bytes);
+  if (s.ok()) s = WriteMeta(*db, tmp, m, /*insert=*/true);
+  if (s.ok()) s = Exec(*db, tmp, "COMMIT");
+  if (s.ok()) s = Checkpoint(*db, tmp);
+  CloseDb(*db, s.ok());
+  if (!s.ok()) return s;
+  if (Exists(tmp + "-wal"))
+    return absl::InternalError(absl::StrCat(tmp, "-wal: still there after close"));
+  return FsyncPath(tmp, false);
+}
+
+// What reading a store found: the consistent state up to the first problem.
+struct ReadResult {
+  absl::Status problem;  // the first problem (OK: none)
+  bool base_ok = false;  // meta and snapshot are good: the state is meaningful
+  Meta meta;
+  ReplayState state;
+  uint64_t generation = 0;  // of the state
+  uint64_t snapshot_bytes = 0;
+  uint64_t batches = 0;
+  uint64_t batch_bytes = 0;
+  // Where batches stopped being applied (the first problem among them).
+  std::optional<uint64_t> dropped_from;
+};
+
+// "generation 13 is missing" / "generations 13..15 are missing".
+std::string Missing(uint64_t first, uint64_t last) {
+  return first == last ? absl::StrCat("generation ", first, " is missing")
+                       : absl::StrCat("generations ", first, "..", last, " are missing");
+}
+
+absl::Status RowError(const std::string& path, absl::string_view record,
+                      absl::string_view what) {
+  return absl::DataLossError(absl::StrCat(path, ": ", record, ": ", what));
+}
+
+bool ColumnInts(sqlite3_stmt* st, int first, int n) {
+  for (int i = first; i < first + n; ++i)
+    if (sqlite3_column_type(st, i) != SQLITE_INTEGER) return false;
+  return true;
+}
+
+std::string_view ColumnBlob(sqlite3_stmt* st, int i) {
+  const void* p = sqlite3_column_blob(st, i);
+  const int n = sqlite3_column_bytes(st, i);
+  return p == nullptr ? std::string_view() : std::string_view(static_cast<const char*>(p), n);
+}
+
+// Reads everything, checking everything; stops at the first problem.
+void ReadStore(sqlite3* db, const std::string& path, ReadResult* out) {
+  // Application id and schema version first: a foreign file says so.
+  {
+    absl::StatusOr<std::string> app = QueryText(db, path, "PRAGMA application_id");
+    if (!app.ok()) {
+      out->problem = app.status();
+      return;
+    }
+    if (*app != absl::StrCat(kApplicationId)) {
+      out->problem = absl::DataLossError(absl::StrCat(
+          path, ": not a flowclass rule store (SQLite application_id ", *app, ", expected ",
+          kApplicationId, ")"));
+      return;
+    }
+  }
+  // SQLite's own structure.
+  {
+    absl::StatusOr<std::string> qc = QueryText(db, path, "PRAGMA quick_check(1)");
+    if (!qc.ok()) {
+      out->problem = qc.status();
+      return;
+    }
+    if (*qc != "ok") {
+      out->problem = absl::DataLossError(
+          absl::StrCat(path, ": SQLite integrity check failed: ", *qc));
+      // Go on: the rows may still be readable (recovery keeps what is).
+    }
+  }
+  absl::Status integrity = out->problem;
+  out->problem = absl::OkStatus();
+  auto finish = [&](absl::Status s) {
+    out->problem = !s.ok() ? s : integrity;
+  };
+
+  // meta: exactly one row, id 1.
+  {
+    Stmt st;
+    if (absl::Status s = st.Prepare(db, path,
+                                    "SELECT id, schema_version, created_unix, head_generation,"
+                                    " snapshot_generation, snapshot_chunks, snapshot_rules, crc"
+                                    " FROM meta");
+        !s.ok())
+      return finish(s);
+    int rows = 0;
+    int rc;
+    while ((rc = st.Step()) == SQLITE_ROW) {
+      if (++rows > 1) return finish(RowError(path, "table meta", "more than one row"));
+      sqlite3_stmt* q = st.get();
+      if (!ColumnInts(q, 0, 8)) return finish(RowError(path, "table meta", "a field is not an integer"));
+      Meta& m = out->meta;
+      m.schema_version = sqlite3_column_int64(q, 1);
+      m.created_unix = sqlite3_column_int64(q, 2);
+      m.head_generation = static_cast<uint64_t>(sqlite3_column_int64(q, 3));
+      m.snapshot_generation = static_cast<uint64_t>(sqlite3_column_int64(q, 4));
+      m.snapshot_chunks = static_cast<uint64_t>(sqlite3_column_int64(q, 5));
+      m.snapshot_rules = static_cast<uint64_t>(sqlite3_column_int64(q, 6));
+      const uint64_t stored = static_cast<uint64_t>(sqlite3_column_int64(q, 7));
+      if (sqlite3_column_int64(q, 0) != 1) return finish(RowError(path, "table meta", "its row is not id 1"));
+      if (stored != m.Crc())
+        return finish(RowError(path, "table meta",
+                               absl::StrFormat("checksum mismatch (stored 0x%08x, computed 0x%08x)",
+                                               stored, m.Crc())));
+      if (m.schema_version != kSchemaVersion)
+        return finish(absl::FailedPreconditionError(absl::StrCat(
+            path, ": schema version ", m.schema_version, "; this flowclassd reads version ",
+            kSchemaVersion)));
+      if (m.head_generation >= kMaxGeneration || m.snapshot_generation > m.head_generation)
+        return finish(RowError(path, "table meta",
+                               absl::StrCat("snapshot generation ", m.snapshot_generation,
+                                            " is beyond the head generation ", m.head_generation)));
+    }
+    if (rc != SQLITE_DONE) return finish(SqlError(db, rc, path, "read table meta"));
+    if (rows == 0) return finish(RowError(path, "table meta", "its row is missing"));
+  }
+  const Meta& m = out->meta;
+
+  // snapshot: chunks 0..n-1, ids strictly increasing across them.
+  {
+    Stmt st;
+    if (absl::Status s = st.Prepare(db, path,
+                                    "SELECT chunk, generation, rules, body, crc FROM snapshot"
+                                    " ORDER BY chunk");
+        !s.ok())
+      return finish(s);
+    uint64_t next_chunk = 0, n_rules = 0, last_id = 0;
+    std::vector<std::string_view> lines;
+    int rc;
+    auto& rules = out->state.rules();
+    rules.reserve(m.snapshot_rules);
+    while ((rc = st.Step()) == SQLITE_ROW) {
+      sqlite3_stmt* q = st.get();
+      const int64_t chunk_col = sqlite3_column_int64(q, 0);
+      const std::string rec = absl::StrCat("snapshot chunk ", chunk_col, " (generation ",
+                                           m.snapshot_generation, ")");
+      if (!ColumnInts(q, 0, 3) || !ColumnInts(q, 4, 1) ||
+          sqlite3_column_type(q, 3) != SQLITE_BLOB)
+        return finish(RowError(path, rec, "a field has the wrong type"));
+      const uint64_t chunk = static_cast<uint64_t>(chunk_col);
+      const uint64_t gen = static_cast<uint64_t>(sqlite3_column_int64(q, 1));
+      const uint64_t n = static_cast<uint64_t>(sqlite3_column_int64(q, 2));
+      const std::string_view body = ColumnBlob(q, 3);
+      const uint64_t stored = static_cast<uint64_t>(sqlite3_column_int64(q, 4));
+      const uint32_t crc = RecordCrc('s', {chunk, gen, n}, body);
+      if (stored != crc)
+        return finish(RowError(path, rec, absl::StrFormat(
+            "checksum mismatch (stored 0x%08x, computed 0x%08x)", stored, crc)));
+      if (chunk != next_chunk)
+        return finish(RowError(path, rec, absl::StrCat("chunk ", next_chunk, " is missing")));
+      if (gen != m.snapshot_generation)
+        return finish(RowError(path, rec, absl::StrCat("the chunk is of generation ", gen)));
+      if (chunk >= m.snapshot_chunks)
+        return finish(RowError(path, rec, absl::StrCat("table meta records ", m.snapshot_chunks,
+                                                       " chunks")));
+      if (!SplitLines(body, &lines))
+        return finish(RowError(path, rec, "the rules do not end with a newline (truncated text)"));
+      if (lines.size() != n)
+        return finish(RowError(path, rec, absl::StrCat("holds ", lines.size(),
+                                                       " rules, its row says ", n)));
+      for (size_t i = 0; i < lines.size(); ++i) {
+        absl::StatusOr<Rule> r = ParseStoredRule(lines[i]);
+        if (!r.ok())
+          return finish(RowError(path, rec, absl::StrCat("rule ", i, ": ", r.status().message())));
+        if (r->id <= last_id)
+          return finish(RowError(path, rec, absl::StrCat("rule ", i, ": id ", r->id,
+                                                         " does not follow id ", last_id)));
+        last_id = r->id;
+        rules.emplace(r->id, *std::move(r));
+      }
+      n_rules += n;
+      out->snapshot_bytes += body.size();
+      ++next_chunk;
+    }
+    if (rc != SQLITE_DONE) return finish(SqlError(db, rc, path, "read table snapshot"));
+    if (next_chunk != m.snapshot_chunks)
+      return finish(RowError(path, "table snapshot",
+                             absl::StrCat("holds ", next_chunk, " chunks, table meta records ",
+                                          m.snapshot_chunks)));
+    if (n_rules != m.snapshot_rules)
+      return finish(RowError(path, "table snapshot",
+                             absl::StrCat("holds ", n_rules, " rules, table meta records ",
+                                          m.snapshot_rules)));
+  }
+  out->base_ok = true;
+  out->generation = m.snapshot_generation;
+
+  // batch: generations snapshot+1, +2, ... up to the head.
+  {
+    Stmt st;
+    if (absl::Status s = st.Prepare(db, path,
+                                    "SELECT generation, flags, ops, body, crc FROM batch"
+                                    " ORDER BY generation");
+        !s.ok())
+      return finish(s);
+    int rc;
+    auto stop = [&](absl::Status s) {
+      out->dropped_from = out->generation + 1;
+      finish(std::move(s));
+    };
+    while ((rc = st.Step()) == SQLITE_ROW) {
+      sqlite3_stmt* q = st.get();
+      const int64_t gen_col = sqlite3_column_int64(q, 0);
+      const std::string rec = absl::StrCat("batch generation ", gen_col);
+      if (!ColumnInts(q, 0, 3) || !ColumnInts(q, 4, 1) ||
+          sqlite3_column_type(q, 3) != SQLITE_BLOB)
+        return stop(RowError(path, rec, "a field has the wrong type"));
+      const uint64_t gen = static_cast<uint64_t>(gen_col);
+      const uint64_t flags = static_cast<uint64_t>(sqlite3_column_int64(q, 1));
+      const uint64_t n = static_cast<uint64_t>(sqlite3_column_int64(q, 2));
+      const std::string_view body = ColumnBlob(q, 3);
+      const uint64_t stored = static_cast<uint64_t>(sqlite3_column_int64(q, 4));
+      const uint32_t crc = RecordCrc('b', {gen, flags, n}, body);
+      if (stored != crc)
+        return stop(RowError(path, rec, absl::StrFormat(
+            "checksum mismatch (stored 0x%08x, computed 0x%08x)", stored, crc)));
+      const uint64_t expected = out->generation + 1;
+      if (gen != expected) {
+        return stop(RowError(path, rec,
+                             gen < expected
+                                 ? absl::StrCat("not after the snapshot's generation ",
+                                                m.snapshot_generation)
+                                 : Missing(expected, gen - 1)));
+      }
+      if (gen > m.head_generation)
+        return stop(RowError(path, rec, absl::StrCat("newer than the head generation ",
+                                                     m.head_generation, " table meta records")));
+      if ((flags & ~static_cast<uint64_t>(kBatchDeleteAllFirst)) != 0)
+        return stop(RowError(path, rec, absl::StrCat("unknown flags ", flags)));
+      absl::StatusOr<std::vector<RuleOp>> ops = DecodeOps(body, n);
+      if (!ops.ok()) return stop(RowError(path, rec, ops.status().message()));
+      if (absl::Status s = out->state.Apply(*ops, (flags & kBatchDeleteAllFirst) != 0); !s.ok())
+        return stop(RowError(path, rec, s.message()));
+      out->generation = gen;
+      ++out->batches;
+      out->batch_bytes += body.size();
+    }
+    if (rc != SQLITE_DONE) return stop(SqlError(db, rc, path, "read table batch"));
+    if (out->generation != m.head_generation)
+      return stop(RowError(path, "table batch",
+                           absl::StrCat("ends at generation ", out->generation,
+                                        ", table meta records head generation ",
+                                        m.head_generation, ": batch ",
+                                        Missing(out->generation + 1, m.head_generation))));
+  }
+  finish(absl::OkStatus());
+}
+
+std::vector<const Rule*> SortedById(absl::flat_hash_map<uint64_t, Rule>& rules) {
+  std::vector<const Rule*> v;
+  v.reserve(rules.size());
+  for (const auto& [id, r] : rules) v.push_back(&r);
+  std::sort(v.begin(), v.end(), [](const Rule* a, const Rule* b) { return a->id < b->id; });
+  return v;
+}
+
+std::string DamagedName(const std::string& dir) {
+  const std::string base = absl::StrCat(dir, "/rules.damaged-", static_cast<int64_t>(::time(nullptr)));
+  std::string name = base + ".db";
+  for (int i = 1; Exists(name) || Exists(name + "-wal"); ++i) name = absl::StrCat(base, ".", i, ".db");
+  return name;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ RuleStore
+
+RuleStore::RuleStore(std::string dir, std::string path, RuleStoreOptions options)
+    : dir_(std::move(dir)), path_(std::move(path)), options_(options) {}
+
+RuleStore::~RuleStore() { CloseDb(db_, failed_.ok()); }
+
+absl::StatusOr<std::unique_ptr<RuleStore>> RuleStore::Open(const std::string& dir,
+                                                            RuleStoreOptions options) {
+  if (dir.empty()) return absl::InvalidArgumentError("store path: empty directory name");
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    return absl::UnavailableError(absl::StrCat(dir, ": cannot create directory: ", ec.message()));
+  const std::string path = dir + "/rules.db";
+  std::unique_ptr<RuleStore> store(new RuleStore(dir, path, options));
+  if (!Exists(path)) {
+    if (Exists(path + "-wal")) {
+      // A -wal without its database: never attach it to a new one.
+      return absl::DataLossError(absl::StrCat(path, " is missing but ", path,
+                                              "-wal exists (the database was removed)"));
+    }
+    const std::string tmp = path + ".tmp";
+    if (absl::Status s = WriteStoreFile(tmp, 0, {}, static_cast<int64_t>(::time(nullptr)),
+                                        options.snapshot_chunk_rules);
+        !s.ok())
+      return s;
+    if (::rename(tmp.c_str(), path.c_str()) != 0)
+      return absl::UnavailableError(absl::StrCat(tmp, ": cannot rename to ", path, ": ",
+                                                 strerror(errno)));
+    if (absl::Status s = FsyncPath(dir, true); !s.ok()) return s;
+  } else if (absl::Status s = RemoveIfExists(path + ".tmp"); !s.ok()) {
+    return s;  // an unfinished creation or recovery
+  }
+  return store;
+}
+
+absl::StatusOr<RuleStoreState> RuleStore::Load() {
+  if (loaded_ || db_ != nullptr) return absl::FailedPreconditionError(path_ + ": Load: already loaded");
+  ReadResult read;
+  if (!Exists(path_)) {
+    read.problem = absl::DataLossError(absl::StrCat(path_, ": the file is missing"));
+  } else if (FileBytes(path_) == 0) {
+    read.problem = absl::DataLossError(
+        absl::StrCat(path_, ": the file is empty (0 bytes): truncated"));
+  } else {
+    absl::StatusOr<sqlite3*> db = OpenDb(path_, /*create=*/false);
+    if (!db.ok()) {
+      if (!absl::IsDataLoss(db.status())) return db.status();  // in use, I/O: nothing to recover
+      read.problem = db.status();
+    } else {
+      db_ = *db;
+      ReadStore(db_, path_, &read);
+      if (!read.problem.ok() && !absl::IsDataLoss(read.problem)) {
+        // Newer schema, I/O error: not damage, never "recovered".
+        absl::Status s = read.problem;
+        CloseDb(std::exchange(db_, nullptr), false);
+        return s;
+      }
+    }
+  }
+
+  RuleStoreState state;
+  RuleStoreInfo& info = state.info;
+  info.path = path_;
+  if (!read.problem.ok()) {
+    if (!options_.recover_to_last_consistent) {
+      CloseDb(std::exchange(db_, nullptr), false);
+      return read.problem;
+    }
+    // Recovery: the last consistent state into a new rules.db; the damaged
+    // files are kept.
+    info.recovered = true;
+    info.dropped.push_back(std::string(read.problem.message()));
+    if (!read.base_ok) {
+      read.generation = 0;
+      read.state.rules().clear();
+      info.dropped.push_back(
+          "nothing consistent was left: the store starts empty at generation 0");
+    } else if (read.dropped_from.has_value()) {
+      info.dropped.push_back(absl::StrCat("batches from generation ", *read.dropped_from,
+                                          " on were dropped; the state is generation ",
+                                          read.generation));
+    } else {
+      info.dropped.push_back(absl::StrCat("every record read back: the state is generation ",
+                                          read.generation));
+    }
+    CloseDb(std::exchange(db_, nullptr), false);
+    const std::vector<const Rule*> sorted = SortedById(read.state.rules());
+    const std::string tmp = path_ + ".tmp";
+    const int64_t created = read.base_ok ? read.meta.created_unix : static_cast<int64_t>(::time(nullptr));
+    if (absl::Status s = WriteStoreFile(tmp, read.generation, sorted, created,
+                                        options_.snapshot_chunk_rules);
+        !s.ok())
+      return s;
+    const std::string damaged = DamagedName(dir_);
+    if (Exists(path_) && ::link(path_.c_str(), damaged.c_str()) != 0)
+      return absl::UnavailableError(absl::StrCat(path_, ": cannot keep it as ", damaged, ": ",
+                                                 strerror(errno)));
+    if (Exists(path_ + "-wal") &&
+        ::rename((path_ + "-wal").c_str(), (damaged + "-wal").c_str()) != 0)
+      return absl::UnavailableError(absl::StrCat(path_, "-wal: cannot move it to ", damaged,
+                                                 "-wal: ", strerror(errno)));
+    if (::rename(tmp.c_str(), path_.c_str()) != 0)
+      return absl::UnavailableError(absl::StrCat(tmp, ": cannot rename to ", path_, ": ",
+                                                 strerror(errno)));
+    if (absl::Status s = FsyncPath(dir_, true); !s.ok()) return s;
+    info.damaged_file = damaged;
+    absl::StatusOr<sqlite3*> db = OpenDb(path_, false);
+    if (!db.ok()) return db.status();
+    db_ = *db;
+    ReadResult again;  // the new file, checked like any other
+    ReadStore(db_, path_, &again);
+    if (!again.problem.ok()) {
+      CloseDb(std::exchange(db_, nullptr), false);
+      return again.problem;
+    }
+    read.meta = again.meta;
+    read.snapshot_bytes = again.snapshot_bytes;
+    read.batches = 0;
+    read.batch_bytes = 0;
+  }
+
+  loaded_ = true;
+  generation_ = read.generation;
+  created_unix_ = read.meta.created_unix;
+  snapshot_generation_ = read.meta.snapshot_generation;
+  snapshot_chunks_ = read.meta.snapshot_chunks;
+  snapshot_rules_ = read.meta.snapshot_rules;
+  snapshot_bytes_ = read.snapshot_bytes;
+  batches_ = read.batches;
+  batch_bytes_ = read.batch_bytes;
+
+  state.generation = generation_;
+  // Sorted as pointers (a Rule is ~180 bytes), then moved out once.
+  const std::vector<const Rule*> sorted = SortedById(read.state.rules());
+  state.rules.reserve(sorted.size());
+  for (const Rule* r : sorted) state.rules.push_back(std::move(*const_cast<Rule*>(r)));
+  info.schema_version = static_cast<int>(read.meta.schema_version);
+  info.created_unix_seconds = created_unix_;
+  info.snapshot_generation = snapshot_generation_;
+  info.snapshot_rules = snapshot_rules_;
+  info.batches = batches_;
+  info.file_bytes = FileBytes(path_) + FileBytes(path_ + "-wal");
+  return state;
+}
+
+absl::Status RuleStore::CheckUsable(const char* what) const {
+  if (!failed_.ok())
+    return absl::Status(failed_.code(),
+                        absl::StrCat(what, ": the store failed earlier: ", failed_.message()));
+  if (!loaded_) return absl::FailedPreconditionError(absl::StrCat(path_, ": ", what, " before Load"));
+  return absl::OkStatus();
+}
+
+absl::Status RuleStore::Fail(absl::Status s) {
+  if (db_ != nullptr && !sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  if (failed_.ok()) failed_ = s;
+  return s;
+}
+
+absl::Status RuleStore::AppendGroup(absl::Span<const StoreBatch> group) {
+  if (absl::Status s = CheckUsable("AppendGroup"); !s.ok()) return s;
+  if (group.empty()) return absl::OkStatus();
+  std::vector<std::string> bodies;
+  bodies.reserve(group.size());
+  for (size_t i = 0; i < group.size(); ++i) {
+    const StoreBatch& b = group[i];
+    const uint64_t expected = generation_ + 1 + i;
+    if (b.generation != expected)
+      return absl::InvalidArgumentError(absl::StrCat(
+          path_, ": AppendGroup: batch ", i, " has generation ", b.generation,
+          ", the store expects ", expected));
+    if (b.generation >= kMaxGeneration)
+      return absl::InvalidArgumentError(absl::StrCat(path_, ": generation ", b.generation,
+                                                     " is too large"));
+    for (size_t j = 0; j < b.ops.size(); ++j) {
+      const RuleOp::Kind k = b.ops[j].kind;
+      if (k != RuleOp::Kind::kInsert && k != RuleOp::Kind::kReplace &&
+          k != RuleOp::Kind::kDelete && k != RuleOp::Kind::kDeleteByCookie)
+        return absl::InvalidArgumentError(absl::StrCat(
+            path_, ": AppendGroup: batch ", i, ", operation ", j, ": unknown kind ",
+            static_cast<int>(k)));
+    }
+    bodies.push_back(EncodeOps(b.ops));
+  }
+
+  if (absl::Status s = Exec(db_, path_, "BEGIN IMMEDIATE"); !s.ok()) return Fail(s);
+  Stmt st;
+  if (absl::Status s = st.Prepare(
+          db_, path_, "INSERT INTO batch (generation, flags, ops, body, crc) VALUES (?, ?, ?, ?, ?)");
+      !s.ok())
+    return Fail(s);
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < group.size(); ++i) {
+    const StoreBatch& b = group[i];
+    const uint64_t flags = b.delete_all_first ? kBatchDeleteAllFirst : 0;
+    const uint64_t n = b.ops.size();
+    st.BindInt(1, static_cast<int64_t>(b.generation));
+    st.BindInt(2, static_cast<int64_t>(flags));
+    st.BindInt(3, static_cast<int64_t>(n));
+    st.BindBlob(4, bodies[i]);
+    st.BindInt(5, RecordCrc('b', {b.generation, flags, n}, bodies[i]));
+    if (int rc = st.Step(); rc != SQLITE_DONE)
+      return Fail(SqlError(db_, rc, path_, absl::StrCat("write batch generation ", b.generation)));
+    st.Reset();
+    bytes += bodies[i].size();
+  }
+  Meta m;
+  m.created_unix = created_unix_;
+  m.head_generation = group.back().generation;
+  m.snapshot_generation = snapshot_generation_;
+  m.snapshot_chunks = snapshot_chunks_;
+  m.snapshot_rules = snapshot_rules_;
+  if (absl::Status s = WriteMeta(db_, path_, m, false); !s.ok()) return Fail(s);
+  if (absl::Status s = Exec(db_, path_, "COMMIT"); !s.ok()) return Fail(s);
+  if (!options_.testing_skip_checkpoint) {
+    if (absl::Status s = Checkpoint(db_, path_); !s.ok()) return Fail(s);
+  }
+  generation_ = m.head_generation;
+  batches_ += group.size();
+  batch_bytes_ += bytes;
+  ++groups_appended_;
+  if (absl::Status s = MaybeAutoCompact(); !s.ok()) Fail(s).IgnoreError();
+  return absl::OkStatus();
+}
+
+absl::Status RuleStore::MaybeAutoCompact() {
+  const bool by_bytes =
+      options_.auto_compact_bytes > 0 &&
+      batch_bytes_ >= std::max<double>(static_cast<double>(options_.auto_compact_bytes),
+                                       options_.auto_compact_ratio *
+                                           static_cast<double>(snapshot_bytes_));
+  const bool by_count = options_.auto_compact_batches > 0 && batches_ >= options_.auto_compact_batches;
+  return by_bytes || by_count ? Compact() : absl::OkStatus();
+}
+
+absl::Status RuleStore::Compact() {
+  if (absl::Status s = CheckUsable("Compact"); !s.ok()) return s;
+  if (absl::Status s = Exec(db_, path_, "BEGIN IMMEDIATE"); !s.ok()) return Fail(s);
+  ReadResult read;
+  ReadStore(db_, path_, &read);
+  if (!read.problem.ok()) return Fail(read.problem);
+  if (read.generation != generation_)
+    return Fail(absl::DataLossError(absl::StrCat(path_, ": Compact: the store reads back at generation ",
+                                                 read.generation, ", written up to ", generation_)));
+  const std::vector<const Rule*> sorted = SortedById(read.state.rules());
+  Meta m = read.meta;
+  uint64_t bytes = 0;
+  if (absl::Status s = Exec(db_, path_, "DELETE FROM batch"); !s.ok()) return Fail(s);
+  if (absl::Status s = WriteSnapshot(db_, path_, generation_, sorted, options_.snapshot_chunk_rules,
+                                     &m, &bytes);
+      !s.ok())
+    return Fail(s);
+  if (absl::Status s = WriteMeta(db_, path_, m, false); !s.ok()) return Fail(s);
+  if (absl::Status s = Exec(db_, path_, "COMMIT"); !s.ok()) return Fail(s);
+  if (absl::Status s = Checkpoint(db_, path_); !s.ok()) return Fail(s);
+  snapshot_generation_ = m.snapshot_generation;
+  snapshot_chunks_ = m.snapshot_chunks;
+  snapshot_rules_ = m.snapshot_rules;
+  snapshot_bytes_ = bytes;
+  batches_ = 0;
+  batch_bytes_ = 0;
+  ++compactions_;
+  return absl::OkStatus();
+}
+
+RuleStoreStats RuleStore::Stats() const {
+  RuleStoreStats s;
+  s.generation = generation_;
+  s.snapshot_generation = snapshot_generation_;
+  s.snapshot_rules = snapshot_rules_;
+  s.snapshot_bytes = snapshot_bytes_;
+  s.batches = batches_;
+  s.batch_bytes = batch_bytes_;
+  s.groups_appended = groups_appended_;
+  s.compactions = compactions_;
+  s.file_bytes = FileBytes(path_) + FileBytes(path_ + "-wal");
+  return s;
+}
+
+}  // namespace flowclass

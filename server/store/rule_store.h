@@ -1,0 +1,210 @@
+// rule_store.h — the durable rule store: every acknowledged batch survives a
+// restart or a crash, and the generation counter with it.
+//
+// Contract
+// --------
+// One directory holds one store: DIR/rules.db, an SQLite database in WAL mode
+// with synchronous=FULL and locking_mode=EXCLUSIVE (one process at a time;
+// a second one gets "in use by another process").  Full description, file
+// layout and the outcome of every kind of damage: docs/store.md.
+//
+//   auto store = RuleStore::Open(dir, options);   // creates DIR/rules.db if absent
+//   auto state = (*store)->Load();                // generation + rules, checked
+//   ... (*store)->AppendGroup(group) ...          // durable when it returns
+//
+// Records.  The database holds three tables: `meta` (one row: schema version,
+// creation time, the generation of the newest batch, the snapshot's shape),
+// `snapshot` (the full rule set at one generation, in chunks of rules sorted
+// by id) and `batch` (one row per batch after the snapshot: its generation,
+// its operations as native rule text, one line per operation).  Every row
+// carries a CRC-32 (zlib) of its fields and body, so bytes flipped inside a
+// page SQLite still reads as valid are caught.
+//
+// Writes.  AppendGroup writes a group of batches (a group commit) in one
+// SQLite transaction and then checkpoints the WAL into rules.db, both synced
+// (synchronous=FULL): when it returns OK every batch of the group is durable
+// in rules.db itself, and the -wal file holds nothing but the transaction in
+// flight.  SQLite's WAL applies a transaction whole or not at all (a torn
+// transaction fails its frame checksums and is discarded), so after a crash
+// the store holds exactly the acknowledged groups plus, at most, the group in
+// flight, whole; losing or damaging the -wal file can only cost that group.
+// AppendGroup checks generations only (contiguous with the store's); the
+// batches are the ones the rule table accepted.
+//
+// Compaction.  Compact() (or automatically, see RuleStoreOptions) reads the
+// store back with every check Load makes, writes the rule set as the new
+// snapshot at the newest generation and deletes the batch rows, in one
+// transaction.
+//
+// Reads are untrusted.  Load checks SQLite's own structure (PRAGMA
+// quick_check), the application id, the schema version, every row's CRC,
+// that the snapshot's chunks are all there and its ids strictly increase,
+// that batch generations continue the snapshot's one by one up to the newest
+// generation `meta` records, and parses every rule with the dataplane's
+// native parser (ParseNativeRule) and ValidateRule.  Operations are replayed
+// with RuleTable::ApplyBatch's semantics (insert of an existing id, delete or
+// replace of an unknown one is corruption; delete-by-cookie removes 0 or
+// more).  Table limits (max_rules, ...) are the daemon's configuration, not
+// the store's: they are not checked here.
+//
+// Errors name the file, the record and what was wrong, e.g.
+//   "/var/lib/flowclass/rules.db: batch generation 17: checksum mismatch
+//    (stored 0x1a2b3c4d, computed 0x5e6f7a8b)"
+//   "/var/lib/flowclass/rules.db: batch generation 18: operation 3: delete of
+//    unknown rule id 42"
+// DATA_LOSS for a damaged store, FAILED_PRECONDITION for one in use or a
+// newer schema, INTERNAL / UNAVAILABLE for I/O errors.  Without
+// recover_to_last_consistent, a damaged store is never changed by Load.
+//
+// With recover_to_last_consistent, Load returns the last consistent state
+// instead: the snapshot plus the batches after it that pass every check, up
+// to the first that does not (nothing at all, generation 0, when rules.db
+// itself or its snapshot is unreadable).  The damaged files are kept beside
+// it as rules.damaged-<unix seconds>.db (and its -wal), a new rules.db is
+// written with that state as its snapshot, and RuleStoreInfo::dropped says
+// what was left out and why.
+//
+// Threads: one caller at a time (the daemon's rule writer); no internal lock.
+#ifndef FLOWCLASS_SERVER_STORE_RULE_STORE_H_
+#define FLOWCLASS_SERVER_STORE_RULE_STORE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "dataplane/rules/rule.h"
+#include "dataplane/rules/rule_table.h"
+
+struct sqlite3;
+
+namespace flowclass {
+
+struct RuleStoreOptions {
+  // Load returns the last consistent state of a damaged store (see above)
+  // instead of failing.
+  bool recover_to_last_consistent = false;
+  // Automatic compaction after an AppendGroup, when the batch rows since the
+  // snapshot hold at least max(auto_compact_bytes, auto_compact_ratio x the
+  // snapshot's bytes) of operation text, or number auto_compact_batches or
+  // more.  The ratio keeps the total work of compaction proportional to what
+  // is appended.  0 turns that trigger off; both 0: only Compact().
+  uint64_t auto_compact_bytes = 64u << 20;
+  double auto_compact_ratio = 1.0;
+  uint64_t auto_compact_batches = 100000;
+  // Rules per snapshot row.
+  size_t snapshot_chunk_rules = 8192;
+  // Tests only: AppendGroup commits but does not checkpoint, so the group
+  // stays in the -wal file alone, as after a crash between the two.
+  bool testing_skip_checkpoint = false;
+};
+
+// What Load found besides the rules.
+struct RuleStoreInfo {
+  std::string path;                // DIR/rules.db
+  int schema_version = 0;
+  int64_t created_unix_seconds = 0;  // when this rules.db was first written
+  uint64_t snapshot_generation = 0;  // 0: no snapshot yet
+  uint64_t snapshot_rules = 0;
+  uint64_t batches = 0;              // batch rows replayed after the snapshot
+  uint64_t file_bytes = 0;           // rules.db + rules.db-wal
+  // recover_to_last_consistent only: true when Load dropped something and
+  // rewrote the store; `dropped` says what and why (one line each), and
+  // `damaged_file` is where the damaged rules.db was moved.
+  bool recovered = false;
+  std::vector<std::string> dropped;
+  std::string damaged_file;
+};
+
+struct RuleStoreState {
+  uint64_t generation = 0;  // of the newest batch (0: none ever)
+  std::vector<Rule> rules;  // sorted by id
+  RuleStoreInfo info;
+};
+
+// One batch of a group commit: the generation the rule table gave it and its
+// operations.  delete_all_first: the batch first deletes every rule (the
+// table's DeleteAll, or a replacement of the whole rule set as one
+// generation when followed by inserts).
+struct StoreBatch {
+  uint64_t generation = 0;
+  absl::Span<const RuleOp> ops;
+  bool delete_all_first = false;
+};
+
+struct RuleStoreStats {
+  uint64_t generation = 0;
+  uint64_t snapshot_generation = 0;
+  uint64_t snapshot_rules = 0;
+  uint64_t snapshot_bytes = 0;   // rule text in the snapshot
+  uint64_t batches = 0;          // batch rows after the snapshot
+  uint64_t batch_bytes = 0;      // operation text in them
+  uint64_t groups_appended = 0;  // since Open
+  uint64_t compactions = 0;      // since Open
+  uint64_t file_bytes = 0;       // rules.db + rules.db-wal now
+};
+
+class RuleStore {
+ public:
+  // Creates DIR (and its parents) and a new, empty DIR/rules.db when there
+  // is none (written as rules.db.tmp, then renamed: a rules.db that exists
+  // was complete once).  Reads nothing else of an existing store.
+  static absl::StatusOr<std::unique_ptr<RuleStore>> Open(
+      const std::string& dir, RuleStoreOptions options = {});
+  ~RuleStore();
+  RuleStore(const RuleStore&) = delete;
+  RuleStore& operator=(const RuleStore&) = delete;
+
+  // Opens the database, checks everything (see above) and returns the state.
+  // Once per store; AppendGroup and Compact need a successful Load first.
+  absl::StatusOr<RuleStoreState> Load();
+
+  // Appends batches whose generations continue the store's by one each
+  // (INVALID_ARGUMENT otherwise, nothing written).  One transaction; durable
+  // in rules.db when it returns OK.  An I/O error leaves the store failed:
+  // every later call returns it (reopen to continue).  An empty group is a
+  // no-op.  May compact afterwards (RuleStoreOptions); a compaction that
+  // fails leaves the group durable and the store failed.
+  absl::Status AppendGroup(absl::Span<const StoreBatch> group);
+  absl::Status AppendBatch(const StoreBatch& batch) { return AppendGroup({&batch, 1}); }
+
+  // Rewrites the snapshot at the newest generation and deletes the batch
+  // rows, in one transaction (reads the store back first, with Load's
+  // checks; DATA_LOSS if that finds damage, nothing changed).
+  absl::Status Compact();
+
+  uint64_t generation() const { return generation_; }
+  const std::string& path() const { return path_; }
+  RuleStoreStats Stats() const;
+
+ private:
+  RuleStore(std::string dir, std::string path, RuleStoreOptions options);
+  absl::Status Fail(absl::Status s);
+  absl::Status CheckUsable(const char* what) const;
+  absl::Status MaybeAutoCompact();
+
+  std::string dir_;
+  std::string path_;
+  RuleStoreOptions options_;
+  sqlite3* db_ = nullptr;
+  bool loaded_ = false;
+  absl::Status failed_;  // sticky I/O error
+  uint64_t generation_ = 0;
+  int64_t created_unix_ = 0;
+  uint64_t snapshot_generation_ = 0;
+  uint64_t snapshot_chunks_ = 0;
+  uint64_t snapshot_rules_ = 0;
+  uint64_t snapshot_bytes_ = 0;
+  uint64_t batches_ = 0;
+  uint64_t batch_bytes_ = 0;
+  uint64_t groups_appended_ = 0;
+  uint64_t compactions_ = 0;
+};
+
+}  // namespace flowclass
+
+#endif  // FLOWCLASS_SERVER_STORE_RULE_STORE_H_

@@ -1,0 +1,628 @@
+// rule_store_test.cc — RuleStore: round trips, generations, compaction,
+// reopening, and what each kind of damage to the files gives.
+//
+// The reference for every restored state is a RuleTable fed the same
+// batches: the store must give back exactly its rule set and generation.
+#include "server/store/rule_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "dataplane/rules/rule_format.h"
+#include "dataplane/rules/rule_table.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/common/random_rules.h"
+#include "tests/common/rule_builders.h"
+
+namespace flowclass {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+class TempDir {
+ public:
+  TempDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string tmpl = absl::StrCat(base != nullptr ? base : "/tmp", "/rule_store_test.XXXXXX");
+    char* p = ::mkdtemp(tmpl.data());
+    EXPECT_NE(p, nullptr);
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+  std::string db() const { return path_ + "/rules.db"; }
+  std::string wal() const { return path_ + "/rules.db-wal"; }
+
+ private:
+  std::string path_;
+};
+
+std::vector<Rule> TableRules(const RuleTable& t) {
+  std::vector<Rule> v;
+  for (const Rule* r : t.Rules()) v.push_back(*r);
+  std::sort(v.begin(), v.end(), [](const Rule& a, const Rule& b) { return a.id < b.id; });
+  return v;
+}
+
+std::unique_ptr<RuleStore> OpenOrDie(const std::string& dir, RuleStoreOptions o = {}) {
+  absl::StatusOr<std::unique_ptr<RuleStore>> s = RuleStore::Open(dir, o);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? *std::move(s) : nullptr;
+}
+
+absl::StatusOr<RuleStoreState> OpenAndLoad(const std::string& dir, RuleStoreOptions o = {}) {
+  absl::StatusOr<std::unique_ptr<RuleStore>> s = RuleStore::Open(dir, o);
+  if (!s.ok()) return s.status();
+  return (*s)->Load();
+}
+
+// A writer that feeds a RuleTable and a store the same batches, and keeps
+// the table's rule set after every generation.
+class Writer {
+ public:
+  explicit Writer(uint64_t seed) : gen_(seed) { states_.push_back({}); }
+
+  // Next valid batch that changes the table (a batch that changes nothing
+  // gets no generation, as in the dataplane).
+  std::vector<RuleOp> NextBatch(int n) {
+    for (int tries = 0;; ++tries) {
+      std::vector<RuleOp> ops = gen_.NextBatch(n, &live_, &next_id_);
+      RuleTable probe(table_);
+      absl::StatusOr<BatchResult> r = probe.ApplyBatch(ops);
+      if (!r.ok() || tries > 100) {
+        ADD_FAILURE() << "the generator's batch does not apply: " << r.status();
+        std::abort();
+      }
+      if (r->generation != table_.generation()) return ops;
+    }
+  }
+  // Applies to the table; returns the generation.
+  uint64_t Apply(const std::vector<RuleOp>& ops) {
+    absl::StatusOr<BatchResult> r = table_.ApplyBatch(ops);
+    EXPECT_TRUE(r.ok()) << r.status();
+    states_.push_back(TableRules(table_));
+    EXPECT_EQ(table_.generation() + 1, states_.size());
+    return table_.generation();
+  }
+  uint64_t ApplyDeleteAll() {
+    table_.DeleteAll();
+    live_.clear();
+    states_.push_back(TableRules(table_));
+    return table_.generation();
+  }
+  // Appends `batches` batches of `n` operations as one group.
+  absl::Status AppendGroup(RuleStore& store, int batches, int n) {
+    std::vector<std::vector<RuleOp>> ops;
+    std::vector<StoreBatch> group;
+    std::vector<uint64_t> gens;
+    for (int i = 0; i < batches; ++i) {
+      ops.push_back(NextBatch(n));
+      gens.push_back(Apply(ops.back()));
+    }
+    for (int i = 0; i < batches; ++i) group.push_back({gens[i], ops[i]});
+    return store.AppendGroup(group);
+  }
+  uint64_t generation() const { return table_.generation(); }
+  const std::vector<Rule>& state(uint64_t g) const { return states_.at(g); }
+  const std::vector<Rule>& state() const { return states_.back(); }
+  RandomRuleGen& gen() { return gen_; }
+
+ private:
+  RandomRuleGen gen_;
+  RuleTable table_;
+  std::vector<Rule> live_;
+  uint64_t next_id_ = 1;
+  std::vector<std::vector<Rule>> states_;  // [generation]
+};
+
+void ExpectState(const absl::StatusOr<RuleStoreState>& got, const Writer& w, uint64_t gen) {
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->generation, gen);
+  EXPECT_EQ(got->rules, w.state(gen));
+}
+
+TEST(RuleStoreTest, NewStoreIsEmptyAtGenerationZero) {
+  TempDir dir;
+  absl::StatusOr<RuleStoreState> s = OpenAndLoad(dir.path() + "/sub/dir");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->generation, 0u);
+  EXPECT_TRUE(s->rules.empty());
+  EXPECT_EQ(s->info.path, dir.path() + "/sub/dir/rules.db");
+  EXPECT_EQ(s->info.schema_version, 1);
+  EXPECT_GT(s->info.created_unix_seconds, 0);
+  EXPECT_FALSE(s->info.recovered);
+  EXPECT_TRUE(fs::exists(dir.path() + "/sub/dir/rules.db"));
+  EXPECT_FALSE(fs::exists(dir.path() + "/sub/dir/rules.db.tmp"));
+}
+
+TEST(RuleStoreTest, RoundTrip) {
+  TempDir dir;
+  Writer w(1);
+  {
+    auto store = OpenOrDie(dir.path());
+    ASSERT_TRUE(store->Load().ok());
+    ASSERT_TRUE(w.AppendGroup(*store, 3, 20).ok());
+    ASSERT_TRUE(w.AppendGroup(*store, 1, 5).ok());
+    EXPECT_EQ(store->generation(), w.generation());
+  }
+  absl::StatusOr<RuleStoreState> s = OpenAndLoad(dir.path());
+  ExpectState(s, w, w.generation());
+  EXPECT_EQ(s->info.batches, 4u);
+  EXPECT_FALSE(s->rules.empty());
+}
+
+TEST(RuleStoreTest, EveryOperationKindAndDeleteAllFirst) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.path());
+  ASSERT_TRUE(store->Load().ok());
+  Rule a = Ipv4SrcRule(5, 10, 0x0a000000, 8, Action::Output(1));
+  a.cookie = 7;
+  Rule b = Ipv4DstRule(9, 20, 0xc0a80000, 16, Action::Drop());
+  b.cookie = 7;
+  Rule c = Ipv4SrcRule(11, 30, 0x0b000000, 8, Action::Output(2));
+  Rule a2 = a;
+  a2.priority = 99;
+  const std::vector<RuleOp> g1 = {RuleOp::Insert(a), RuleOp::Insert(b), RuleOp::Insert(c)};
+  const std::vector<RuleOp> g2 = {RuleOp::Replace(a2), RuleOp::Delete(11)};
+  const std::vector<RuleOp> g3 = {RuleOp::DeleteByCookie(7), RuleOp::Insert(c)};
+  const std::vector<RuleOp> g4 = {RuleOp::Insert(a)};
+  const std::vector<StoreBatch> group = {{1, g1}, {2, g2}, {3, g3}, {4, g4, true}};
+  ASSERT_TRUE(store->AppendGroup(group).ok());
+  store.reset();
+  absl::StatusOr<RuleStoreState> s = OpenAndLoad(dir.path());
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->generation, 4u);
+  EXPECT_EQ(s->rules, std::vector<Rule>({a}));  // batch 4 deleted everything first
+}
+
+TEST(RuleStoreTest, GenerationSurvivesAnEmptyRuleSet) {
+  TempDir dir;
+  Writer w(2);
+  {
+    auto store = OpenOrDie(dir.path());
+    ASSERT_TRUE(store->Load().ok());
+    ASSERT_TRUE(w.AppendGroup(*store, 5, 10).ok());
+    const uint64_t g = w.ApplyDeleteAll();
+    const StoreBatch clear{g, {}, true};
+    ASSERT_TRUE(store->AppendBatch(clear).ok());
+  }
+  absl::StatusOr<RuleStoreState> s = OpenAndLoad(dir.path());
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->generation, 6u);
+  EXPECT_TRUE(s->rules.empty());
+  // And through a compaction.
+  {
+    auto store = OpenOrDie(dir.path());
+    ASSERT_TRUE(store->Load().ok());
+    ASSERT_TRUE(store->Compact().ok());
+  }
+  s = OpenAndLoad(dir.path());
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->generation, 6u);
+  EXPECT_EQ(s->info.snapshot_generation, 6u);
+  EXPECT_EQ(s->info.batches, 0u);
+}
+
+TEST(RuleStoreTest, ManyGroupsCompactionAndReopenAfterEach) {
+  TempDir dir;
+  Writer w(3);
+  RuleStoreOptions o;
+  o.auto_compact_batches = 17;  // automatic compactions along the way
+  o.snapshot_chunk_rules = 50;  // several chunks
+  uint64_t compactions = 0;
+  for (int round = 0; round < 40; ++round) {
+    auto store = OpenOrDie(dir.path(), o);
+    absl::StatusOr<RuleStoreState> s = store->Load();
+    ExpectState(s, w, w.generation());
+    ASSERT_TRUE(w.AppendGroup(*store, 1 + round % 5, 1 + round % 30).ok());
+    if (round % 9 == 8) {
+      ASSERT_TRUE(store->Compact().ok());
+    }
+    compactions += store->Stats().compactions;
+    EXPECT_EQ(store->Stats().generation, w.generation());
+  }
+  EXPECT_GE(compactions, 6u);
+  absl::StatusOr<RuleStoreState> s = OpenAndLoad(dir.path(), o);
+  ExpectState(s, w, w.generation());
+  EXPECT_GT(s->info.snapshot_generation, 0u);
+  EXPECT_GT(s->info.snapshot_rules, 50u);
+}
+
+TEST(RuleStoreTest, AutomaticCompactionByBytes) {
+  TempDir dir;
+  Writer w(4);
+  RuleStoreOptions o;
+  o.auto_compact_bytes = 20000;
+  o.auto_compact_batches = 0;
+  auto store = OpenOrDie(dir.path(), o);
+  ASSERT_TRUE(store->Load().ok());
+  for (int i = 0; i < 30; ++i) ASSERT_TRUE(w.AppendGroup(*store, 2, 40).ok());
+  const RuleStoreStats st = store->Stats();
+  EXPECT_GT(st.compactions, 0u);
+  EXPECT_LT(st.batch_bytes, std::max<uint64_t>(20000, st.snapshot_bytes) + 20000);
+  store.reset();
+  ExpectState(OpenAndLoad(dir.path(), o), w, w.generation());
+}
+
+TEST(RuleStoreTest, AppendGroupChecksGenerationsAndWritesNothingOnError) {
+  TempDir dir;
+  Writer w(5);
+  auto store = OpenOrDie(dir.path());
+  const std::vector<RuleOp> ops = {RuleOp::Insert(Ipv4SrcRule(1, 1, 0x0a000000, 8, Action::Drop()))};
+  const StoreBatch early{1, ops};
+  EXPECT_EQ(store->AppendBatch(early).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(store->Load().ok());
+  ASSERT_TRUE(w.AppendGroup(*store, 2, 5).ok());
+  const std::vector<StoreBatch> gap = {{3, ops}, {5, ops}};
+  absl::Status s = store->AppendGroup(gap);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("batch 1 has generation 5, the store expects 4"));
+  const StoreBatch old{2, ops};
+  EXPECT_EQ(store->AppendBatch(old).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(store->AppendGroup({}).ok());
+  // Not failed by those: the next right one goes in.
+  ASSERT_TRUE(w.AppendGroup(*store, 1, 5).ok());
+  store.reset();
+  ExpectState(OpenAndLoad(dir.path()), w, 3);
+}
+
+TEST(RuleStoreTest, OneProcessAtATime) {
+  TempDir dir;
+  auto first = OpenOrDie(dir.path());
+  ASSERT_TRUE(first->Load().ok());
+  absl::StatusOr<RuleStoreState> second = OpenAndLoad(dir.path());
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(second.status().message(), HasSubstr("in use by another process"));
+  EXPECT_THAT(second.status().message(), HasSubstr(dir.db()));
+  first.reset();
+  EXPECT_TRUE(OpenAndLoad(dir.path()).ok());
+}
+
+TEST(RuleStoreTest, WalHoldsOnlyTheGroupInFlight) {
+  TempDir dir;
+  Writer w(6);
+  auto store = OpenOrDie(dir.path());
+  ASSERT_TRUE(store->Load().ok());
+  uint64_t max_wal = 0;
+  for (int i = 0; i < 150; ++i) {
+    ASSERT_TRUE(w.AppendGroup(*store, 1, 10).ok());
+    max_wal = std::max<uint64_t>(max_wal, fs::file_size(dir.wal()));
+  }
+  // 150 groups of several 16 KiB pages each: the WAL is reused from its
+  // start after every checkpoint instead of growing.
+  EXPECT_LT(max_wal, 400u * 1024);
+  EXPECT_GT(fs::file_size(dir.db()), max_wal);
+  // No -shm: the WAL index lives in the process (exclusive locking).
+  EXPECT_FALSE(fs::exists(dir.path() + "/rules.db-shm"));
+}
+
+// ----------------------------------------------------------------- damage
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+void WriteAll(const std::string& path, const std::string& data) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << data;
+}
+
+constexpr uint64_t kSnapshotMarker = 0x5eed5eed5eedull;  // a rule only the snapshot holds
+constexpr uint64_t kBatchMarker = 0xbadc0ffee0ull;       // a rule only batch 15 holds
+
+// A store with a snapshot at generation 10 (with a marker rule) and batches
+// 11..20 (batch 15 inserts another marker rule), closed cleanly.
+class DamageTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto store = OpenOrDie(dir_.path());
+    ASSERT_TRUE(store->Load().ok());
+    for (int g = 1; g <= 20; ++g) {
+      std::vector<RuleOp> ops = w_.NextBatch(6);
+      if (g == 3 || g == 15) {
+        Rule r = Ipv4SrcRule(1000000 + g, 5, 0x0c000000, 8, Action::Output(3));
+        r.cookie = g == 3 ? kSnapshotMarker : kBatchMarker;
+        ops.push_back(RuleOp::Insert(r));
+      }
+      const StoreBatch b{w_.Apply(ops), ops};
+      ASSERT_EQ(b.generation, static_cast<uint64_t>(g));
+      ASSERT_TRUE(store->AppendBatch(b).ok());
+      if (g == 10) {
+        ASSERT_TRUE(store->Compact().ok());
+      }
+    }
+    store.reset();
+    ASSERT_FALSE(fs::exists(dir_.wal()));  // a clean close checkpoints and removes it
+    pristine_ = ReadAll(dir_.db());
+  }
+
+  // Flips one bit in every copy of `needle` in rules.db (freed pages may
+  // hold old copies; the live one is among them).
+  void FlipText(const std::string& needle) {
+    std::string data = ReadAll(dir_.db());
+    size_t n = 0;
+    for (size_t p = data.find(needle); p != std::string::npos; p = data.find(needle, p + 1), ++n)
+      data[p + needle.size() - 1] ^= 0x01;
+    ASSERT_GT(n, 0u) << needle;
+    WriteAll(dir_.db(), data);
+  }
+
+  // Strict Load fails with DATA_LOSS naming the file; with
+  // recover_to_last_consistent it returns the state of generation `recovered`
+  // exactly, and the rewritten store then loads strictly.
+  void ExpectDamage(const std::string& what, uint64_t recovered) {
+    const std::string damaged = ReadAll(dir_.db());
+    absl::StatusOr<RuleStoreState> s = OpenAndLoad(dir_.path());
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kDataLoss) << s.status();
+    EXPECT_THAT(s.status().message(), HasSubstr(dir_.db()));
+    EXPECT_THAT(s.status().message(), HasSubstr(what));
+    EXPECT_EQ(ReadAll(dir_.db()), damaged) << "a strict Load changed the damaged file";
+    std::cerr << "refused: " << s.status().message() << "\n";
+
+    RuleStoreOptions o;
+    o.recover_to_last_consistent = true;
+    s = OpenAndLoad(dir_.path(), o);
+    ExpectState(s, w_, recovered);
+    EXPECT_TRUE(s->info.recovered);
+    ASSERT_FALSE(s->info.dropped.empty());
+    EXPECT_THAT(s->info.dropped[0], HasSubstr(what));
+    EXPECT_TRUE(fs::exists(s->info.damaged_file)) << s->info.damaged_file;
+    EXPECT_EQ(ReadAll(s->info.damaged_file), damaged);
+    for (const std::string& d : s->info.dropped) std::cerr << "recovered: " << d << "\n";
+    ExpectState(OpenAndLoad(dir_.path()), w_, recovered);
+  }
+
+  TempDir dir_;
+  Writer w_{7};
+  std::string pristine_;
+};
+
+TEST_F(DamageTest, PristineLoads) {
+  absl::StatusOr<RuleStoreState> s = OpenAndLoad(dir_.path());
+  ExpectState(s, w_, 20);
+  EXPECT_EQ(s->info.snapshot_generation, 10u);
+  EXPECT_EQ(s->info.batches, 10u);
+}
+
+TEST_F(DamageTest, FlippedByteInABatch) {
+  FlipText(absl::StrFormat("cookie=0x%x", kBatchMarker));
+  ExpectDamage("batch generation 15: checksum mismatch", 14);
+}
+
+TEST_F(DamageTest, FlippedByteInTheSnapshot) {
+  FlipText(absl::StrFormat("cookie=0x%x", kSnapshotMarker));
+  ExpectDamage("snapshot chunk 0 (generation 10): checksum mismatch", 0);
+}
+
+// Rows whose checksums are right but whose operations the rule table would
+// have refused: never acknowledged, so damage.  (AppendGroup trusts its
+// caller, which is how these get in.)
+TEST_F(DamageTest, BatchTheTableWouldRefuse) {
+  const Rule existing = w_.state(20).front();
+  struct Case {
+    std::vector<RuleOp> ops;
+    const char* what;
+  };
+  const std::vector<Case> cases = {
+      {{RuleOp::Delete(999999)}, "batch generation 21: operation 0: delete of unknown rule id 999999"},
+      {{RuleOp::DeleteByCookie(existing.cookie), RuleOp::Insert(existing), RuleOp::Insert(existing)},
+       "batch generation 21: operation 2: insert of rule id"},
+      {{RuleOp::Replace(Ipv4SrcRule(999998, 1, 0x0a000000, 8, Action::Drop()))},
+       "batch generation 21: operation 0: replace of unknown rule id 999998"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    WriteAll(dir_.db(), pristine_);
+    {
+      auto store = OpenOrDie(dir_.path());
+      ASSERT_TRUE(store->Load().ok());
+      const StoreBatch b{21, c.ops};
+      ASSERT_TRUE(store->AppendBatch(b).ok());
+    }
+    ExpectDamage(c.what, 20);
+    for (const auto& e : fs::directory_iterator(dir_.path()))
+      if (e.path().filename() != "rules.db") fs::remove(e.path());
+  }
+}
+
+TEST_F(DamageTest, MetaRowChanged) {
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(dir_.db().c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "UPDATE meta SET head_generation = 25", nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  ExpectDamage("table meta: checksum mismatch", 0);
+}
+
+TEST_F(DamageTest, TruncatedToZero) {
+  ::truncate(dir_.db().c_str(), 0);
+  ExpectDamage("the file is empty (0 bytes)", 0);
+}
+
+TEST_F(DamageTest, TruncatedInsideTheHeader) {
+  ::truncate(dir_.db().c_str(), 50);
+  ExpectDamage("", 0);
+}
+
+TEST_F(DamageTest, TruncatedByHalfAndByOnePage) {
+  const uint64_t size = pristine_.size();
+  for (uint64_t len : {size / 2, size - 16384}) {
+    SCOPED_TRACE(len);
+    WriteAll(dir_.db(), pristine_.substr(0, len));
+    absl::StatusOr<RuleStoreState> s = OpenAndLoad(dir_.path());
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kDataLoss) << s.status();
+    EXPECT_THAT(s.status().message(), HasSubstr(dir_.db()));
+    std::cerr << "truncated to " << len << " of " << size << ": " << s.status() << "\n";
+  }
+}
+
+TEST_F(DamageTest, HeadOfTheStoreMissingItsLastBatch) {
+  // A valid-looking file whose newest batch row is gone: meta's head says 20.
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(dir_.db().c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "DELETE FROM batch WHERE generation = 20", nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  ExpectDamage("batch generation 20 is missing", 19);
+}
+
+TEST_F(DamageTest, GapInGenerations) {
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(dir_.db().c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "DELETE FROM batch WHERE generation = 13", nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  ExpectDamage("batch generation 14: generation 13 is missing", 12);
+}
+
+TEST_F(DamageTest, NotARuleStore) {
+  fs::remove(dir_.db());
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(dir_.db().c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE t (x); INSERT INTO t VALUES (1)", nullptr, nullptr,
+                           nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  ExpectDamage("not a flowclass rule store", 0);
+}
+
+TEST_F(DamageTest, DatabaseRemovedButItsWalLeft) {
+  WriteAll(dir_.wal(), "leftover");
+  fs::remove(dir_.db());
+  absl::StatusOr<std::unique_ptr<RuleStore>> s = RuleStore::Open(dir_.path());
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(s.status().message(), HasSubstr("rules.db is missing but"));
+  EXPECT_FALSE(fs::exists(dir_.db()));  // never a new database beside an old -wal
+}
+
+// Random single-byte flips anywhere in rules.db: a strict Load either gives
+// the exact state (the byte was in unused space) or fails with DATA_LOSS;
+// recovery gives the exact state of some generation.  Never anything else.
+TEST_F(DamageTest, RandomFlipsNeverCrashNorHalfApply) {
+  std::mt19937_64 rng(42);
+  RuleStoreOptions recover;
+  recover.recover_to_last_consistent = true;
+  int failed = 0, recovered_full = 0;
+  for (int i = 0; i < 150; ++i) {
+    std::string data = pristine_;
+    const size_t at = rng() % data.size();
+    data[at] = static_cast<char>(data[at] ^ (1 + rng() % 255));
+    WriteAll(dir_.db(), data);
+    SCOPED_TRACE(absl::StrCat("flip at ", at));
+    absl::StatusOr<RuleStoreState> s = OpenAndLoad(dir_.path());
+    if (s.ok()) {
+      ExpectState(s, w_, 20);
+    } else {
+      ++failed;
+      EXPECT_EQ(s.status().code(), absl::StatusCode::kDataLoss) << s.status();
+      EXPECT_THAT(s.status().message(), HasSubstr(dir_.db()));
+      WriteAll(dir_.db(), data);  // as it was
+      s = OpenAndLoad(dir_.path(), recover);
+      ASSERT_TRUE(s.ok()) << s.status();
+      ExpectState(s, w_, s->generation);
+      if (s->generation == 20) ++recovered_full;
+    }
+    for (const auto& e : fs::directory_iterator(dir_.path()))
+      if (e.path().filename() != "rules.db") fs::remove(e.path());
+  }
+  std::cerr << failed << " of 150 flips refused, " << recovered_full
+            << " of those recovered every batch\n";
+  EXPECT_GT(failed, 10);
+}
+
+// --------------------------------------------------------------- the -wal
+
+// A group left in the -wal alone (committed, not checkpointed: a crash
+// between the two) by a child process that exits without closing.
+class WalTest : public DamageTest {
+ protected:
+  void SetUp() override {
+    DamageTest::SetUp();
+    ops_ = {w_.NextBatch(4)};
+    const uint64_t g21 = w_.Apply(ops_[0]);
+    ops_.push_back(w_.NextBatch(4));
+    const uint64_t g22 = w_.Apply(ops_[1]);
+    const std::vector<StoreBatch> group = {{g21, ops_[0]}, {g22, ops_[1]}};
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      RuleStoreOptions o;
+      o.testing_skip_checkpoint = true;
+      auto store = RuleStore::Open(dir_.path(), o);
+      bool ok = store.ok() && (*store)->Load().ok() && (*store)->AppendGroup(group).ok();
+      ::_exit(ok ? 0 : 1);  // no destructor: no checkpoint on close
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ASSERT_TRUE(fs::exists(dir_.wal()));
+    wal_ = ReadAll(dir_.wal());
+    ASSERT_GT(wal_.size(), 32u + 24u + 16384u);
+  }
+  std::vector<std::vector<RuleOp>> ops_;
+  std::string wal_;
+};
+
+TEST_F(WalTest, GroupInTheWalIsRestoredWhole) {
+  ExpectState(OpenAndLoad(dir_.path()), w_, 22);
+}
+
+TEST_F(WalTest, DeletedWalDropsTheGroupWhole) {
+  fs::remove(dir_.wal());
+  ExpectState(OpenAndLoad(dir_.path()), w_, 20);
+}
+
+TEST_F(WalTest, TornWalDropsTheGroupWhole) {
+  for (size_t len : {wal_.size() - 100, wal_.size() / 2, size_t{40}}) {
+    SCOPED_TRACE(len);
+    WriteAll(dir_.db(), pristine_);
+    WriteAll(dir_.wal(), wal_.substr(0, len));
+    ExpectState(OpenAndLoad(dir_.path()), w_, 20);
+  }
+}
+
+TEST_F(WalTest, FlippedWalBytesDropTheGroupWhole) {
+  // In the header, in the first frame's header, in a page, in the last frame.
+  for (size_t at : {size_t{13}, size_t{32 + 10}, size_t{32 + 24 + 5000}, wal_.size() - 7}) {
+    SCOPED_TRACE(at);
+    std::string data = wal_;
+    data[at] ^= 0x20;
+    WriteAll(dir_.db(), pristine_);
+    WriteAll(dir_.wal(), data);
+    ExpectState(OpenAndLoad(dir_.path()), w_, 20);
+  }
+}
+
+}  // namespace
+}  // namespace flowclass
