@@ -8,7 +8,7 @@
 // The store lives in $TMPDIR (default /tmp): the disk and its fsync are part
 // of what is measured.
 //
-//   BUILD/server/store/rule_store_benchmark --benchmark_filter=...
+//   BUILD/bench/rule_store_benchmark --benchmark_filter=...
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
