@@ -30,8 +30,6 @@
 namespace flowclass {
 namespace {
 
-using ::testing::HasSubstr;
-using dpdk_testing::Clock;
 using dpdk_testing::DrainRing;
 using dpdk_testing::EalEnvironment;
 using dpdk_testing::Expected;

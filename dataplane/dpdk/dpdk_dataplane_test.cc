@@ -31,14 +31,12 @@ namespace flowclass {
 namespace {
 
 using ::testing::HasSubstr;
-using dpdk_testing::Clock;
 using dpdk_testing::DrainRing;
 using dpdk_testing::EalEnvironment;
 using dpdk_testing::Expected;
 using dpdk_testing::MakePacket;
 using dpdk_testing::Port;
 using dpdk_testing::RingPort;
-using dpdk_testing::TagOf;
 using dpdk_testing::TotalRx;
 using dpdk_testing::UdpFlow;
 using dpdk_testing::WaitFor;

@@ -289,6 +289,21 @@ TEST(DataplaneCollectorTest, PipelineCounterFamiliesKeepTheirNamesAndHelp) {
                          "flowclass_pmd_upcall_cycles_total"));
 }
 
+// The family named `name` in `fams`, checked against a counter table entry's
+// help and kind (nullptr, with a failure, when it is missing).
+const MetricFamily* FamilyOfEntry(const std::vector<MetricFamily>& fams, const char* name,
+                                  const char* help, PmdCounterKind kind) {
+  for (const MetricFamily& f : fams) {
+    if (f.name != name) continue;
+    EXPECT_EQ(f.help, help) << name;
+    EXPECT_EQ(f.type, kind == PmdCounterKind::kCounter ? MetricType::Counter : MetricType::Gauge)
+        << name;
+    return &f;
+  }
+  ADD_FAILURE() << name << ": no such family";
+  return nullptr;
+}
+
 // Every entry of the counter table with a metric is one family of its own:
 // one series per PMD, the entry's help and type, the counter's value.
 TEST(DataplaneCollectorTest, EveryTableCounterWithAMetricIsOneSeriesPerPmd) {
@@ -308,14 +323,8 @@ TEST(DataplaneCollectorTest, EveryTableCounterWithAMetricIsOneSeriesPerPmd) {
     if (c.metric == nullptr) continue;
     ++with_metric;
     EXPECT_THAT(exported, Contains(std::string(c.metric)));
-    const MetricFamily* fam = nullptr;
-    for (const MetricFamily& f : fams)
-      if (f.name == c.metric) fam = &f;
+    const MetricFamily* fam = FamilyOfEntry(fams, c.metric, c.help, c.kind);
     ASSERT_NE(fam, nullptr) << c.metric;
-    EXPECT_EQ(fam->help, c.help) << c.metric;
-    EXPECT_EQ(fam->type, c.kind == PmdCounterKind::kCounter ? MetricType::Counter
-                                                             : MetricType::Gauge)
-        << c.metric;
     ASSERT_EQ(fam->metric.size(), 2u) << c.metric;
     for (uint32_t pmd = 0; pmd < 2; ++pmd) {
       const auto& m = fam->metric[pmd];
@@ -364,14 +373,8 @@ TEST(DataplaneCollectorTest, EveryLoopCounterIsOneSeriesPerPmd) {
     const PmdLoopCounterInfo& c = kPmdLoopCounters[i];
     ASSERT_NE(c.metric, nullptr) << c.name;
     EXPECT_THAT(exported, Contains(std::string(c.metric)));
-    const MetricFamily* fam = nullptr;
-    for (const MetricFamily& f : fams)
-      if (f.name == c.metric) fam = &f;
+    const MetricFamily* fam = FamilyOfEntry(fams, c.metric, c.help, c.kind);
     ASSERT_NE(fam, nullptr) << c.metric;
-    EXPECT_EQ(fam->help, c.help) << c.metric;
-    EXPECT_EQ(fam->type, c.kind == PmdCounterKind::kCounter ? MetricType::Counter
-                                                             : MetricType::Gauge)
-        << c.metric;
     for (uint32_t pmd = 0; pmd < 2; ++pmd) {
       size_t found = 0;
       for (const auto& m : fam->metric) {
