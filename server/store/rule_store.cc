@@ -23,9 +23,30 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "dataplane/rules/rule_format.h"
+#include "server/store/internal/sqlite_db.h"
+#include "server/store/internal/store_records.h"
 
 namespace flowclass {
 namespace {
+
+using store_internal::Checkpoint;
+using store_internal::CloseDb;
+using store_internal::DecodeOps;
+using store_internal::EncodeOps;
+using store_internal::Exec;
+using store_internal::Exists;
+using store_internal::FileBytes;
+using store_internal::FsyncPath;
+using store_internal::OpenDb;
+using store_internal::ParseStoredRule;
+using store_internal::QueryText;
+using store_internal::RecordCrc;
+using store_internal::RemoveIfExists;
+using store_internal::ReplayState;
+using store_internal::SplitLines;
+using store_internal::SqlError;
+using store_internal::SqlStatus;
+using store_internal::Stmt;
 
 constexpr int kSchemaVersion = 1;
 // PRAGMA application_id: "FCls".  Any other SQLite file is not a rule store.
@@ -42,415 +63,6 @@ constexpr const char* kSchema =
     " rules INTEGER NOT NULL, body BLOB NOT NULL, crc INTEGER NOT NULL) STRICT;"
     "CREATE TABLE batch (generation INTEGER PRIMARY KEY, flags INTEGER NOT NULL,"
     " ops INTEGER NOT NULL, body BLOB NOT NULL, crc INTEGER NOT NULL) STRICT;";
-
-// ------------------------------------------------------------------ checksum
-
-// CRC-32 (zlib) over a record's tag, its integer fields (8 bytes little
-// endian each) and its body: a row copied to another key or table, or with
-// any field changed, no longer matches.
-uint32_t RecordCrc(char tag, std::initializer_list<uint64_t> fields,
-                   std::string_view body) {
-  uLong c = crc32_z(0L, Z_NULL, 0);
-  c = crc32_z(c, reinterpret_cast<const Bytef*>(&tag), 1);
-  for (uint64_t f : fields) {
-    unsigned char b[8];
-    for (int i = 0; i < 8; ++i) b[i] = static_cast<unsigned char>(f >> (8 * i));
-    c = crc32_z(c, b, sizeof b);
-  }
-  // (A null buffer would make zlib return its initial value instead.)
-  if (!body.empty()) c = crc32_z(c, reinterpret_cast<const Bytef*>(body.data()), body.size());
-  return static_cast<uint32_t>(c);
-}
-
-// ------------------------------------------------------------------- sqlite
-
-absl::Status SqlStatus(int rc, const std::string& msg) {
-  switch (rc & 0xff) {
-    case SQLITE_CORRUPT:
-    case SQLITE_NOTADB:
-    case SQLITE_FORMAT:
-      return absl::DataLossError(msg);
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-      return absl::FailedPreconditionError(msg);
-    case SQLITE_IOERR:
-    case SQLITE_FULL:
-    case SQLITE_CANTOPEN:
-    case SQLITE_READONLY:
-    case SQLITE_PERM:
-      return absl::UnavailableError(msg);
-    default:
-      return absl::InternalError(msg);
-  }
-}
-
-absl::Status SqlError(sqlite3* db, int rc, const std::string& path,
-                      absl::string_view what) {
-  std::string detail = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-  if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED)
-    detail += " (the store is in use by another process)";
-  return SqlStatus(rc, absl::StrCat(path, ": ", what, ": ", detail));
-}
-
-class Stmt {
- public:
-  Stmt() = default;
-  ~Stmt() { sqlite3_finalize(s_); }
-  Stmt(const Stmt&) = delete;
-  Stmt& operator=(const Stmt&) = delete;
-  absl::Status Prepare(sqlite3* db, const std::string& path, const char* sql) {
-    const int rc = sqlite3_prepare_v2(db, sql, -1, &s_, nullptr);
-    if (rc != SQLITE_OK) return SqlError(db, rc, path, sql);
-    return absl::OkStatus();
-  }
-  sqlite3_stmt* get() const { return s_; }
-  void BindInt(int i, int64_t v) { sqlite3_bind_int64(s_, i, v); }
-  void BindBlob(int i, std::string_view b) {
-    // A null pointer would bind NULL, not an empty blob.
-    sqlite3_bind_blob(s_, i, b.empty() ? "" : b.data(), static_cast<int>(b.size()),
-                      SQLITE_STATIC);
-  }
-  // SQLITE_ROW, SQLITE_DONE or an error code.
-  int Step() { return sqlite3_step(s_); }
-  void Reset() {
-    sqlite3_reset(s_);
-    sqlite3_clear_bindings(s_);
-  }
-
- private:
-  sqlite3_stmt* s_ = nullptr;
-};
-
-absl::Status Exec(sqlite3* db, const std::string& path, const char* sql,
-                  const char* what = nullptr) {
-  char* err = nullptr;
-  const int rc = sqlite3_exec(db, sql, nullptr, nullptr, &err);
-  if (rc != SQLITE_OK) {
-    std::string msg = err != nullptr ? err : sqlite3_errstr(rc);
-    sqlite3_free(err);
-    if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED)
-      msg += " (the store is in use by another process)";
-    return SqlStatus(rc, absl::StrCat(path, ": ", what != nullptr ? what : sql, ": ", msg));
-  }
-  return absl::OkStatus();
-}
-
-// One-value PRAGMA (or SELECT) as text.
-absl::StatusOr<std::string> QueryText(sqlite3* db, const std::string& path,
-                                      const char* sql) {
-  Stmt st;
-  if (absl::Status s = st.Prepare(db, path, sql); !s.ok()) return s;
-  const int rc = st.Step();
-  if (rc == SQLITE_ROW) {
-    const unsigned char* t = sqlite3_column_text(st.get(), 0);
-    return std::string(t != nullptr ? reinterpret_cast<const char*>(t) : "");
-  }
-  if (rc == SQLITE_DONE) return std::string();
-  return SqlError(db, rc, path, sql);
-}
-
-void CloseDb(sqlite3* db, bool checkpoint) {
-  if (db == nullptr) return;
-  if (!checkpoint) sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
-  sqlite3_close_v2(db);
-}
-
-// Opens `path` (which must exist unless `create`) in the store's modes and
-// takes its exclusive lock.
-absl::StatusOr<sqlite3*> OpenDb(const std::string& path, bool create) {
-  sqlite3* db = nullptr;
-  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;
-  if (create) flags |= SQLITE_OPEN_CREATE;
-  int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
-  if (rc != SQLITE_OK) {
-    absl::Status s = SqlError(db, rc, path, "cannot open");
-    sqlite3_close_v2(db);
-    return s;
-  }
-  sqlite3_extended_result_codes(db, 1);
-  // EXCLUSIVE before the first access: one process at a time, and no -shm
-  // file (the WAL index lives in this process's memory).
-  for (const char* sql : {"PRAGMA locking_mode=EXCLUSIVE", "PRAGMA synchronous=FULL",
-                          "PRAGMA wal_autocheckpoint=0", "PRAGMA cache_size=-32768"}) {
-    if (absl::Status s = Exec(db, path, sql, "cannot open"); !s.ok()) {
-      CloseDb(db, false);
-      return s;
-    }
-  }
-  if (create) {
-    if (absl::Status s = Exec(db, path, "PRAGMA page_size=16384"); !s.ok()) {
-      CloseDb(db, false);
-      return s;
-    }
-  } else {
-    // Before anything may write to it: a foreign file is left as it is.
-    absl::StatusOr<std::string> app = QueryText(db, path, "PRAGMA application_id");
-    if (!app.ok() || *app != absl::StrCat(kApplicationId)) {
-      CloseDb(db, false);
-      if (!app.ok()) return app.status();
-      return absl::DataLossError(absl::StrCat(
-          path, ": not a flowclass rule store (SQLite application_id ", *app, ", expected ",
-          kApplicationId, ")"));
-    }
-  }
-  absl::StatusOr<std::string> mode = QueryText(db, path, "PRAGMA journal_mode=WAL");
-  if (!mode.ok() || *mode != "wal") {
-    CloseDb(db, false);
-    if (!mode.ok()) return mode.status();
-    return absl::UnavailableError(
-        absl::StrCat(path, ": cannot switch to WAL mode (journal_mode is ", *mode, ")"));
-  }
-  // The lock is taken by a write transaction (a read one in WAL mode would
-  // leave other processes free to open the file).
-  if (absl::Status s = Exec(db, path, "BEGIN IMMEDIATE; COMMIT"); !s.ok()) {
-    CloseDb(db, false);
-    return s;
-  }
-  return db;
-}
-
-// Copies the WAL into the database file and syncs it: after this the -wal
-// file holds nothing the database does not.
-absl::Status Checkpoint(sqlite3* db, const std::string& path) {
-  int log = 0, ckpt = 0;
-  const int rc = sqlite3_wal_checkpoint_v2(db, "main", SQLITE_CHECKPOINT_PASSIVE, &log, &ckpt);
-  if (rc != SQLITE_OK) return SqlError(db, rc, path, "checkpoint");
-  if (log != ckpt)
-    return absl::UnavailableError(absl::StrFormat(
-        "%s: checkpoint copied %d of %d WAL frames", path, ckpt, log));
-  return absl::OkStatus();
-}
-
-uint64_t FileBytes(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
-}
-
-bool Exists(const std::string& path) {
-  struct stat st;
-  return ::lstat(path.c_str(), &st) == 0;
-}
-
-absl::Status FsyncPath(const std::string& path, bool directory) {
-  const int fd = ::open(path.c_str(), (directory ? O_DIRECTORY : 0) | O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return absl::UnavailableError(absl::StrCat(path, ": cannot open to sync: ", strerror(errno)));
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) return absl::UnavailableError(absl::StrCat(path, ": fsync: ", strerror(err)));
-  return absl::OkStatus();
-}
-
-absl::Status RemoveIfExists(const std::string& path) {
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
-    return absl::UnavailableError(absl::StrCat(path, ": cannot remove: ", strerror(errno)));
-  return absl::OkStatus();
-}
-
-// ------------------------------------------------------------------- records
-
-std::string EncodeOps(absl::Span<const RuleOp> ops) {
-  std::string out;
-  out.reserve(ops.size() * 128);
-  for (const RuleOp& op : ops) {
-    switch (op.kind) {
-      case RuleOp::Kind::kInsert:
-        out.push_back('+');
-        out.append(op.rule.ToString());
-        break;
-      case RuleOp::Kind::kReplace:
-        out.push_back('=');
-        out.append(op.rule.ToString());
-        break;
-      case RuleOp::Kind::kDelete:
-        absl::StrAppend(&out, "-", op.id);
-        break;
-      case RuleOp::Kind::kDeleteByCookie:
-        absl::StrAppend(&out, "~", op.cookie);
-        break;
-    }
-    out.push_back('\n');
-  }
-  return out;
-}
-
-// Splits a body into its lines; false unless every line ends with '\n'.
-bool SplitLines(std::string_view body, std::vector<std::string_view>* lines) {
-  lines->clear();
-  size_t pos = 0;
-  while (pos < body.size()) {
-    const size_t nl = body.find('\n', pos);
-    if (nl == std::string_view::npos) return false;
-    lines->push_back(body.substr(pos, nl - pos));
-    pos = nl + 1;
-  }
-  return true;
-}
-
-absl::StatusOr<Rule> ParseStoredRule(std::string_view text) {
-  if (text.find('#') != std::string_view::npos)
-    return absl::DataLossError("'#' in a stored rule");
-  absl::StatusOr<Rule> r = ParseNativeRule(text, 0);
-  if (!r.ok()) return absl::DataLossError(r.status().message());
-  if (absl::Status s = ValidateRule(*r); !s.ok())
-    return absl::DataLossError(absl::StrCat("rule id ", r->id, ": ", s.message()));
-  return r;
-}
-
-absl::StatusOr<std::vector<RuleOp>> DecodeOps(std::string_view body, uint64_t count) {
-  std::vector<std::string_view> lines;
-  if (!SplitLines(body, &lines))
-    return absl::DataLossError("the operations do not end with a newline (truncated text)");
-  if (lines.size() != count)
-    return absl::DataLossError(absl::StrCat("holds ", lines.size(),
-                                            " operations, its row says ", count));
-  std::vector<RuleOp> ops;
-  ops.reserve(lines.size());
-  for (size_t i = 0; i < lines.size(); ++i) {
-    const std::string_view line = lines[i];
-    auto fail = [&](absl::string_view what) {
-      return absl::DataLossError(absl::StrCat("operation ", i, ": ", what));
-    };
-    if (line.empty()) return fail("empty line");
-    const std::string_view rest = line.substr(1);
-    switch (line[0]) {
-      case '+':
-      case '=': {
-        absl::StatusOr<Rule> r = ParseStoredRule(rest);
-        if (!r.ok()) return fail(r.status().message());
-        ops.push_back(line[0] == '+' ? RuleOp::Insert(*std::move(r))
-                                     : RuleOp::Replace(*std::move(r)));
-        break;
-      }
-      case '-':
-      case '~': {
-        uint64_t v = 0;
-        if (!ParseNativeNumber(rest, &v))
-          return fail(absl::StrCat("bad number \"", std::string(rest.substr(0, 40)), "\""));
-        ops.push_back(line[0] == '-' ? RuleOp::Delete(v) : RuleOp::DeleteByCookie(v));
-        break;
-      }
-      default:
-        return fail(absl::StrFormat("unknown operation kind '\\x%02x'",
-                                    static_cast<unsigned char>(line[0])));
-    }
-  }
-  return ops;
-}
-
-// The rule set as batches replay it, with RuleTable::ApplyBatch's rules.
-class ReplayState {
- public:
-  absl::flat_hash_map<uint64_t, Rule>& rules() { return rules_; }
-
-  // Applies one batch whole, or (returning its error) not at all.
-  absl::Status Apply(absl::Span<const RuleOp> ops, bool delete_all_first) {
-    absl::flat_hash_map<uint64_t, Rule> before_all;
-    if (delete_all_first) {
-      before_all = std::move(rules_);
-      rules_.clear();
-      by_cookie_.clear();
-    }
-    std::vector<std::pair<uint64_t, std::optional<Rule>>> undo;
-    auto undo_all = [&] {
-      if (delete_all_first) {
-        rules_ = std::move(before_all);
-        by_cookie_.clear();
-        if (indexed_) Reindex();
-        return;
-      }
-      for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
-        Erase(it->first);
-        if (it->second.has_value()) Put(*std::move(it->second));
-      }
-    };
-    for (size_t i = 0; i < ops.size(); ++i) {
-      const RuleOp& op = ops[i];
-      absl::Status err;
-      switch (op.kind) {
-        case RuleOp::Kind::kInsert:
-          if (rules_.contains(op.rule.id)) {
-            err = absl::DataLossError(absl::StrCat(
-                "operation ", i, ": insert of rule id ", op.rule.id, " which already exists"));
-            break;
-          }
-          undo.emplace_back(op.rule.id, std::nullopt);
-          Put(op.rule);
-          break;
-        case RuleOp::Kind::kReplace: {
-          auto it = rules_.find(op.rule.id);
-          if (it == rules_.end()) {
-            err = absl::DataLossError(
-                absl::StrCat("operation ", i, ": replace of unknown rule id ", op.rule.id));
-            break;
-          }
-          undo.emplace_back(op.rule.id, it->second);
-          Erase(op.rule.id);
-          Put(op.rule);
-          break;
-        }
-        case RuleOp::Kind::kDelete: {
-          auto it = rules_.find(op.id);
-          if (it == rules_.end()) {
-            err = absl::DataLossError(
-                absl::StrCat("operation ", i, ": delete of unknown rule id ", op.id));
-            break;
-          }
-          undo.emplace_back(op.id, std::move(it->second));
-          Erase(op.id);
-          break;
-        }
-        case RuleOp::Kind::kDeleteByCookie: {
-          if (!indexed_) {
-            indexed_ = true;
-            Reindex();
-          }
-          auto c = by_cookie_.find(op.cookie);
-          if (c == by_cookie_.end()) break;
-          const std::vector<uint64_t> ids(c->second.begin(), c->second.end());
-          for (uint64_t id : ids) {
-            auto it = rules_.find(id);
-            undo.emplace_back(id, std::move(it->second));
-            Erase(id);
-          }
-          break;
-        }
-      }
-      if (!err.ok()) {
-        undo_all();
-        return err;
-      }
-    }
-    return absl::OkStatus();
-  }
-
- private:
-  void Put(Rule r) {
-    if (indexed_) by_cookie_[r.cookie].insert(r.id);
-    const uint64_t id = r.id;
-    rules_.insert_or_assign(id, std::move(r));
-  }
-  void Erase(uint64_t id) {
-    auto it = rules_.find(id);
-    if (it == rules_.end()) return;
-    if (indexed_) {
-      auto c = by_cookie_.find(it->second.cookie);
-      c->second.erase(id);
-      if (c->second.empty()) by_cookie_.erase(c);
-    }
-    rules_.erase(it);
-  }
-  void Reindex() {
-    by_cookie_.clear();
-    for (const auto& [id, r] : rules_) by_cookie_[r.cookie].insert(id);
-  }
-
-  absl::flat_hash_map<uint64_t, Rule> rules_;
-  // Built on the first delete-by-cookie (most stores never need it).
-  bool indexed_ = false;
-  absl::flat_hash_map<uint64_t, absl::flat_hash_set<uint64_t>> by_cookie_;
-};
 
 struct Meta {
   int64_t schema_version = kSchemaVersion;
@@ -538,7 +150,7 @@ absl::Status WriteStoreFile(const std::string& tmp, uint64_t generation,
                             size_t chunk_rules) {
   for (const char* suffix : {"", "-wal", "-journal", "-shm"})
     if (absl::Status s = RemoveIfExists(tmp + suffix); !s.ok()) return s;
-  absl::StatusOr<sqlite3*> db = OpenDb(tmp, /*create=*/true);
+  absl::StatusOr<sqlite3*> db = OpenDb(tmp, /*create=*/true, kApplicationId);
   if (!db.ok()) return db.status();
   absl::Status s = Exec(*db, tmp, absl::StrCat("PRAGMA application_id=", kApplicationId,
                                                "; PRAGMA user_version=", kSchemaVersion)
@@ -866,7 +478,7 @@ absl::StatusOr<RuleStoreState> RuleStore::Load() {
     read.problem = absl::DataLossError(
         absl::StrCat(path_, ": the file is empty (0 bytes): truncated"));
   } else {
-    absl::StatusOr<sqlite3*> db = OpenDb(path_, /*create=*/false);
+    absl::StatusOr<sqlite3*> db = OpenDb(path_, /*create=*/false, kApplicationId);
     if (!db.ok()) {
       if (!absl::IsDataLoss(db.status())) return db.status();  // in use, I/O: nothing to recover
       read.problem = db.status();
@@ -928,7 +540,7 @@ absl::StatusOr<RuleStoreState> RuleStore::Load() {
                                                  strerror(errno)));
     if (absl::Status s = FsyncPath(dir_, true); !s.ok()) return s;
     info.damaged_file = damaged;
-    absl::StatusOr<sqlite3*> db = OpenDb(path_, false);
+    absl::StatusOr<sqlite3*> db = OpenDb(path_, /*create=*/false, kApplicationId);
     if (!db.ok()) return db.status();
     db_ = *db;
     ReadResult again;  // the new file, checked like any other
