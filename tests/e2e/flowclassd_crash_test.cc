@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <chrono>
 #include <random>
 #include <string>
@@ -130,6 +131,9 @@ TEST(FlowclassdCrashTest, RestoredStateIsExactlyTheAckedBatchesPlusWholeOnesInFl
   const std::string prefix = absl::StrCat("fccrash_", getpid());
   while (kills < 50 && cycles < 90 && std::chrono::steady_clock::now() < deadline) {
     ++cycles;
+    // The child truncates its output file only once it runs: remove the last
+    // daemon's first, or its "listening" line could be read as this one's.
+    std::remove(dir.File("stdout.txt").c_str());
     EalDaemonProcess d(kDaemon, {"-c", dir.File("d.yaml")}, prefix, dir.File("stdout.txt"));
     const std::string target = WaitForGrpc(d, 30);
     ASSERT_FALSE(target.empty()) << "cycle " << cycles << ":\n" << d.Output();
@@ -209,6 +213,7 @@ TEST(FlowclassdCrashTest, RestoredStateIsExactlyTheAckedBatchesPlusWholeOnesInFl
   }
   // One last start: the final state is checked like the others.
   {
+    std::remove(dir.File("stdout.txt").c_str());
     EalDaemonProcess d(kDaemon, {"-c", dir.File("d.yaml")}, prefix, dir.File("stdout.txt"));
     ASSERT_FALSE(WaitForGrpc(d, 30).empty()) << d.Output();
     d.Signal(SIGTERM);
