@@ -1,7 +1,7 @@
 // flowclassctl — the flowclass command-line tool.
 //
 // Subcommands: replay (offline, here) and the flowclass.v1 client commands
-// add-rules, del-rules, dump-rules, stats, config, trace, lookup-impl
+// add-rules, replace-rules, del-rules, dump-rules, stats, config, trace, lookup-impl
 // (client/rpc/ctl_commands.h).  docs/flowclassctl.md documents them all.
 //
 // Exit codes: 0 success; 1 replay finished with mismatches; 2 usage error;

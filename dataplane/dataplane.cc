@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <optional>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "dataplane/rules/rule_error.h"
@@ -31,6 +33,66 @@ absl::StatusOr<BatchResult> DeleteAllByListing(Dataplane& dp) {
     if (!e.has_value() || e->kind != RuleErrorKind::kNotFound) break;
   }
   return r;
+}
+
+absl::StatusOr<BatchResult> ReplaceAllByListing(Dataplane& dp, absl::Span<const Rule> rules) {
+  absl::flat_hash_map<uint64_t, size_t> index;  // id -> position in `rules`
+  index.reserve(rules.size());
+  for (size_t i = 0; i < rules.size(); ++i) {
+    auto [it, fresh] = index.emplace(rules[i].id, i);
+    if (!fresh)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rule ", i, " (rule id ", rules[i].id, "): id: duplicate id (also rule ", it->second,
+          "); nothing was replaced"));
+  }
+  absl::StatusOr<BatchResult> r;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    std::vector<RuleOp> ops;
+    ops.reserve(rules.size());
+    absl::flat_hash_set<uint64_t> present;
+    for (const Rule& old : dp.ListRules()) {
+      if (index.contains(old.id)) {
+        present.insert(old.id);
+      } else {
+        ops.push_back(RuleOp::Delete(old.id));
+      }
+    }
+    for (const Rule& rule : rules)
+      ops.push_back(present.contains(rule.id) ? RuleOp::Replace(rule) : RuleOp::Insert(rule));
+    r = dp.ApplyBatch(ops);
+    if (r.ok()) break;
+    // Another writer changed the rule set between the listing and the batch.
+    const std::optional<RuleOpError> e = GetRuleOpError(r.status());
+    if (!e.has_value() ||
+        (e->kind != RuleErrorKind::kNotFound && e->kind != RuleErrorKind::kAlreadyExists))
+      break;
+  }
+  return r;
+}
+
+absl::Status RestoreRuleTable(absl::Span<const Rule> rules, uint64_t generation,
+                              uint64_t current_generation, RuleTable* fresh) {
+  if (generation < current_generation)
+    return absl::FailedPreconditionError(
+        absl::StrCat("restore: generation ", generation, " is older than the dataplane's ",
+                     current_generation));
+  if (!rules.empty() && generation == 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("restore: ", rules.size(), " rules at generation 0"));
+  if (rules.empty()) {
+    fresh->Clear(generation);
+    return absl::OkStatus();
+  }
+  fresh->Clear(generation - 1);
+  std::vector<RuleOp> ops;
+  ops.reserve(rules.size());
+  for (const Rule& r : rules) ops.push_back(RuleOp::Insert(r));
+  absl::StatusOr<BatchResult> r = fresh->ApplyBatch(ops);
+  if (!r.ok()) return absl::Status(r.status().code(), absl::StrCat("restore: ", r.status().message()));
+  if (r->generation != generation)  // cannot happen: inserts always change the table
+    return absl::InternalError(absl::StrCat("restore: reached generation ", r->generation,
+                                            ", expected ", generation));
+  return absl::OkStatus();
 }
 
 PmdCounters DataplaneStats::Total() const {

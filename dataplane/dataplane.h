@@ -213,6 +213,23 @@ std::vector<absl::StatusOr<BatchResult>> ApplyBatchesOneByOne(
 // of them first (a typed not-found, rule_error.h).
 absl::StatusOr<BatchResult> DeleteAllByListing(Dataplane& dp);
 
+// Replaces the whole rule set with `rules` as ONE batch (one generation, all
+// or nothing): a replace of every id that stays, an insert of every new id,
+// a delete of every id that goes.  Listing again (up to 5 times) when a
+// concurrent writer changed the rule set between the listing and the batch
+// (a typed not-found or already-exists).  A duplicate id in `rules` is
+// INVALID_ARGUMENT naming its index, nothing changed.  BatchResult counts
+// the batch's operations (inserted, replaced, deleted).
+absl::StatusOr<BatchResult> ReplaceAllByListing(Dataplane& dp, absl::Span<const Rule> rules);
+
+// The rule table of a restore (DpdkDataplane::Restore, FakeDataplane::Restore):
+// `fresh` (empty) cleared and filled with `rules` so that it ends at exactly
+// `generation`.  Errors: FAILED_PRECONDITION when `generation` is older than
+// `current_generation`; INVALID_ARGUMENT for rules at generation 0; the
+// table's own errors for a bad rule or a limit.
+absl::Status RestoreRuleTable(absl::Span<const Rule> rules, uint64_t generation,
+                              uint64_t current_generation, RuleTable* fresh);
+
 }  // namespace flowclass
 
 #endif  // FLOWCLASS_DATAPLANE_DATAPLANE_H_

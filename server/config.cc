@@ -367,6 +367,21 @@ absl::StatusOr<DaemonConfig> Convert(const YAML::Node& root) {
     return absl::InvalidArgumentError(absl::StrCat(
         "rules.format: \"", c.rules_format, "\" is not auto, native or classbench"));
 
+  // ---- store: the durable rule store (server/rule_restore.h) ----
+  MapReader store(top.Get("store"), "store");
+  FC_RETURN_IF_ERROR(store.CheckIsMap());
+  FC_RETURN_IF_ERROR(store.String("path", &c.store.path));
+  FC_RETURN_IF_ERROR(store.Bool("recover_to_last_consistent", &c.store.recover_to_last_consistent));
+  FC_RETURN_IF_ERROR(store.CheckNoUnknownKeys());
+  if (YAML::Node p = top.Get("store"); p && p.IsMap() && p["path"] && c.store.path.empty())
+    return absl::InvalidArgumentError(
+        "store.path: empty; leave the key out for the in-memory mode (rules do not survive a "
+        "restart)");
+  if (!c.store.path.empty() && c.store.path.front() != '/')
+    return absl::InvalidArgumentError(absl::StrCat(
+        "store.path: \"", c.store.path, "\" is not an absolute path (a directory, e.g. "
+        "/var/lib/flowclass)"));
+
   // The run-time pipeline settings' start values: the same dotted keys as
   // SetConfig / `flowclassctl config set` (docs/flowclassd.md).
   PipelineConfig& pc = c.dataplane.pipeline;
@@ -529,6 +544,11 @@ std::string DescribeConfig(const DaemonConfig& c) {
   absl::StrAppend(&s, "dpcls: ", pc.dpcls.lookup.ToString(), "\n");
   absl::StrAppend(&s, "rules: ", c.rules_file.empty() ? "(none)" : c.rules_file,
                   " format ", c.rules_format, "\n");
+  absl::StrAppend(&s, "store: ",
+                  c.store.path.empty() ? "(none: in memory, rules do not survive a restart)"
+                                       : c.store.path + "/rules.db",
+                  c.store.recover_to_last_consistent ? " recover_to_last_consistent" : "",
+                  "\n");
   absl::StrAppend(&s, "metrics: ",
                   c.metrics.enabled ? absl::StrCat("http://", c.metrics.address,
                                                    "/metrics top_subtables ",

@@ -30,6 +30,16 @@
 
 namespace flowclass {
 
+// store: the durable rule store (server/rule_restore.h, docs/store.md).
+struct StoreConfig {
+  // store.path: the store's directory (absolute; created if absent); empty =
+  // no store, rules live in memory only and do not survive a restart.
+  std::string path;
+  // store.recover_to_last_consistent: a damaged store starts from its last
+  // consistent state (what was dropped is logged) instead of refusing.
+  bool recover_to_last_consistent = false;
+};
+
 struct DaemonConfig {
   EalOptions eal;
   DpdkDataplaneOptions dataplane;
@@ -39,6 +49,7 @@ struct DaemonConfig {
   bool stats_final = true;            // stats.final: full dump at exit
   uint32_t run_duration_s = 0;        // run.duration_s; 0 = until a signal
   MetricsOptions metrics;             // metrics.*: the /metrics endpoint
+  StoreConfig store;                  // store.*
   // ---- grpc: the flowclass.v1 API ----
   // Present section = server enabled (grpc.enabled: false turns it off).
   // Keys and security rules: server/api/grpc_config.h, docs/api.md.

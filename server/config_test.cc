@@ -209,6 +209,35 @@ TEST(ConfigTest, NoPciPortMeansNoPciProbe) {
   EXPECT_THAT(BuildEalArgs(c->eal), ::testing::Not(::testing::Contains("--no-pci")));
 }
 
+TEST(ConfigTest, StoreSection) {
+  auto c = Parse(kMinimal);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->store.path, "");  // in memory unless configured
+  EXPECT_FALSE(c->store.recover_to_last_consistent);
+  EXPECT_THAT(DescribeConfig(*c), HasSubstr("store: (none: in memory"));
+  c = Parse(kMinimal, {"store.path=/var/lib/flowclass", "store.recover_to_last_consistent=true"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->store.path, "/var/lib/flowclass");
+  EXPECT_TRUE(c->store.recover_to_last_consistent);
+  EXPECT_THAT(DescribeConfig(*c),
+              HasSubstr("store: /var/lib/flowclass/rules.db recover_to_last_consistent"));
+  struct Case {
+    std::vector<std::string> ov;
+    std::string want;
+  } cases[] = {
+      {{"store.path=relative/dir"}, "store.path: \"relative/dir\" is not an absolute path"},
+      {{"store.path=\"\""}, "store.path: empty"},
+      {{"store.recover_to_last_consistent=maybe"},
+       "store.recover_to_last_consistent: \"maybe\" is not a boolean"},
+      {{"store.pth=/x"}, "store.pth: unknown key"},
+  };
+  for (const Case& k : cases) {
+    auto bad = Parse(kMinimal, k.ov);
+    ASSERT_FALSE(bad.ok()) << k.want;
+    EXPECT_THAT(std::string(bad.status().message()), HasSubstr(k.want));
+  }
+}
+
 TEST(ConfigTest, LooksLikePciAddress) {
   EXPECT_TRUE(LooksLikePciAddress("0000:3b:02.1"));
   EXPECT_TRUE(LooksLikePciAddress("3b:02.7"));

@@ -28,6 +28,8 @@
 #include "server/config.h"
 #include "server/metrics/metrics_exporter.h"
 #include "server/metrics/observed_dataplane.h"
+#include "server/durable_dataplane.h"
+#include "server/rule_restore.h"
 
 namespace flowclass {
 namespace {
@@ -42,6 +44,7 @@ constexpr int kExitMempool = 6;
 constexpr int kExitRules = 7;
 constexpr int kExitLcore = 8;
 constexpr int kExitMetrics = 9;  // cannot serve /metrics
+constexpr int kExitStore = 10;   // the rule store cannot be opened, read or restored
 
 std::atomic<int> g_signal{0};
 void OnSignal(int sig) { g_signal.store(sig); }
@@ -62,9 +65,15 @@ void Usage(FILE* out) {
       "  --file-prefix NAME       same as --set eal.file_prefix=NAME\n"
       "  --stats-interval-ms N    same as --set stats.interval_ms=N\n"
       "  --duration-s N           same as --set run.duration_s=N\n"
+      "  --store DIR              same as --set store.path=DIR (the durable rule\n"
+      "                           store; without one rules live in memory only)\n"
+      "  --recover-to-last-consistent\n"
+      "                           same as --set store.recover_to_last_consistent=true:\n"
+      "                           a damaged store starts from its last consistent\n"
+      "                           state instead of refusing to start\n"
       "  -h, --help               this text\n"
       "exit codes: 0 ok, 1 internal, 2 usage, 3 config, 4 EAL, 5 port,\n"
-      "            6 mempool, 7 rules, 8 lcore, 9 metrics\n",
+      "            6 mempool, 7 rules, 8 lcore, 9 metrics, 10 store\n",
       out);
 }
 
@@ -181,6 +190,11 @@ int Main(int argc, char** argv) {
     } else if (a == "--stats-interval-ms") {
       if (!value(&v)) return kExitUsage;
       overrides.push_back("stats.interval_ms=" + v);
+    } else if (a == "--store") {
+      if (!value(&v)) return kExitUsage;
+      overrides.push_back("store.path=" + v);
+    } else if (a == "--recover-to-last-consistent") {
+      overrides.push_back("store.recover_to_last_consistent=true");
     } else if (a == "--duration-s") {
       if (!value(&v)) return kExitUsage;
       overrides.push_back("run.duration_s=" + v);
@@ -270,6 +284,16 @@ int Main(int argc, char** argv) {
   };
   if (g_signal.load() != 0) return stop_before_start();
 
+  // The rule store, before EAL: a damaged or busy store refuses to start
+  // before anything else is set up.
+  absl::StatusOr<StartupStore> store = OpenRuleStore(config->store, stderr);
+  if (!store.ok()) {
+    std::fprintf(stderr, "flowclassd: store error: %s\n",
+                 std::string(store.status().message()).c_str());
+    return finish(kExitStore);
+  }
+  if (g_signal.load() != 0) return stop_before_start();
+
   absl::Status st = InitEal(config->eal);
   if (!st.ok()) {
     std::fprintf(stderr, "flowclassd: EAL error: %s\n",
@@ -317,12 +341,22 @@ int Main(int argc, char** argv) {
   }
   // ---- end metrics ----
 
-  absl::StatusOr<BatchResult> applied = observed.ApplyBatch(*rules);
-  if (!applied.ok()) {
-    std::fprintf(stderr, "flowclassd: rules error: %s\n",
-                 std::string(applied.status().message()).c_str());
-    return abort_start(kExitRules);
+  // Every rule change from here on is durable before it is acknowledged.
+  DurableDataplane durable(&observed, store->store.get());
+  st = RestoreRules(
+      &*store, *rules,
+      [&](absl::Span<const Rule> r, uint64_t gen) { return dataplane.Restore(r, gen); },
+      &durable, stdout);
+  if (!st.ok()) {
+    // Restoring the store's generation, or (an empty store) seeding it.
+    const bool restoring = store->state.generation > 0;
+    std::fprintf(stderr, "flowclassd: %s error: %s\n", restoring ? "store" : "rules",
+                 std::string(st.message()).c_str());
+    return abort_start(restoring ? kExitStore : kExitRules);
   }
+  const uint64_t start_rules =
+      store->state.generation > 0 ? store->instance.restored_rules : rules->size();
+  config->grpc.instance = store->instance;
 
   if (g_signal.load() != 0) return stop_before_start();
 
@@ -336,7 +370,7 @@ int Main(int argc, char** argv) {
               "(%zu rules); pid %d\n",
               config->dataplane.pmd_lcores.size(), config->dataplane.ports.size(),
               static_cast<unsigned long long>(dataplane.generation()),
-              rules->size(), static_cast<int>(getpid()));
+              static_cast<size_t>(start_rules), static_cast<int>(getpid()));
   for (size_t i = 0; i < config->dataplane.pmd_lcores.size(); ++i) {
     std::string qs;
     for (auto [port, q] : dataplane.RxQueuesOf(static_cast<int>(i)))
@@ -361,7 +395,7 @@ int Main(int argc, char** argv) {
   std::unique_ptr<GrpcServer> grpc_server;
   if (config->grpc.enabled) {
     absl::StatusOr<std::unique_ptr<GrpcServer>> gs =
-        StartGrpcServer(&observed, config->grpc, tls);  // batches timed for /metrics
+        StartGrpcServer(&durable, config->grpc, tls);  // durable, timed for /metrics
     if (!gs.ok()) {
       std::fprintf(stderr, "flowclassd: config error: %s\n",
                    std::string(gs.status().message()).c_str());

@@ -28,6 +28,7 @@ const char kRpcCommandsHelp[] =
     "  add-rules   stream a rule file (native or ClassBench) to flowclassd\n"
     "  del-rules   delete rules by id, by cookie, or all\n"
     "  dump-rules  print the rule set in native text (feeds add-rules)\n"
+    "  replace-rules  replace the whole rule set with a file's, as one generation\n"
     "  stats       PMD counters, like ovs-appctl dpif-netdev/pmd-stats-show\n"
     "  config      get or set run-time configuration keys\n"
     "  trace       where a PMD classifies one flow or packet (read-only)\n"
@@ -68,6 +69,17 @@ constexpr char kAddHelp[] =
     "  --classbench-ports N  ClassBench rule L gets output:((L-1)%N)+1\n"
     "  --progress auto|on|off  progress bar on stderr (auto: on a terminal)\n"
     "Prints: add-rules: rules=N batches=B generation=G seconds=S rules_per_s=R\n";
+constexpr char kReplaceHelp[] =
+    "usage: flowclassctl replace-rules [options] FILE\n"
+    "Replaces the whole rule set with the rules of FILE as ONE batch (one\n"
+    "generation, all or nothing; like ovs-ofctl replace-flows): rules of FILE\n"
+    "whose id exists are replaced, new ids inserted, ids not in FILE deleted,\n"
+    "and no packet sees a partial rule set.  `dump-rules > f` then\n"
+    "`replace-rules f` resynchronises a flowclassd with a saved state.  An\n"
+    "empty FILE deletes every rule.\n"
+    "  --format auto|native|classbench   (default auto)\n"
+    "  --classbench-ports N  ClassBench rule L gets output:((L-1)%N)+1\n"
+    "Prints: replace-rules: rules=N inserted=I replaced=R deleted=D generation=G\n";
 constexpr char kDelHelp[] =
     "usage: flowclassctl del-rules [options] [ID...] [--cookie C]... | --all\n"
     "Deletes the given ids and every rule with each cookie (both decimal or\n"
@@ -109,7 +121,7 @@ constexpr char kLookupHelp[] =
 
 const std::map<std::string, const char*, std::less<>>& Helps() {
   static const auto* m = new std::map<std::string, const char*, std::less<>>{
-      {"add-rules", kAddHelp}, {"del-rules", kDelHelp}, {"dump-rules", kDumpHelp},
+      {"add-rules", kAddHelp}, {"replace-rules", kReplaceHelp}, {"del-rules", kDelHelp}, {"dump-rules", kDumpHelp},
       {"stats", kStatsHelp},   {"config", kConfigHelp}, {"trace", kTraceHelp},
       {"lookup-impl", kLookupHelp}};
   return *m;
@@ -335,6 +347,42 @@ std::string StreamFailureReport(const ApplyResult& p, size_t batch_size, size_t 
                       " rules applied", ok.empty() ? "" : absl::StrCat(" (", ok, ")"), "; ",
                       unanswered, " sent without an answer, applied or not", unanswered_text,
                       " (dump-rules shows which); ", unsent, " not sent", unsent_text);
+}
+
+int ReplaceRules(absl::string_view cmd, const Args& a) {
+  if (absl::Status s = OnlyFlags(a, {"--format", "--classbench-ports"}); !s.ok())
+    return Usage(cmd, std::string(s.message()));
+  if (a.positional.size() != 1) return Usage(cmd, "expected one FILE");
+  uint32_t cb_ports = 0;
+  if (absl::Status s = FlagNumber(a, "--classbench-ports", &cb_ports); !s.ok())
+    return Usage(cmd, std::string(s.message()));
+  if (HasFlag(a, "--classbench-ports") && (cb_ports < 1 || cb_ports > kMaxPortNumber))
+    return Usage(cmd, absl::StrCat("--classbench-ports: ", FlagString(a, "--classbench-ports", ""),
+                                   " is outside 1..", kMaxPortNumber, " (output ports)"));
+  const std::string fmt = FlagString(a, "--format", "auto");
+  RuleFormat rf = RuleFormat::kAuto;
+  if (fmt == "native") rf = RuleFormat::kNative;
+  else if (fmt == "classbench") rf = RuleFormat::kClassBench;
+  else if (fmt != "auto") return Usage(cmd, "--format: auto, native or classbench");
+  ClassBenchOptions cbo;
+  cbo.num_ports = cb_ports;
+  std::vector<size_t> lines;
+  RuleFormat used = rf;
+  absl::StatusOr<std::vector<Rule>> rules =
+      LoadRuleFile(a.positional[0], rf, cbo, &lines, &used);
+  if (!rules.ok()) {
+    std::fprintf(stderr, "flowclassctl replace-rules: %s\n",
+                 std::string(rules.status().message()).c_str());
+    return kCtlExitBadInput;
+  }
+  auto client = Dial(a);
+  if (!client.ok()) return Usage(cmd, std::string(client.status().message()));
+  absl::StatusOr<v1::BatchAck> ack = (*client)->ReplaceRules(*rules);
+  if (!ack.ok()) return Fail(cmd, ack.status());
+  std::printf("replace-rules: rules=%zu inserted=%u replaced=%u deleted=%u generation=%llu\n",
+              rules->size(), ack->inserted(), ack->replaced(), ack->deleted(),
+              static_cast<unsigned long long>(ack->generation()));
+  return kCtlExitOk;
 }
 
 int AddRules(absl::string_view cmd, const Args& a) {
@@ -686,6 +734,7 @@ int RunRpcCommand(absl::string_view cmd, const std::vector<absl::string_view>& r
   }
   if (cmd == "add-rules") return AddRules(cmd, a);
   if (cmd == "del-rules") return DelRules(cmd, a);
+  if (cmd == "replace-rules") return ReplaceRules(cmd, a);
   if (cmd == "dump-rules") return DumpRules(cmd, a);
   if (cmd == "stats") return Stats(cmd, a);
   if (cmd == "config") return Config(cmd, a);

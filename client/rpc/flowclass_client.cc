@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/security/credentials.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -273,6 +274,25 @@ absl::StatusOr<v1::Rule> FlowclassClient::GetRule(uint64_t id) {
 absl::StatusOr<v1::BatchAck> FlowclassClient::DeleteAll() {
   v1::DeleteAllRequest req;
   FC_UNARY(DeleteAll, req, v1::BatchAck);
+}
+
+absl::StatusOr<v1::BatchAck> FlowclassClient::ReplaceRules(absl::Span<const Rule> rules,
+                                                           size_t per_message) {
+  if (per_message == 0) per_message = 1;
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  v1::BatchAck ack;
+  auto writer = stub_->ReplaceRules(&ctx, &ack);
+  for (size_t i = 0; i < rules.size(); i += per_message) {
+    v1::RuleBatch b;
+    for (size_t k = i; k < std::min(rules.size(), i + per_message); ++k)
+      RuleToProto(rules[k], b.add_ops()->mutable_insert());
+    if (!writer->Write(b)) break;  // the server ended the call: Finish says why
+  }
+  writer->WritesDone();
+  const grpc::Status st = writer->Finish();
+  if (!st.ok()) return FromGrpcStatus(st);
+  return ack;
 }
 
 absl::StatusOr<v1::Stats> FlowclassClient::GetStats(bool include_subtables,

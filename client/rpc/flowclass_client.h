@@ -105,6 +105,10 @@ class FlowclassClient {
   absl::StatusOr<std::vector<v1::Rule>> ListRules(const v1::ListRulesRequest& req = {});
   absl::StatusOr<v1::Rule> GetRule(uint64_t id);
   absl::StatusOr<v1::BatchAck> DeleteAll();
+  // ReplaceRules: the whole rule set becomes `rules`, as one generation
+  // (streamed as inserts, `per_message` a message).
+  absl::StatusOr<v1::BatchAck> ReplaceRules(absl::Span<const Rule> rules,
+                                            size_t per_message = 1000);
   absl::StatusOr<v1::Stats> GetStats(bool include_subtables = false,
                                      bool include_rule_hits = false);
   absl::StatusOr<v1::Config> GetConfig();

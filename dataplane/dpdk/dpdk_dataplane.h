@@ -164,6 +164,16 @@ class DpdkDataplane final : public Dataplane {
   // DPDK port id of the port with rule number `number` (-1 if none).
   int EthPortOf(uint32_t number) const;
 
+  // Replaces the rule set with `rules` at exactly `generation` (what a
+  // durable rule store kept; server/rule_restore.h), as one publication of a
+  // new table, before or after Start().  All or nothing: the table's
+  // validation and limits apply (INVALID_ARGUMENT / RESOURCE_EXHAUSTED, nothing
+  // changed); FAILED_PRECONDITION for a generation older than the current one
+  // or once stopped.  Not part of the Dataplane interface: restoring is a
+  // start-up step of the concrete dataplane (like Start), done before the
+  // control plane serves anything.
+  absl::Status Restore(absl::Span<const Rule> rules, uint64_t generation);
+
   // Dataplane:
   absl::StatusOr<BatchResult> ApplyBatch(absl::Span<const RuleOp> ops) override;
   // One publication (one grace period, one revalidation per PMD) per group.

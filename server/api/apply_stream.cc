@@ -127,7 +127,7 @@ void FillAck(const BatchResult& r, v1::BatchAck* ack) {
 }
 
 std::vector<v1::BatchAck> CommitGroup(Dataplane* dp, absl::Span<const GroupBatch> batches,
-                                      uint64_t max_ops) {
+                                      uint64_t max_ops, const v1::ServerInstance* server) {
   const size_t n = batches.size();
   std::vector<v1::BatchAck> acks(n);
   std::vector<std::vector<RuleOp>> ops(n);
@@ -219,12 +219,15 @@ std::vector<v1::BatchAck> CommitGroup(Dataplane* dp, absl::Span<const GroupBatch
     gen = r->generation;
     FillAck(*r, &ack);
   }
+  if (server != nullptr)
+    for (v1::BatchAck& ack : acks) *ack.mutable_server() = *server;
   return acks;
 }
 
 grpc::Status ServeApplyStream(
     Dataplane* dp, uint64_t max_batch_ops, grpc::ServerContext* ctx,
-    grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
+    grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream,
+    const v1::ServerInstance* server) {
   // Group commit.  A reader thread takes batches off the stream while this
   // thread applies the ones already received; whatever has queued up when
   // the dataplane is free again is applied as one group (one publication,
@@ -335,7 +338,7 @@ grpc::Status ServeApplyStream(
     status = CheckAlive(ctx, absl::StrCat("batch ", first_id, " was applied"));
     if (!status.ok()) break;
     bool written = true;
-    for (const v1::BatchAck& ack : CommitGroup(dp, batches, max_batch_ops)) {
+    for (const v1::BatchAck& ack : CommitGroup(dp, batches, max_batch_ops, server)) {
       grpc::ByteBuffer out;
       bool own = false;
       if (!grpc::SerializationTraits<v1::BatchAck>::Serialize(ack, &out, &own).ok() ||

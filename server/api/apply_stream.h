@@ -30,8 +30,10 @@
 //     batches in flight (flowclassctl does) gets its window per publication.
 //   * What an ack means: it is written after the group's ApplyBatches has
 //     returned, so an OK ack with generation G means what Dataplane::ApplyBatch
-//     promises (every PMD classifies by rule set G from then on); an error ack
-//     means that batch changed nothing.  Acks are written in batch order.
+//     promises (every PMD classifies by rule set G from then on) and, in
+//     flowclassd with a store (server/durable_dataplane.h), that G is durable;
+//     an error ack means that batch changed nothing, except DATA_LOSS: applied
+//     but not durable (the store failed).  Acks are written in batch order.
 //   * How it ends: OK after the client's half-close once every batch is
 //     acknowledged; INVALID_ARGUMENT naming the message (1-based) that did not
 //     parse, after the acks of the batches before it; DEADLINE_EXCEEDED or
@@ -69,15 +71,18 @@ struct GroupBatch {
   std::vector<RuleOp>* ops = nullptr;
 };
 
-// The acks of `batches` committed as one group to `dp` (see above).
+// The acks of `batches` committed as one group to `dp` (see above); each
+// carries `server` (which start of the daemon answered) when given.
 std::vector<v1::BatchAck> CommitGroup(Dataplane* dp, absl::Span<const GroupBatch> batches,
-                                      uint64_t max_ops);
+                                      uint64_t max_ops,
+                                      const v1::ServerInstance* server = nullptr);
 
 // Serves one ApplyRules call (see above); `max_batch_ops` is the API's limit
-// of operations per batch.
+// of operations per batch; `server` goes on every ack when given.
 grpc::Status ServeApplyStream(
     Dataplane* dp, uint64_t max_batch_ops, grpc::ServerContext* ctx,
-    grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream);
+    grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream,
+    const v1::ServerInstance* server = nullptr);
 
 // ---- shared with the other mutating calls of the service ----
 

@@ -129,6 +129,12 @@ grpc::Status ToGrpcStatus(const absl::Status& s) {
 
 ClassifierService::ClassifierService(Dataplane* dp, const GrpcServerConfig& config)
     : dp_(dp), config_(config) {
+  const ServerInstanceInfo& in = config.instance;
+  server_.set_boot_id(in.boot_id);
+  server_.set_restored_generation(in.restored_generation);
+  server_.set_restored_rules(in.restored_rules);
+  server_.set_durable(in.durable);
+  server_.set_store_path(in.store_path);
   // ApplyRules is served on raw ByteBuffers, parsed by ApplyRulesRaw.  The
   // generated service numbers its methods in .proto order, as the
   // descriptor does: find ApplyRules' index there (it is in the service
@@ -161,7 +167,7 @@ std::vector<v1::BatchAck> ClassifierService::ApplyGroup(
 
 std::vector<v1::BatchAck> ClassifierService::ApplyGroup(absl::Span<const GroupBatch> batches,
                                                         uint64_t max_ops) {
-  return CommitGroup(dp_, batches, max_ops);
+  return CommitGroup(dp_, batches, max_ops, &server_);
 }
 
 grpc::Status ClassifierService::ApplyRulesRaw(
@@ -169,7 +175,7 @@ grpc::Status ClassifierService::ApplyRulesRaw(
     grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
   StreamSlot slot(&open_streams_, config_.max_concurrent_streams);
   if (!slot.ok()) return TooManyStreams(config_.max_concurrent_streams);
-  return ServeApplyStream(dp_, config_.max_batch_ops, ctx, stream);
+  return ServeApplyStream(dp_, config_.max_batch_ops, ctx, stream, &server_);
 }
 
 // `what` names the call in errors; emit(v1::Rule&) may take the message
@@ -273,6 +279,42 @@ grpc::Status ClassifierService::DeleteAll(grpc::ServerContext* ctx,
     return grpc::Status(static_cast<grpc::StatusCode>(ApiCode(r.status())),
                         std::string(r.status().message()));
   FillAck(*r, resp);
+  *resp->mutable_server() = server_;
+  return grpc::Status::OK;
+}
+
+grpc::Status ClassifierService::ReplaceRules(grpc::ServerContext* ctx,
+                                             grpc::ServerReader<v1::RuleBatch>* reader,
+                                             v1::BatchAck* resp) {
+  StreamSlot slot(&open_streams_, config_.max_concurrent_streams);
+  if (!slot.ok()) return TooManyStreams(config_.max_concurrent_streams);
+  std::vector<Rule> rules;
+  uint64_t n_msg = 0;
+  for (v1::RuleBatch batch; reader->Read(&batch);) {
+    ++n_msg;
+    for (int i = 0; i < batch.ops_size(); ++i) {
+      const v1::RuleOp& op = batch.ops(i);
+      if (!op.has_insert())
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            absl::StrCat("message ", n_msg, " operation ", i,
+                                         ": ReplaceRules takes inserts only; nothing was "
+                                         "replaced"));
+      RuleOp converted;
+      if (absl::Status s = RuleOpFromProto(op, &converted); !s.ok())
+        return grpc::Status(static_cast<grpc::StatusCode>(ApiCode(s)),
+                            absl::StrCat("message ", n_msg, " operation ", i, " (rule ",
+                                         rules.size(), "): ", s.message(),
+                                         "; nothing was replaced"));
+      rules.push_back(std::move(converted.rule));
+    }
+  }
+  if (grpc::Status s = CheckAlive(ctx, "ReplaceRules was applied"); !s.ok()) return s;
+  absl::StatusOr<BatchResult> r = ReplaceAllByListing(*dp_, rules);
+  if (!r.ok())
+    return grpc::Status(static_cast<grpc::StatusCode>(ApiCode(r.status())),
+                        absl::StrCat(r.status().message(), "; nothing was replaced"));
+  FillAck(*r, resp);
+  *resp->mutable_server() = server_;
   return grpc::Status::OK;
 }
 
@@ -280,6 +322,7 @@ grpc::Status ClassifierService::GetStats(grpc::ServerContext*,
                                          const v1::GetStatsRequest* req,
                                          v1::Stats* resp) {
   const DataplaneStats s = dp_->Stats();
+  *resp->mutable_server() = server_;
   resp->set_generation(s.generation);
   resp->set_rules(s.rules.rules);
   // The snapshot figures of the PMDs that answered, summed for `total`
@@ -331,6 +374,7 @@ grpc::Status ClassifierService::GetConfig(grpc::ServerContext*,
                                           const v1::GetConfigRequest*,
                                           v1::Config* resp) {
   ConfigFromMap(dp_->GetConfig(), resp);
+  *resp->mutable_server() = server_;
   return grpc::Status::OK;
 }
 
@@ -407,6 +451,7 @@ grpc::Status ClassifierService::SetConfig(grpc::ServerContext* ctx,
     if (absl::Status s = dp_->ApplySettings(changes); !s.ok()) return ToGrpcStatus(s);
   }
   ConfigFromMap(dp_->GetConfig(), resp);
+  *resp->mutable_server() = server_;
   return grpc::Status::OK;
 }
 

@@ -57,6 +57,10 @@ class ClassifierService final : public v1::Classifier::Service {
                        v1::Rule* resp) override;
   grpc::Status DeleteAll(grpc::ServerContext* ctx, const v1::DeleteAllRequest* req,
                          v1::BatchAck* resp) override;
+  // ReplaceRules: every insert of the stream, then ReplaceAllByListing (one
+  // batch, one generation).  Counts as an open stream.
+  grpc::Status ReplaceRules(grpc::ServerContext* ctx, grpc::ServerReader<v1::RuleBatch>* reader,
+                            v1::BatchAck* resp) override;
   grpc::Status GetStats(grpc::ServerContext* ctx, const v1::GetStatsRequest* req,
                         v1::Stats* resp) override;
   grpc::Status GetConfig(grpc::ServerContext* ctx, const v1::GetConfigRequest* req,
@@ -100,6 +104,7 @@ class ClassifierService final : public v1::Classifier::Service {
 
   Dataplane* dp_;
   GrpcServerConfig config_;
+  v1::ServerInstance server_;  // config_.instance, on every ack and answer
   std::atomic<uint32_t> open_streams_{0};
 };
 

@@ -28,6 +28,17 @@
 
 namespace flowclass {
 
+// Which start of the daemon serves (v1.ServerInstance on every ack and in
+// GetStats / GetConfig).  Filled by flowclassd at start-up (rule_restore.h),
+// not from the YAML; a server started without it reports boot id 0, in memory.
+struct ServerInstanceInfo {
+  uint64_t boot_id = 0;              // random per start
+  uint64_t restored_generation = 0;  // the generation the rule set started at
+  uint64_t restored_rules = 0;
+  bool durable = false;              // store.path set
+  std::string store_path;            // its rules.db, "" in memory
+};
+
 struct GrpcServerConfig {
   bool enabled = false;              // the daemon starts a server only if set
   std::string address = "127.0.0.1"; // IPv4/IPv6 literal or "localhost"
@@ -41,6 +52,7 @@ struct GrpcServerConfig {
   uint32_t max_message_bytes = 4u << 20;   // per message, both directions
   uint32_t max_batch_ops = 100000;         // operations per RuleBatch
   uint32_t max_concurrent_streams = 32;    // open streaming calls, server-wide
+  ServerInstanceInfo instance;             // not a YAML key (see above)
 };
 
 // True for 127.0.0.0/8, ::1 and "localhost".

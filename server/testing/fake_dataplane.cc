@@ -8,7 +8,8 @@
 namespace flowclass {
 
 FakeDataplane::FakeDataplane(RuleTableLimits limits)
-    : table_(std::make_unique<RuleTable>(limits)),
+    : limits_(limits),
+      table_(std::make_unique<RuleTable>(limits)),
       listed_settings_{kConfigTxRetries, kConfigIdleSleepUs},
       start_up_only_{{"pmd.burst", "32"}, {"pmd.lcores", "1"}} {}
 
@@ -26,6 +27,16 @@ absl::StatusOr<BatchResult> FakeDataplane::ApplyBatch(absl::Span<const RuleOp> o
   table_ = std::move(next);
   batches_.emplace_back(ops.begin(), ops.end());
   return r;
+}
+
+absl::Status FakeDataplane::Restore(absl::Span<const Rule> rules, uint64_t generation) {
+  absl::MutexLock lock(&mu_);
+  auto next = std::make_unique<RuleTable>(limits_);
+  if (absl::Status s = RestoreRuleTable(rules, generation, table_->generation(), next.get());
+      !s.ok())
+    return s;
+  table_ = std::move(next);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<BatchResult> FakeDataplane::DeleteAll() {

@@ -51,6 +51,10 @@ class FakeDataplane final : public Dataplane {
   absl::StatusOr<TraceResult> Trace(const FlowKey& key) const override;
   absl::StatusOr<std::vector<RuleHit>> RuleHits() const override;
 
+  // As DpdkDataplane::Restore: the rule set becomes `rules` at exactly
+  // `generation` (RestoreRuleTable), or nothing changes.
+  absl::Status Restore(absl::Span<const Rule> rules, uint64_t generation);
+
   // ---- test controls ----
   // The next ApplyBatch returns `status` (not OK) and changes nothing.
   void FailNextApply(absl::Status status);
@@ -75,6 +79,7 @@ class FakeDataplane final : public Dataplane {
  private:
   std::map<std::string, std::string> ConfigLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
+  const RuleTableLimits limits_;
   mutable absl::Mutex mu_;
   std::unique_ptr<RuleTable> table_ ABSL_GUARDED_BY(mu_);
   absl::Status fail_next_ ABSL_GUARDED_BY(mu_);

@@ -16,6 +16,10 @@
 #   tests/e2e/grpc_add_rules_bench.sh BUILD_DIR [RULES=1000000] [BATCH=1000] [SEED_SET]
 # Environment: CLIENT_CPUS (0) — CPUs for flowclassctl (taskset); empty = any.
 #              TX (null) — the PMD's tx port: net_null, or pcap (to /dev/null).
+#              STORE (off) — on: the daemon keeps its rules in a durable rule
+#                store (store.path in the work dir; every ack durable), and
+#                the script reports the store's bytes per rule and the time
+#                to restore the rule set on a restart.
 #              BASE (seed) — the rules the daemon starts with: seed (the
 #                traffic's port has the seed set, see below) or catchall
 #                (one catch-all rule: the tables before 2026-12-01 ≈ 15:00).
@@ -163,6 +167,9 @@ grpc:
   plaintext: true
   max_batch_ops: 100000
 YAML
+if [ "${STORE:-off}" = on ]; then
+  printf 'store:\n  path: %s\n' "$work/store" >> "$work/d.yaml"
+fi
 
 "$build/server/flowclassd" -c "$work/d.yaml" --file-prefix "fcgrpcbench_$$" > "$work/daemon.log" 2>&1 &
 daemon_pid=$!
@@ -260,6 +267,19 @@ after_pps=$(python3 -c "print(($p3-$p2)/($t3-$t2))")
 echo "flowclassd VmRSS: ${rss0} MB before the stream, $(rss) MB after"
 
 kill -TERM "$daemon_pid"; wait "$daemon_pid" || true; daemon_pid=""
+if [ "${STORE:-off}" = on ]; then
+  bytes=$(cat "$work/store/rules.db"* | wc -c)
+  echo "store: $bytes bytes, $(python3 -c "print(round($bytes/$rules))") bytes/rule"
+  # Restart on the store: how long the restore of the rule set takes.
+  "$build/server/flowclassd" -c "$work/d.yaml" --file-prefix "fcgrpcbench_$$" > "$work/restart.log" 2>&1 &
+  daemon_pid=$!
+  for _ in $(seq 1 600); do
+    grep -q '^flowclassd: grpc listening' "$work/restart.log" && break
+    sleep 0.1
+  done
+  grep 'rule store .*loaded in\|started at generation' "$work/restart.log" || cat "$work/restart.log"
+  kill -TERM "$daemon_pid"; wait "$daemon_pid" || true; daemon_pid=""
+fi
 final="$(grep '^final total' "$work/daemon.log")"
 python3 - "$base_pps" "$during_pps" "$final" "$gen" "$after_pps" "$quiet_pps" <<'PY'
 import sys

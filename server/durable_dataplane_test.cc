@@ -1,0 +1,385 @@
+// The rule store in the daemon's control plane, over the FakeDataplane:
+// durable before ack (DurableDataplane), a failed append (DATA_LOSS, then
+// every change refused), ReplaceRules as one generation, the server instance
+// on acks and answers, and the start-up restore (rule_restore.h).
+#include "server/durable_dataplane.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/rpc/flowclass_client.h"
+#include "dataplane/rules/rule_format.h"
+#include "proto/rule_convert.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/api/grpc_server.h"
+#include "server/rule_restore.h"
+#include "server/testing/fake_dataplane.h"
+#include "tests/common/e2e_util.h"
+
+namespace flowclass {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int kDataLoss = static_cast<int>(absl::StatusCode::kDataLoss);
+constexpr int kUnavailable = static_cast<int>(absl::StatusCode::kUnavailable);
+
+Rule R(uint64_t id, uint32_t port = 53) {
+  absl::StatusOr<Rule> r = ParseNativeRule(
+      absl::StrCat("id=", id, ",priority=10,udp,nw_src=10.0.", id % 256, ".0/24,tp_dst=", port,
+                   ",actions=output:1"),
+      1);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return *r;
+}
+
+std::vector<RuleOp> Inserts(uint64_t from, uint64_t to) {
+  std::vector<RuleOp> ops;
+  for (uint64_t id = from; id <= to; ++id) ops.push_back(RuleOp::Insert(R(id)));
+  return ops;
+}
+
+std::vector<std::string> Texts(std::vector<Rule> rules) {
+  std::sort(rules.begin(), rules.end(), [](const Rule& a, const Rule& b) { return a.id < b.id; });
+  std::vector<std::string> out;
+  for (const Rule& r : rules) out.push_back(r.ToString());
+  return out;
+}
+
+std::unique_ptr<RuleStore> OpenStore(const std::string& dir, RuleStoreState* state) {
+  absl::StatusOr<std::unique_ptr<RuleStore>> s = RuleStore::Open(dir);
+  EXPECT_TRUE(s.ok()) << s.status();
+  if (!s.ok()) return nullptr;
+  absl::StatusOr<RuleStoreState> st = (*s)->Load();
+  EXPECT_TRUE(st.ok()) << st.status();
+  if (st.ok()) *state = *std::move(st);
+  return *std::move(s);
+}
+
+v1::RuleBatch V1Batch(uint64_t id, const std::vector<RuleOp>& ops) {
+  v1::RuleBatch b;
+  b.set_batch_id(id);
+  for (const RuleOp& op : ops) {
+    v1::RuleOp* o = b.add_ops();
+    if (op.kind == RuleOp::Kind::kDelete) {
+      o->set_delete_id(op.id);
+    } else {
+      RuleToProto(op.rule, o->mutable_insert());
+    }
+  }
+  return b;
+}
+
+// A gRPC server over DurableDataplane over a FakeDataplane, with a store.
+class DurableTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    RuleStoreState st;
+    store_ = OpenStore(dir_.path(), &st);
+    ASSERT_NE(store_, nullptr);
+    durable_ = std::make_unique<DurableDataplane>(&fake_, store_.get());
+    GrpcServerConfig cfg;
+    cfg.address = "127.0.0.1";
+    cfg.port = 0;
+    cfg.plaintext = true;
+    cfg.instance.boot_id = 0x1234abcd5678ef01u;
+    cfg.instance.restored_generation = 0;
+    cfg.instance.durable = true;
+    cfg.instance.store_path = store_->path();
+    auto s = StartGrpcServer(durable_.get(), cfg);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = *std::move(s);
+    ClientOptions o;
+    o.target = server_->target();
+    o.plaintext = true;
+    auto c = FlowclassClient::Connect(o);
+    ASSERT_TRUE(c.ok()) << c.status();
+    client_ = *std::move(c);
+  }
+  // Stops the server, closes the store and loads it again.
+  RuleStoreState Reload() {
+    client_.reset();
+    server_.reset();
+    durable_.reset();
+    store_.reset();
+    RuleStoreState st;
+    store_ = OpenStore(dir_.path(), &st);
+    return st;
+  }
+
+  TempDir dir_{"durable_test"};
+  FakeDataplane fake_;
+  std::unique_ptr<RuleStore> store_;
+  std::unique_ptr<DurableDataplane> durable_;
+  std::unique_ptr<GrpcServer> server_;
+  std::unique_ptr<FlowclassClient> client_;
+};
+
+TEST_F(DurableTest, EveryAckIsDurableWhenWritten) {
+  ApplyOptions ao;
+  ao.batch_size = 7;
+  ao.window = 4;
+  std::vector<RuleOp> ops = Inserts(1, 200);
+  absl::StatusOr<ApplyResult> r = client_->ApplyOps(ops, ao);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_FALSE(r->first_error.has_value());
+  // Each ack, when it is written, is in the store: one at a time, the store
+  // is at the ack's generation when the client reads it.
+  for (uint64_t id = 201; id <= 210; ++id) {
+    absl::StatusOr<v1::BatchAck> ack =
+        client_->ApplyBatch(V1Batch(id, {RuleOp::Insert(R(id))}));
+    ASSERT_TRUE(ack.ok()) << ack.status();
+    ASSERT_EQ(ack->status_code(), 0) << ack->status_message();
+    EXPECT_EQ(store_->generation(), ack->generation());
+    EXPECT_EQ(ack->server().boot_id(), 0x1234abcd5678ef01u);
+    EXPECT_TRUE(ack->server().durable());
+    EXPECT_EQ(ack->server().store_path(), store_->path());
+  }
+  // A rejected batch (duplicate id) is not stored and changes no generation.
+  const uint64_t gen = fake_.generation();
+  absl::StatusOr<v1::BatchAck> dup = client_->ApplyBatch(V1Batch(999, {RuleOp::Insert(R(5))}));
+  ASSERT_TRUE(dup.ok());
+  EXPECT_NE(dup->status_code(), 0);
+  EXPECT_EQ(store_->generation(), gen);
+  // Deletes and DeleteAll are stored too.
+  ASSERT_EQ(client_->ApplyBatch(V1Batch(1000, {RuleOp::Delete(3)}))->status_code(), 0);
+  const std::vector<std::string> before_delete_all = Texts(fake_.ListRules());
+  absl::StatusOr<v1::BatchAck> all = client_->DeleteAll();
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->server().boot_id(), 0x1234abcd5678ef01u);
+  EXPECT_EQ(store_->generation(), all->generation());
+  ASSERT_EQ(client_->ApplyBatch(V1Batch(1001, Inserts(500, 510)))->status_code(), 0);
+  const uint64_t final_gen = fake_.generation();
+  const std::vector<std::string> final_rules = Texts(fake_.ListRules());
+  RuleStoreState st = Reload();
+  EXPECT_EQ(st.generation, final_gen);
+  EXPECT_EQ(Texts(st.rules), final_rules);
+  EXPECT_EQ(final_rules.size(), 11u);
+  EXPECT_EQ(before_delete_all.size(), 209u);
+}
+
+TEST_F(DurableTest, StatsAndConfigTellWhichStart) {
+  absl::StatusOr<v1::Stats> s = client_->GetStats();
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->server().boot_id(), 0x1234abcd5678ef01u);
+  EXPECT_TRUE(s->server().durable());
+  absl::StatusOr<v1::Config> c = client_->GetConfig();
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->server().boot_id(), 0x1234abcd5678ef01u);
+  EXPECT_EQ(c->server().restored_generation(), 0u);
+}
+
+TEST_F(DurableTest, AFailedAppendIsDataLossThenEveryChangeIsRefused) {
+  ASSERT_EQ(client_->ApplyBatch(V1Batch(1, Inserts(1, 5)))->status_code(), 0);
+  // A change behind the store's back: the next generation does not continue
+  // the store's, so its append fails.
+  ASSERT_TRUE(fake_.ApplyBatch(Inserts(100, 100)).ok());
+  absl::StatusOr<v1::BatchAck> ack = client_->ApplyBatch(V1Batch(2, Inserts(6, 6)));
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  EXPECT_EQ(ack->status_code(), kDataLoss);
+  EXPECT_THAT(ack->status_message(), HasSubstr("applied to the dataplane but is not durable"));
+  EXPECT_THAT(ack->status_message(), HasSubstr("refuses rule changes until it is restarted"));
+  EXPECT_TRUE(fake_.GetRule(6).ok());  // applied, not durable
+  const uint64_t gen = fake_.generation();
+  const size_t applied = fake_.applied_batches().size();
+  ack = client_->ApplyBatch(V1Batch(3, Inserts(7, 7)));
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  EXPECT_EQ(ack->status_code(), kUnavailable);
+  EXPECT_THAT(ack->status_message(), HasSubstr("refuses rule changes until it is restarted"));
+  absl::StatusOr<v1::BatchAck> all = client_->DeleteAll();
+  EXPECT_EQ(all.status().code(), absl::StatusCode::kUnavailable);
+  absl::StatusOr<v1::BatchAck> rep = client_->ReplaceRules({R(1)});
+  EXPECT_EQ(rep.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(fake_.generation(), gen);
+  EXPECT_EQ(fake_.applied_batches().size(), applied);
+  EXPECT_FALSE(durable_->failure().ok());
+  // Reads still work; the store holds the last durable generation.
+  EXPECT_TRUE(client_->GetStats().ok());
+  RuleStoreState st = Reload();
+  EXPECT_EQ(st.generation, 1u);
+  EXPECT_EQ(st.rules.size(), 5u);
+}
+
+TEST_F(DurableTest, ReplaceRulesIsOneGenerationAllOrNothing) {
+  ASSERT_EQ(client_->ApplyBatch(V1Batch(1, Inserts(1, 5)))->status_code(), 0);
+  const uint64_t gen = fake_.generation();
+  const size_t applied = fake_.applied_batches().size();
+  std::vector<Rule> next;
+  for (uint64_t id = 4; id <= 8; ++id) next.push_back(R(id, 80));
+  absl::StatusOr<v1::BatchAck> ack = client_->ReplaceRules(next, /*per_message=*/2);
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  EXPECT_EQ(ack->generation(), gen + 1);
+  EXPECT_EQ(ack->inserted(), 3u);
+  EXPECT_EQ(ack->replaced(), 2u);
+  EXPECT_EQ(ack->deleted(), 3u);
+  EXPECT_EQ(ack->rules(), 5u);
+  EXPECT_EQ(ack->server().boot_id(), 0x1234abcd5678ef01u);
+  EXPECT_EQ(fake_.applied_batches().size(), applied + 1);  // one batch
+  EXPECT_EQ(Texts(fake_.ListRules()), Texts(next));
+  // A duplicate id, or a bad rule last: nothing changes.
+  std::vector<Rule> dup = next;
+  dup.push_back(R(4));
+  absl::StatusOr<v1::BatchAck> bad = client_->ReplaceRules(dup);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("duplicate id"));
+  std::vector<Rule> invalid = {R(20), R(21)};
+  invalid[1].match.tp_dst = PortRange{100, 50};  // not ordered
+  bad = client_->ReplaceRules(invalid);
+  EXPECT_FALSE(bad.ok());
+  EXPECT_EQ(fake_.generation(), gen + 1);
+  EXPECT_EQ(Texts(fake_.ListRules()), Texts(next));
+  // Only inserts may be streamed.
+  {
+    grpc::ClientContext ctx;
+    v1::BatchAck a;
+    auto w = client_->stub()->ReplaceRules(&ctx, &a);
+    v1::RuleBatch b;
+    b.add_ops()->set_delete_id(4);
+    w->Write(b);
+    w->WritesDone();
+    const grpc::Status st = w->Finish();
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(st.error_message(), HasSubstr("message 1 operation 0: ReplaceRules takes inserts"));
+  }
+  // Empty: every rule deleted, one generation; durable.
+  ack = client_->ReplaceRules({});
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  EXPECT_EQ(ack->deleted(), 5u);
+  EXPECT_EQ(ack->generation(), gen + 2);
+  ASSERT_TRUE(client_->ReplaceRules(next).ok());
+  RuleStoreState st = Reload();
+  EXPECT_EQ(st.generation, gen + 3);
+  EXPECT_EQ(Texts(st.rules), Texts(next));
+}
+
+std::string ReadLog(std::FILE* f) {
+  std::fflush(f);
+  std::rewind(f);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
+  return out;
+}
+
+TEST(RuleRestoreTest, RestoresTheExactSetAndGenerationAndIgnoresTheSeed) {
+  TempDir dir("rule_restore");
+  {
+    RuleStoreState st;
+    auto store = OpenStore(dir.path(), &st);
+    FakeDataplane fake;
+    DurableDataplane d(&fake, store.get());
+    ASSERT_TRUE(d.ApplyBatch(Inserts(1, 50)).ok());
+    ASSERT_TRUE(d.ApplyBatch({RuleOp::Delete(7), RuleOp::Replace(R(8, 99))}).ok());
+    ASSERT_TRUE(d.DeleteAll().ok());
+    ASSERT_TRUE(d.ApplyBatch(Inserts(60, 64)).ok());
+    ASSERT_EQ(fake.generation(), 4u);
+  }
+  std::FILE* log = std::tmpfile();
+  StoreConfig cfg;
+  cfg.path = dir.path();
+  absl::StatusOr<StartupStore> s = OpenRuleStore(cfg, log);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->state.generation, 4u);
+  FakeDataplane fake;
+  DurableDataplane d(&fake, s->store.get());
+  const std::vector<RuleOp> seed = Inserts(1000, 1002);
+  ASSERT_TRUE(RestoreRules(
+                  &*s, seed, [&](absl::Span<const Rule> r, uint64_t g) { return fake.Restore(r, g); },
+                  &d, log)
+                  .ok());
+  EXPECT_EQ(fake.generation(), 4u);
+  EXPECT_EQ(fake.ListRules().size(), 5u);
+  EXPECT_FALSE(fake.GetRule(1000).ok());
+  EXPECT_TRUE(fake.GetRule(64).ok());
+  EXPECT_EQ(s->instance.restored_generation, 4u);
+  EXPECT_EQ(s->instance.restored_rules, 5u);
+  EXPECT_TRUE(s->instance.durable);
+  EXPECT_NE(s->instance.boot_id, 0u);
+  // The next batch continues the store's generation.
+  absl::StatusOr<BatchResult> r = d.ApplyBatch(Inserts(70, 70));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->generation, 5u);
+  EXPECT_EQ(s->store->generation(), 5u);
+  const std::string text = ReadLog(log);
+  EXPECT_THAT(text, HasSubstr("rules.file ignored: the store holds generation 4"));
+  EXPECT_THAT(text, HasSubstr("started at generation 4 (5 rules)"));
+  std::fclose(log);
+  EXPECT_NE(NewBootId(), NewBootId());
+}
+
+TEST(RuleRestoreTest, AnEmptyStoreIsSeededDurably) {
+  TempDir dir("rule_restore");
+  StoreConfig cfg;
+  cfg.path = dir.path() + "/sub";
+  std::FILE* log = std::tmpfile();
+  {
+    absl::StatusOr<StartupStore> s = OpenRuleStore(cfg, log);
+    ASSERT_TRUE(s.ok()) << s.status();
+    FakeDataplane fake;
+    DurableDataplane d(&fake, s->store.get());
+    ASSERT_TRUE(RestoreRules(&*s, Inserts(1, 3),
+                             [&](absl::Span<const Rule> r, uint64_t g) { return fake.Restore(r, g); },
+                             &d, log)
+                    .ok());
+    EXPECT_EQ(fake.generation(), 1u);
+    EXPECT_EQ(s->instance.restored_generation, 0u);
+    EXPECT_EQ(s->store->generation(), 1u);
+  }
+  absl::StatusOr<StartupStore> again = OpenRuleStore(cfg, log);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->state.generation, 1u);
+  EXPECT_EQ(again->state.rules.size(), 3u);
+  std::fclose(log);
+}
+
+TEST(RuleRestoreTest, InMemoryWarns) {
+  std::FILE* log = std::tmpfile();
+  absl::StatusOr<StartupStore> s = OpenRuleStore(StoreConfig{}, log);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->store, nullptr);
+  FakeDataplane fake;
+  DurableDataplane d(&fake, nullptr);
+  ASSERT_TRUE(RestoreRules(&*s, Inserts(1, 2), nullptr, &d, log).ok());
+  EXPECT_FALSE(s->instance.durable);
+  EXPECT_EQ(fake.generation(), 1u);
+  EXPECT_THAT(ReadLog(log), HasSubstr("rules are kept in memory only and do not survive a restart"));
+  std::fclose(log);
+}
+
+TEST(RuleRestoreTest, ADamagedStoreRefusesUnlessRecoveryIsAskedFor) {
+  TempDir dir("rule_restore");
+  {
+    RuleStoreState st;
+    auto store = OpenStore(dir.path(), &st);
+    FakeDataplane fake;
+    DurableDataplane d(&fake, store.get());
+    ASSERT_TRUE(d.ApplyBatch(Inserts(1, 5)).ok());
+  }
+  WriteFile(dir.File("rules.db"), "this is not a database");
+  std::FILE* log = std::tmpfile();
+  StoreConfig cfg;
+  cfg.path = dir.path();
+  absl::StatusOr<StartupStore> s = OpenRuleStore(cfg, log);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr(dir.File("rules.db")));
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("recover_to_last_consistent"));
+  EXPECT_EQ(ReadFile(dir.File("rules.db")), "this is not a database");  // left as it is
+  cfg.recover_to_last_consistent = true;
+  s = OpenRuleStore(cfg, log);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->state.generation, 0u);
+  EXPECT_TRUE(s->state.info.recovered);
+  EXPECT_THAT(ReadLog(log), HasSubstr("was damaged; recovered"));
+  std::fclose(log);
+}
+
+}  // namespace
+}  // namespace flowclass
