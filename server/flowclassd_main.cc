@@ -28,6 +28,7 @@
 #include "server/config.h"
 #include "server/metrics/metrics_exporter.h"
 #include "server/metrics/observed_dataplane.h"
+#include "server/readiness.h"
 
 namespace flowclass {
 namespace {
@@ -255,8 +256,15 @@ int Main(int argc, char** argv) {
   // reads: the dataplane and the apply-latency histogram.
   std::unique_ptr<DpdkDataplane> owned;      // set once created
   ApplyLatencyMetrics apply_latency;
+  // ---- readiness: gRPC health, /readyz, /healthz (server/readiness.h) ----
+  // Not ready until the start-up rule load is done and the watchdog sees
+  // every PMD run; its watchdog stops before the dataplane goes.
+  Readiness readiness(
+      ReadinessOptions{std::chrono::milliseconds(config->pmd_stall_timeout_ms)});
+  // ---- end readiness ----
   std::unique_ptr<MetricsExporter> metrics;
   auto abort_start = [&](int code) {
+    readiness.Stop();
     metrics.reset();
     owned.reset();
     return finish(code);
@@ -306,7 +314,7 @@ int Main(int argc, char** argv) {
   ObservedDataplane observed(&dataplane, &apply_latency);
   if (config->metrics.enabled) {
     absl::StatusOr<std::unique_ptr<MetricsExporter>> m =
-        MetricsExporter::Start(config->metrics, &dataplane, &apply_latency);
+        MetricsExporter::Start(config->metrics, &dataplane, &apply_latency, &readiness);
     if (!m.ok()) {
       std::fprintf(stderr, "flowclassd: metrics error: %s\n",
                    std::string(m.status().message()).c_str());
@@ -323,6 +331,7 @@ int Main(int argc, char** argv) {
                  std::string(applied.status().message()).c_str());
     return abort_start(kExitRules);
   }
+  readiness.SetRulesRestored(true);  // the start-up rule load is done
 
   if (g_signal.load() != 0) return stop_before_start();
 
@@ -332,6 +341,7 @@ int Main(int argc, char** argv) {
                  std::string(st.message()).c_str());
     return abort_start(kExitPort);
   }
+  readiness.Start([&dataplane] { return dataplane.Heartbeat(); });
   std::printf("flowclassd: running, %zu PMD(s), %zu port(s), generation %llu "
               "(%zu rules); pid %d\n",
               config->dataplane.pmd_lcores.size(), config->dataplane.ports.size(),
@@ -361,10 +371,11 @@ int Main(int argc, char** argv) {
   std::unique_ptr<GrpcServer> grpc_server;
   if (config->grpc.enabled) {
     absl::StatusOr<std::unique_ptr<GrpcServer>> gs =
-        StartGrpcServer(&observed, config->grpc, tls);  // batches timed for /metrics
+        StartGrpcServer(&observed, config->grpc, tls, &readiness);  // batches timed
     if (!gs.ok()) {
       std::fprintf(stderr, "flowclassd: config error: %s\n",
                    std::string(gs.status().message()).c_str());
+      readiness.Stop();
       metrics.reset();  // its HTTP threads read the dataplane being stopped
       dataplane.Stop();
       return abort_start(kExitConfig);
@@ -394,6 +405,7 @@ int Main(int argc, char** argv) {
   std::printf("flowclassd: stopping (%s)\n",
               sig ? (sig == SIGINT ? "SIGINT" : "SIGTERM") : "duration reached");
   if (grpc_server) grpc_server->Shutdown();  // no API calls past here
+  readiness.Stop();
   metrics.reset();  // no scrape while the dataplane stops
   dataplane.Stop();
   const DataplaneStats final_stats = dataplane.Stats();
