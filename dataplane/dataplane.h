@@ -103,6 +103,9 @@ struct PmdHeartbeat {
 struct DataplaneHeartbeat {
   uint64_t generation = 0;        // last published rule generation
   uint64_t publish_timeouts = 0;  // publications a PMD did not take in time
+  // The generation of the last publication that timed out while a PMD still
+  // has not installed it; 0 when none is owed.
+  uint64_t owed_generation = 0;
   std::vector<PmdHeartbeat> pmds;
 };
 

@@ -1,5 +1,6 @@
 #include "server/readiness.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -58,9 +59,10 @@ void Readiness::Update() {
       wedged.push_back(absl::StrCat(name, ": no loop iteration for ", idle.count(),
                                     " ms (stalled; pmd.stall_timeout_ms=",
                                     options_.stall_timeout.count(), ")"));
-    } else if (p.generation < prev_generation_) {
-      why.push_back(absl::StrCat(name, ": runs rule generation ", p.generation,
-                                 ", published ", prev_generation_));
+    } else if (const uint64_t want = std::max(prev_generation_, last_.owed_generation);
+               p.generation < want) {
+      why.push_back(absl::StrCat(name, ": runs rule generation ", p.generation, ", published ",
+                                 want));
     }
   }
   s.live = wedged.empty();

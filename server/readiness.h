@@ -10,8 +10,9 @@
 //     `stall_timeout` (a PMD passes a quiescent point every iteration);
 //   * no PMD lags: each runs at least the generation that was published one
 //     observation earlier (a healthy PMD installs a new table within one
-//     iteration, so a PMD still behind one interval later did not take it,
-//     e.g. after a publication deadline expired).
+//     iteration, so a PMD still behind one interval later did not take it)
+//     and at least the heartbeat's owed_generation (a publication whose
+//     deadline expired: exact, whatever the sampling).
 // Live unless a PMD is stalled (a restart is what helps a wedged PMD);
 // starting, restoring rules or a lagging generation do not fail liveness.
 // Kubernetes: readinessProbe on /readyz takes the pod out of service (and

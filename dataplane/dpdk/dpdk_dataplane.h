@@ -206,7 +206,8 @@ class DpdkDataplane final : public Dataplane {
   // Test hook: while `stalled`, PMD `pmd` stops at the end of its loop
   // iteration (holding its rule table, passing no quiescent point, answering
   // no mailbox) as a stuck PMD would; false lets it go on.  A stalled PMD
-  // still leaves when the dataplane stops.  Tests only.
+  // still leaves when the dataplane stops.  Returns once the running PMD is
+  // in (or out of) the stall (at most 5 s).  Tests only.
   void StallPmdForTesting(int pmd, bool stalled);
 
  private:

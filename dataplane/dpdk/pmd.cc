@@ -188,9 +188,11 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
     // Test hook (StallPmdForTesting): a PMD stuck mid-iteration, its table
     // installed, passing no quiescent point.
     if (pmd.knobs_box->stall_for_testing.load(std::memory_order_relaxed)) [[unlikely]] {
+      pmd.knobs_box->stalled_for_testing.store(true, std::memory_order_release);
       while (pmd.knobs_box->stall_for_testing.load(std::memory_order_relaxed) &&
              !stop.load(std::memory_order_relaxed))
         rte_delay_us_sleep(1000);
+      pmd.knobs_box->stalled_for_testing.store(false, std::memory_order_release);
     }
     Bump(At(c, PmdLoopCounter::kIterations), 1);
     const uint64_t t1 = rte_rdtsc();

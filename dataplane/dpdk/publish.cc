@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "dataplane/dpdk/dpdk_dataplane.h"
@@ -92,6 +93,7 @@ absl::Status DpdkDataplane::Impl::SettleOwedGrace() {
   table->RemoveDeleted();
   grace_owed = false;
   owed_reader = -1;
+  owed_generation_seen.store(0, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
@@ -122,6 +124,7 @@ absl::Status DpdkDataplane::Impl::Publish(const PublishedTable* cur, RuleChangeS
     grace_owed = true;
     owed_reader = wait.lagging_reader;
     owed_generation = gen;
+    owed_generation_seen.store(gen, std::memory_order_relaxed);
     owed_since = std::chrono::steady_clock::now();
     publish_timeouts.fetch_add(1, std::memory_order_relaxed);
     return absl::DeadlineExceededError(absl::StrCat(
@@ -169,6 +172,7 @@ DataplaneHeartbeat DpdkDataplane::Heartbeat() const {
   DataplaneHeartbeat h;
   h.generation = d.published_generation.load(std::memory_order_acquire);
   h.publish_timeouts = d.publish_timeouts.load(std::memory_order_relaxed);
+  h.owed_generation = d.owed_generation_seen.load(std::memory_order_relaxed);
   h.pmds.reserve(d.pmds.size());
   for (const Impl::Pmd& p : d.pmds) {
     PmdHeartbeat b;
@@ -186,8 +190,14 @@ DataplaneHeartbeat DpdkDataplane::Heartbeat() const {
 void DpdkDataplane::StallPmdForTesting(int pmd, bool stalled) {
   Impl& d = *impl_;
   if (pmd < 0 || static_cast<size_t>(pmd) >= d.pmds.size()) return;
-  d.pmds[static_cast<size_t>(pmd)].knobs_box->stall_for_testing.store(
-      stalled, std::memory_order_relaxed);
+  Impl::KnobsMailbox& box = *d.pmds[static_cast<size_t>(pmd)].knobs_box;
+  box.stall_for_testing.store(stalled, std::memory_order_relaxed);
+  // Until the PMD is in (or out of) the stall, unless it does not run.
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (d.pmds[static_cast<size_t>(pmd)].mailbox->live.load(std::memory_order_acquire) &&
+         box.stalled_for_testing.load(std::memory_order_acquire) != stalled &&
+         std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
 }
 
 uint64_t DpdkDataplane::generation() const {

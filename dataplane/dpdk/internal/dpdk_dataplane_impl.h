@@ -148,6 +148,7 @@ struct alignas(64) KnobsMailbox {
   // quiescent point (it still leaves when the dataplane stops).  Read once
   // per iteration, relaxed: a line the PMD reads anyway.
   std::atomic<bool> stall_for_testing{false};
+  std::atomic<bool> stalled_for_testing{false};  // the PMD is in the stall
 };
 // How long ApplySettings waits for every PMD to take new pipeline settings.
 constexpr auto kKnobsWait = std::chrono::seconds(2);
@@ -213,6 +214,8 @@ struct DpdkDataplane::Impl {
   // Written under apply_mu, read by Heartbeat() from any thread.
   std::atomic<uint64_t> published_generation{0};
   std::atomic<uint64_t> publish_timeouts{0};
+  // owed_generation while grace_owed, else 0 (for Heartbeat()).
+  std::atomic<uint64_t> owed_generation_seen{0};
   // Under apply_mu.  A publication timed out: the PMD `owed_reader` had not
   // installed generation `owed_generation` in time, so the grace period it
   // would have ended is still owed.  Until that PMD reports the generation,
