@@ -8,7 +8,10 @@
 
 namespace flowclass {
 
-Readiness::Readiness(ReadinessOptions options) : options_(options) {}
+Readiness::Readiness(ReadinessOptions options) : options_(options) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Update();
+}
 
 Readiness::~Readiness() { Stop(); }
 
