@@ -72,14 +72,14 @@ class ReadinessCollector final : public prometheus::Collectable {
       return f;
     };
     std::vector<prometheus::MetricFamily> out;
-    out.push_back(gauge("flowclass_ready",
+    out.push_back(gauge(kReadinessMetrics[0],
                         "1 when the daemon is ready (/readyz, gRPC health SERVING): rules "
                         "restored, every PMD running its loop and the published generation",
                         s.ready ? 1 : 0));
-    out.push_back(gauge("flowclass_live", "0 when a PMD is stalled (/healthz fails)",
+    out.push_back(gauge(kReadinessMetrics[1], "0 when a PMD is stalled (/healthz fails)",
                         s.live ? 1 : 0));
     prometheus::MetricFamily stalled{
-        "flowclass_pmd_stalled",
+        kReadinessMetrics[2],
         "1 while the PMD's loop has not advanced for pmd.stall_timeout_ms",
         prometheus::MetricType::Gauge,
         {}};
@@ -93,7 +93,7 @@ class ReadinessCollector final : public prometheus::Collectable {
     }
     out.push_back(std::move(stalled));
     prometheus::MetricFamily t{
-        "flowclass_publish_timeouts_total",
+        kReadinessMetrics[3],
         "Rule publications a PMD did not install within pmd.publish_timeout_ms",
         prometheus::MetricType::Counter,
         {}};

@@ -48,6 +48,11 @@ namespace flowclass {
 
 class Readiness;
 
+// The families /metrics carries when the exporter has a Readiness.
+inline constexpr const char* kReadinessMetrics[] = {
+    "flowclass_ready", "flowclass_live", "flowclass_pmd_stalled",
+    "flowclass_publish_timeouts_total"};
+
 // The Prometheus text exposition of `families` (what /metrics returns).
 std::string SerializeMetrics(const std::vector<prometheus::MetricFamily>& families);
 
