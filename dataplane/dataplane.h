@@ -91,6 +91,24 @@ struct PmdCounters : PmdLoopStats {
   }
 };
 
+// Whether a PMD still runs its loop, as a watchdog samples it
+// (DpdkDataplane::Heartbeat; server/readiness.h): cheap, no PMD involved.
+struct PmdHeartbeat {
+  uint32_t pmd = 0;
+  uint32_t lcore = 0;
+  bool running = false;     // its loop has started and not ended
+  uint64_t iterations = 0;  // loop iterations so far (advances while it runs)
+  uint64_t generation = 0;  // rule generation it has installed
+};
+struct DataplaneHeartbeat {
+  uint64_t generation = 0;        // last published rule generation
+  uint64_t publish_timeouts = 0;  // publications a PMD did not take in time
+  // The generation of the last publication that timed out while a PMD still
+  // has not installed it; 0 when none is owed.
+  uint64_t owed_generation = 0;
+  std::vector<PmdHeartbeat> pmds;
+};
+
 // Counters of one configured port.
 struct PortCounters {
   uint32_t number = 0;       // the port number rules use (in_port, output:N)

@@ -284,6 +284,11 @@ absl::StatusOr<DaemonConfig> Convert(const YAML::Node& root) {
   FC_RETURN_IF_ERROR(pmd.Int("burst", &c.dataplane.burst, 1, kMaxBurst));
   FC_RETURN_IF_ERROR(pmd.Int("tx_retries", &c.dataplane.tx_retries, 0, 1000000));
   FC_RETURN_IF_ERROR(pmd.Int("idle_sleep_us", &c.dataplane.idle_sleep_us, 0, 1000000));
+  // ---- readiness and the publication deadline (server/readiness.h) ----
+  FC_RETURN_IF_ERROR(pmd.Int("publish_timeout_ms", &c.dataplane.publish_timeout_ms, 1,
+                             kMaxPublishTimeoutMs));
+  FC_RETURN_IF_ERROR(pmd.Int("stall_timeout_ms", &c.pmd_stall_timeout_ms, 10, 600000));
+  // ---- end readiness ----
   FC_RETURN_IF_ERROR(pmd.CheckNoUnknownKeys());
   if (c.dataplane.pmd_lcores.empty())
     return absl::InvalidArgumentError("pmd.lcores: required (at least one lcore)");

@@ -54,6 +54,11 @@ struct DaemonConfig {
   // Present section = server enabled (grpc.enabled: false turns it off).
   // Keys and security rules: server/api/grpc_config.h, docs/api.md.
   GrpcServerConfig grpc;
+  // ---- readiness (server/readiness.h) ----
+  // pmd.stall_timeout_ms: a PMD whose loop has not advanced for this long is
+  // stalled (readiness and liveness fail).  pmd.publish_timeout_ms is
+  // dataplane.publish_timeout_ms.
+  uint32_t pmd_stall_timeout_ms = 2000;
 };
 
 // Parses YAML text (`origin` names it in errors) with overrides applied.

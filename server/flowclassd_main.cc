@@ -29,6 +29,7 @@
 #include "server/metrics/metrics_exporter.h"
 #include "server/metrics/observed_dataplane.h"
 #include "server/durable_dataplane.h"
+#include "server/readiness.h"
 #include "server/rule_restore.h"
 
 namespace flowclass {
@@ -269,8 +270,15 @@ int Main(int argc, char** argv) {
   // reads: the dataplane and the apply-latency histogram.
   std::unique_ptr<DpdkDataplane> owned;      // set once created
   ApplyLatencyMetrics apply_latency;
+  // ---- readiness: gRPC health, /readyz, /healthz (server/readiness.h) ----
+  // Not ready until the start-up rule load is done and the watchdog sees
+  // every PMD run; its watchdog stops before the dataplane goes.
+  Readiness readiness(
+      ReadinessOptions{std::chrono::milliseconds(config->pmd_stall_timeout_ms)});
+  // ---- end readiness ----
   std::unique_ptr<MetricsExporter> metrics;
   auto abort_start = [&](int code) {
+    readiness.Stop();
     metrics.reset();
     owned.reset();
     return finish(code);
@@ -330,7 +338,7 @@ int Main(int argc, char** argv) {
   ObservedDataplane observed(&dataplane, &apply_latency);
   if (config->metrics.enabled) {
     absl::StatusOr<std::unique_ptr<MetricsExporter>> m =
-        MetricsExporter::Start(config->metrics, &dataplane, &apply_latency);
+        MetricsExporter::Start(config->metrics, &dataplane, &apply_latency, &readiness);
     if (!m.ok()) {
       std::fprintf(stderr, "flowclassd: metrics error: %s\n",
                    std::string(m.status().message()).c_str());
@@ -357,6 +365,7 @@ int Main(int argc, char** argv) {
   const uint64_t start_rules =
       store->state.generation > 0 ? store->instance.restored_rules : rules->size();
   config->grpc.instance = store->instance;
+  readiness.SetRulesRestored(true);  // the store is restored (or the empty store seeded)
 
   if (g_signal.load() != 0) return stop_before_start();
 
@@ -366,6 +375,7 @@ int Main(int argc, char** argv) {
                  std::string(st.message()).c_str());
     return abort_start(kExitPort);
   }
+  readiness.Start([&dataplane] { return dataplane.Heartbeat(); });
   std::printf("flowclassd: running, %zu PMD(s), %zu port(s), generation %llu "
               "(%zu rules); pid %d\n",
               config->dataplane.pmd_lcores.size(), config->dataplane.ports.size(),
@@ -395,10 +405,11 @@ int Main(int argc, char** argv) {
   std::unique_ptr<GrpcServer> grpc_server;
   if (config->grpc.enabled) {
     absl::StatusOr<std::unique_ptr<GrpcServer>> gs =
-        StartGrpcServer(&durable, config->grpc, tls);  // durable, timed for /metrics
+        StartGrpcServer(&durable, config->grpc, tls, &readiness);  // durable, timed for /metrics
     if (!gs.ok()) {
       std::fprintf(stderr, "flowclassd: config error: %s\n",
                    std::string(gs.status().message()).c_str());
+      readiness.Stop();
       metrics.reset();  // its HTTP threads read the dataplane being stopped
       dataplane.Stop();
       return abort_start(kExitConfig);
@@ -428,6 +439,7 @@ int Main(int argc, char** argv) {
   std::printf("flowclassd: stopping (%s)\n",
               sig ? (sig == SIGINT ? "SIGINT" : "SIGTERM") : "duration reached");
   if (grpc_server) grpc_server->Shutdown();  // no API calls past here
+  readiness.Stop();
   metrics.reset();  // no scrape while the dataplane stops
   dataplane.Stop();
   const DataplaneStats final_stats = dataplane.Stats();

@@ -44,6 +44,16 @@
 //   DEADLINE_EXCEEDED after 2 s: then the request is applied, but a PMD has
 //   not confirmed it yet.  When a PMD has not taken the previous request's
 //   version yet, DEADLINE_EXCEEDED and nothing changes.
+// * Publication deadline: a rule batch (ApplyBatch(es), DeleteAll) waits at
+//   most publish_timeout_ms for every running PMD to install it.  Then it
+//   fails with DEADLINE_EXCEEDED naming the PMD and its lcore: the batch is
+//   applied and published (the other PMDs run it, the late one takes it when
+//   it resumes, ListRules shows it) but not acknowledged.  Until that PMD has
+//   installed it, every further batch fails at once with UNAVAILABLE naming
+//   the PMD and is not applied, and nothing the late PMD may still read is
+//   freed (retired rule memory, deleted rules, the old table of a DeleteAll
+//   stay allocated; see internal/dpdk_dataplane_impl.h).  Heartbeat() tells
+//   a watchdog whether each PMD still passes its loop (server/readiness.h).
 // * Threads: all public methods from non-PMD threads; ApplyBatch and
 //   ApplySettings are serialised internally.
 #ifndef FLOWCLASS_DATAPLANE_DPDK_DPDK_DATAPLANE_H_
@@ -129,7 +139,11 @@ struct DpdkDataplaneOptions {
   uint16_t mbuf_data_room = 2048 + 128;  // RTE_MBUF_DEFAULT_BUF_SIZE
   PipelineConfig pipeline;
   RuleTableLimits limits;
+  // pmd.publish_timeout_ms: how long a rule batch waits for every PMD to
+  // install it (see the publication deadline above); 1..kMaxPublishTimeoutMs.
+  uint32_t publish_timeout_ms = 5000;
 };
+inline constexpr uint32_t kMaxPublishTimeoutMs = 600000;
 
 // Which part of Create() failed, for exit codes.
 enum class SetupStage { kNone, kOptions, kLcore, kMempool, kPort };
@@ -194,6 +208,17 @@ class DpdkDataplane final : public Dataplane {
   // current rule set with at least one hit are listed.
   absl::StatusOr<std::vector<RuleHit>> RuleHits() const override;
   absl::StatusOr<TraceResult> Trace(const FlowKey& key) const override;
+
+  // Each PMD's loop iterations and installed generation, the published
+  // generation and the publication timeouts so far: relaxed loads, no lock,
+  // no PMD involved (any non-PMD thread, any time after Create).
+  DataplaneHeartbeat Heartbeat() const;
+  // Test hook: while `stalled`, PMD `pmd` stops at the end of its loop
+  // iteration (holding its rule table, passing no quiescent point, answering
+  // no mailbox) as a stuck PMD would; false lets it go on.  A stalled PMD
+  // still leaves when the dataplane stops.  Returns once the running PMD is
+  // in (or out of) the stall (at most 5 s).  Tests only.
+  void StallPmdForTesting(int pmd, bool stalled);
 
  private:
   struct Impl;

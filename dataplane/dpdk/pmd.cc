@@ -185,6 +185,15 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
       if (bad_port) Bump(At(c, PmdLoopCounter::kBadPort), bad_port);
       if (parse_errors) Bump(At(c, PmdLoopCounter::kParseErrors), parse_errors);
     }
+    // Test hook (StallPmdForTesting): a PMD stuck mid-iteration, its table
+    // installed, passing no quiescent point.
+    if (pmd.knobs_box->stall_for_testing.load(std::memory_order_relaxed)) [[unlikely]] {
+      pmd.knobs_box->stalled_for_testing.store(true, std::memory_order_release);
+      while (pmd.knobs_box->stall_for_testing.load(std::memory_order_relaxed) &&
+             !stop.load(std::memory_order_relaxed))
+        rte_delay_us_sleep(1000);
+      pmd.knobs_box->stalled_for_testing.store(false, std::memory_order_release);
+    }
     Bump(At(c, PmdLoopCounter::kIterations), 1);
     const uint64_t t1 = rte_rdtsc();
     const uint64_t dt = t1 - t0;

@@ -78,9 +78,14 @@ absl::StatusOr<std::unique_ptr<DpdkDataplane>> DpdkDataplane::Create(
         "pmd.burst: ", o.burst, " is outside 1..", kMaxBurst));
   if (o.tx_retries < 0)
     return absl::InvalidArgumentError("pmd.tx_retries: must be >= 0");
+  if (o.publish_timeout_ms < 1 || o.publish_timeout_ms > kMaxPublishTimeoutMs)
+    return absl::InvalidArgumentError(absl::StrCat("pmd.publish_timeout_ms: ",
+                                                   o.publish_timeout_ms, " is outside 1..",
+                                                   kMaxPublishTimeoutMs));
 
   auto impl = std::make_unique<Impl>();
   impl->opts = o;
+  impl->publish_timeout = std::chrono::milliseconds(o.publish_timeout_ms);
   RuntimeSettings& rs = impl->settings;
   rs.tx_retries = static_cast<uint32_t>(o.tx_retries);
   rs.idle_sleep_us = o.idle_sleep_us;

@@ -2,8 +2,11 @@
 // the calling control thread, then published to the PMDs (RulePublisher:
 // one publication, one grace period per group of batches), and the reads of
 // the table (ListRules, GetRule, generation).  Control thread only.
+#include <chrono>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "dataplane/dpdk/dpdk_dataplane.h"
@@ -29,6 +32,11 @@ std::vector<absl::StatusOr<BatchResult>> DpdkDataplane::ApplyBatches(
       results.push_back(absl::FailedPreconditionError("dataplane: stopped"));
     return results;
   }
+  // While a PMD has not taken an earlier publication: fail fast, apply nothing.
+  if (absl::Status owed = d.SettleOwedGrace(); !owed.ok()) {
+    for (size_t i = 0; i < batches.size(); ++i) results.push_back(owed);
+    return results;
+  }
   const PublishedTable* cur = d.publisher->Current();
   RuleTable& table = *d.table;
   RuleChangeSet changes;
@@ -51,28 +59,89 @@ std::vector<absl::StatusOr<BatchResult>> DpdkDataplane::ApplyBatches(
     }
     results.push_back(std::move(r));
   }
-  if (changed) d.Publish(cur, &changes);
+  if (changed) {
+    if (absl::Status st = d.Publish(cur, &changes); !st.ok()) {
+      // Applied and published, but not acknowledged: every batch of the
+      // group that was accepted gets the deadline's status.
+      for (absl::StatusOr<BatchResult>& r : results)
+        if (r.ok()) r = st;
+    }
+  }
   return results;
 }
 
-void DpdkDataplane::Impl::Publish(const PublishedTable* cur, RuleChangeSet* changes,
-                                  std::unique_ptr<RuleTable> fresh) {
+std::string DpdkDataplane::Impl::PmdName(int index) const {
+  return absl::StrCat("pmd ", index, " (lcore ", pmds[static_cast<size_t>(index)].lcore, ")");
+}
+
+absl::Status DpdkDataplane::Impl::SettleOwedGrace() {
+  if (!grace_owed) return absl::OkStatus();
+  const int lagging = publisher->LaggingReader(owed_generation);
+  if (lagging >= 0) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::steady_clock::now() - owed_since)
+                        .count();
+    return absl::UnavailableError(absl::StrCat(
+        "dataplane: ", PmdName(lagging), " has not installed rule generation ",
+        owed_generation, " published ", ms,
+        " ms ago (stalled); batch not applied, retry once it recovers"));
+  }
+  // Every online PMD reports owed_generation: the owed grace period is over.
+  owed_views.clear();
+  owed_tables.clear();
+  table->FreeRetired();
+  table->RemoveDeleted();
+  grace_owed = false;
+  owed_reader = -1;
+  owed_generation_seen.store(0, std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+absl::Status DpdkDataplane::Impl::Publish(const PublishedTable* cur, RuleChangeSet* changes,
+                                          std::unique_ptr<RuleTable> fresh) {
   RuleTable* t = fresh ? fresh.get() : table.get();
-  auto next = std::make_unique<PublishedTable>(t, t->generation());
+  const uint64_t gen = t->generation();
+  auto next = std::make_unique<PublishedTable>(t, gen);
   if (changes != nullptr) {
     changes->Seal();  // indexed here, on the control thread, for every PMD
     next->changes = std::move(*changes);
   }
   next->has_changes = changes != nullptr;
   next->base_generation = cur->generation;
+  RulePublisher::WaitResult wait;
+  std::unique_ptr<PublishedTable> old = publisher->PublishWithDeadline(
+      std::move(next), std::chrono::steady_clock::now() + publish_timeout, &wait);
+  published_generation.store(gen, std::memory_order_release);
+  if (!wait.complete()) {
+    // No grace period: the lagging PMD may still read the old view, the old
+    // table (DeleteAll) and whatever the table retired.  Keep all of it
+    // until it catches up (SettleOwedGrace).
+    owed_views.push_back(std::move(old));
+    if (fresh) {
+      table.swap(fresh);
+      owed_tables.push_back(std::move(fresh));
+    }
+    grace_owed = true;
+    owed_reader = wait.lagging_reader;
+    owed_generation = gen;
+    owed_generation_seen.store(gen, std::memory_order_relaxed);
+    owed_since = std::chrono::steady_clock::now();
+    publish_timeouts.fetch_add(1, std::memory_order_relaxed);
+    return absl::DeadlineExceededError(absl::StrCat(
+        "dataplane: ", PmdName(wait.lagging_reader), " did not install rule generation ", gen,
+        " within pmd.publish_timeout_ms=", publish_timeout.count(),
+        " (stalled?); the batch is applied and the other PMDs run it, the stalled PMD takes "
+        "it when it resumes; not acknowledged"));
+  }
   // The old view goes; PMDs never read a view after installing a newer one.
-  publisher->PublishAndWait(std::move(next));
+  old.reset();
   if (fresh) {
     table.swap(fresh);  // the old table (and its rules) freed here
-    return;
+    return absl::OkStatus();
   }
   table->FreeRetired();    // retired before the publication
   table->RemoveDeleted();  // no PMD looks up at an older generation now
+  return absl::OkStatus();
 }
 
 // Without a list of the rules or a change set of every deleted match: a new
@@ -84,6 +153,7 @@ absl::StatusOr<BatchResult> DpdkDataplane::DeleteAll() {
   Impl& d = *impl_;
   std::lock_guard<std::mutex> lock(d.apply_mu);
   if (d.stopped) return absl::FailedPreconditionError("dataplane: stopped");
+  if (absl::Status owed = d.SettleOwedGrace(); !owed.ok()) return owed;
   const PublishedTable* cur = d.publisher->Current();
   BatchResult result;
   result.deleted = d.table->size();
@@ -92,8 +162,42 @@ absl::StatusOr<BatchResult> DpdkDataplane::DeleteAll() {
   ++result.generation;
   auto fresh = std::make_unique<RuleTable>(d.opts.limits, /*concurrent_readers=*/true);
   fresh->Clear(result.generation);
-  d.Publish(cur, /*changes=*/nullptr, std::move(fresh));
+  if (absl::Status st = d.Publish(cur, /*changes=*/nullptr, std::move(fresh)); !st.ok())
+    return st;
   return result;
+}
+
+DataplaneHeartbeat DpdkDataplane::Heartbeat() const {
+  const Impl& d = *impl_;
+  DataplaneHeartbeat h;
+  h.generation = d.published_generation.load(std::memory_order_acquire);
+  h.publish_timeouts = d.publish_timeouts.load(std::memory_order_relaxed);
+  h.owed_generation = d.owed_generation_seen.load(std::memory_order_relaxed);
+  h.pmds.reserve(d.pmds.size());
+  for (const Impl::Pmd& p : d.pmds) {
+    PmdHeartbeat b;
+    b.pmd = static_cast<uint32_t>(p.index);
+    b.lcore = static_cast<uint32_t>(p.lcore);
+    b.running = p.mailbox->live.load(std::memory_order_acquire);
+    b.iterations = dpdk_internal::Read(
+        p.counters->loop[PmdLoopCounterIndex(PmdLoopCounter::kIterations)]);
+    b.generation = d.publisher->ReaderGeneration(p.index);
+    h.pmds.push_back(b);
+  }
+  return h;
+}
+
+void DpdkDataplane::StallPmdForTesting(int pmd, bool stalled) {
+  Impl& d = *impl_;
+  if (pmd < 0 || static_cast<size_t>(pmd) >= d.pmds.size()) return;
+  Impl::KnobsMailbox& box = *d.pmds[static_cast<size_t>(pmd)].knobs_box;
+  box.stall_for_testing.store(stalled, std::memory_order_relaxed);
+  // Until the PMD is in (or out of) the stall, unless it does not run.
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (d.pmds[static_cast<size_t>(pmd)].mailbox->live.load(std::memory_order_acquire) &&
+         box.stalled_for_testing.load(std::memory_order_acquire) != stalled &&
+         std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
 }
 
 uint64_t DpdkDataplane::generation() const {

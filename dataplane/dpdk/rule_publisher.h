@@ -15,6 +15,13 @@
 //          publication, so the writer may free what it unlinked before
 //          (RuleTable::FreeRetired) and unlink rules older generations saw
 //          (RuleTable::RemoveDeleted).
+//          With a deadline (PublishWithDeadline) the wait stops at the
+//          deadline: the new view is published either way (readers that
+//          reach a quiescent point install it), but a reader that has not
+//          reported it yet may still hold a pointer into anything older, so
+//          the grace period is *not* over and the caller must keep every
+//          older view and retired memory until LaggingReader() says no
+//          online reader is behind any more.
 // Reader:  once per poll-loop iteration
 //            const PublishedTable* v = pub.Load();          // acquire
 //            if (v != current) { pipeline.SetRuleTable(v->table, ..., v->generation);
@@ -89,26 +96,62 @@ class RulePublisher {
   // how many reader slots were online and had to be waited for.
   std::unique_ptr<PublishedTable> PublishAndWait(
       std::unique_ptr<PublishedTable> next, int* waited_readers = nullptr) {
+    WaitResult w;
+    std::unique_ptr<PublishedTable> old = PublishWithDeadline(
+        std::move(next), std::chrono::steady_clock::time_point::max(), &w);
+    if (waited_readers) *waited_readers = w.waited;
+    return old;
+  }
+
+  struct WaitResult {
+    int waited = 0;          // online reader slots that had to be waited for
+    int lagging_reader = -1;  // first slot still behind at the deadline; -1: none
+    bool complete() const { return lagging_reader < 0; }
+  };
+  // Publishes `next` and waits until every online reader reported it or
+  // `deadline` passed (then `out->lagging_reader` names the first slot that
+  // had not; the others are not waited for any further).  Hands back the
+  // previous view: when the wait was not complete a lagging reader may still
+  // read it, so the caller keeps it (and everything older) alive until
+  // LaggingReader(next's generation) is -1.
+  std::unique_ptr<PublishedTable> PublishWithDeadline(
+      std::unique_ptr<PublishedTable> next, std::chrono::steady_clock::time_point deadline,
+      WaitResult* out) {
     const uint64_t gen = next->generation;
     const PublishedTable* old =
         published_.exchange(next.release(), std::memory_order_seq_cst);
-    int waited = 0;
-    for (Slot& s : slots_) {
+    const bool bounded = deadline != std::chrono::steady_clock::time_point::max();
+    *out = WaitResult{};
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      Slot& s = slots_[i];
       bool counted = false;
       int spins = 0;
-      while (s.online.load(std::memory_order_seq_cst) &&
-             s.generation.load(std::memory_order_acquire) < gen) {
+      while (Behind(s, gen)) {
         if (!counted) {
           counted = true;
-          ++waited;
+          ++out->waited;
         }
         // A PMD passes a loop iteration in microseconds; yield after a short
         // spin so a shared test machine stays usable.
-        if (++spins > 64) std::this_thread::yield();
+        if (++spins > 64) {
+          std::this_thread::yield();
+          if (bounded && (spins & 255) == 0 && std::chrono::steady_clock::now() >= deadline) {
+            out->lagging_reader = static_cast<int>(i);
+            break;
+          }
+        }
       }
+      if (out->lagging_reader >= 0) break;
     }
-    if (waited_readers) *waited_readers = waited;
     return std::unique_ptr<PublishedTable>(const_cast<PublishedTable*>(old));
+  }
+  // The first online reader slot that has not reported `generation` yet, or
+  // -1 (then a grace period for every view older than `generation` is over).
+  // Does not wait.
+  int LaggingReader(uint64_t generation) const {
+    for (size_t i = 0; i < slots_.size(); ++i)
+      if (Behind(slots_[i], generation)) return static_cast<int>(i);
+    return -1;
   }
 
   // ---- reader i (its own thread only) ----
@@ -134,6 +177,10 @@ class RulePublisher {
     std::atomic<bool> online{false};
   };
   static_assert(sizeof(Slot) == 64, "one reader slot per cache line");
+  static bool Behind(const Slot& s, uint64_t gen) {
+    return s.online.load(std::memory_order_seq_cst) &&
+           s.generation.load(std::memory_order_acquire) < gen;
+  }
 
   std::vector<Slot> slots_;
   std::atomic<const PublishedTable*> published_;

@@ -140,5 +140,38 @@ TEST(RulePublisherTest, OfflineReadersDoNotBlockAndAreNotWaitedFor) {
   pub.Offline(0);
 }
 
+// A reader that never reports: the wait ends at the deadline and names it;
+// the view stays published, and LaggingReader tells when the owed grace
+// period is over (the reader reported it).
+TEST(RulePublisherTest, DeadlineNamesTheLaggingReader) {
+  RuleTable table;
+  RulePublisher pub(3, std::make_unique<PublishedTable>(&table, 0));
+  pub.Online(0);
+  pub.Online(2);
+  pub.Quiescent(0, 5);  // reader 0 is ahead; reader 2 stays at 0
+  const auto t0 = std::chrono::steady_clock::now();
+  RulePublisher::WaitResult w;
+  std::unique_ptr<PublishedTable> old = pub.PublishWithDeadline(
+      std::make_unique<PublishedTable>(&table, 1), t0 + std::chrono::milliseconds(150), &w);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_FALSE(w.complete());
+  EXPECT_EQ(w.lagging_reader, 2);
+  EXPECT_EQ(w.waited, 1);
+  EXPECT_GE(took, std::chrono::milliseconds(150));
+  EXPECT_LT(took, std::chrono::seconds(5));
+  ASSERT_NE(old, nullptr);
+  EXPECT_EQ(old->generation, 0u);
+  EXPECT_EQ(pub.Load()->generation, 1u);  // published either way
+  EXPECT_EQ(pub.LaggingReader(1), 2);
+  pub.Quiescent(2, 1);
+  EXPECT_EQ(pub.LaggingReader(1), -1);
+  // A complete wait within the deadline.
+  old = pub.PublishWithDeadline(std::make_unique<PublishedTable>(&table, 1),
+                                std::chrono::steady_clock::now() + std::chrono::seconds(5), &w);
+  EXPECT_TRUE(w.complete());
+  pub.Offline(0);
+  pub.Offline(2);
+}
+
 }  // namespace
 }  // namespace flowclass

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpc/health/v1/health.pb.h"
 #include "server/api/classifier_service.h"
+#include "server/readiness.h"
 
 namespace flowclass {
 namespace {
@@ -28,6 +29,7 @@ std::string GrpcServer::target() const {
 void GrpcServer::Shutdown(std::chrono::milliseconds grace) {
   if (shut_down_ || !server_) return;
   shut_down_ = true;
+  if (readiness_) readiness_->Unsubscribe(readiness_sub_);  // no change past here
   if (auto* h = server_->GetHealthCheckService()) h->Shutdown();
   server_->Shutdown(std::chrono::system_clock::now() + grace);
   server_->Wait();
@@ -41,8 +43,16 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(
   return StartGrpcServer(dp, config, *pem);
 }
 
+void GrpcServer::SetServing(bool serving) {
+  if (auto* h = server_->GetHealthCheckService()) {
+    h->SetServingStatus("", serving);
+    h->SetServingStatus("flowclass.v1.Classifier", serving);
+  }
+}
+
 absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(
-    Dataplane* dp, const GrpcServerConfig& config, const GrpcTlsPem& tls) {
+    Dataplane* dp, const GrpcServerConfig& config, const GrpcTlsPem& tls,
+    Readiness* readiness) {
   if (absl::Status s = ValidateGrpcServerConfig(config); !s.ok()) return s;
   if (!config.plaintext && (tls.cert.empty() || tls.key.empty()))
     return absl::InvalidArgumentError(
@@ -94,9 +104,12 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(
         "grpc.address/port: cannot listen on ", GrpcListenAddress(config),
         " (in use, or not an address of this host)"));
   server->port_ = port;
-  if (auto* h = server->server_->GetHealthCheckService()) {
-    h->SetServingStatus("", true);
-    h->SetServingStatus("flowclass.v1.Classifier", true);
+  if (readiness) {
+    server->readiness_ = readiness;
+    GrpcServer* g = server.get();
+    server->readiness_sub_ = readiness->Subscribe([g](bool ready) { g->SetServing(ready); });
+  } else {
+    server->SetServing(true);
   }
   return server;
 }

@@ -5,7 +5,10 @@
 // StartGrpcServer(dp, config) validates `config` (grpc_config.h), reads the
 // TLS files (or takes them already read), and starts a gRPC server with:
 //   flowclass.v1.Classifier   (classifier_service.h) over `dp`
-//   grpc.health.v1.Health     "" and "flowclass.v1.Classifier" SERVING
+//   grpc.health.v1.Health     "" and "flowclass.v1.Classifier": SERVING;
+//                             with a Readiness (server/readiness.h) SERVING
+//                             exactly while it is ready, NOT_SERVING
+//                             otherwise (it follows every change)
 //   server reflection         (grpcurl, grpc_cli can list and call methods)
 // and the configured limits: max_message_bytes for receive and send,
 // max_concurrent_streams open streaming calls server-wide (one more is
@@ -37,6 +40,7 @@ class Server;
 namespace flowclass {
 
 class ClassifierService;
+class Readiness;
 
 class GrpcServer {
  public:
@@ -51,8 +55,12 @@ class GrpcServer {
 
  private:
   friend absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(
-      Dataplane*, const GrpcServerConfig&, const GrpcTlsPem&);
+      Dataplane*, const GrpcServerConfig&, const GrpcTlsPem&, Readiness*);
   GrpcServer() = default;
+  void SetServing(bool serving);
+
+  Readiness* readiness_ = nullptr;
+  int readiness_sub_ = 0;
 
   GrpcServerConfig config_;
   std::unique_ptr<ClassifierService> service_;
@@ -66,8 +74,10 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(
 // The same with the TLS files already read (LoadGrpcTlsFiles): the server
 // uses `pem` and reads no file, so a daemon that checked its files before
 // starting serves what it checked.  Ignored with plaintext.
+// `readiness`, if given, drives health (and must outlive the server).
 absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(
-    Dataplane* dp, const GrpcServerConfig& config, const GrpcTlsPem& pem);
+    Dataplane* dp, const GrpcServerConfig& config, const GrpcTlsPem& pem,
+    Readiness* readiness = nullptr);
 
 }  // namespace flowclass
 

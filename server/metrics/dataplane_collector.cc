@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "dataplane/pmd_counters.h"
+#include "server/metrics/metrics_exporter.h"
 #include "server/metrics/observed_dataplane.h"
 
 #ifndef FLOWCLASS_VERSION
@@ -296,6 +297,7 @@ std::vector<std::string> ExportedMetricNames() {
   for (const MetricFamily& fam : DataplaneCollector::BuildFamilies(s, {/*top_subtables=*/1}))
     names.push_back(fam.name);
   names.push_back(kApplyDurationMetric);
+  for (const char* n : kReadinessMetrics) names.push_back(n);
   return names;
 }
 

@@ -60,7 +60,8 @@ class DataplaneCollector final : public prometheus::Collectable {
 };
 
 // Name of every family BuildFamilies can produce plus the exporter's own
-// (apply-latency histogram): what dashboards and alert rules may reference.
+// (apply-latency histogram, the readiness families): what dashboards and
+// alert rules may reference.
 std::vector<std::string> ExportedMetricNames();
 
 // The project version and compiler, as in flowclass_build_info.

@@ -186,6 +186,21 @@ def check_manifests(src, rendered, values_file):
             check(not m["mountPath"].startswith("/etc/flowclass/"),
                   f"{m['name']} mounted inside the ConfigMap volume")
 
+    # ---- rolling updates and the rule store ------------------------------
+    check(ds["spec"].get("minReadySeconds") == v["minReadySeconds"],
+          f"minReadySeconds {ds['spec'].get('minReadySeconds')}")
+    st = v["store"]
+    if st["hostPath"]:
+        hp_vol = vols.get("rule-store", {}).get("hostPath", {})
+        check(hp_vol == {"path": st["hostPath"], "type": "DirectoryOrCreate"},
+              f"rule-store volume {vols.get('rule-store')}")
+        check(mounts.get("rule-store", {}).get("mountPath") == st["mountPath"],
+              f"rule-store mount {mounts.get('rule-store')}")
+        check(not mounts["rule-store"].get("readOnly"), "rule-store mounted read-only")
+    else:
+        check("rule-store" not in vols and "rule-store" not in mounts,
+              "rule-store volume although store.hostPath is empty")
+
     # ---- ports and probes -----------------------------------------------
     cports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
     want_ports = {}
@@ -196,7 +211,13 @@ def check_manifests(src, rendered, values_file):
     check(cports == want_ports, f"containerPorts {cports}, expected {want_ports}")
     for kind in ("startupProbe", "livenessProbe", "readinessProbe"):
         p = c.get(kind)
-        if grpc_on and not tls_on:
+        if metrics_on:
+            # flowclassd's own HTTP probes: /readyz tells readiness (rules
+            # restored, PMDs running them), /healthz liveness (no stalled PMD).
+            path = "/readyz" if kind == "readinessProbe" else "/healthz"
+            check(p and p.get("httpGet") == {"path": path, "port": "metrics"},
+                  f"{kind}: {p}: expected httpGet {path} on the metrics port")
+        elif grpc_on and not tls_on:
             check(p and p.get("grpc", {}).get("port") == v["grpc"]["port"], f"{kind}: {p} is not a gRPC probe")
             if kind == "readinessProbe":
                 check(p and p["grpc"].get("service") == "flowclass.v1.Classifier",
@@ -204,8 +225,6 @@ def check_manifests(src, rendered, values_file):
         elif grpc_on:
             check(p and "grpc" not in p and p.get("tcpSocket", {}).get("port") == "grpc",
                   f"{kind}: {p}: with TLS a TCP probe on the gRPC port (kubelet gRPC probes cannot do TLS)")
-        elif metrics_on:
-            check(p and p.get("tcpSocket", {}).get("port") == "metrics", f"{kind}: {p}")
         else:
             check(p is None, f"{kind} although nothing listens")
         if p:
@@ -247,9 +266,14 @@ def check_manifests(src, rendered, values_file):
     check(isinstance(cfg, dict), "flowclassd.yaml is not a mapping")
     cfg = cfg or {}
     check(set(cfg) <= {"eal", "pmd", "mempool", "ports", "rules", "stats", "grpc", "metrics",
-                      "pipeline", "dpcls"},
+                      "pipeline", "dpcls", "store"},
           f"unexpected top-level config keys {sorted(cfg)}")
     check("run" not in cfg, "run: in a DaemonSet's config")
+    if v["store"]["enabled"]:
+        check(cfg.get("store", {}).get("path") == v["store"]["mountPath"],
+              f"store.path {cfg.get('store')}, expected {v['store']['mountPath']}")
+    else:
+        check("path" not in (cfg.get("store") or {}), f"store.path {cfg.get('store')} although store.enabled is false")
     eal = cfg.get("eal", {})
     check(eal.get("hugepages") is hp["enabled"], f"eal.hugepages {eal.get('hugepages')}")
     for k, x in (v["config"].get("eal") or {}).items():

@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -142,6 +143,12 @@ struct alignas(64) SnapshotMailbox {
 // one iteration.
 struct alignas(64) KnobsMailbox {
   std::atomic<uint64_t> ack{0};
+  // Test hook (DpdkDataplane::StallPmdForTesting): while true the PMD stops
+  // at the end of its iteration, holding its rule table, and passes no
+  // quiescent point (it still leaves when the dataplane stops).  Read once
+  // per iteration, relaxed: a line the PMD reads anyway.
+  std::atomic<bool> stall_for_testing{false};
+  std::atomic<bool> stalled_for_testing{false};  // the PMD is in the stall
 };
 // How long ApplySettings waits for every PMD to take new pipeline settings.
 constexpr auto kKnobsWait = std::chrono::seconds(2);
@@ -201,6 +208,27 @@ struct DpdkDataplane::Impl {
   alignas(64) std::atomic<uint64_t> knobs_version{0};
   mutable std::mutex snap_mu;  // metrics: one snapshot request at a time
 
+  // ---- publication deadline (see Publish) ----
+  // How long Publish waits for every PMD (opts.publish_timeout_ms).
+  std::chrono::milliseconds publish_timeout{5000};
+  // Written under apply_mu, read by Heartbeat() from any thread.
+  std::atomic<uint64_t> published_generation{0};
+  std::atomic<uint64_t> publish_timeouts{0};
+  // owed_generation while grace_owed, else 0 (for Heartbeat()).
+  std::atomic<uint64_t> owed_generation_seen{0};
+  // Under apply_mu.  A publication timed out: the PMD `owed_reader` had not
+  // installed generation `owed_generation` in time, so the grace period it
+  // would have ended is still owed.  Until that PMD reports the generation,
+  // nothing retired is freed and no deleted rule is unlinked (RuleTable),
+  // the views and tables it may still read are kept here, and every batch
+  // fails at once with UNAVAILABLE (SettleOwedGrace) without being applied.
+  bool grace_owed = false;
+  int owed_reader = -1;
+  uint64_t owed_generation = 0;
+  std::chrono::steady_clock::time_point owed_since;
+  std::vector<std::unique_ptr<PublishedTable>> owed_views;
+  std::vector<std::unique_ptr<RuleTable>> owed_tables;
+
   struct Pmd {
     int index = 0;
     int lcore = 0;
@@ -239,8 +267,20 @@ struct DpdkDataplane::Impl {
   // table retired before: the table frees that and unlinks deleted rules.
   // `fresh`, if given, is a new table that replaces the old one (DeleteAll),
   // freed once no PMD reads it.
-  void Publish(const PublishedTable* cur, RuleChangeSet* changes,
-               std::unique_ptr<RuleTable> fresh = nullptr);
+  //
+  // Waits at most `publish_timeout`: then the publication stays (PMDs that
+  // reach a quiescent point install it, the lagging one too once it
+  // resumes), nothing is freed (the grace period is owed, see grace_owed)
+  // and the result is DEADLINE_EXCEEDED naming the PMD and its lcore.
+  absl::Status Publish(const PublishedTable* cur, RuleChangeSet* changes,
+                       std::unique_ptr<RuleTable> fresh = nullptr);
+  // Under apply_mu, before a batch is applied: OK when no grace period is
+  // owed or the lagging PMD has caught up (then the owed one ends here:
+  // retired memory, deleted rules, old views and tables are freed);
+  // UNAVAILABLE naming the PMD while it is still behind.
+  absl::Status SettleOwedGrace();
+  // "pmd 1 (lcore 2)".
+  std::string PmdName(int index) const;
 };
 
 }  // namespace flowclass

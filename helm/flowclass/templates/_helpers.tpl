@@ -276,6 +276,11 @@ flowclassd rejects; the entrypoint replaces it with the VF's PCI address.
 {{- $_ := set $r "file" "/etc/flowclass/rules.txt" }}
 {{- $_ := set $cfg "rules" $r }}
 {{- end }}
+{{- if $v.store.enabled }}
+{{- $st := get $cfg "store" | default dict }}
+{{- $_ := set $st "path" $v.store.mountPath }}
+{{- $_ := set $cfg "store" $st }}
+{{- end }}
 {{- toYaml $cfg }}
 {{- end }}
 
@@ -286,7 +291,15 @@ timings of .Values.probes.KIND.  Empty when nothing can be probed.
 {{- define "flowclass.probe" -}}
 {{- $v := .root.Values }}
 {{- $timing := get $v.probes .kind }}
-{{- if and $v.grpc.enabled (not $v.grpc.tls.enabled) }}
+{{- if $v.metrics.enabled }}
+{{- /* flowclassd's own HTTP probes on the metrics listener: plain HTTP
+     whatever the gRPC TLS setting; /readyz fails while rules are being
+     restored or a PMD is stalled or behind, /healthz only when a PMD is
+     stalled (docs/operations.md). */}}
+httpGet:
+  path: {{ if eq .kind "readiness" }}/readyz{{ else }}/healthz{{ end }}
+  port: metrics
+{{- else if and $v.grpc.enabled (not $v.grpc.tls.enabled) }}
 grpc:
   port: {{ $v.grpc.port | int }}
   {{- if eq .kind "readiness" }}
@@ -295,9 +308,6 @@ grpc:
 {{- else if $v.grpc.enabled }}
 tcpSocket:
   port: grpc
-{{- else if $v.metrics.enabled }}
-tcpSocket:
-  port: metrics
 {{- end }}
 {{- if or $v.grpc.enabled $v.metrics.enabled }}
 {{ toYaml $timing }}
