@@ -20,8 +20,9 @@ absl::Status DpdkDataplane::Restore(absl::Span<const Rule> rules, uint64_t gener
   if (absl::Status s = RestoreRuleTable(rules, generation, cur->generation, fresh.get());
       !s.ok())
     return s;
-  d.Publish(cur, /*changes=*/nullptr, std::move(fresh));
-  return absl::OkStatus();
+  // Before Start() no PMD runs, so nothing is waited for; the deadline
+  // applies all the same.
+  return d.Publish(cur, /*changes=*/nullptr, std::move(fresh));
 }
 
 }  // namespace flowclass
