@@ -203,7 +203,7 @@ snap() {
   ctl stats | awk '/^total:/{t=1} !t{next}
     /packets received:/{rx=$3} /idle cycles:/{idle=$3} /processing cycles:/{busy=$3}
     /emc hits:/{emc=$3}
-    /rule change cycles:/{gsub(",", "", $5); rv=$5; up=$7}
+    /^  revalidation cycles:/{rv=$3} /^  upcall cycles:/{up=$3}
     /rule set generation:/{print rx, busy, idle, rv, up, emc; exit}'
 }
 now() { date +%s.%N; }
