@@ -349,6 +349,20 @@ std::string StreamFailureReport(const ApplyResult& p, size_t batch_size, size_t 
                       " (dump-rules shows which); ", unsent, " not sent", unsent_text);
 }
 
+// The rule-file flags add-rules and replace-rules share: --format, and the
+// range of --classbench-ports (already read into `cb_ports`).
+absl::Status RuleFileFlags(const Args& a, uint32_t cb_ports, RuleFormat* rf) {
+  if (HasFlag(a, "--classbench-ports") && (cb_ports < 1 || cb_ports > kMaxPortNumber))
+    return absl::InvalidArgumentError(
+        absl::StrCat("--classbench-ports: ", FlagString(a, "--classbench-ports", ""),
+                     " is outside 1..", kMaxPortNumber, " (output ports)"));
+  const std::string fmt = FlagString(a, "--format", "auto");
+  if (fmt == "native") *rf = RuleFormat::kNative;
+  else if (fmt == "classbench") *rf = RuleFormat::kClassBench;
+  else if (fmt != "auto") return absl::InvalidArgumentError("--format: auto, native or classbench");
+  return absl::OkStatus();
+}
+
 int ReplaceRules(absl::string_view cmd, const Args& a) {
   if (absl::Status s = OnlyFlags(a, {"--format", "--classbench-ports"}); !s.ok())
     return Usage(cmd, std::string(s.message()));
@@ -356,14 +370,9 @@ int ReplaceRules(absl::string_view cmd, const Args& a) {
   uint32_t cb_ports = 0;
   if (absl::Status s = FlagNumber(a, "--classbench-ports", &cb_ports); !s.ok())
     return Usage(cmd, std::string(s.message()));
-  if (HasFlag(a, "--classbench-ports") && (cb_ports < 1 || cb_ports > kMaxPortNumber))
-    return Usage(cmd, absl::StrCat("--classbench-ports: ", FlagString(a, "--classbench-ports", ""),
-                                   " is outside 1..", kMaxPortNumber, " (output ports)"));
-  const std::string fmt = FlagString(a, "--format", "auto");
   RuleFormat rf = RuleFormat::kAuto;
-  if (fmt == "native") rf = RuleFormat::kNative;
-  else if (fmt == "classbench") rf = RuleFormat::kClassBench;
-  else if (fmt != "auto") return Usage(cmd, "--format: auto, native or classbench");
+  if (absl::Status s = RuleFileFlags(a, cb_ports, &rf); !s.ok())
+    return Usage(cmd, std::string(s.message()));
   ClassBenchOptions cbo;
   cbo.num_ports = cb_ports;
   std::vector<size_t> lines;
@@ -400,14 +409,9 @@ int AddRules(absl::string_view cmd, const Args& a) {
     if (!s.ok()) return Usage(cmd, std::string(s.message()));
   if (ao.batch_size == 0 || ao.window == 0)
     return Usage(cmd, "--batch-size and --window must be at least 1");
-  if (HasFlag(a, "--classbench-ports") && (cb_ports < 1 || cb_ports > kMaxPortNumber))
-    return Usage(cmd, absl::StrCat("--classbench-ports: ", FlagString(a, "--classbench-ports", ""),
-                                   " is outside 1..", kMaxPortNumber, " (output ports)"));
-  const std::string fmt = FlagString(a, "--format", "auto");
   RuleFormat rf = RuleFormat::kAuto;
-  if (fmt == "native") rf = RuleFormat::kNative;
-  else if (fmt == "classbench") rf = RuleFormat::kClassBench;
-  else if (fmt != "auto") return Usage(cmd, "--format: auto, native or classbench");
+  if (absl::Status s = RuleFileFlags(a, cb_ports, &rf); !s.ok())
+    return Usage(cmd, std::string(s.message()));
   const std::string progress = FlagString(a, "--progress", "auto");
   if (progress != "auto" && progress != "on" && progress != "off")
     return Usage(cmd, "--progress: auto, on or off");
