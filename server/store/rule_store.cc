@@ -220,6 +220,15 @@ std::string_view ColumnBlob(sqlite3_stmt* st, int i) {
   return p == nullptr ? std::string_view() : std::string_view(static_cast<const char*>(p), n);
 }
 
+// Prepares a query of ReadStore: a table or column that is not there (a
+// damaged schema) is damage, not an internal error.
+absl::Status PrepareRead(Stmt& st, sqlite3* db, const std::string& path, const char* sql) {
+  absl::Status s = st.Prepare(db, path, sql);
+  if (s.code() == absl::StatusCode::kInternal)
+    return absl::DataLossError(absl::StrCat(s.message(), " (its tables are not a rule store's)"));
+  return s;
+}
+
 // Reads everything, checking everything; stops at the first problem.
 void ReadStore(sqlite3* db, const std::string& path, ReadResult* out) {
   // Application id and schema version first: a foreign file says so.
@@ -258,7 +267,7 @@ void ReadStore(sqlite3* db, const std::string& path, ReadResult* out) {
   // meta: exactly one row, id 1.
   {
     Stmt st;
-    if (absl::Status s = st.Prepare(db, path,
+    if (absl::Status s = PrepareRead(st, db, path,
                                     "SELECT id, schema_version, created_unix, head_generation,"
                                     " snapshot_generation, snapshot_chunks, snapshot_rules, crc"
                                     " FROM meta");
@@ -303,7 +312,7 @@ void ReadStore(sqlite3* db, const std::string& path, ReadResult* out) {
   // snapshot: chunks 0..n-1, ids strictly increasing across them.
   {
     Stmt st;
-    if (absl::Status s = st.Prepare(db, path,
+    if (absl::Status s = PrepareRead(st, db, path,
                                     "SELECT chunk, generation, rules, body, crc FROM snapshot"
                                     " ORDER BY chunk");
         !s.ok())
@@ -389,7 +398,7 @@ void ReadStore(sqlite3* db, const std::string& path, ReadResult* out) {
   // batch: generations snapshot+1, +2, ... up to the head.
   {
     Stmt st;
-    if (absl::Status s = st.Prepare(db, path,
+    if (absl::Status s = PrepareRead(st, db, path,
                                     "SELECT generation, flags, ops, body, crc FROM batch"
                                     " ORDER BY generation");
         !s.ok())
@@ -684,6 +693,11 @@ absl::Status RuleStore::CommitGroup(absl::Span<const StoreBatch> group) {
         return absl::InvalidArgumentError(absl::StrCat(
             path_, ": AppendGroup: batch ", i, ", operation ", j, ": unknown kind ",
             static_cast<int>(k)));
+      if ((k == RuleOp::Kind::kInsert || k == RuleOp::Kind::kReplace) &&
+          !store_internal::RuleFitsRecord(b.ops[j].rule))
+        return absl::InvalidArgumentError(absl::StrCat(
+            path_, ": AppendGroup: batch ", i, ", operation ", j, ": rule id ",
+            b.ops[j].rule.id, " has match bits outside every field"));
     }
     bodies.push_back(schema_version_ == 1 ? EncodeOpsText(b.ops) : EncodeOps(b.ops));
   }

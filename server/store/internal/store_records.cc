@@ -177,20 +177,58 @@ bool GetU8(std::string_view* in, uint8_t* v) {
   return true;
 }
 
+// Field f's bits, shifted down.
+uint64_t FieldOf(const FieldInfo& f, uint64_t word) { return (word & f.Mask()) >> f.shift; }
+uint64_t FieldOnes(const FieldInfo& f) {
+  return f.bits == 64 ? ~uint64_t{0} : (uint64_t{1} << f.bits) - 1;
+}
+size_t FieldBytes(const FieldInfo& f) { return (f.bits + 7u) / 8u; }
+
+void PutFixed(uint64_t v, size_t n, std::string* out) {
+  char b[8];
+  for (size_t i = 0; i < n; ++i) b[i] = static_cast<char>(v >> (8 * i));
+  out->append(b, n);
+}
+
+bool GetFixed(std::string_view* in, size_t n, uint64_t* v) {
+  if (in->size() < n) return false;
+  uint64_t r = 0;
+  for (size_t i = 0; i < n; ++i) r |= uint64_t{static_cast<unsigned char>((*in)[i])} << (8 * i);
+  in->remove_prefix(n);
+  *v = r;
+  return true;
+}
+
+constexpr uint32_t kAllFields = (uint32_t{1} << kFieldCount) - 1;
+
 }  // namespace
+
+bool RuleFitsRecord(const Rule& r) {
+  for (size_t w = 0; w < static_cast<size_t>(kFlowWords); ++w)
+    if (((r.match.mask.w[w] | r.match.value.w[w]) & ~kFieldBits[w]) != 0) return false;
+  return true;
+}
 
 void AppendRule(const Rule& r, std::string* out) {
   PutVarint(r.id, out);
   PutVarint(r.priority, out);
   PutVarint(r.cookie, out);
-  FlowMap map = 0;
-  for (int i = 0; i < kFlowWords; ++i)
-    if (r.match.mask.w[static_cast<size_t>(i)] != 0) map = static_cast<FlowMap>(map | (1u << i));
-  PutU16(map, out);
-  for (int i = 0; i < kFlowWords; ++i) {
-    if ((map & (1u << i)) == 0) continue;
-    PutVarint(r.match.mask.w[static_cast<size_t>(i)], out);
-    PutVarint(r.match.value.w[static_cast<size_t>(i)], out);
+  uint32_t present = 0, exact = 0;
+  for (int i = 0; i < kFieldCount; ++i) {
+    const FieldInfo& f = kFieldInfo[static_cast<size_t>(i)];
+    const uint64_t m = FieldOf(f, r.match.mask.w[f.word]);
+    if (m == 0) continue;
+    present |= uint32_t{1} << i;
+    if (m == FieldOnes(f)) exact |= uint32_t{1} << i;
+  }
+  PutFixed(present, 3, out);
+  PutFixed(exact, 3, out);
+  for (int i = 0; i < kFieldCount; ++i) {
+    if ((present & (uint32_t{1} << i)) == 0) continue;
+    const FieldInfo& f = kFieldInfo[static_cast<size_t>(i)];
+    PutFixed(FieldOf(f, r.match.value.w[f.word]), FieldBytes(f), out);
+    if ((exact & (uint32_t{1} << i)) == 0)
+      PutFixed(FieldOf(f, r.match.mask.w[f.word]), FieldBytes(f), out);
   }
   const uint8_t flags = static_cast<uint8_t>((r.match.tp_src.IsFull() ? 0 : kRangeSrc) |
                                              (r.match.tp_dst.IsFull() ? 0 : kRangeDst));
@@ -210,35 +248,41 @@ void AppendRule(const Rule& r, std::string* out) {
 absl::StatusOr<Rule> ReadRule(std::string_view* in) {
   Rule r;
   uint64_t prio = 0, port = 0;
-  auto truncated = [](const char* what) {
+  auto truncated = [](absl::string_view what) {
     return absl::DataLossError(absl::StrCat(what, ": truncated or malformed"));
   };
   if (!GetVarint(in, &r.id)) return truncated("rule id");
   if (!GetVarint(in, &prio) || prio > UINT32_MAX) return truncated("priority");
   r.priority = static_cast<uint32_t>(prio);
   if (!GetVarint(in, &r.cookie)) return truncated("cookie");
-  uint16_t map = 0;
-  if (!GetU16(in, &map)) return truncated("word map");
-  if ((map & ~kFullFlowMap) != 0)
-    return absl::DataLossError(absl::StrFormat("rule id %d: unknown match words 0x%04x", r.id,
-                                               map & ~kFullFlowMap));
-  for (int i = 0; i < kFlowWords; ++i) {
-    if ((map & (1u << i)) == 0) continue;
-    const size_t w = static_cast<size_t>(i);
-    uint64_t& mask = r.match.mask.w[w];
-    uint64_t& value = r.match.value.w[w];
-    if (!GetVarint(in, &mask) || !GetVarint(in, &value)) return truncated("match word");
-    if (mask == 0)
-      return absl::DataLossError(absl::StrCat("rule id ", r.id, ": match word ", i,
-                                              " is listed with a zero mask"));
-    if ((mask & ~kFieldBits[w]) != 0)
+  uint64_t present = 0, exact = 0;
+  if (!GetFixed(in, 3, &present) || !GetFixed(in, 3, &exact)) return truncated("field map");
+  if ((present & ~uint64_t{kAllFields}) != 0)
+    return absl::DataLossError(absl::StrFormat("rule id %d: unknown fields 0x%06x", r.id,
+                                               present & ~uint64_t{kAllFields}));
+  if ((exact & ~present) != 0)
+    return absl::DataLossError(absl::StrFormat(
+        "rule id %d: fields 0x%06x are exact but not present", r.id, exact & ~present));
+  for (int i = 0; i < kFieldCount; ++i) {
+    if ((present & (uint64_t{1} << i)) == 0) continue;
+    const FieldInfo& f = kFieldInfo[static_cast<size_t>(i)];
+    const uint64_t ones = FieldOnes(f);
+    uint64_t v = 0, m = ones;
+    if (!GetFixed(in, FieldBytes(f), &v)) return truncated(f.name);
+    if ((exact & (uint64_t{1} << i)) == 0) {
+      if (!GetFixed(in, FieldBytes(f), &m)) return truncated(f.name);
+      if (m == 0 || m == ones)  // zero: not present; all ones: exact
+        return absl::DataLossError(absl::StrFormat(
+            "rule id %d: %s: mask 0x%x is not what its field map says", r.id, f.name, m));
+    }
+    if (((v | m) & ~ones) != 0)
+      return absl::DataLossError(
+          absl::StrFormat("rule id %d: %s: wider than its %d bits", r.id, f.name, f.bits));
+    if ((v & ~m) != 0)
       return absl::DataLossError(absl::StrFormat(
-          "rule id %d: match word %d: mask bits 0x%016x are in no field", r.id, i,
-          mask & ~kFieldBits[w]));
-    if ((value & ~mask) != 0)
-      return absl::DataLossError(absl::StrFormat(
-          "rule id %d: match word %d: value bits 0x%016x are outside its mask", r.id, i,
-          value & ~mask));
+          "rule id %d: %s: value 0x%x has bits outside mask 0x%x", r.id, f.name, v, m));
+    r.match.value.w[f.word] |= v << f.shift;
+    r.match.mask.w[f.word] |= m << f.shift;
   }
   uint8_t flags = 0;
   if (!GetU8(in, &flags)) return truncated("flags");

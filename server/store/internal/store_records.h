@@ -35,19 +35,26 @@ uint32_t RecordCrc(char tag, std::initializer_list<uint64_t> fields, std::string
 
 // ---- schema version 2: binary records (what the store writes) ----
 //
-// A rule: LEB128 varints id, priority, cookie; a 2-byte little-endian map of
-// the match words whose mask is non-zero (bit i: word i, i < kFlowWords);
-// per word in the map, in order, varint mask then varint value; a flags
-// byte (bit 0: tp_src range follows, bit 1: tp_dst range follows), each
-// range as 2-byte little-endian lo then hi; the action kind (1 byte) and a
-// varint port.  A batch's operations: per operation a kind byte ('+'
-// insert, '=' replace, each followed by a rule; '-' delete by id, '~'
-// delete by cookie, each followed by a varint), nothing between them.
+// A rule: LEB128 varints id, priority, cookie; two 3-byte little-endian
+// maps of the match fields (bit i: kFieldInfo[i]), those whose mask is not
+// zero ("present") and those of them whose mask is all ones ("exact"); per
+// present field, in order, its value and, unless exact, its mask, each in
+// the field's width rounded up to bytes, little endian; a flags byte (bit
+// 0: tp_src range follows, bit 1: tp_dst range follows), each range as
+// 2-byte little-endian lo then hi; the action kind (1 byte) and a varint
+// port.  A batch's operations: per operation a kind byte ('+' insert, '='
+// replace, each followed by a rule; '-' delete by id, '~' delete by cookie,
+// each followed by a varint), nothing between them.
 // Decoding treats the bytes as untrusted: a varint that runs past the body
-// or past 64 bits (or a priority past 32), an unknown word or flag bit, a
-// present word whose mask is zero, mask bits outside every field of their
-// word, value bits outside the mask, trailing bytes, a count that differs
-// from the row's: DATA_LOSS naming what; then ValidateRule, as for text.
+// or past 64 bits (or a priority or port past 32), an unknown field or flag
+// bit, an exact field that is not present, a mask that contradicts the
+// maps (zero, or all ones when not exact), a value or mask wider than its
+// field, value bits outside the mask, an unknown action kind, trailing
+// bytes, a count that differs from the row's: DATA_LOSS naming what; then
+// ValidateRule, as for text.
+// AppendRule keeps only bits inside fields: RuleFitsRecord says whether
+// `r` has none outside (the store refuses a rule that has).
+bool RuleFitsRecord(const Rule& r);
 void AppendRule(const Rule& r, std::string* out);
 // Reads one rule at *in and advances it past the rule.
 absl::StatusOr<Rule> ReadRule(std::string_view* in);
