@@ -458,10 +458,16 @@ void ReadStore(sqlite3* db, const std::string& path, ReadResult* out) {
 }
 
 std::vector<const Rule*> SortedById(absl::flat_hash_map<uint64_t, Rule>& rules) {
+  // Sorted as (id, pointer) pairs: comparing through the pointers chased
+  // each rule in the map, most of a restore's sort time.
+  std::vector<std::pair<uint64_t, const Rule*>> by_id;
+  by_id.reserve(rules.size());
+  for (const auto& [id, r] : rules) by_id.emplace_back(id, &r);
+  std::sort(by_id.begin(), by_id.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<const Rule*> v;
-  v.reserve(rules.size());
-  for (const auto& [id, r] : rules) v.push_back(&r);
-  std::sort(v.begin(), v.end(), [](const Rule* a, const Rule* b) { return a->id < b->id; });
+  v.reserve(by_id.size());
+  for (const auto& [id, r] : by_id) v.push_back(r);
   return v;
 }
 
