@@ -16,7 +16,8 @@
 // soon as `inner` has decided the group's results (Dataplane::
 // ApplyBatchesNotifying: after its rule table took the group, before the
 // publication to the PMDs), so the commit's fsync and the publication's
-// grace period overlap; the call returns when both are done.  The group's
+// grace period overlap; the call returns when both are done (a DeleteAll
+// is committed after `inner` has returned: no overlap).  The group's
 // checkpoint into rules.db (RuleStore::Settle, with any automatic
 // compaction) runs on the same thread after the call has returned,
 // overlapping the acks and the next group, whose commit waits for it.
