@@ -43,6 +43,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -185,6 +186,23 @@ class Dataplane {
   // above.  ApplyBatchesOneByOne (below) is the plain way.
   virtual std::vector<absl::StatusOr<BatchResult>> ApplyBatches(
       absl::Span<const absl::Span<const RuleOp>> batches) = 0;
+
+  // ApplyBatches that also tells `decided` the group's results as soon as
+  // they are decided (each batch accepted with its generation, or rejected),
+  // before the group is published: a caller overlaps work of its own with
+  // the publication (flowclassd writes the group to its rule store).
+  // `decided` is called once, on the calling thread, with the results
+  // ApplyBatches returns if the publication succeeds; a publication that
+  // fails still turns the accepted ones into its error in what is returned
+  // (their changes are in the rule table all the same).  The default calls
+  // ApplyBatches, then `decided` with its results: no overlap.
+  using DecidedFn = absl::FunctionRef<void(absl::Span<const absl::StatusOr<BatchResult>>)>;
+  virtual std::vector<absl::StatusOr<BatchResult>> ApplyBatchesNotifying(
+      absl::Span<const absl::Span<const RuleOp>> batches, DecidedFn decided) {
+    std::vector<absl::StatusOr<BatchResult>> results = ApplyBatches(batches);
+    decided(results);
+    return results;
+  }
 
   // Deletes every rule as one batch, acknowledged like ApplyBatch: one
   // generation, `deleted` = the rules there were; with no rules nothing

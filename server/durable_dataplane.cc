@@ -1,10 +1,61 @@
 #include "server/durable_dataplane.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 
 namespace flowclass {
+
+// ------------------------------------------------------------- StoreWorker
+
+DurableDataplane::StoreWorker::StoreWorker()
+    : thread_([this] {
+        // Below the threads that publish and serve: a commit has until the
+        // publication of its group ends, and on a small control CPU set the
+        // store's work should not delay the publication it overlaps.
+        ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 10);
+        Run();
+      }) {}
+
+DurableDataplane::StoreWorker::~StoreWorker() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  thread_.join();  // after the jobs already posted
+}
+
+void DurableDataplane::StoreWorker::Post(std::function<void()> job) {
+  absl::MutexLock lock(&mu_);
+  jobs_.push_back(std::move(job));
+}
+
+void DurableDataplane::StoreWorker::Run() {
+  for (;;) {
+    std::function<void()> job;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(this, &StoreWorker::Ready));
+      if (jobs_.empty()) return;  // stop_, and nothing left to do
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
+    }
+    job();
+  }
+}
+
+// --------------------------------------------------------- DurableDataplane
+
+DurableDataplane::DurableDataplane(Dataplane* inner, RuleStore* store)
+    : inner_(inner), store_(store) {
+  if (store_ != nullptr) worker_ = std::make_unique<StoreWorker>();
+}
+
+DurableDataplane::~DurableDataplane() = default;  // the worker settles first
 
 absl::Status DurableDataplane::failure() const {
   absl::MutexLock lock(&mu_);
@@ -19,15 +70,26 @@ absl::Status DurableDataplane::RefusedLocked() const {
       "); a restart restores the last durable generation"));
 }
 
-void DurableDataplane::AppendLocked(uint64_t before,
-                                    absl::Span<const absl::Span<const RuleOp>> batches,
-                                    bool delete_all,
-                                    std::vector<absl::StatusOr<BatchResult>>* results) {
-  std::vector<StoreBatch> group;
-  std::vector<size_t> stored;  // index in results of group[i]
+bool DurableDataplane::RefuseLocked() {
+  if (failed_.ok()) {
+    // A settle (checkpoint, compaction) that failed after its group was
+    // acknowledged: that group is durable, nothing after it is.
+    absl::MutexLock lock(&settle_mu_);
+    if (!settle_failed_.ok()) {
+      failed_ = settle_failed_;
+      failed_generation_ = inner_->generation() + 1;
+    }
+  }
+  return !failed_.ok();
+}
+
+DurableDataplane::Pending DurableDataplane::StartAppendLocked(
+    uint64_t before, absl::Span<const absl::Span<const RuleOp>> batches, bool delete_all,
+    absl::Span<const absl::StatusOr<BatchResult>> results) {
+  Pending p;
   uint64_t gen = before;
-  for (size_t i = 0; i < results->size(); ++i) {
-    const absl::StatusOr<BatchResult>& r = (*results)[i];
+  for (size_t i = 0; i < results.size(); ++i) {
+    const absl::StatusOr<BatchResult>& r = results[i];
     if (!r.ok() || r->generation == gen) continue;  // rejected, or changed nothing
     gen = r->generation;
     StoreBatch b;
@@ -37,17 +99,42 @@ void DurableDataplane::AppendLocked(uint64_t before,
     } else {
       b.ops = batches[i];
     }
-    group.push_back(b);
-    stored.push_back(i);
+    p.group.push_back(b);
+    p.stored.push_back(i);
   }
-  if (group.empty()) return;
-  const absl::Status s = store_->AppendGroup(group);
-  if (s.ok()) return;
+  if (p.group.empty()) return p;
+  // The batches' operations outlive the commit: FinishAppendLocked waits for
+  // it before ApplyBatches returns.
+  auto done = std::make_shared<std::promise<absl::Status>>();
+  p.committed = done->get_future();
+  worker_->Post([store = store_, group = p.group, done] {
+    done->set_value(store->CommitGroup(group));
+  });
+  return p;
+}
+
+void DurableDataplane::FinishAppendLocked(uint64_t before, Pending* p,
+                                          std::vector<absl::StatusOr<BatchResult>>* results) {
+  if (p->group.empty()) return;
+  const absl::Status s = p->committed.get();
+  if (s.ok()) {
+    // The checkpoint into rules.db (and a compaction when one is due) runs
+    // after the acks, overlapping the next group; the next commit waits
+    // for it.
+    worker_->Post([this] {
+      absl::Status settled = store_->Settle();
+      if (!settled.ok()) {
+        absl::MutexLock lock(&settle_mu_);
+        if (settle_failed_.ok()) settle_failed_ = std::move(settled);
+      }
+    });
+    return;
+  }
   failed_ = s;
-  failed_generation_ = group.front().generation;
-  for (size_t k = 0; k < stored.size(); ++k)
-    (*results)[stored[k]] = absl::DataLossError(absl::StrCat(
-        "generation ", group[k].generation,
+  failed_generation_ = p->group.front().generation;
+  for (size_t k = 0; k < p->stored.size(); ++k)
+    (*results)[p->stored[k]] = absl::DataLossError(absl::StrCat(
+        "generation ", p->group[k].generation,
         " was applied to the dataplane but is not durable: rule store: ", s.message(),
         "; flowclassd refuses rule changes until it is restarted, and a restart restores "
         "generation ",
@@ -63,22 +150,28 @@ std::vector<absl::StatusOr<BatchResult>> DurableDataplane::ApplyBatches(
     absl::Span<const absl::Span<const RuleOp>> batches) {
   if (store_ == nullptr) return inner_->ApplyBatches(batches);
   absl::MutexLock lock(&mu_);
-  if (!failed_.ok())
+  if (RefuseLocked())
     return std::vector<absl::StatusOr<BatchResult>>(batches.size(), RefusedLocked());
   const uint64_t before = inner_->generation();
-  std::vector<absl::StatusOr<BatchResult>> results = inner_->ApplyBatches(batches);
-  AppendLocked(before, batches, /*delete_all=*/false, &results);
+  Pending pending;
+  // The store commits the group while the dataplane publishes it.
+  std::vector<absl::StatusOr<BatchResult>> results = inner_->ApplyBatchesNotifying(
+      batches, [&](absl::Span<const absl::StatusOr<BatchResult>> decided) {
+        pending = StartAppendLocked(before, batches, /*delete_all=*/false, decided);
+      });
+  FinishAppendLocked(before, &pending, &results);
   return results;
 }
 
 absl::StatusOr<BatchResult> DurableDataplane::DeleteAll() {
   if (store_ == nullptr) return inner_->DeleteAll();
   absl::MutexLock lock(&mu_);
-  if (!failed_.ok()) return RefusedLocked();
+  if (RefuseLocked()) return RefusedLocked();
   const uint64_t before = inner_->generation();
   std::vector<absl::StatusOr<BatchResult>> results;
   results.push_back(inner_->DeleteAll());
-  AppendLocked(before, {}, /*delete_all=*/true, &results);
+  Pending pending = StartAppendLocked(before, {}, /*delete_all=*/true, results);
+  FinishAppendLocked(before, &pending, &results);
   return std::move(results.front());
 }
 

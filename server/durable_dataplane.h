@@ -5,34 +5,60 @@
 // --------
 // DurableDataplane(inner, store) forwards every call to `inner`; the calls
 // that change rules (ApplyBatch, ApplyBatches, DeleteAll) are serialised by
-// one mutex and, after `inner` has applied them, every accepted batch that
-// got a generation is appended to `store` as one group (RuleStore::
-// AppendGroup: one SQLite transaction, synced) before the call returns.  So
-// when a result is OK with generation G, G is both applied (Dataplane's
-// promise: every PMD classifies by it) and durable (a restart restores it).
-// A DeleteAll is stored as a batch with delete_all_first and no operations.
+// one mutex, and every batch `inner` accepted with a generation is committed
+// to `store` as one group (RuleStore::CommitGroup: one SQLite transaction,
+// synced) before the call returns.  So when a result is OK with generation
+// G, G is both applied (Dataplane's promise: every PMD classifies by it) and
+// durable (a restart restores it).  A DeleteAll is stored as a batch with
+// delete_all_first and no operations.
+//
+// Overlap.  The commit runs on a store thread of this object's, started as
+// soon as `inner` has decided the group's results (Dataplane::
+// ApplyBatchesNotifying: after its rule table took the group, before the
+// publication to the PMDs), so the commit's fsync and the publication's
+// grace period overlap; the call returns when both are done (a DeleteAll
+// is committed after `inner` has returned: no overlap).  The group's
+// checkpoint into rules.db (RuleStore::Settle, with any automatic
+// compaction) runs on the same thread after the call has returned,
+// overlapping the acks and the next group, whose commit waits for it.
+//
+// A publication that fails (its deadline passes) while the commit succeeds:
+// the group is in the rule table and durable, and its results are the
+// publication's error (DEADLINE_EXCEEDED / UNAVAILABLE: "not
+// acknowledged"); a restart restores it, as it may any unacknowledged group.
 //
 // With `store` null (no store.path: the in-memory mode) the calls are only
 // forwarded.
 //
-// A failed append: the dataplane has the group, the store does not.  Each
-// batch of that group answers DATA_LOSS ("... applied but not durable ...")
-// and from then on every rule change answers UNAVAILABLE without reaching
-// `inner` ("flowclassd refuses rule changes until it is restarted ..."): a
-// restart restores the last durable generation, which a controller can then
-// compare with the generations it holds acks for.  Reads keep working.
+// A failed commit: the dataplane has the group (it was published while the
+// commit ran, or is being), the store does not.  Each batch of that group
+// answers DATA_LOSS ("... applied but not durable ...") — whatever its
+// publication gave — and from then on every rule change answers
+// UNAVAILABLE without reaching `inner` ("flowclassd refuses rule changes
+// until it is restarted ..."): a restart restores the last durable
+// generation, which a controller can then compare with the generations it
+// holds acks for.  Reads keep working.  A failed settle (checkpoint or
+// compaction, after its group was acknowledged durable, which it stays, in
+// rules.db-wal) makes the next rule change answer that UNAVAILABLE, nothing
+// of it applied.
 //
 // Only changes made through this object are stored: nothing else may change
 // `inner`'s rules (the store checks that generations continue one by one and
 // fails otherwise).
 //
-// Threads: as Dataplane; the store is used under the mutex only.
+// Threads: as Dataplane; the store is used by the store thread only, one
+// job at a time (commit, settle, commit, ...), posted under the mutex.
 #ifndef FLOWCLASS_SERVER_DURABLE_DATAPLANE_H_
 #define FLOWCLASS_SERVER_DURABLE_DATAPLANE_H_
 
 #include <cstdint>
+#include <deque>
+#include <functional>
+#include <future>
 #include <map>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -45,7 +71,9 @@ namespace flowclass {
 class DurableDataplane final : public Dataplane {
  public:
   // `inner` and `store` (may be null) must outlive this object.
-  DurableDataplane(Dataplane* inner, RuleStore* store) : inner_(inner), store_(store) {}
+  DurableDataplane(Dataplane* inner, RuleStore* store);
+  // Waits for the store thread's last job (the last settle).
+  ~DurableDataplane() override;
 
   absl::StatusOr<BatchResult> ApplyBatch(absl::Span<const RuleOp> ops) override;
   std::vector<absl::StatusOr<BatchResult>> ApplyBatches(
@@ -72,12 +100,39 @@ class DurableDataplane final : public Dataplane {
   absl::Status failure() const;
 
  private:
-  // Appends the accepted batches of `results` (of `batches`; delete_all for
-  // a DeleteAll) that got a generation after `before`; on failure turns
-  // their results into DATA_LOSS and fails this object.
-  void AppendLocked(uint64_t before, absl::Span<const absl::Span<const RuleOp>> batches,
-                    bool delete_all, std::vector<absl::StatusOr<BatchResult>>* results)
+  // Runs posted jobs one at a time, in order, on a thread of its own.
+  class StoreWorker {
+   public:
+    StoreWorker();
+    ~StoreWorker();  // runs the jobs already posted, then joins
+    void Post(std::function<void()> job);
+
+   private:
+    void Run();
+    bool Ready() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || !jobs_.empty(); }
+    absl::Mutex mu_;
+    std::deque<std::function<void()>> jobs_ ABSL_GUARDED_BY(mu_);
+    bool stop_ ABSL_GUARDED_BY(mu_) = false;
+    std::thread thread_;
+  };
+  // A group being committed.
+  struct Pending {
+    std::vector<StoreBatch> group;
+    std::vector<size_t> stored;  // index in the results of group[i]
+    std::future<absl::Status> committed;
+  };
+  // Posts the commit of the accepted batches of `results` (of `batches`;
+  // delete_all for a DeleteAll) that got a generation after `before`.
+  Pending StartAppendLocked(uint64_t before, absl::Span<const absl::Span<const RuleOp>> batches,
+                            bool delete_all, absl::Span<const absl::StatusOr<BatchResult>> results)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits for that commit; on success posts its settle, on failure turns the
+  // group's results into DATA_LOSS and fails this object.
+  void FinishAppendLocked(uint64_t before, Pending* p,
+                          std::vector<absl::StatusOr<BatchResult>>* results)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True (and failed_ set) when rule changes are refused.
+  bool RefuseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status RefusedLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   Dataplane* const inner_;
@@ -85,6 +140,10 @@ class DurableDataplane final : public Dataplane {
   mutable absl::Mutex mu_;
   absl::Status failed_ ABSL_GUARDED_BY(mu_);  // the append that failed
   uint64_t failed_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Mutex settle_mu_;
+  absl::Status settle_failed_ ABSL_GUARDED_BY(settle_mu_);  // set by the store thread
+  // Last member: destroyed first, so its thread is joined before the rest.
+  std::unique_ptr<StoreWorker> worker_;
 };
 
 }  // namespace flowclass

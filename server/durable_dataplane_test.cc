@@ -7,7 +7,11 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <thread>
 #include <memory>
 #include <string>
 #include <vector>
@@ -205,6 +209,104 @@ TEST_F(DurableTest, AFailedAppendIsDataLossThenEveryChangeIsRefused) {
   RuleStoreState st = Reload();
   EXPECT_EQ(st.generation, 1u);
   EXPECT_EQ(st.rules.size(), 5u);
+}
+
+// A dataplane whose publication waits (up to 10 s) for `wal` to hold
+// `needle`: the commit of the group it is publishing.  It reports whether
+// the commit came while it published.
+class PublishingDataplane final : public Dataplane {
+ public:
+  PublishingDataplane(FakeDataplane* inner, std::string wal, std::string needle)
+      : inner_(inner), wal_(std::move(wal)), needle_(std::move(needle)) {}
+  std::vector<absl::StatusOr<BatchResult>> ApplyBatchesNotifying(
+      absl::Span<const absl::Span<const RuleOp>> batches, DecidedFn decided) override {
+    std::vector<absl::StatusOr<BatchResult>> r = inner_->ApplyBatches(batches);
+    decided(r);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!(committed_while_publishing_ = WalHolds()) && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return r;
+  }
+  std::vector<absl::StatusOr<BatchResult>> ApplyBatches(
+      absl::Span<const absl::Span<const RuleOp>> batches) override {
+    return ApplyBatchesNotifying(batches, [](absl::Span<const absl::StatusOr<BatchResult>>) {});
+  }
+  absl::StatusOr<BatchResult> ApplyBatch(absl::Span<const RuleOp> ops) override {
+    const absl::Span<const RuleOp> one[] = {ops};
+    return std::move(ApplyBatches(one).front());
+  }
+  absl::StatusOr<BatchResult> DeleteAll() override { return inner_->DeleteAll(); }
+  uint64_t generation() const override { return inner_->generation(); }
+  std::vector<Rule> ListRules() const override { return inner_->ListRules(); }
+  DataplaneStats Stats() const override { return inner_->Stats(); }
+  std::map<std::string, std::string> GetConfig() const override { return inner_->GetConfig(); }
+  absl::StatusOr<std::string> GetConfig(absl::string_view key) const override {
+    return inner_->GetConfig(key);
+  }
+  absl::Status ApplySettings(absl::Span<const ConfigValue> v) override {
+    return inner_->ApplySettings(v);
+  }
+  absl::StatusOr<Rule> GetRule(uint64_t id) const override { return inner_->GetRule(id); }
+  absl::StatusOr<TraceResult> Trace(const FlowKey& key) const override {
+    return inner_->Trace(key);
+  }
+  absl::StatusOr<std::vector<RuleHit>> RuleHits() const override { return inner_->RuleHits(); }
+
+  bool committed_while_publishing() const { return committed_while_publishing_; }
+
+ private:
+  bool WalHolds() const {
+    std::ifstream f(wal_, std::ios::binary);
+    const std::string data((std::istreambuf_iterator<char>(f)), {});
+    return data.find(needle_) != std::string::npos;
+  }
+  FakeDataplane* const inner_;
+  const std::string wal_, needle_;
+  bool committed_while_publishing_ = false;
+};
+
+// The store commits a group while the dataplane publishes it, and the call
+// returns once both are done; a commit that fails meanwhile is still
+// DATA_LOSS for the published group, then every change is refused.
+TEST(DurableOverlapTest, TheCommitOverlapsThePublication) {
+  TempDir dir{"durable_overlap"};
+  RuleStoreState st;
+  std::unique_ptr<RuleStore> store = OpenStore(dir.path(), &st);
+  ASSERT_NE(store, nullptr);
+  constexpr uint64_t kMarker = 0x5eed5eed5eedull;  // the cookie, as the record stores it
+  std::string needle;
+  for (uint64_t c = kMarker; ; c >>= 7) {
+    if (c < 0x80) {
+      needle.push_back(static_cast<char>(c));
+      break;
+    }
+    needle.push_back(static_cast<char>((c & 0x7f) | 0x80));
+  }
+  FakeDataplane fake;
+  PublishingDataplane pub(&fake, dir.path() + "/rules.db-wal", needle);
+  absl::StatusOr<BatchResult> r;
+  {
+    DurableDataplane durable(&pub, store.get());
+    std::vector<RuleOp> ops = Inserts(1, 20);
+    ops[7].rule.cookie = kMarker;
+    r = durable.ApplyBatch(ops);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->generation, 1u);
+    EXPECT_TRUE(pub.committed_while_publishing());
+
+    ASSERT_TRUE(fake.ApplyBatch(Inserts(100, 100)).ok());  // behind the store's back
+    r = durable.ApplyBatch(Inserts(30, 30));
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
+    EXPECT_THAT(r.status().message(), HasSubstr("applied to the dataplane but is not durable"));
+    EXPECT_TRUE(fake.GetRule(30).ok());
+    r = durable.ApplyBatch(Inserts(31, 31));
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+    EXPECT_FALSE(fake.GetRule(31).ok());
+  }
+  store.reset();
+  std::unique_ptr<RuleStore> again = OpenStore(dir.path(), &st);
+  EXPECT_EQ(st.generation, 1u);
+  EXPECT_EQ(st.rules.size(), 20u);
 }
 
 TEST_F(DurableTest, ReplaceRulesIsOneGenerationAllOrNothing) {

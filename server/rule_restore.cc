@@ -52,6 +52,12 @@ absl::StatusOr<StartupStore> OpenRuleStore(const StoreConfig& config, std::FILE*
     std::fprintf(log, "flowclassd:   the damaged file was kept as %s\n",
                  info.damaged_file.c_str());
   }
+  if (info.migrated_from_version != 0)
+    std::fprintf(log,
+                 "flowclassd: rule store %s: rewritten from schema version %d to %d; the old "
+                 "file was kept as %s (an older flowclassd can still read it)\n",
+                 info.path.c_str(), info.migrated_from_version, info.schema_version,
+                 info.migrated_file.c_str());
   std::fprintf(log,
                "flowclassd: rule store %s: generation %llu, %zu rules (%llu batch rows after "
                "the snapshot of generation %llu), %llu bytes, loaded in %.2f s\n",

@@ -193,6 +193,10 @@ class DpdkDataplane final : public Dataplane {
   // One publication (one grace period, one revalidation per PMD) per group.
   std::vector<absl::StatusOr<BatchResult>> ApplyBatches(
       absl::Span<const absl::Span<const RuleOp>> batches) override;
+  // `decided` runs after the rule table has taken the group, before its
+  // publication.
+  std::vector<absl::StatusOr<BatchResult>> ApplyBatchesNotifying(
+      absl::Span<const absl::Span<const RuleOp>> batches, DecidedFn decided) override;
   // One publication of an empty table; no list of the rules.
   absl::StatusOr<BatchResult> DeleteAll() override;
   uint64_t generation() const override;

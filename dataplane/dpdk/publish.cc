@@ -23,6 +23,11 @@ absl::StatusOr<BatchResult> DpdkDataplane::ApplyBatch(absl::Span<const RuleOp> o
 
 std::vector<absl::StatusOr<BatchResult>> DpdkDataplane::ApplyBatches(
     absl::Span<const absl::Span<const RuleOp>> batches) {
+  return ApplyBatchesNotifying(batches, [](absl::Span<const absl::StatusOr<BatchResult>>) {});
+}
+
+std::vector<absl::StatusOr<BatchResult>> DpdkDataplane::ApplyBatchesNotifying(
+    absl::Span<const absl::Span<const RuleOp>> batches, DecidedFn decided) {
   Impl& d = *impl_;
   std::vector<absl::StatusOr<BatchResult>> results;
   results.reserve(batches.size());
@@ -30,11 +35,13 @@ std::vector<absl::StatusOr<BatchResult>> DpdkDataplane::ApplyBatches(
   if (d.stopped) {
     for (size_t i = 0; i < batches.size(); ++i)
       results.push_back(absl::FailedPreconditionError("dataplane: stopped"));
+    decided(results);
     return results;
   }
   // While a PMD has not taken an earlier publication: fail fast, apply nothing.
   if (absl::Status owed = d.SettleOwedGrace(); !owed.ok()) {
     for (size_t i = 0; i < batches.size(); ++i) results.push_back(owed);
+    decided(results);
     return results;
   }
   const PublishedTable* cur = d.publisher->Current();
@@ -59,6 +66,7 @@ std::vector<absl::StatusOr<BatchResult>> DpdkDataplane::ApplyBatches(
     }
     results.push_back(std::move(r));
   }
+  decided(results);
   if (changed) {
     if (absl::Status st = d.Publish(cur, &changes); !st.ok()) {
       // Applied and published, but not acknowledged: every batch of the

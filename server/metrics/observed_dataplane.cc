@@ -65,4 +65,13 @@ std::vector<absl::StatusOr<BatchResult>> ObservedDataplane::ApplyBatches(
   return r;
 }
 
+std::vector<absl::StatusOr<BatchResult>> ObservedDataplane::ApplyBatchesNotifying(
+    absl::Span<const absl::Span<const RuleOp>> batches, DecidedFn decided) {
+  double dt = 0;
+  std::vector<absl::StatusOr<BatchResult>> r =
+      Timed([&] { return inner_->ApplyBatchesNotifying(batches, decided); }, &dt);
+  for (const absl::StatusOr<BatchResult>& one : r) latency_->Observe(dt, one.ok());
+  return r;
+}
+
 }  // namespace flowclass

@@ -59,6 +59,8 @@ class ObservedDataplane final : public Dataplane {
   // wall time (from the call to its ack).
   std::vector<absl::StatusOr<BatchResult>> ApplyBatches(
       absl::Span<const absl::Span<const RuleOp>> batches) override;
+  std::vector<absl::StatusOr<BatchResult>> ApplyBatchesNotifying(
+      absl::Span<const absl::Span<const RuleOp>> batches, DecidedFn decided) override;
   uint64_t generation() const override { return inner_->generation(); }
   absl::StatusOr<BatchResult> DeleteAll() override;
   std::vector<Rule> ListRules() const override { return inner_->ListRules(); }

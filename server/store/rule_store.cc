@@ -31,8 +31,11 @@ namespace {
 
 using store_internal::Checkpoint;
 using store_internal::CloseDb;
+using store_internal::AppendRule;
 using store_internal::DecodeOps;
+using store_internal::DecodeOpsText;
 using store_internal::EncodeOps;
+using store_internal::EncodeOpsText;
 using store_internal::Exec;
 using store_internal::Exists;
 using store_internal::FileBytes;
@@ -42,13 +45,17 @@ using store_internal::ParseStoredRule;
 using store_internal::QueryText;
 using store_internal::RecordCrc;
 using store_internal::RemoveIfExists;
+using store_internal::ReadRule;
 using store_internal::ReplayState;
 using store_internal::SplitLines;
 using store_internal::SqlError;
 using store_internal::SqlStatus;
 using store_internal::Stmt;
 
-constexpr int kSchemaVersion = 1;
+// Version 2: binary records (store_records.h).  Version 1 (native rule
+// text) is read and migrated to 2 by Load.
+constexpr int kSchemaVersion = RuleStore::kCurrentSchemaVersion;
+constexpr int kOldestSchemaVersion = 1;
 // PRAGMA application_id: "FCls".  Any other SQLite file is not a rule store.
 constexpr int32_t kApplicationId = 0x46436c73;
 constexpr int64_t kBatchDeleteAllFirst = 1;  // batch.flags bit 0
@@ -107,7 +114,7 @@ absl::Status WriteMeta(sqlite3* db, const std::string& path, const Meta& m, bool
 // fills m's snapshot fields.  Inside the caller's transaction.
 absl::Status WriteSnapshot(sqlite3* db, const std::string& path, uint64_t generation,
                            absl::Span<const Rule* const> rules, size_t chunk_rules,
-                           Meta* m, uint64_t* bytes) {
+                           int version, Meta* m, uint64_t* bytes) {
   if (absl::Status s = Exec(db, path, "DELETE FROM snapshot"); !s.ok()) return s;
   Stmt st;
   if (absl::Status s = st.Prepare(
@@ -122,8 +129,12 @@ absl::Status WriteSnapshot(sqlite3* db, const std::string& path, uint64_t genera
     const size_t end = std::min(rules.size(), start + chunk_rules);
     body.clear();
     for (size_t i = start; i < end; ++i) {
-      body.append(rules[i]->ToString());
-      body.push_back('\n');
+      if (version == 1) {
+        body.append(rules[i]->ToString());
+        body.push_back('\n');
+      } else {
+        AppendRule(*rules[i], &body);
+      }
     }
     const uint64_t n = end - start;
     st.BindInt(1, static_cast<int64_t>(chunk));
@@ -147,20 +158,21 @@ absl::Status WriteSnapshot(sqlite3* db, const std::string& path, uint64_t genera
 // it; the caller renames it into place.
 absl::Status WriteStoreFile(const std::string& tmp, uint64_t generation,
                             absl::Span<const Rule* const> rules, int64_t created_unix,
-                            size_t chunk_rules) {
+                            size_t chunk_rules, int version = kSchemaVersion) {
   for (const char* suffix : {"", "-wal", "-journal", "-shm"})
     if (absl::Status s = RemoveIfExists(tmp + suffix); !s.ok()) return s;
   absl::StatusOr<sqlite3*> db = OpenDb(tmp, /*create=*/true, kApplicationId);
   if (!db.ok()) return db.status();
   absl::Status s = Exec(*db, tmp, absl::StrCat("PRAGMA application_id=", kApplicationId,
-                                               "; PRAGMA user_version=", kSchemaVersion)
+                                               "; PRAGMA user_version=", version)
                                       .c_str());
   if (s.ok()) s = Exec(*db, tmp, "BEGIN IMMEDIATE");
   if (s.ok()) s = Exec(*db, tmp, kSchema);
   Meta m;
+  m.schema_version = version;
   m.created_unix = created_unix;
   uint64_t bytes = 0;
-  if (s.ok()) s = WriteSnapshot(*db, tmp, generation, rules, chunk_rules, &m, &bytes);
+  if (s.ok()) s = WriteSnapshot(*db, tmp, generation, rules, chunk_rules, version, &m, &bytes);
   if (s.ok()) s = WriteMeta(*db, tmp, m, /*insert=*/true);
   if (s.ok()) s = Exec(*db, tmp, "COMMIT");
   if (s.ok()) s = Checkpoint(*db, tmp);
@@ -208,6 +220,15 @@ std::string_view ColumnBlob(sqlite3_stmt* st, int i) {
   return p == nullptr ? std::string_view() : std::string_view(static_cast<const char*>(p), n);
 }
 
+// Prepares a query of ReadStore: a table or column that is not there (a
+// damaged schema) is damage, not an internal error.
+absl::Status PrepareRead(Stmt& st, sqlite3* db, const std::string& path, const char* sql) {
+  absl::Status s = st.Prepare(db, path, sql);
+  if (s.code() == absl::StatusCode::kInternal)
+    return absl::DataLossError(absl::StrCat(s.message(), " (its tables are not a rule store's)"));
+  return s;
+}
+
 // Reads everything, checking everything; stops at the first problem.
 void ReadStore(sqlite3* db, const std::string& path, ReadResult* out) {
   // Application id and schema version first: a foreign file says so.
@@ -246,7 +267,7 @@ void ReadStore(sqlite3* db, const std::string& path, ReadResult* out) {
   // meta: exactly one row, id 1.
   {
     Stmt st;
-    if (absl::Status s = st.Prepare(db, path,
+    if (absl::Status s = PrepareRead(st, db, path,
                                     "SELECT id, schema_version, created_unix, head_generation,"
                                     " snapshot_generation, snapshot_chunks, snapshot_rules, crc"
                                     " FROM meta");
@@ -271,10 +292,13 @@ void ReadStore(sqlite3* db, const std::string& path, ReadResult* out) {
         return finish(RowError(path, "table meta",
                                absl::StrFormat("checksum mismatch (stored 0x%08x, computed 0x%08x)",
                                                stored, m.Crc())));
-      if (m.schema_version != kSchemaVersion)
+      if (m.schema_version > kSchemaVersion)
         return finish(absl::FailedPreconditionError(absl::StrCat(
-            path, ": schema version ", m.schema_version, "; this flowclassd reads version ",
-            kSchemaVersion)));
+            path, ": schema version ", m.schema_version, "; this flowclassd reads versions ",
+            kOldestSchemaVersion, " to ", kSchemaVersion)));
+      if (m.schema_version < kOldestSchemaVersion)
+        return finish(RowError(path, "table meta",
+                               absl::StrCat("unknown schema version ", m.schema_version)));
       if (m.head_generation >= kMaxGeneration || m.snapshot_generation > m.head_generation)
         return finish(RowError(path, "table meta",
                                absl::StrCat("snapshot generation ", m.snapshot_generation,
@@ -288,7 +312,7 @@ void ReadStore(sqlite3* db, const std::string& path, ReadResult* out) {
   // snapshot: chunks 0..n-1, ids strictly increasing across them.
   {
     Stmt st;
-    if (absl::Status s = st.Prepare(db, path,
+    if (absl::Status s = PrepareRead(st, db, path,
                                     "SELECT chunk, generation, rules, body, crc FROM snapshot"
                                     " ORDER BY chunk");
         !s.ok())
@@ -322,20 +346,37 @@ void ReadStore(sqlite3* db, const std::string& path, ReadResult* out) {
       if (chunk >= m.snapshot_chunks)
         return finish(RowError(path, rec, absl::StrCat("table meta records ", m.snapshot_chunks,
                                                        " chunks")));
-      if (!SplitLines(body, &lines))
-        return finish(RowError(path, rec, "the rules do not end with a newline (truncated text)"));
-      if (lines.size() != n)
-        return finish(RowError(path, rec, absl::StrCat("holds ", lines.size(),
-                                                       " rules, its row says ", n)));
-      for (size_t i = 0; i < lines.size(); ++i) {
-        absl::StatusOr<Rule> r = ParseStoredRule(lines[i]);
+      // Each rule: parsed (text) or decoded (binary), validated, ids
+      // strictly increasing.
+      auto take = [&](uint64_t i, absl::StatusOr<Rule> r) -> absl::Status {
         if (!r.ok())
-          return finish(RowError(path, rec, absl::StrCat("rule ", i, ": ", r.status().message())));
+          return RowError(path, rec, absl::StrCat("rule ", i, ": ", r.status().message()));
         if (r->id <= last_id)
-          return finish(RowError(path, rec, absl::StrCat("rule ", i, ": id ", r->id,
-                                                         " does not follow id ", last_id)));
+          return RowError(path, rec, absl::StrCat("rule ", i, ": id ", r->id,
+                                                  " does not follow id ", last_id));
         last_id = r->id;
         rules.emplace(r->id, *std::move(r));
+        return absl::OkStatus();
+      };
+      if (m.schema_version == 1) {
+        if (!SplitLines(body, &lines))
+          return finish(RowError(path, rec, "the rules do not end with a newline (truncated text)"));
+        if (lines.size() != n)
+          return finish(RowError(path, rec, absl::StrCat("holds ", lines.size(),
+                                                         " rules, its row says ", n)));
+        for (size_t i = 0; i < lines.size(); ++i)
+          if (absl::Status s = take(i, ParseStoredRule(lines[i])); !s.ok()) return finish(s);
+      } else {
+        std::string_view in = body;
+        uint64_t i = 0;
+        for (; !in.empty(); ++i) {
+          if (i >= n)
+            return finish(RowError(path, rec, absl::StrCat("holds more than the ", n,
+                                                           " rules its row says")));
+          if (absl::Status s = take(i, ReadRule(&in)); !s.ok()) return finish(s);
+        }
+        if (i != n)
+          return finish(RowError(path, rec, absl::StrCat("holds ", i, " rules, its row says ", n)));
       }
       n_rules += n;
       out->snapshot_bytes += body.size();
@@ -357,7 +398,7 @@ void ReadStore(sqlite3* db, const std::string& path, ReadResult* out) {
   // batch: generations snapshot+1, +2, ... up to the head.
   {
     Stmt st;
-    if (absl::Status s = st.Prepare(db, path,
+    if (absl::Status s = PrepareRead(st, db, path,
                                     "SELECT generation, flags, ops, body, crc FROM batch"
                                     " ORDER BY generation");
         !s.ok())
@@ -396,7 +437,8 @@ void ReadStore(sqlite3* db, const std::string& path, ReadResult* out) {
                                                      m.head_generation, " table meta records")));
       if ((flags & ~static_cast<uint64_t>(kBatchDeleteAllFirst)) != 0)
         return stop(RowError(path, rec, absl::StrCat("unknown flags ", flags)));
-      absl::StatusOr<std::vector<RuleOp>> ops = DecodeOps(body, n);
+      absl::StatusOr<std::vector<RuleOp>> ops =
+          m.schema_version == 1 ? DecodeOpsText(body, n) : DecodeOps(body, n);
       if (!ops.ok()) return stop(RowError(path, rec, ops.status().message()));
       if (absl::Status s = out->state.Apply(*ops, (flags & kBatchDeleteAllFirst) != 0); !s.ok())
         return stop(RowError(path, rec, s.message()));
@@ -416,19 +458,28 @@ void ReadStore(sqlite3* db, const std::string& path, ReadResult* out) {
 }
 
 std::vector<const Rule*> SortedById(absl::flat_hash_map<uint64_t, Rule>& rules) {
+  // Sorted as (id, pointer) pairs: comparing through the pointers chased
+  // each rule in the map, most of a restore's sort time.
+  std::vector<std::pair<uint64_t, const Rule*>> by_id;
+  by_id.reserve(rules.size());
+  for (const auto& [id, r] : rules) by_id.emplace_back(id, &r);
+  std::sort(by_id.begin(), by_id.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<const Rule*> v;
-  v.reserve(rules.size());
-  for (const auto& [id, r] : rules) v.push_back(&r);
-  std::sort(v.begin(), v.end(), [](const Rule* a, const Rule* b) { return a->id < b->id; });
+  v.reserve(by_id.size());
+  for (const auto& [id, r] : by_id) v.push_back(r);
   return v;
 }
 
-std::string DamagedName(const std::string& dir) {
-  const std::string base = absl::StrCat(dir, "/rules.damaged-", static_cast<int64_t>(::time(nullptr)));
+// DIR/PREFIX-<unix seconds>.db, or .1.db, .2.db, ... when that exists.
+std::string KeptName(const std::string& dir, absl::string_view prefix) {
+  const std::string base = absl::StrCat(dir, "/", prefix, "-", static_cast<int64_t>(::time(nullptr)));
   std::string name = base + ".db";
   for (int i = 1; Exists(name) || Exists(name + "-wal"); ++i) name = absl::StrCat(base, ".", i, ".db");
   return name;
 }
+
+std::string DamagedName(const std::string& dir) { return KeptName(dir, "rules.damaged"); }
 
 }  // namespace
 
@@ -456,7 +507,7 @@ absl::StatusOr<std::unique_ptr<RuleStore>> RuleStore::Open(const std::string& di
     }
     const std::string tmp = path + ".tmp";
     if (absl::Status s = WriteStoreFile(tmp, 0, {}, static_cast<int64_t>(::time(nullptr)),
-                                        options.snapshot_chunk_rules);
+                                        options.snapshot_chunk_rules, store->write_version());
         !s.ok())
       return s;
     if (::rename(tmp.c_str(), path.c_str()) != 0)
@@ -497,6 +548,43 @@ absl::StatusOr<RuleStoreState> RuleStore::Load() {
   RuleStoreState state;
   RuleStoreInfo& info = state.info;
   info.path = path_;
+  // Writes the state of `read` as a new rules.db (rules.db.tmp, renamed over
+  // it), keeping the old file (and its -wal) as `keep`, and reads the new
+  // one back with every check.
+  auto rewrite = [&](const std::string& keep, int64_t created) -> absl::Status {
+    CloseDb(std::exchange(db_, nullptr), false);
+    const std::vector<const Rule*> sorted = SortedById(read.state.rules());
+    const std::string tmp = path_ + ".tmp";
+    if (absl::Status s = WriteStoreFile(tmp, read.generation, sorted, created,
+                                        options_.snapshot_chunk_rules);
+        !s.ok())
+      return s;
+    if (Exists(path_) && ::link(path_.c_str(), keep.c_str()) != 0)
+      return absl::UnavailableError(absl::StrCat(path_, ": cannot keep it as ", keep, ": ",
+                                                 strerror(errno)));
+    if (Exists(path_ + "-wal") &&
+        ::rename((path_ + "-wal").c_str(), (keep + "-wal").c_str()) != 0)
+      return absl::UnavailableError(absl::StrCat(path_, "-wal: cannot move it to ", keep,
+                                                 "-wal: ", strerror(errno)));
+    if (::rename(tmp.c_str(), path_.c_str()) != 0)
+      return absl::UnavailableError(absl::StrCat(tmp, ": cannot rename to ", path_, ": ",
+                                                 strerror(errno)));
+    if (absl::Status s = FsyncPath(dir_, true); !s.ok()) return s;
+    absl::StatusOr<sqlite3*> db = OpenDb(path_, /*create=*/false, kApplicationId);
+    if (!db.ok()) return db.status();
+    db_ = *db;
+    ReadResult again;  // the new file, checked like any other
+    ReadStore(db_, path_, &again);
+    if (!again.problem.ok()) {
+      CloseDb(std::exchange(db_, nullptr), false);
+      return again.problem;
+    }
+    read.meta = again.meta;
+    read.snapshot_bytes = again.snapshot_bytes;
+    read.batches = 0;
+    read.batch_bytes = 0;
+    return absl::OkStatus();
+  };
   if (!read.problem.ok()) {
     if (!options_.recover_to_last_consistent) {
       CloseDb(std::exchange(db_, nullptr), false);
@@ -519,45 +607,23 @@ absl::StatusOr<RuleStoreState> RuleStore::Load() {
       info.dropped.push_back(absl::StrCat("every record read back: the state is generation ",
                                           read.generation));
     }
-    CloseDb(std::exchange(db_, nullptr), false);
-    const std::vector<const Rule*> sorted = SortedById(read.state.rules());
-    const std::string tmp = path_ + ".tmp";
-    const int64_t created = read.base_ok ? read.meta.created_unix : static_cast<int64_t>(::time(nullptr));
-    if (absl::Status s = WriteStoreFile(tmp, read.generation, sorted, created,
-                                        options_.snapshot_chunk_rules);
-        !s.ok())
-      return s;
     const std::string damaged = DamagedName(dir_);
-    if (Exists(path_) && ::link(path_.c_str(), damaged.c_str()) != 0)
-      return absl::UnavailableError(absl::StrCat(path_, ": cannot keep it as ", damaged, ": ",
-                                                 strerror(errno)));
-    if (Exists(path_ + "-wal") &&
-        ::rename((path_ + "-wal").c_str(), (damaged + "-wal").c_str()) != 0)
-      return absl::UnavailableError(absl::StrCat(path_, "-wal: cannot move it to ", damaged,
-                                                 "-wal: ", strerror(errno)));
-    if (::rename(tmp.c_str(), path_.c_str()) != 0)
-      return absl::UnavailableError(absl::StrCat(tmp, ": cannot rename to ", path_, ": ",
-                                                 strerror(errno)));
-    if (absl::Status s = FsyncPath(dir_, true); !s.ok()) return s;
+    const int64_t created = read.base_ok ? read.meta.created_unix : static_cast<int64_t>(::time(nullptr));
+    if (absl::Status s = rewrite(damaged, created); !s.ok()) return s;
     info.damaged_file = damaged;
-    absl::StatusOr<sqlite3*> db = OpenDb(path_, /*create=*/false, kApplicationId);
-    if (!db.ok()) return db.status();
-    db_ = *db;
-    ReadResult again;  // the new file, checked like any other
-    ReadStore(db_, path_, &again);
-    if (!again.problem.ok()) {
-      CloseDb(std::exchange(db_, nullptr), false);
-      return again.problem;
-    }
-    read.meta = again.meta;
-    read.snapshot_bytes = again.snapshot_bytes;
-    read.batches = 0;
-    read.batch_bytes = 0;
+  } else if (read.meta.schema_version < kSchemaVersion && write_version() == kSchemaVersion) {
+    // Migration: an older store that read back whole is rewritten in the
+    // current version; the old file is kept (an older flowclassd can still
+    // read it).
+    info.migrated_from_version = static_cast<int>(read.meta.schema_version);
+    info.migrated_file = KeptName(dir_, absl::StrCat("rules.v", read.meta.schema_version));
+    if (absl::Status s = rewrite(info.migrated_file, read.meta.created_unix); !s.ok()) return s;
   }
 
   loaded_ = true;
   generation_ = read.generation;
   created_unix_ = read.meta.created_unix;
+  schema_version_ = static_cast<int>(read.meta.schema_version);
   snapshot_generation_ = read.meta.snapshot_generation;
   snapshot_chunks_ = read.meta.snapshot_chunks;
   snapshot_rules_ = read.meta.snapshot_rules;
@@ -594,7 +660,25 @@ absl::Status RuleStore::Fail(absl::Status s) {
 }
 
 absl::Status RuleStore::AppendGroup(absl::Span<const StoreBatch> group) {
+  if (absl::Status s = CommitGroup(group); !s.ok()) return s;
+  return Settle();
+}
+
+absl::Status RuleStore::Settle() {
+  if (absl::Status s = CheckUsable("Settle"); !s.ok()) return s;
+  if (!unsettled_) return absl::OkStatus();
+  if (!options_.testing_skip_checkpoint) {
+    if (absl::Status s = Checkpoint(db_, path_); !s.ok()) return Fail(s);
+  }
+  unsettled_ = false;
+  if (absl::Status s = MaybeAutoCompact(); !s.ok()) return Fail(s);
+  return absl::OkStatus();
+}
+
+absl::Status RuleStore::CommitGroup(absl::Span<const StoreBatch> group) {
   if (absl::Status s = CheckUsable("AppendGroup"); !s.ok()) return s;
+  // The -wal never holds more than one committed group besides this one.
+  if (absl::Status s = Settle(); !s.ok()) return s;
   if (group.empty()) return absl::OkStatus();
   std::vector<std::string> bodies;
   bodies.reserve(group.size());
@@ -615,8 +699,13 @@ absl::Status RuleStore::AppendGroup(absl::Span<const StoreBatch> group) {
         return absl::InvalidArgumentError(absl::StrCat(
             path_, ": AppendGroup: batch ", i, ", operation ", j, ": unknown kind ",
             static_cast<int>(k)));
+      if ((k == RuleOp::Kind::kInsert || k == RuleOp::Kind::kReplace) &&
+          !store_internal::RuleFitsRecord(b.ops[j].rule))
+        return absl::InvalidArgumentError(absl::StrCat(
+            path_, ": AppendGroup: batch ", i, ", operation ", j, ": rule id ",
+            b.ops[j].rule.id, " has match bits outside every field"));
     }
-    bodies.push_back(EncodeOps(b.ops));
+    bodies.push_back(schema_version_ == 1 ? EncodeOpsText(b.ops) : EncodeOps(b.ops));
   }
 
   if (absl::Status s = Exec(db_, path_, "BEGIN IMMEDIATE"); !s.ok()) return Fail(s);
@@ -641,6 +730,7 @@ absl::Status RuleStore::AppendGroup(absl::Span<const StoreBatch> group) {
     bytes += bodies[i].size();
   }
   Meta m;
+  m.schema_version = schema_version_;
   m.created_unix = created_unix_;
   m.head_generation = group.back().generation;
   m.snapshot_generation = snapshot_generation_;
@@ -648,14 +738,11 @@ absl::Status RuleStore::AppendGroup(absl::Span<const StoreBatch> group) {
   m.snapshot_rules = snapshot_rules_;
   if (absl::Status s = WriteMeta(db_, path_, m, false); !s.ok()) return Fail(s);
   if (absl::Status s = Exec(db_, path_, "COMMIT"); !s.ok()) return Fail(s);
-  if (!options_.testing_skip_checkpoint) {
-    if (absl::Status s = Checkpoint(db_, path_); !s.ok()) return Fail(s);
-  }
   generation_ = m.head_generation;
   batches_ += group.size();
   batch_bytes_ += bytes;
   ++groups_appended_;
-  if (absl::Status s = MaybeAutoCompact(); !s.ok()) Fail(s).IgnoreError();
+  unsettled_ = true;
   return absl::OkStatus();
 }
 
@@ -683,12 +770,13 @@ absl::Status RuleStore::Compact() {
   uint64_t bytes = 0;
   if (absl::Status s = Exec(db_, path_, "DELETE FROM batch"); !s.ok()) return Fail(s);
   if (absl::Status s = WriteSnapshot(db_, path_, generation_, sorted, options_.snapshot_chunk_rules,
-                                     &m, &bytes);
+                                     schema_version_, &m, &bytes);
       !s.ok())
     return Fail(s);
   if (absl::Status s = WriteMeta(db_, path_, m, false); !s.ok()) return Fail(s);
   if (absl::Status s = Exec(db_, path_, "COMMIT"); !s.ok()) return Fail(s);
   if (absl::Status s = Checkpoint(db_, path_); !s.ok()) return Fail(s);
+  unsettled_ = false;
   snapshot_generation_ = m.snapshot_generation;
   snapshot_chunks_ = m.snapshot_chunks;
   snapshot_rules_ = m.snapshot_rules;

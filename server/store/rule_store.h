@@ -15,19 +15,23 @@
 // Records.  The database holds three tables: `meta` (one row: schema version,
 // creation time, the generation of the newest batch, the snapshot's shape),
 // `snapshot` (the full rule set at one generation, in chunks of rules sorted
-// by id) and `batch` (one row per batch after the snapshot: its generation,
-// its operations as native rule text, one line per operation).  Every row
+// by id) and `batch` (one row per batch after the snapshot: its generation
+// and its operations).  Rules and operations are binary records (schema
+// version 2, internal/store_records.h); a store of version 1 (native rule
+// text, older flowclassd) is read and migrated by Load.  Every row
 // carries a CRC-32 (zlib) of its fields and body, so bytes flipped inside a
 // page SQLite still reads as valid are caught.
 //
-// Writes.  AppendGroup writes a group of batches (a group commit) in one
-// SQLite transaction and then checkpoints the WAL into rules.db, both synced
-// (synchronous=FULL): when it returns OK every batch of the group is durable
-// in rules.db itself, and the -wal file holds nothing but the transaction in
-// flight.  SQLite's WAL applies a transaction whole or not at all (a torn
-// transaction fails its frame checksums and is discarded), so after a crash
-// the store holds exactly the acknowledged groups plus, at most, the group in
-// flight, whole; losing or damaging the -wal file can only cost that group.
+// Writes.  CommitGroup writes a group of batches (a group commit) in one
+// SQLite transaction, synced (synchronous=FULL): when it returns OK every
+// batch of the group is durable.  Settle then checkpoints the WAL into
+// rules.db (synced), so that the -wal file holds nothing but the next
+// transaction; AppendGroup is the two in one.  SQLite's WAL applies a
+// transaction whole or not at all (a torn transaction fails its frame
+// checksums and is discarded), so after a crash the store holds exactly the
+// committed groups plus, at most, the group in flight, whole; losing or
+// damaging the -wal file can only cost the group in flight and a committed
+// group not yet settled.
 // AppendGroup checks generations only (contiguous with the store's); the
 // batches are the ones the rule table accepted.
 //
@@ -41,7 +45,8 @@
 // that the snapshot's chunks are all there and its ids strictly increase,
 // that batch generations continue the snapshot's one by one up to the newest
 // generation `meta` records, and parses every rule with the dataplane's
-// native parser (ParseNativeRule) and ValidateRule.  Operations are replayed
+// native parser (ParseNativeRule, version 1) or decodes it as untrusted
+// bytes (version 2), and checks it with ValidateRule.  Operations are replayed
 // with RuleTable::ApplyBatch's semantics (insert of an existing id, delete or
 // replace of an unknown one is corruption; delete-by-cookie removes 0 or
 // more).  Table limits (max_rules, ...) are the daemon's configuration, not
@@ -53,7 +58,8 @@
 //   "/var/lib/flowclass/rules.db: batch generation 18: operation 3: delete of
 //    unknown rule id 42"
 // DATA_LOSS for a damaged store, FAILED_PRECONDITION for one in use or a
-// newer schema, INTERNAL / UNAVAILABLE for I/O errors.  Without
+// newer schema ("PATH: schema version 3; this flowclassd reads versions 1 to
+// 2"), INTERNAL / UNAVAILABLE for I/O errors.  Without
 // recover_to_last_consistent, a damaged store is never changed by Load.
 //
 // With recover_to_last_consistent, Load returns the last consistent state
@@ -101,6 +107,9 @@ struct RuleStoreOptions {
   // Tests only: AppendGroup commits but does not checkpoint, so the group
   // stays in the -wal file alone, as after a crash between the two.
   bool testing_skip_checkpoint = false;
+  // Tests only: a new store is written in this schema version (1: the text
+  // records of older flowclassd), and Load does not migrate it.  0: current.
+  int testing_write_schema_version = 0;
 };
 
 // What Load found besides the rules.
@@ -118,6 +127,11 @@ struct RuleStoreInfo {
   bool recovered = false;
   std::vector<std::string> dropped;
   std::string damaged_file;
+  // Load found an older schema version, read it back whole and rewrote the
+  // store in the current one (info.schema_version); the old file is kept as
+  // `migrated_file` (DIR/rules.v<version>-<unix seconds>.db).  0: none.
+  int migrated_from_version = 0;
+  std::string migrated_file;
 };
 
 struct RuleStoreState {
@@ -150,6 +164,7 @@ struct RuleStoreStats {
 
 class RuleStore {
  public:
+  static constexpr int kCurrentSchemaVersion = 2;
   // Creates DIR (and its parents) and a new, empty DIR/rules.db when there
   // is none (written as rules.db.tmp, then renamed: a rules.db that exists
   // was complete once).  Reads nothing else of an existing store.
@@ -170,6 +185,16 @@ class RuleStore {
   // no-op.  May compact afterwards (RuleStoreOptions); a compaction that
   // fails leaves the group durable and the store failed.
   absl::Status AppendGroup(absl::Span<const StoreBatch> group);
+  // AppendGroup in two steps.  CommitGroup: the transaction alone; when it
+  // returns OK the group is durable (its commit synced to rules.db-wal) and
+  // is restored after a crash, but the -wal still holds it.  Settle: the
+  // checkpoint that copies it into rules.db (and syncs it), then the
+  // automatic compaction, if due; a no-op when nothing is unsettled.  Until
+  // the next CommitGroup settles, losing or damaging rules.db-wal can cost
+  // that group (CommitGroup settles an unsettled group first).  The same errors as AppendGroup; a failed Settle fails the
+  // store (the group stays durable in the -wal).
+  absl::Status CommitGroup(absl::Span<const StoreBatch> group);
+  absl::Status Settle();
   absl::Status AppendBatch(const StoreBatch& batch) { return AppendGroup({&batch, 1}); }
 
   // Rewrites the snapshot at the newest generation and deletes the batch
@@ -186,6 +211,10 @@ class RuleStore {
   absl::Status Fail(absl::Status s);
   absl::Status CheckUsable(const char* what) const;
   absl::Status MaybeAutoCompact();
+  int write_version() const {
+    return options_.testing_write_schema_version != 0 ? options_.testing_write_schema_version
+                                                      : kCurrentSchemaVersion;
+  }
 
   std::string dir_;
   std::string path_;
@@ -195,6 +224,8 @@ class RuleStore {
   absl::Status failed_;  // sticky I/O error
   uint64_t generation_ = 0;
   int64_t created_unix_ = 0;
+  int schema_version_ = 0;
+  bool unsettled_ = false;  // a commit not yet checkpointed  // of rules.db as loaded (what it is written in)
   uint64_t snapshot_generation_ = 0;
   uint64_t snapshot_chunks_ = 0;
   uint64_t snapshot_rules_ = 0;

@@ -4,7 +4,7 @@
 //
 // The child appends groups from a sequence fixed before the fork (so parent
 // and child agree on every batch) and writes each acknowledged generation to
-// a pipe after AppendGroup returns.  The parent kills it after a random
+// a pipe after CommitGroup returns (then Settles, as flowclassd does).  The parent kills it after a random
 // delay, drains the pipe, loads the store (strictly: a crash must never
 // leave damage) and compares with a RuleTable fed the same batches.
 // Automatic compaction runs often, so kills land inside compactions too.
@@ -74,13 +74,19 @@ RuleStoreOptions ChildOptions() {
       }
       std::vector<StoreBatch> group;
       for (uint64_t i = g + 1; i <= end->second; ++i) group.push_back({i, batches[i - 1]});
-      if (!(*store)->AppendGroup(group).ok()) {
+      // As flowclassd does: acknowledged after the commit, checkpointed
+      // (and compacted) after the ack, so kills land between the two too.
+      if (!(*store)->CommitGroup(group).ok()) {
         code = 13;
         break;
       }
       g = end->second;
       if (::write(fd, &g, sizeof g) != sizeof g) {
         code = 14;
+        break;
+      }
+      if (!(*store)->Settle().ok()) {
+        code = 15;
         break;
       }
     }

@@ -14,12 +14,16 @@
 # Everything runs on 127.0.0.1; the daemon is stopped by its PID.
 #
 #   tests/e2e/grpc_add_rules_bench.sh BUILD_DIR [RULES=1000000] [BATCH=1000] [SEED_SET]
+#   STORE=compare ROUNDS=3 tests/e2e/grpc_add_rules_bench.sh BUILD_DIR ...
 # Environment: CLIENT_CPUS (0) — CPUs for flowclassctl (taskset); empty = any.
 #              TX (null) — the PMD's tx port: net_null, or pcap (to /dev/null).
 #              STORE (off) — on: the daemon keeps its rules in a durable rule
 #                store (store.path in the work dir; every ack durable), and
 #                the script reports the store's bytes per rule and the time
-#                to restore the rule set on a restart.
+#                to restore the rule set on a restart.  compare: ROUNDS
+#                (3) rounds of off then on, alternating, in one run; prints
+#                each run's rules/s, the medians and the ratio on/off
+#                (each run's full report goes to stderr).
 #              BASE (seed) — the rules the daemon starts with: seed (the
 #                traffic's port has the seed set, see below) or catchall
 #                (one catch-all rule: the tables before 2026-12-01 ≈ 15:00).
@@ -34,6 +38,28 @@
 # the first ack and a stats call): the PMD's revalidations and upcalls of
 # its own rules escaped the measurement.
 set -euo pipefail
+if [ "${STORE:-off}" = compare ]; then
+  rounds="${ROUNDS:-3}"
+  off=(); on=()
+  for ((i = 1; i <= rounds; i++)); do
+    for mode in off on; do
+      out="$(STORE=$mode "${BASH_SOURCE[0]}" "$@")"
+      printf '%s\n' "---- round $i, STORE=$mode" "$out" >&2
+      rate="$(printf '%s\n' "$out" | sed -n 's/^add-rules: .* rules_per_s=\([0-9]*\).*/\1/p')"
+      [ -n "$rate" ] || { echo "grpc_add_rules_bench: round $i STORE=$mode printed no rate" >&2; exit 1; }
+      echo "round $i STORE=$mode: $rate rules/s"
+      if [ "$mode" = off ]; then off+=("$rate"); else on+=("$rate"); fi
+    done
+  done
+  python3 - "${off[*]}" "${on[*]}" <<'PY'
+import statistics, sys
+off = [float(x) for x in sys.argv[1].split()]
+on = [float(x) for x in sys.argv[2].split()]
+mo, mn = statistics.median(off), statistics.median(on)
+print(f"median rules/s acked: store off {mo:.0f}, store on {mn:.0f}: on/off = {mn / mo:.2f}")
+PY
+  exit 0
+fi
 build="${1:?usage: grpc_add_rules_bench.sh BUILD_DIR [RULES] [BATCH] [SEED_SET]}"
 rules="${2:-1000000}"
 batch="${3:-1000}"

@@ -3,6 +3,10 @@
 
 #include <zlib.h>
 
+#include <algorithm>
+#include <array>
+#include <cstdint>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
@@ -24,7 +28,7 @@ uint32_t RecordCrc(char tag, std::initializer_list<uint64_t> fields, std::string
   return static_cast<uint32_t>(c);
 }
 
-std::string EncodeOps(absl::Span<const RuleOp> ops) {
+std::string EncodeOpsText(absl::Span<const RuleOp> ops) {
   std::string out;
   out.reserve(ops.size() * 128);
   for (const RuleOp& op : ops) {
@@ -72,7 +76,7 @@ absl::StatusOr<Rule> ParseStoredRule(std::string_view text) {
   return r;
 }
 
-absl::StatusOr<std::vector<RuleOp>> DecodeOps(std::string_view body, uint64_t count) {
+absl::StatusOr<std::vector<RuleOp>> DecodeOpsText(std::string_view body, uint64_t count) {
   std::vector<std::string_view> lines;
   if (!SplitLines(body, &lines))
     return absl::DataLossError("the operations do not end with a newline (truncated text)");
@@ -110,6 +114,259 @@ absl::StatusOr<std::vector<RuleOp>> DecodeOps(std::string_view body, uint64_t co
                                     static_cast<unsigned char>(line[0])));
     }
   }
+  return ops;
+}
+
+// ---- binary records ----
+namespace {
+
+constexpr uint8_t kRangeSrc = 1, kRangeDst = 2;
+
+// The bits of each word that some field occupies.
+constexpr std::array<uint64_t, kFlowWords> FieldBits() {
+  std::array<uint64_t, kFlowWords> bits{};
+  for (const FieldInfo& f : kFieldInfo) bits[f.word] |= f.Mask();
+  return bits;
+}
+constexpr std::array<uint64_t, kFlowWords> kFieldBits = FieldBits();
+
+void PutVarint(uint64_t v, std::string* out) {
+  char buf[10];
+  int n = 0;
+  while (v >= 0x80) {
+    buf[n++] = static_cast<char>((v & 0x7f) | 0x80);
+    v >>= 7;
+  }
+  buf[n++] = static_cast<char>(v);
+  out->append(buf, static_cast<size_t>(n));
+}
+
+void PutU16(uint16_t v, std::string* out) {
+  const char b[2] = {static_cast<char>(v & 0xff), static_cast<char>(v >> 8)};
+  out->append(b, 2);
+}
+
+// false when the varint runs past `in` or past 64 bits.
+bool GetVarint(std::string_view* in, uint64_t* v) {
+  uint64_t r = 0;
+  for (size_t i = 0; i < in->size() && i < 10; ++i) {
+    const uint64_t b = static_cast<unsigned char>((*in)[i]);
+    if (i == 9 && b > 1) return false;  // more than 64 bits
+    r |= (b & 0x7f) << (7 * i);
+    if ((b & 0x80) == 0) {
+      in->remove_prefix(i + 1);
+      *v = r;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool GetU16(std::string_view* in, uint16_t* v) {
+  if (in->size() < 2) return false;
+  *v = static_cast<uint16_t>(static_cast<unsigned char>((*in)[0]) |
+                             (static_cast<unsigned char>((*in)[1]) << 8));
+  in->remove_prefix(2);
+  return true;
+}
+
+bool GetU8(std::string_view* in, uint8_t* v) {
+  if (in->empty()) return false;
+  *v = static_cast<uint8_t>((*in)[0]);
+  in->remove_prefix(1);
+  return true;
+}
+
+// Field f's bits, shifted down.
+uint64_t FieldOf(const FieldInfo& f, uint64_t word) { return (word & f.Mask()) >> f.shift; }
+uint64_t FieldOnes(const FieldInfo& f) {
+  return f.bits == 64 ? ~uint64_t{0} : (uint64_t{1} << f.bits) - 1;
+}
+size_t FieldBytes(const FieldInfo& f) { return (f.bits + 7u) / 8u; }
+
+void PutFixed(uint64_t v, size_t n, std::string* out) {
+  char b[8];
+  for (size_t i = 0; i < n; ++i) b[i] = static_cast<char>(v >> (8 * i));
+  out->append(b, n);
+}
+
+bool GetFixed(std::string_view* in, size_t n, uint64_t* v) {
+  if (in->size() < n) return false;
+  uint64_t r = 0;
+  for (size_t i = 0; i < n; ++i) r |= uint64_t{static_cast<unsigned char>((*in)[i])} << (8 * i);
+  in->remove_prefix(n);
+  *v = r;
+  return true;
+}
+
+constexpr uint32_t kAllFields = (uint32_t{1} << kFieldCount) - 1;
+
+}  // namespace
+
+bool RuleFitsRecord(const Rule& r) {
+  for (size_t w = 0; w < static_cast<size_t>(kFlowWords); ++w)
+    if (((r.match.mask.w[w] | r.match.value.w[w]) & ~kFieldBits[w]) != 0) return false;
+  return true;
+}
+
+void AppendRule(const Rule& r, std::string* out) {
+  PutVarint(r.id, out);
+  PutVarint(r.priority, out);
+  PutVarint(r.cookie, out);
+  uint32_t present = 0, exact = 0;
+  for (int i = 0; i < kFieldCount; ++i) {
+    const FieldInfo& f = kFieldInfo[static_cast<size_t>(i)];
+    const uint64_t m = FieldOf(f, r.match.mask.w[f.word]);
+    if (m == 0) continue;
+    present |= uint32_t{1} << i;
+    if (m == FieldOnes(f)) exact |= uint32_t{1} << i;
+  }
+  PutFixed(present, 3, out);
+  PutFixed(exact, 3, out);
+  for (int i = 0; i < kFieldCount; ++i) {
+    if ((present & (uint32_t{1} << i)) == 0) continue;
+    const FieldInfo& f = kFieldInfo[static_cast<size_t>(i)];
+    PutFixed(FieldOf(f, r.match.value.w[f.word]), FieldBytes(f), out);
+    if ((exact & (uint32_t{1} << i)) == 0)
+      PutFixed(FieldOf(f, r.match.mask.w[f.word]), FieldBytes(f), out);
+  }
+  const uint8_t flags = static_cast<uint8_t>((r.match.tp_src.IsFull() ? 0 : kRangeSrc) |
+                                             (r.match.tp_dst.IsFull() ? 0 : kRangeDst));
+  out->push_back(static_cast<char>(flags));
+  if (flags & kRangeSrc) {
+    PutU16(r.match.tp_src.lo, out);
+    PutU16(r.match.tp_src.hi, out);
+  }
+  if (flags & kRangeDst) {
+    PutU16(r.match.tp_dst.lo, out);
+    PutU16(r.match.tp_dst.hi, out);
+  }
+  out->push_back(static_cast<char>(r.action.kind));
+  PutVarint(r.action.port, out);
+}
+
+absl::StatusOr<Rule> ReadRule(std::string_view* in) {
+  Rule r;
+  uint64_t prio = 0, port = 0;
+  auto truncated = [](absl::string_view what) {
+    return absl::DataLossError(absl::StrCat(what, ": truncated or malformed"));
+  };
+  if (!GetVarint(in, &r.id)) return truncated("rule id");
+  if (!GetVarint(in, &prio) || prio > UINT32_MAX) return truncated("priority");
+  r.priority = static_cast<uint32_t>(prio);
+  if (!GetVarint(in, &r.cookie)) return truncated("cookie");
+  uint64_t present = 0, exact = 0;
+  if (!GetFixed(in, 3, &present) || !GetFixed(in, 3, &exact)) return truncated("field map");
+  if ((present & ~uint64_t{kAllFields}) != 0)
+    return absl::DataLossError(absl::StrFormat("rule id %d: unknown fields 0x%06x", r.id,
+                                               present & ~uint64_t{kAllFields}));
+  if ((exact & ~present) != 0)
+    return absl::DataLossError(absl::StrFormat(
+        "rule id %d: fields 0x%06x are exact but not present", r.id, exact & ~present));
+  for (int i = 0; i < kFieldCount; ++i) {
+    if ((present & (uint64_t{1} << i)) == 0) continue;
+    const FieldInfo& f = kFieldInfo[static_cast<size_t>(i)];
+    const uint64_t ones = FieldOnes(f);
+    uint64_t v = 0, m = ones;
+    if (!GetFixed(in, FieldBytes(f), &v)) return truncated(f.name);
+    if ((exact & (uint64_t{1} << i)) == 0) {
+      if (!GetFixed(in, FieldBytes(f), &m)) return truncated(f.name);
+      if (m == 0 || m == ones)  // zero: not present; all ones: exact
+        return absl::DataLossError(absl::StrFormat(
+            "rule id %d: %s: mask 0x%x is not what its field map says", r.id, f.name, m));
+    }
+    if (((v | m) & ~ones) != 0)
+      return absl::DataLossError(
+          absl::StrFormat("rule id %d: %s: wider than its %d bits", r.id, f.name, f.bits));
+    if ((v & ~m) != 0)
+      return absl::DataLossError(absl::StrFormat(
+          "rule id %d: %s: value 0x%x has bits outside mask 0x%x", r.id, f.name, v, m));
+    r.match.value.w[f.word] |= v << f.shift;
+    r.match.mask.w[f.word] |= m << f.shift;
+  }
+  uint8_t flags = 0;
+  if (!GetU8(in, &flags)) return truncated("flags");
+  if ((flags & ~(kRangeSrc | kRangeDst)) != 0)
+    return absl::DataLossError(absl::StrCat("rule id ", r.id, ": unknown flags ", flags));
+  if ((flags & kRangeSrc) && (!GetU16(in, &r.match.tp_src.lo) || !GetU16(in, &r.match.tp_src.hi)))
+    return truncated("tp_src range");
+  if ((flags & kRangeDst) && (!GetU16(in, &r.match.tp_dst.lo) || !GetU16(in, &r.match.tp_dst.hi)))
+    return truncated("tp_dst range");
+  uint8_t kind = 0;
+  if (!GetU8(in, &kind)) return truncated("action");
+  if (kind != static_cast<uint8_t>(Action::Kind::kDrop) &&
+      kind != static_cast<uint8_t>(Action::Kind::kOutput))
+    return absl::DataLossError(absl::StrCat("rule id ", r.id, ": unknown action kind ", kind));
+  r.action.kind = static_cast<Action::Kind>(kind);
+  if (!GetVarint(in, &port) || port > UINT32_MAX) return truncated("action port");
+  r.action.port = static_cast<uint32_t>(port);
+  if (absl::Status s = ValidateRule(r); !s.ok())
+    return absl::DataLossError(absl::StrCat("rule id ", r.id, ": ", s.message()));
+  return r;
+}
+
+std::string EncodeOps(absl::Span<const RuleOp> ops) {
+  std::string out;
+  out.reserve(ops.size() * 48);
+  for (const RuleOp& op : ops) {
+    switch (op.kind) {
+      case RuleOp::Kind::kInsert:
+        out.push_back('+');
+        AppendRule(op.rule, &out);
+        break;
+      case RuleOp::Kind::kReplace:
+        out.push_back('=');
+        AppendRule(op.rule, &out);
+        break;
+      case RuleOp::Kind::kDelete:
+        out.push_back('-');
+        PutVarint(op.id, &out);
+        break;
+      case RuleOp::Kind::kDeleteByCookie:
+        out.push_back('~');
+        PutVarint(op.cookie, &out);
+        break;
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<RuleOp>> DecodeOps(std::string_view body, uint64_t count) {
+  std::vector<RuleOp> ops;
+  // The count is untrusted too: reserve no more than the body could hold.
+  ops.reserve(static_cast<size_t>(std::min<uint64_t>(count, body.size() / 2)));
+  for (uint64_t i = 0; !body.empty(); ++i) {
+    auto fail = [&](absl::string_view what) {
+      return absl::DataLossError(absl::StrCat("operation ", i, ": ", what));
+    };
+    if (i >= count)
+      return absl::DataLossError(absl::StrCat("holds more than the ", count,
+                                              " operations its row says"));
+    const char kind = body[0];
+    body.remove_prefix(1);
+    switch (kind) {
+      case '+':
+      case '=': {
+        absl::StatusOr<Rule> r = ReadRule(&body);
+        if (!r.ok()) return fail(r.status().message());
+        ops.push_back(kind == '+' ? RuleOp::Insert(*std::move(r)) : RuleOp::Replace(*std::move(r)));
+        break;
+      }
+      case '-':
+      case '~': {
+        uint64_t v = 0;
+        if (!GetVarint(&body, &v)) return fail("number: truncated or malformed");
+        ops.push_back(kind == '-' ? RuleOp::Delete(v) : RuleOp::DeleteByCookie(v));
+        break;
+      }
+      default:
+        return fail(absl::StrFormat("unknown operation kind '\\x%02x'",
+                                    static_cast<unsigned char>(kind)));
+    }
+  }
+  if (ops.size() != count)
+    return absl::DataLossError(absl::StrCat("holds ", ops.size(),
+                                            " operations, its row says ", count));
   return ops;
 }
 

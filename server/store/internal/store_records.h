@@ -33,11 +33,42 @@ namespace store_internal {
 // any field changed, no longer matches.
 uint32_t RecordCrc(char tag, std::initializer_list<uint64_t> fields, std::string_view body);
 
-// A batch's operations as text, one per line: "+RULE" insert, "=RULE"
-// replace (native rule text), "-ID" delete, "~COOKIE" delete by cookie.
+// ---- schema version 2: binary records (what the store writes) ----
+//
+// A rule: LEB128 varints id, priority, cookie; two 3-byte little-endian
+// maps of the match fields (bit i: kFieldInfo[i]), those whose mask is not
+// zero ("present") and those of them whose mask is all ones ("exact"); per
+// present field, in order, its value and, unless exact, its mask, each in
+// the field's width rounded up to bytes, little endian; a flags byte (bit
+// 0: tp_src range follows, bit 1: tp_dst range follows), each range as
+// 2-byte little-endian lo then hi; the action kind (1 byte) and a varint
+// port.  A batch's operations: per operation a kind byte ('+' insert, '='
+// replace, each followed by a rule; '-' delete by id, '~' delete by cookie,
+// each followed by a varint), nothing between them.
+// Decoding treats the bytes as untrusted: a varint that runs past the body
+// or past 64 bits (or a priority or port past 32), an unknown field or flag
+// bit, an exact field that is not present, a mask that contradicts the
+// maps (zero, or all ones when not exact), a value or mask wider than its
+// field, value bits outside the mask, an unknown action kind, trailing
+// bytes, a count that differs from the row's: DATA_LOSS naming what; then
+// ValidateRule, as for text.
+// AppendRule keeps only bits inside fields: RuleFitsRecord says whether
+// `r` has none outside (the store refuses a rule that has).
+bool RuleFitsRecord(const Rule& r);
+void AppendRule(const Rule& r, std::string* out);
+// Reads one rule at *in and advances it past the rule.
+absl::StatusOr<Rule> ReadRule(std::string_view* in);
 std::string EncodeOps(absl::Span<const RuleOp> ops);
 // EncodeOps' inverse for a row that says it holds `count` operations.
 absl::StatusOr<std::vector<RuleOp>> DecodeOps(std::string_view body, uint64_t count);
+
+// ---- schema version 1: native rule text (read only, and migrated) ----
+//
+// A batch's operations as text, one per line: "+RULE" insert, "=RULE"
+// replace (native rule text), "-ID" delete, "~COOKIE" delete by cookie.
+// Snapshot chunks: one rule per line.
+std::string EncodeOpsText(absl::Span<const RuleOp> ops);  // tests write v1 stores
+absl::StatusOr<std::vector<RuleOp>> DecodeOpsText(std::string_view body, uint64_t count);
 // Splits a body into its lines; false unless every line ends with '\n'.
 bool SplitLines(std::string_view body, std::vector<std::string_view>* lines);
 // One stored rule: parsed and validated, DATA_LOSS otherwise.
