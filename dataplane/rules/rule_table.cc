@@ -19,21 +19,25 @@
 //                    thing Lookup reads besides the subtables; replaced as
 //                    a whole when it changes.
 //   Subtable (internal/rule_subtable.h)
-//   ├─ mask, word_index[0..n_words)   the words the mask touches
+//   ├─ mask, word_index[0..n_words)   the table mask: the words it touches
 //   ├─ keys          KeySet (internal/rule_key_set.h): PackedKey -> the
-//   │                 key's rules, best first (a pointer to the one rule
-//   │                 most keys have, else to an immutable list).  Two
-//   │                 sets, one used: keys of <= 3 words (a 5-tuple with
-//   │                 in_port) in 32-byte slots, longer ones in 80-byte
-//   │                 slots.
+//   │                 key's rules (a bucket: a pointer to the one rule most
+//   │                 keys have, else to an immutable list).  Two sets, one
+//   │                 used: keys of <= 3 words (a 5-tuple with in_port) in
+//   │                 32-byte slots, longer ones in 80-byte slots.
 //   └─ priority_counts  priority -> #linked entries   (max priority)
 //
-// A PackedKey holds the masked words of a key for the subtable's non-zero
-// mask words only, packed to the front (the rest zero), with its hash
-// computed once by the caller (a slot's hash is recomputed when the set
-// grows).  So a lookup per subtable is: n_words ANDs into a stack array, one
-// HashWords, one probe — nothing allocated.  A hit reads the rule node for
-// its generations and priority.
+// Every rule is one entry, in the subtable of its table mask (EntryOf in
+// internal/rule_subtable.h: its mask relaxed to coarse prefixes, a port range
+// standing for its bounds' common prefix), so rules of different masks and
+// ranges share a subtable and a bucket.  A PackedKey holds the masked words
+// of a key for the subtable's non-zero mask words only, packed to the front
+// (the rest zero), with its hash computed once by the caller (a slot's hash
+// is recomputed when the set grows).  So a lookup per subtable is: n_words
+// ANDs into a stack array, one HashWords, one probe — nothing allocated —
+// and on a hit, the bucket's rules checked against the key (EvalBucket in
+// internal/rule_key_set.h, which also adds the bits that decided them to the
+// megaflow mask).
 //
 // One table, read while written (concurrent_readers; see rule_table.h and
 // docs/classifier.md): the dataplane's PMDs look up at the generation they
@@ -69,9 +73,9 @@ namespace flowclass {
 namespace {
 
 using internal::AsList;
-using internal::BestVisible;
 using internal::BucketWith;
 using internal::BucketWithout;
+using internal::EvalBucket;
 using internal::ExpansionCount;
 using internal::FlowEq;
 using internal::ForEachEntry;
@@ -498,7 +502,7 @@ absl::StatusOr<BatchResult> RuleTable::ApplyBatch(
     if (entries_after > t.limits.max_entries) {
       return OpError(RuleErrorKind::kLimit, RuleField::kMaxEntries, i, id,
                      absl::StrCat("the table would hold ", entries_after,
-                                  " entries after port-range expansion, limit ",
+                                  " entries, limit ",
                                   t.limits.max_entries));
     }
     return absl::OkStatus();
@@ -684,11 +688,12 @@ const Rule* RuleTable::Lookup(const Flow& key, Flow* wc,
     ++visited;
     for (int j = 0; j < st.n_words; ++j)
       wc->w[st.word_index[j]] |= st.packed_mask[j];
-    const RuleNode* n = st.WithKeys(key, [gen](const auto& keys, const auto& k) -> const RuleNode* {
-      const uintptr_t bits = keys.Find(k.w, k.hash);
-      return bits == 0 ? nullptr : BestVisible(bits, gen);
-    });
-    if (n != nullptr && (best == nullptr || RuleBeats(n->rule, *best))) best = &n->rule;
+    const RuleNode* n = st.WithKeys(
+        key, [&](const auto& keys, const auto& k) -> const RuleNode* {
+          const uintptr_t bits = keys.Find(k.w, k.hash);
+          return bits == 0 ? nullptr : EvalBucket(bits, key, gen, best, wc);
+        });
+    if (n != nullptr) best = &n->rule;  // it beats `best`
   }
   // Megaflows are per in_port (megaflow.h): in_port is always exact.
   wc->Set(Field::kInPort, 0xffffffffu);

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -105,22 +106,126 @@ inline bool IsList(uintptr_t bits) { return (bits & 1) != 0; }
 inline RuleList* AsList(uintptr_t bits) { return reinterpret_cast<RuleList*>(bits & ~uintptr_t{1}); }
 inline uintptr_t ListBits(RuleList* l) { return reinterpret_cast<uintptr_t>(l) | 1; }
 
-// Reader: the best rule of `bits` visible at `gen`, or null.
-inline const RuleNode* BestVisible(uintptr_t bits, uint64_t gen) {
+// Megaflow proofs
+// ---------------
+// A lookup ORs into its wildcard mask the bits its decisions read, so that
+// every key agreeing with it there takes the same decisions: a subtable's
+// mask (which bucket), and for each rule of a bucket it had to check, the
+// bits that decided it: the whole mask of the rule that matched (plus the
+// bits that keep the key inside its ranges), one differing bit for a rule
+// that did not (or the bits that keep the key outside the range that
+// failed).  The choice of that bit depends on the key and the rule only.
+
+// Bits of a 16-bit field above bit i.
+inline uint16_t BitsAbove(int i) { return static_cast<uint16_t>(0xffffu << (i + 1)); }
+inline int TopBit(uint32_t d) { return 31 - std::countl_zero(d); }
+
+// Bits of `k` (inside [lo, hi]) that keep every k' agreeing on them inside:
+// k' >= lo when k' has lo's ones above the first bit where k exceeds lo and
+// that bit (lo's ones when k == lo); k' <= hi symmetrically.
+inline uint16_t InRangeBits(uint16_t k, uint16_t lo, uint16_t hi) {
+  uint32_t bits = 0;
+  if (lo != 0) {
+    const uint32_t d = static_cast<uint32_t>(k ^ lo);
+    if (d == 0) {
+      bits |= lo;
+    } else {
+      const int i = TopBit(d);
+      bits |= (lo & BitsAbove(i)) | (1u << i);
+    }
+  }
+  if (hi != 0xffff) {
+    const uint32_t d = static_cast<uint32_t>(k ^ hi);
+    if (d == 0) {
+      bits |= static_cast<uint16_t>(~hi);
+    } else {
+      const int i = TopBit(d);
+      bits |= (static_cast<uint16_t>(~hi) & BitsAbove(i)) | (1u << i);
+    }
+  }
+  return static_cast<uint16_t>(bits);
+}
+
+// Bits of `k` (outside [lo, hi]) that keep every k' agreeing on them outside.
+inline uint16_t OutOfRangeBits(uint16_t k, uint16_t lo, uint16_t hi) {
+  if (k < lo) {
+    const int i = TopBit(static_cast<uint32_t>(k ^ lo));
+    return static_cast<uint16_t>((static_cast<uint16_t>(~lo) & BitsAbove(i)) | (1u << i));
+  }
+  const int i = TopBit(static_cast<uint32_t>(k ^ hi));
+  return static_cast<uint16_t>((hi & BitsAbove(i)) | (1u << i));
+}
+
+inline void OrField(Flow* wc, Field f, uint64_t bits) {
+  const FieldInfo& i = InfoOf(f);
+  wc->w[i.word] |= (bits << i.shift) & i.Mask();
+}
+
+// `m` matches `key`: the bits that keep it matching.
+inline void AddMatchBits(const Match& m, const Flow& key, Flow* wc) {
+  for (int i = 0; i < kFlowWords; ++i) wc->w[i] |= m.mask.w[i];
+  if (!m.tp_src.IsFull())
+    OrField(wc, Field::kTpSrc,
+            InRangeBits(static_cast<uint16_t>(key.Get(Field::kTpSrc)), m.tp_src.lo, m.tp_src.hi));
+  if (!m.tp_dst.IsFull())
+    OrField(wc, Field::kTpDst,
+            InRangeBits(static_cast<uint16_t>(key.Get(Field::kTpDst)), m.tp_dst.lo, m.tp_dst.hi));
+}
+
+// `m` does not match `key`: bits that keep it from matching (the highest
+// differing bit of the first word that differs, else a failing range's).
+inline void AddMismatchBits(const Match& m, const Flow& key, Flow* wc) {
+  for (int i = 0; i < kFlowWords; ++i) {
+    const uint64_t d = (key.w[i] & m.mask.w[i]) ^ m.value.w[i];
+    if (d != 0) {
+      wc->w[i] |= uint64_t{1} << (63 - std::countl_zero(d));
+      return;
+    }
+  }
+  const auto sp = static_cast<uint16_t>(key.Get(Field::kTpSrc));
+  if (!m.tp_src.Contains(sp)) {
+    OrField(wc, Field::kTpSrc, OutOfRangeBits(sp, m.tp_src.lo, m.tp_src.hi));
+    return;
+  }
+  const auto dp = static_cast<uint16_t>(key.Get(Field::kTpDst));
+  OrField(wc, Field::kTpDst, OutOfRangeBits(dp, m.tp_dst.lo, m.tp_dst.hi));
+}
+
+// Reader: the rule of bucket `bits` that `key` matches, visible at `gen`,
+// best of those that beat `best` (null: any), or null; ORs the bits of the
+// decisions into *wc: the winner's match bits, and a mismatch proof for every
+// visible rule that beats the winner (or `best`, when none wins).  Rules that
+// cannot beat it need no proof: their priority and id decide them.
+inline const RuleNode* EvalBucket(uintptr_t bits, const Flow& key, uint64_t gen,
+                                  const Rule* best, Flow* wc) {
   if (!IsList(bits)) {
     const auto* n = reinterpret_cast<const RuleNode*>(bits);
-    return n->VisibleAt(gen) ? n : nullptr;
+    if (!n->VisibleAt(gen) || (best != nullptr && !RuleBeats(n->rule, *best))) return nullptr;
+    if (n->rule.match.Matches(key)) {
+      AddMatchBits(n->rule.match, key, wc);
+      return n;
+    }
+    AddMismatchBits(n->rule.match, key, wc);
+    return nullptr;
   }
   const RuleList* l = AsList(bits);
-  const RuleNode* best = nullptr;
   const uint32_t count = l->n.load(std::memory_order_acquire);
+  const RuleNode* win = nullptr;
   for (uint32_t i = 0; i < count; ++i) {
-    const RuleNode* node = l->entries()[i].load(std::memory_order_acquire);
-    if (node != nullptr && node->VisibleAt(gen) &&
-        (best == nullptr || RuleBeats(node->rule, best->rule)))
-      best = node;
+    const RuleNode* n = l->entries()[i].load(std::memory_order_acquire);
+    if (n == nullptr || !n->VisibleAt(gen)) continue;
+    const Rule* bar = win != nullptr ? &win->rule : best;
+    if (bar != nullptr && !RuleBeats(n->rule, *bar)) continue;
+    if (n->rule.match.Matches(key)) win = n;
   }
-  return best;
+  const Rule* bar = win != nullptr ? &win->rule : best;
+  for (uint32_t i = 0; i < count; ++i) {
+    const RuleNode* n = l->entries()[i].load(std::memory_order_acquire);
+    if (n == nullptr || n == win || !n->VisibleAt(gen)) continue;
+    if (bar == nullptr || RuleBeats(n->rule, *bar)) AddMismatchBits(n->rule.match, key, wc);
+  }
+  if (win != nullptr) AddMatchBits(win->rule.match, key, wc);
+  return win;
 }
 
 // Writer: the rules of `bits` (a live key, or 0 / kTombstone for none) plus

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -176,39 +177,84 @@ inline Prefixes PrefixesOf(uint16_t lo, uint16_t hi) {
   return out;
 }
 
-// None for a full range (the field stays wildcarded).
-inline Prefixes SidePrefixes(const PortRange& r) {
-  return r.IsFull() ? Prefixes{} : PrefixesOf(r.lo, r.hi);
+// A rule's one entry
+// ------------------
+// A rule is one entry, whatever its port ranges (they are not expanded into
+// prefixes: two ranges of 1-65534 would be 900 entries).  The entry goes to
+// the subtable of the rule's *table mask*: its match mask with each field
+// relaxed (shortened) by RelaxField, a range field standing for the common
+// prefix of its bounds.  Every rule whose mask covers a subtable's mask can
+// live there; the rules of one packed key (a bucket) are checked one by one
+// against the looked-up key (Match::Matches), so the table mask only has to
+// be a subset of the rule's.  Fewer, coarser masks: fewer probes and wider
+// megaflows.  The table mask is a function of the rule alone, so a table's
+// layout depends on its rule set only, not on the history that built it.
+
+// The mask of the common prefix of lo and hi (a range lies inside it).
+inline uint16_t CommonPrefixMask(const PortRange& r) {
+  const uint32_t diff = static_cast<uint32_t>(r.lo ^ r.hi);
+  if (diff == 0) return 0xffff;
+  const int keep = std::countl_zero(diff) - 16;  // equal leading bits
+  return static_cast<uint16_t>((0xffffu << (16 - keep)) & 0xffffu);
 }
 
-inline size_t ExpansionCount(const Rule& r) {
-  const size_t s = r.match.tp_src.IsFull() ? 1 : SidePrefixes(r.match.tp_src).size();
-  const size_t d = r.match.tp_dst.IsFull() ? 1 : SidePrefixes(r.match.tp_dst).size();
-  return s * d;
+// The bits of `field_mask` (a field `width` bits wide, right-aligned) a table
+// mask keeps: its leading run of ones (a prefix, the shape of addresses and
+// of a range's common prefix), shortened to a multiple of `step`, or the
+// whole field when it is exact and at most 16 bits (protocols, ports,
+// eth_type: few values, exact in most rules).  Masks with holes keep only
+// the prefix before the first hole.
+inline uint64_t RelaxField(uint64_t field_mask, int width, int step) {
+  const uint64_t all = width == 64 ? ~uint64_t{0} : (uint64_t{1} << width) - 1;
+  if (field_mask == all && width <= 16) return all;
+  const int lead = std::countl_one(field_mask << (64 - width));
+  const int keep = std::min(lead, width) / step * step;
+  if (keep == 0) return 0;
+  return (all << (width - keep)) & all;
 }
 
-// Calls fn(value, mask) once per expanded entry of `r`.
+// Prefix lengths kept for wide fields (in bits): multiples of these.
+inline constexpr int kRelaxStepIpv4 = 8;
+inline constexpr int kRelaxStepWide = 16;  // 48- and 64-bit fields
+
+// The key and mask of a rule's one entry: (value, table mask).
+struct EntryShape {
+  Flow value;  // the rule's value, ranges as their low bound, & mask
+  Flow mask;   // the table mask
+};
+
+inline EntryShape EntryOf(const Rule& r) {
+  EntryShape e;
+  Flow full = r.match.mask;  // the rule's mask, ranges as common prefixes
+  Flow value = r.match.value;
+  if (!r.match.tp_src.IsFull()) {
+    full.Set(Field::kTpSrc, CommonPrefixMask(r.match.tp_src));
+    value.Set(Field::kTpSrc, r.match.tp_src.lo);
+  }
+  if (!r.match.tp_dst.IsFull()) {
+    full.Set(Field::kTpDst, CommonPrefixMask(r.match.tp_dst));
+    value.Set(Field::kTpDst, r.match.tp_dst.lo);
+  }
+  for (int f = 0; f < kFieldCount; ++f) {
+    const Field field = static_cast<Field>(f);
+    const int width = InfoOf(field).bits;
+    const uint64_t m = full.Get(field);
+    if (m == 0) continue;
+    const int step = width == 32 ? kRelaxStepIpv4 : width > 32 ? kRelaxStepWide : 1;
+    e.mask.Set(field, field == Field::kInPort ? m : RelaxField(m, width, step));
+  }
+  for (int i = 0; i < kFlowWords; ++i) e.value.w[i] = value.w[i] & e.mask.w[i];
+  return e;
+}
+
+// One entry per rule (see above).
+inline size_t ExpansionCount(const Rule&) { return 1; }
+
+// Calls fn(value, table mask) for the rule's entry.
 template <typename Fn>
 void ForEachEntry(const Rule& r, Fn fn) {
-  const Prefixes src = SidePrefixes(r.match.tp_src);
-  const Prefixes dst = SidePrefixes(r.match.tp_dst);
-  const size_t ns = src.empty() ? 1 : src.size();
-  const size_t nd = dst.empty() ? 1 : dst.size();
-  for (size_t i = 0; i < ns; ++i) {
-    for (size_t j = 0; j < nd; ++j) {
-      Flow value = r.match.value;
-      Flow mask = r.match.mask;
-      if (!src.empty()) {
-        value.Set(Field::kTpSrc, src[i].first);
-        mask.Set(Field::kTpSrc, src[i].second);
-      }
-      if (!dst.empty()) {
-        value.Set(Field::kTpDst, dst[j].first);
-        mask.Set(Field::kTpDst, dst[j].second);
-      }
-      fn(value, mask);
-    }
-  }
+  const EntryShape e = EntryOf(r);
+  fn(e.value, e.mask);
 }
 
 }  // namespace internal
