@@ -229,7 +229,8 @@ TEST(RuleTableTest, EarlyStopAndMegaflowMask) {
   EXPECT_EQ(wc, high.match.mask | low.match.mask | InPortOnly());
 
   // An equal-priority subtable must still be consulted (the tie-break may
-  // pick its rule), so it is visited and its mask is in the megaflow.
+  // pick its rule), so it is visited; its rule matches too but loses the
+  // tie to rule 1 whatever its tp_dst, so tp_dst stays out of the megaflow.
   Rule tie = V4Rule(3, 100);
   tie.match.SetExact(Field::kTpDst, 80);
   ApplyOk(&t, {RuleOp::Insert(tie)});
@@ -237,7 +238,7 @@ TEST(RuleTableTest, EarlyStopAndMegaflowMask) {
   EXPECT_EQ(IdOf(t.Lookup(V4Key(0x0a000001, 0x14000001, 1, 80), &wc, &visited)),
             1u);
   EXPECT_EQ(visited, 2);
-  EXPECT_EQ(wc, high.match.mask | tie.match.mask | InPortOnly());
+  EXPECT_EQ(wc, high.match.mask | InPortOnly());
   // ... and wins the tie when its id is lower: move the high rule to id 10.
   ApplyOk(&t, {RuleOp::Delete(1), RuleOp::Insert([&] {
                  Rule h = high;
@@ -276,7 +277,11 @@ TEST(RuleTableTest, PortsWalkTheirOwnSubtablesAndTheShared) {
   wc = Flow{};
   EXPECT_EQ(t.Lookup(miss3, &wc, &visited), nullptr);
   EXPECT_EQ(visited, 1);  // no rules of its own: the shared one only
-  EXPECT_EQ(wc, DstRule(5, 50, 0x14000000, 24).match.mask | InPortOnly());
+  // No rule's ipv4_dst starts with the key's 0x15: that byte is the whole
+  // proof (not the subtable's mask, nor eth_type).
+  Flow dst_byte = InPortOnly();
+  dst_byte.Set(Field::kIpv4Dst, 0xff000000);
+  EXPECT_EQ(wc, dst_byte);
   // The shared rule beats port 1's priority-10 rule, not its priority-90 one.
   EXPECT_EQ(IdOf(t.Lookup(V4Key(0x0b000001, 0x14000001, 1000, 80, kIpProtoTcp, 1), &wc)), 2u);
   EXPECT_EQ(IdOf(t.Lookup(V4Key(0x0b000001, 0x14140001, 1000, 80, kIpProtoTcp, 1), &wc)), 2u);
@@ -627,17 +632,19 @@ TEST(RuleTableTest, LookupAllocatesNothing) {
 TEST(RuleTableTest, DebugStringShowsSubtablesAndRules) {
   Rule r = V4Rule(12, 77);
   r.cookie = 0xab;
-  r.match.SetMasked(Field::kIpv4Src, 0x0a000000, Prefix32(8));
+  r.match.SetMasked(Field::kIpv4Src, 0x0a010000, Prefix32(16));
   r.match.tp_dst = {1000, 1999};
   RuleTable t;
   ApplyOk(&t, {RuleOp::Insert(r)});
   const std::string d = t.DebugString();
+  // The subtable's mask: the rule's, relaxed (a /16 stays, the range is
+  // checked per rule).
   EXPECT_THAT(d, HasSubstr("generation=1 rules=1"));
   EXPECT_THAT(d, HasSubstr("subtables=" + std::to_string(t.Stats().subtables)));
   EXPECT_THAT(d, HasSubstr("max_priority=77"));
-  EXPECT_THAT(d, HasSubstr("ipv4_src/0xff000000"));
+  EXPECT_THAT(d, HasSubstr("mask=eth_type/0xffff,ipv4_src/0xffff0000\n"));
   EXPECT_THAT(d, HasSubstr("id=12 priority=77 cookie=0xab"));
-  EXPECT_THAT(d, HasSubstr("ipv4_src=10.0.0.0/8"));
+  EXPECT_THAT(d, HasSubstr("ipv4_src=10.1.0.0/16"));
   EXPECT_THAT(d, HasSubstr("tp_dst=1000-1999"));
   EXPECT_THAT(d, HasSubstr("actions=output:12"));
 }

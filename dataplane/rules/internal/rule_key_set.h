@@ -78,14 +78,19 @@ struct alignas(8) RuleList {
   std::atomic<uint32_t> n;  // entries published
   uint32_t cap;
   uint32_t holes;           // writer only: null entries below n
+  // Entries in RuleBeats order (best first), as Make leaves them; cleared
+  // (before n publishes the entry) by an append that breaks the order.
+  std::atomic<uint32_t> sorted;
   std::atomic<RuleNode*>* entries() { return reinterpret_cast<std::atomic<RuleNode*>*>(this + 1); }
   const std::atomic<RuleNode*>* entries() const {
     return reinterpret_cast<const std::atomic<RuleNode*>*>(this + 1);
   }
-  // A list of capacity `cap` holding `nodes` (not null).
-  static RuleList* Make(uint32_t cap, absl::Span<RuleNode* const> nodes) {
+  // A list of capacity `cap` holding `nodes` (not null), sorted.
+  static RuleList* Make(uint32_t cap, std::vector<RuleNode*> nodes) {
+    std::sort(nodes.begin(), nodes.end(),
+              [](const RuleNode* a, const RuleNode* b) { return RuleBeats(a->rule, b->rule); });
     void* mem = ::operator new(sizeof(RuleList) + cap * sizeof(std::atomic<RuleNode*>));
-    auto* l = new (mem) RuleList{{static_cast<uint32_t>(nodes.size())}, cap, 0};
+    auto* l = new (mem) RuleList{{static_cast<uint32_t>(nodes.size())}, cap, 0, {1}};
     for (uint32_t i = 0; i < cap; ++i)
       new (&l->entries()[i]) std::atomic<RuleNode*>(i < nodes.size() ? nodes[i] : nullptr);
     return l;
@@ -175,6 +180,9 @@ inline void AddMatchBits(const Match& m, const Flow& key, Flow* wc) {
 // `m` does not match `key`: bits that keep it from matching (the highest
 // differing bit of the first word that differs, else a failing range's).
 inline void AddMismatchBits(const Match& m, const Flow& key, Flow* wc) {
+  // A differing bit the mask already has proves it for free.
+  for (int i = 0; i < kFlowWords; ++i)
+    if ((((key.w[i] & m.mask.w[i]) ^ m.value.w[i]) & wc->w[i]) != 0) return;
   for (int i = 0; i < kFlowWords; ++i) {
     const uint64_t d = (key.w[i] & m.mask.w[i]) ^ m.value.w[i];
     if (d != 0) {
@@ -211,6 +219,26 @@ inline const RuleNode* EvalBucket(uintptr_t bits, const Flow& key, uint64_t gen,
   const RuleList* l = AsList(bits);
   const uint32_t count = l->n.load(std::memory_order_acquire);
   const RuleNode* win = nullptr;
+  if (l->sorted.load(std::memory_order_relaxed) != 0) {
+    // Best first: the first visible match that beats `best` wins, and the
+    // visible rules before it are the ones that had to lose.
+    uint32_t end = 0;
+    for (; end < count; ++end) {
+      const RuleNode* n = l->entries()[end].load(std::memory_order_acquire);
+      if (n == nullptr || !n->VisibleAt(gen)) continue;
+      if (best != nullptr && !RuleBeats(n->rule, *best)) break;
+      if (n->rule.match.Matches(key)) {
+        win = n;
+        break;
+      }
+    }
+    for (uint32_t i = 0; i < end; ++i) {
+      const RuleNode* n = l->entries()[i].load(std::memory_order_acquire);
+      if (n != nullptr && n->VisibleAt(gen)) AddMismatchBits(n->rule.match, key, wc);
+    }
+    if (win != nullptr) AddMatchBits(win->rule.match, key, wc);
+    return win;
+  }
   for (uint32_t i = 0; i < count; ++i) {
     const RuleNode* n = l->entries()[i].load(std::memory_order_acquire);
     if (n == nullptr || !n->VisibleAt(gen)) continue;
@@ -235,12 +263,16 @@ template <typename RetireFn>
 uintptr_t BucketWith(uintptr_t bits, RuleNode* node, RetireFn&& retire) {
   if (bits == 0 || bits == kTombstone) return reinterpret_cast<uintptr_t>(node);
   if (!IsList(bits)) {
-    RuleNode* const two[] = {reinterpret_cast<RuleNode*>(bits), node};
-    return ListBits(RuleList::Make(4, two));
+    return ListBits(RuleList::Make(4, {reinterpret_cast<RuleNode*>(bits), node}));
   }
   RuleList* l = AsList(bits);
   const uint32_t count = l->n.load(std::memory_order_relaxed);
   if (count < l->cap) {
+    if (l->sorted.load(std::memory_order_relaxed) != 0 && count > 0) {
+      const RuleNode* last = l->entries()[count - 1].load(std::memory_order_relaxed);
+      if (last != nullptr ? RuleBeats(node->rule, last->rule) : true)
+        l->sorted.store(0, std::memory_order_relaxed);
+    }
     l->entries()[count].store(node, std::memory_order_relaxed);
     l->n.store(count + 1, std::memory_order_release);  // the entry before n
     return bits;

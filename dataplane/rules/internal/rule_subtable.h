@@ -44,6 +44,80 @@ struct FlowEq {
 
 struct Partition;
 
+// Prefix levels
+// -------------
+// The fields whose table masks are prefixes cut at levels (multiples of 8
+// bits): IPv4 addresses and L4 ports.  For each, PrefixLevels holds, per
+// level, the prefixes of that length of every entry whose table mask is at
+// least that long (a count per prefix).  A lookup finds, per field, the
+// deepest level the key's prefix is there (its depth); a subtable that needs
+// a longer prefix of the field cannot hold the key's bucket, and is skipped
+// with only the bits of the first level that is not there in the megaflow
+// mask, instead of the subtable's whole mask (what OVS's prefix tries do,
+// on 8-bit levels; see docs/classifier.md, "Slow-path lookup").
+struct LevelField {
+  Field field;
+  int width;
+};
+inline constexpr int kLevelStep = 8;
+inline constexpr int kLevelFields = 4;
+inline constexpr std::array<LevelField, kLevelFields> kLevelField = {{
+    {Field::kIpv4Src, 32}, {Field::kIpv4Dst, 32}, {Field::kTpSrc, 16}, {Field::kTpDst, 16}}};
+inline constexpr int kMaxLevels = 32 / kLevelStep;
+
+// The first `len` bits of a `width`-bit field.
+inline uint64_t PrefixMaskOf(int len, int width) {
+  if (len <= 0) return 0;
+  const uint64_t all = width == 64 ? ~uint64_t{0} : (uint64_t{1} << width) - 1;
+  return (all << (width - len)) & all;
+}
+
+class PrefixLevels {
+ public:
+  // Writer: the prefixes of `value` of every level up to `len`, +1 / -1.
+  template <typename RetireFn>
+  void Add(uint64_t value, int len, int width, RetireFn&& retire) {
+    for (int l = 1; l * kLevelStep <= len; ++l) {
+      const PackedKey<1> k = Key(value, l, width);
+      std::atomic<uintptr_t>& bits = sets_[l - 1].Upsert(k.w, k.hash, 1, retire);
+      const uintptr_t b = bits.load(std::memory_order_relaxed);
+      sets_[l - 1].Set(bits, b == 0 || b == kTombstone ? kOne : b + kOne - 1);
+    }
+  }
+  template <typename RetireFn>
+  void Remove(uint64_t value, int len, int width, RetireFn&& retire) {
+    for (int l = 1; l * kLevelStep <= len; ++l) {
+      const PackedKey<1> k = Key(value, l, width);
+      std::atomic<uintptr_t>& bits = sets_[l - 1].Upsert(k.w, k.hash, 1, retire);
+      const uintptr_t b = bits.load(std::memory_order_relaxed);
+      sets_[l - 1].Set(bits, b == kOne ? kTombstone : b - (kOne - 1));
+    }
+  }
+  // Reader: the longest level length (0, 8, ...) whose prefix of `value` is
+  // there, at most `width`.
+  int Depth(uint64_t value, int width) const {
+    int d = 0;
+    for (int l = 1; l * kLevelStep <= width; ++l) {
+      const PackedKey<1> k = Key(value, l, width);
+      if (sets_[l - 1].Find(k.w, k.hash) == 0) break;
+      d = l * kLevelStep;
+    }
+    return d;
+  }
+
+ private:
+  // A count c is stored as 4c + 1: odd, never 0 (empty) or kTombstone.
+  static constexpr uintptr_t kOne = 5;
+  static PackedKey<1> Key(uint64_t value, int l, int width) {
+    PackedKey<1> k;
+    k.w[0] = value & PrefixMaskOf(l * kLevelStep, width);
+    k.hash = HashKeyWords<1>(k.w, 1);
+    return k;
+  }
+  std::array<KeySet<1>, kMaxLevels> sets_;
+};
+
+
 // Hot fields first: both sets' array pointers, the word indexes and the
 // packed mask words are in the first cache line, so probing a subtable
 // touches that line, the set's array header and the slots.  The rest is
@@ -55,6 +129,11 @@ struct alignas(64) Subtable {
         word_index[n_words] = static_cast<uint8_t>(i);
         packed_mask[n_words++] = mask.w[i];
       }
+    }
+    for (int j = 0; j < kLevelFields; ++j) {
+      const LevelField& f = kLevelField[j];
+      level_len[j] = static_cast<uint8_t>(
+          std::countl_one(mask.Get(f.field) << (64 - f.width)));
     }
   }
 
@@ -100,6 +179,9 @@ struct alignas(64) Subtable {
   std::array<uint8_t, kFlowWords> word_index{};
   uint8_t n_words = 0;
   std::array<uint64_t, kFlowWords> packed_mask{};  // first n_words valid
+  // The table mask's prefix length of each kLevelField (a multiple of
+  // kLevelStep).
+  std::array<uint8_t, kLevelFields> level_len{};
   Flow mask;
   // Linked entries (deleted ones until RemoveDeleted), by priority: the
   // max priority is an upper bound of what any reader's generation sees.
@@ -214,8 +296,9 @@ inline uint64_t RelaxField(uint64_t field_mask, int width, int step) {
 }
 
 // Prefix lengths kept for wide fields (in bits): multiples of these.
-inline constexpr int kRelaxStepIpv4 = 8;
+inline constexpr int kRelaxStepIpv4 = 16;
 inline constexpr int kRelaxStepWide = 16;  // 48- and 64-bit fields
+static_assert(kRelaxStepIpv4 % kLevelStep == 0, "IPv4 table masks end on prefix levels");
 
 // The key and mask of a rule's one entry: (value, table mask).
 struct EntryShape {
@@ -240,8 +323,10 @@ inline EntryShape EntryOf(const Rule& r) {
     const int width = InfoOf(field).bits;
     const uint64_t m = full.Get(field);
     if (m == 0) continue;
-    const int step = width == 32 ? kRelaxStepIpv4 : width > 32 ? kRelaxStepWide : 1;
-    e.mask.Set(field, field == Field::kInPort ? m : RelaxField(m, width, step));
+    const bool level = field == Field::kTpSrc || field == Field::kTpDst;
+    const int step = width == 32 ? kRelaxStepIpv4 : width > 32 ? kRelaxStepWide
+                     : level ? kLevelStep : 1;
+    e.mask.Set(field, field == Field::kInPort ? m : level ? 0 : RelaxField(m, width, step));
   }
   for (int i = 0; i < kFlowWords; ++i) e.value.w[i] = value.w[i] & e.mask.w[i];
   return e;
