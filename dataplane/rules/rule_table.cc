@@ -13,7 +13,7 @@
 //   ├─ retired       memory readers may still read (FreeRetired)
 //   ├─ shared        Partition of the rules with in_port wildcarded
 //   ├─ ports         in_port -> Partition of the rules with it exact
-//   │                 (by_mask: expanded mask -> unique_ptr<Subtable>;
+//   │                 (by_mask: table mask -> unique_ptr<Subtable>;
 //   │                 walk: its subtables and the shared ones, sorted)
 //   └─ order         -> Order {shared walk, in_port -> walk}: the only
 //                    thing Lookup reads besides the subtables; replaced as

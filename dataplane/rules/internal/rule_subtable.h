@@ -1,7 +1,7 @@
 // internal/rule_subtable.h — private parts of the rule table (rule_table.cc
-// only includes this): a subtable (the keys of one expanded mask), the
-// partitions by in_port that hold them, the order Lookup walks, and the
-// expansion of a rule's port ranges into masked entries.
+// only includes this): a subtable (the buckets of one table mask), the
+// partitions by in_port that hold them, the order Lookup walks, the prefix
+// levels that let it skip subtables, and a rule's one entry (EntryOf).
 //
 // Threads: a Subtable's key sets and the published Order are read by
 // concurrent readers (see rule_key_set.h); everything else is the writer's.
