@@ -7,9 +7,10 @@
 //   another port's (see "Partitions by in_port" in docs/classifier.md).
 // * Every rule is one entry (port ranges are not expanded), in the subtable
 //   of its table mask in its partition: its match mask relaxed to a few
-//   coarse shapes (IPv4 prefixes to multiples of 16 bits, ports left out),
-//   a function of the rule alone.  A bucket's rules are checked against the
-//   key, ranges included.  Stats() reports one entry per rule.
+//   coarse shapes (IPv4 prefixes to multiples of 16 bits; ports left out
+//   when an address is not), a function of the rule alone.  A bucket's
+//   rules are checked against the key, ranges included.  Stats() reports
+//   one entry per rule.
 // * Lookup visits those subtables in descending order of the highest
 //   priority they hold and stops as soon as no remaining subtable can beat
 //   (or tie with) the best match so far; a subtable whose mask needs a

@@ -229,8 +229,8 @@ TEST(RuleTableTest, EarlyStopAndMegaflowMask) {
   EXPECT_EQ(wc, high.match.mask | low.match.mask | InPortOnly());
 
   // An equal-priority subtable must still be consulted (the tie-break may
-  // pick its rule), so it is visited; its rule matches too but loses the
-  // tie to rule 1 whatever its tp_dst, so tp_dst stays out of the megaflow.
+  // pick its rule), so it is visited and its mask is in the megaflow (the
+  // rule has no address: its port is in its table mask).
   Rule tie = V4Rule(3, 100);
   tie.match.SetExact(Field::kTpDst, 80);
   ApplyOk(&t, {RuleOp::Insert(tie)});
@@ -238,7 +238,7 @@ TEST(RuleTableTest, EarlyStopAndMegaflowMask) {
   EXPECT_EQ(IdOf(t.Lookup(V4Key(0x0a000001, 0x14000001, 1, 80), &wc, &visited)),
             1u);
   EXPECT_EQ(visited, 2);
-  EXPECT_EQ(wc, high.match.mask | InPortOnly());
+  EXPECT_EQ(wc, high.match.mask | tie.match.mask | InPortOnly());
   // ... and wins the tie when its id is lower: move the high rule to id 10.
   ApplyOk(&t, {RuleOp::Delete(1), RuleOp::Insert([&] {
                  Rule h = high;

@@ -318,15 +318,24 @@ inline EntryShape EntryOf(const Rule& r) {
     full.Set(Field::kTpDst, CommonPrefixMask(r.match.tp_dst));
     value.Set(Field::kTpDst, r.match.tp_dst.lo);
   }
+  // Ports stay out of the table mask (a losing rule then costs one bit of a
+  // port, not 16) when an IPv4 address of the rule keeps a prefix there;
+  // otherwise (wildcard IPv4 addresses, IPv6, L2 rules) its ports keep the
+  // buckets short.
+  const bool has_address =
+      std::countl_one(full.Get(Field::kIpv4Src) << 32) >= kRelaxStepIpv4 ||
+      std::countl_one(full.Get(Field::kIpv4Dst) << 32) >= kRelaxStepIpv4;
   for (int f = 0; f < kFieldCount; ++f) {
     const Field field = static_cast<Field>(f);
     const int width = InfoOf(field).bits;
     const uint64_t m = full.Get(field);
     if (m == 0) continue;
-    const bool level = field == Field::kTpSrc || field == Field::kTpDst;
+    const bool port = field == Field::kTpSrc || field == Field::kTpDst;
     const int step = width == 32 ? kRelaxStepIpv4 : width > 32 ? kRelaxStepWide
-                     : level ? kLevelStep : 1;
-    e.mask.Set(field, field == Field::kInPort ? m : level ? 0 : RelaxField(m, width, step));
+                     : port ? kLevelStep : 1;
+    e.mask.Set(field, field == Field::kInPort  ? m
+                      : port && has_address    ? 0
+                                               : RelaxField(m, width, step));
   }
   for (int i = 0; i < kFlowWords; ++i) e.value.w[i] = value.w[i] & e.mask.w[i];
   return e;
