@@ -8,7 +8,7 @@
 // * Every rule is one entry (port ranges are not expanded), in the subtable
 //   of its table mask in its partition: its match mask relaxed to a few
 //   coarse shapes (IPv4 prefixes to multiples of 16 bits; ports left out
-//   when an address is not), a function of the rule alone.  A bucket's
+//   when the rule has an IPv4 prefix), a function of the rule alone.  A bucket's
 //   rules are checked against the key, ranges included.  Stats() reports
 //   one entry per rule.
 // * Lookup visits those subtables in descending order of the highest
