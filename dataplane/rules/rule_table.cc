@@ -13,27 +13,31 @@
 //   ├─ retired       memory readers may still read (FreeRetired)
 //   ├─ shared        Partition of the rules with in_port wildcarded
 //   ├─ ports         in_port -> Partition of the rules with it exact
-//   │                 (by_mask: expanded mask -> unique_ptr<Subtable>;
+//   │                 (by_mask: table mask -> unique_ptr<Subtable>;
 //   │                 walk: its subtables and the shared ones, sorted)
 //   └─ order         -> Order {shared walk, in_port -> walk}: the only
 //                    thing Lookup reads besides the subtables; replaced as
 //                    a whole when it changes.
 //   Subtable (internal/rule_subtable.h)
-//   ├─ mask, word_index[0..n_words)   the words the mask touches
+//   ├─ mask, word_index[0..n_words)   the table mask: the words it touches
 //   ├─ keys          KeySet (internal/rule_key_set.h): PackedKey -> the
-//   │                 key's rules, best first (a pointer to the one rule
-//   │                 most keys have, else to an immutable list).  Two
-//   │                 sets, one used: keys of <= 3 words (a 5-tuple with
-//   │                 in_port) in 32-byte slots, longer ones in 80-byte
-//   │                 slots.
+//   │                 key's rules (a bucket: a pointer to the one rule most
+//   │                 keys have, else to an immutable list).  Two sets, one
+//   │                 used: keys of <= 3 words (a 5-tuple with in_port) in
+//   │                 32-byte slots, longer ones in 80-byte slots.
 //   └─ priority_counts  priority -> #linked entries   (max priority)
 //
-// A PackedKey holds the masked words of a key for the subtable's non-zero
-// mask words only, packed to the front (the rest zero), with its hash
-// computed once by the caller (a slot's hash is recomputed when the set
-// grows).  So a lookup per subtable is: n_words ANDs into a stack array, one
-// HashWords, one probe — nothing allocated.  A hit reads the rule node for
-// its generations and priority.
+// Every rule is one entry, in the subtable of its table mask (EntryOf in
+// internal/rule_subtable.h: its mask relaxed to coarse prefixes, a port range
+// standing for its bounds' common prefix), so rules of different masks and
+// ranges share a subtable and a bucket.  A PackedKey holds the masked words
+// of a key for the subtable's non-zero mask words only, packed to the front
+// (the rest zero), with its hash computed once by the caller (a slot's hash
+// is recomputed when the set grows).  So a lookup per subtable is: n_words
+// ANDs into a stack array, one HashWords, one probe — nothing allocated —
+// and on a hit, the bucket's rules checked against the key (EvalBucket in
+// internal/rule_key_set.h, which also adds the bits that decided them to the
+// megaflow mask).
 //
 // One table, read while written (concurrent_readers; see rule_table.h and
 // docs/classifier.md): the dataplane's PMDs look up at the generation they
@@ -43,6 +47,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <bit>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -69,20 +74,25 @@ namespace flowclass {
 namespace {
 
 using internal::AsList;
-using internal::BestVisible;
 using internal::BucketWith;
 using internal::BucketWithout;
+using internal::EvalBucket;
 using internal::ExpansionCount;
 using internal::FlowEq;
 using internal::ForEachEntry;
 using internal::FormatMask;
 using internal::FormatRule;
 using internal::IsList;
+using internal::kLevelField;
+using internal::kLevelFields;
+using internal::kLevelStep;
 using internal::kSmallKeyWords;
 using internal::Order;
 using internal::OrderSlot;
 using internal::PackedKey;
 using internal::Partition;
+using internal::PrefixLevels;
+using internal::PrefixMaskOf;
 using internal::Prefixes;
 using internal::PrefixesOf;
 using internal::Retired;
@@ -138,7 +148,8 @@ struct RuleTable::Impl {
   void IndexRule(RuleNode* node);
   // One entry of `node` into `st`, keyed `key` (packed for `keys`).
   template <typename Keys, typename Key>
-  void LinkEntry(RuleNode* node, Subtable* st, Keys& keys, const Key& key);
+  void LinkEntry(RuleNode* node, Subtable* st, Keys& keys, const Key& key,
+                 const Flow& node_value);
   // The subtable of an entry (`value` says its port if `mask` has in_port
   // exact), created if absent.  Consecutive entries (the expansions of one
   // rule, rules of one shape streamed together) mostly share one: the last
@@ -216,8 +227,19 @@ struct RuleTable::Impl {
     RuleNode* node;
     Subtable* st;
     PackedKey<kSmallKeyWords> key;
+    Flow value;
   };
   std::vector<PlannedEntry> plan;
+  // Every entry's table-mask prefixes of the kLevelFields (all partitions):
+  // read by Lookup to skip subtables.  An entry is counted before its slot
+  // is published and uncounted after it is unlinked.
+  std::array<PrefixLevels, kLevelFields> levels;
+  template <typename Fn>
+  void ForEachLevel(const Subtable& st, const Flow& value, Fn&& fn) {
+    for (int j = 0; j < kLevelFields; ++j)
+      if (st.level_len[j] != 0)
+        fn(levels[j], value.Get(kLevelField[j].field), st.level_len[j], kLevelField[j].width);
+  }
   Partition shared;  // subtables of rules with in_port wildcarded
   absl::flat_hash_map<uint32_t, std::unique_ptr<Partition>> ports;  // the others
   size_t n_subtables = 0;             // in all partitions
@@ -295,8 +317,12 @@ void RuleTable::Impl::IndexRule(RuleNode* node) {
 }
 
 template <typename Keys, typename Key>
-void RuleTable::Impl::LinkEntry(RuleNode* node, Subtable* st, Keys& keys, const Key& key) {
+void RuleTable::Impl::LinkEntry(RuleNode* node, Subtable* st, Keys& keys, const Key& key,
+                                const Flow& node_value) {
   auto retire = [this](Retired r) { Retire(r); };
+  ForEachLevel(*st, node_value, [&](PrefixLevels& l, uint64_t v, int len, int width) {
+    l.Add(v, len, width, retire);
+  });
   std::atomic<uintptr_t>& bits = keys.Upsert(key.w, key.hash, st->n_words, retire);
   keys.Set(bits, BucketWith(bits.load(std::memory_order_relaxed), node, retire));
   const uint32_t priority = node->rule.priority;
@@ -325,16 +351,16 @@ void RuleTable::Impl::AddRules(absl::Span<RuleNode* const> all) {
         if (st->n_words <= kSmallKeyWords) {
           const PackedKey<kSmallKeyWords> key = st->Pack<kSmallKeyWords>(value);
           st->small_keys.Prefetch(key.hash);
-          plan.push_back(PlannedEntry{node, st, key});
+          plan.push_back(PlannedEntry{node, st, key, value});
         } else {  // rare (IPv6): linked at once
-          LinkEntry(node, st, st->big_keys, st->Pack<kFlowWords>(value));
+          LinkEntry(node, st, st->big_keys, st->Pack<kFlowWords>(value), value);
         }
         ++n;
       });
       entries += n;
       if (n > 1) ++expanded_rules;
     }
-    for (const PlannedEntry& e : plan) LinkEntry(e.node, e.st, e.st->small_keys, e.key);
+    for (const PlannedEntry& e : plan) LinkEntry(e.node, e.st, e.st->small_keys, e.key, e.value);
   }
 }
 
@@ -365,6 +391,9 @@ void RuleTable::Impl::UnlinkRule(RuleNode* node) {
     st.WithKeys(value, [&](auto& keys, const auto& key) {
       std::atomic<uintptr_t>& bits = keys.Upsert(key.w, key.hash, st.n_words, retire);
       keys.Set(bits, BucketWithout(bits.load(std::memory_order_relaxed), node, retire));
+    });
+    ForEachLevel(st, value, [&](PrefixLevels& l, uint64_t v, int len, int width) {
+      l.Remove(v, len, width, retire);
     });
     auto pc = st.priority_counts.find(rule.priority);
     if (--pc->second == 0) {
@@ -498,7 +527,7 @@ absl::StatusOr<BatchResult> RuleTable::ApplyBatch(
     if (entries_after > t.limits.max_entries) {
       return OpError(RuleErrorKind::kLimit, RuleField::kMaxEntries, i, id,
                      absl::StrCat("the table would hold ", entries_after,
-                                  " entries after port-range expansion, limit ",
+                                  " entries, limit ",
                                   t.limits.max_entries));
     }
     return absl::OkStatus();
@@ -670,6 +699,10 @@ const Rule* RuleTable::Lookup(const Flow& key, Flow* wc,
     auto it = order.by_port.find(static_cast<uint32_t>(key.Get(Field::kInPort)));
     if (it != order.by_port.end()) walk = it->second;
   }
+  // Per level field, how deep the key's prefix is among the entries.
+  std::array<int, kLevelFields> depth;
+  for (int j = 0; j < kLevelFields; ++j)
+    depth[j] = impl_->levels[j].Depth(key.Get(kLevelField[j].field), kLevelField[j].width);
   const OrderSlot* const begin = walk->data();
   const OrderSlot* const end = begin + walk->size();
   for (const OrderSlot* slot = begin; slot != end; ++slot) {
@@ -682,13 +715,36 @@ const Rule* RuleTable::Lookup(const Flow& key, Flow* wc,
     }
     const Subtable& st = *slot->subtable;
     ++visited;
+    // A subtable whose mask needs a longer prefix of a level field than the
+    // key has among the entries holds no bucket of the key: skipped, with
+    // the bits of that field's first missing level in the mask (the fewest
+    // of the fields that can tell).
+    int skip = -1;
+    int skip_cost = 0;
+    uint64_t skip_bits = 0;
+    for (int j = 0; j < kLevelFields; ++j) {
+      if (st.level_len[j] <= depth[j]) continue;
+      const internal::LevelField& f = kLevelField[j];
+      const uint64_t bits = PrefixMaskOf(depth[j] + kLevelStep, f.width);
+      const int cost = std::popcount(bits & ~wc->Get(f.field));
+      if (skip < 0 || cost < skip_cost) {
+        skip = j;
+        skip_cost = cost;
+        skip_bits = bits;
+      }
+    }
+    if (skip >= 0) {
+      internal::OrField(wc, kLevelField[skip].field, skip_bits);
+      continue;
+    }
     for (int j = 0; j < st.n_words; ++j)
       wc->w[st.word_index[j]] |= st.packed_mask[j];
-    const RuleNode* n = st.WithKeys(key, [gen](const auto& keys, const auto& k) -> const RuleNode* {
-      const uintptr_t bits = keys.Find(k.w, k.hash);
-      return bits == 0 ? nullptr : BestVisible(bits, gen);
-    });
-    if (n != nullptr && (best == nullptr || RuleBeats(n->rule, *best))) best = &n->rule;
+    const RuleNode* n = st.WithKeys(
+        key, [&](const auto& keys, const auto& k) -> const RuleNode* {
+          const uintptr_t bits = keys.Find(k.w, k.hash);
+          return bits == 0 ? nullptr : EvalBucket(bits, key, gen, best, wc);
+        });
+    if (n != nullptr) best = &n->rule;  // it beats `best`
   }
   // Megaflows are per in_port (megaflow.h): in_port is always exact.
   wc->Set(Field::kInPort, 0xffffffffu);

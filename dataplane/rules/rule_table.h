@@ -5,16 +5,22 @@
 // * Rules whose in_port is exact are partitioned by it: a key's lookup walks
 //   its port's subtables and those of the rules without in_port, never
 //   another port's (see "Partitions by in_port" in docs/classifier.md).
-// * One subtable per distinct (expanded) mask in a partition.  A rule whose
-//   match has port ranges is expanded into one or more masked entries (each
-//   range split into aligned prefixes, the two ranges crossed); each entry
-//   lands in the subtable of its mask.  Expansion counts are reported in
-//   Stats().
+// * Every rule is one entry (port ranges are not expanded), in the subtable
+//   of its table mask in its partition: its match mask relaxed to a few
+//   coarse shapes (IPv4 prefixes to multiples of 16 bits; ports left out
+//   when the rule has an IPv4 prefix), a function of the rule alone.  A bucket's
+//   rules are checked against the key, ranges included.  Stats() reports
+//   one entry per rule.
 // * Lookup visits those subtables in descending order of the highest
 //   priority they hold and stops as soon as no remaining subtable can beat
-//   (or tie with) the best match so far.  It returns the winning rule and ORs into `wc` the
-//   mask of every subtable it consulted: the megaflow mask.  Every key that
-//   agrees with the looked-up key on the bits of `wc` gets the same answer.
+//   (or tie with) the best match so far; a subtable whose mask needs a
+//   longer address or port prefix than any entry shares with the key is
+//   skipped.  It returns the winning rule and ORs into `wc` the bits its
+//   decisions read: the mask of each subtable probed, the first missing
+//   prefix level of each one skipped, the winner's mask and in-range bits,
+//   and a disproving bit for each rule that had to lose (see "The megaflow
+//   mask" in docs/classifier.md): the megaflow mask.  Every key that agrees
+//   with the looked-up key on the bits of `wc` gets the same answer.
 // * ApplyBatch validates every operation first (ValidateRule, ids, limits)
 //   and changes nothing unless all of them are valid; errors name the
 //   operation index, the rule id and the field, in the message and, typed,
@@ -85,13 +91,13 @@ struct RuleOp {
 // hold more entries: those its unpublished batches deleted.
 struct RuleTableLimits {
   size_t max_rules = 4u << 20;
-  size_t max_entries = 16u << 20;  // after port-range expansion
+  size_t max_entries = 16u << 20;  // one per rule (ranges are not expanded)
 };
 
 struct RuleTableStats {
   size_t rules = 0;
-  size_t entries = 0;          // masked entries after range expansion
-  size_t expanded_rules = 0;   // rules that needed more than one entry
+  size_t entries = 0;          // one per rule (ranges are checked, not expanded)
+  size_t expanded_rules = 0;   // rules that needed more than one entry: 0
   size_t subtables = 0;
   uint64_t generation = 0;     // +1 per applied batch that changes the rules
 };
@@ -148,9 +154,9 @@ class RuleTable {
 
   // Winning rule of the rule set of `generation` (a generation the table
   // has reached, and not older than the last RemoveDeleted's) or nullptr;
-  // ORs the consulted subtables' masks into *wc (which the caller zeroes).
-  // `subtables_visited`, if not null, receives the number of subtables
-  // probed.  The rule stays valid until the reader's next quiescent point.
+  // ORs the bits the answer depends on into *wc (which the caller zeroes).
+  // `subtables_visited`, if not null, receives the number of subtables the
+  // walk reached (probed, or skipped by a prefix level).  The rule stays valid until the reader's next quiescent point.
   const Rule* Lookup(const Flow& key, Flow* wc,
                      int* subtables_visited = nullptr,
                      uint64_t generation = kLatestGeneration) const;

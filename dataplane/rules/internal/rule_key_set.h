@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -77,14 +78,19 @@ struct alignas(8) RuleList {
   std::atomic<uint32_t> n;  // entries published
   uint32_t cap;
   uint32_t holes;           // writer only: null entries below n
+  // Entries in RuleBeats order (best first), as Make leaves them; cleared
+  // (before n publishes the entry) by an append that breaks the order.
+  std::atomic<uint32_t> sorted;
   std::atomic<RuleNode*>* entries() { return reinterpret_cast<std::atomic<RuleNode*>*>(this + 1); }
   const std::atomic<RuleNode*>* entries() const {
     return reinterpret_cast<const std::atomic<RuleNode*>*>(this + 1);
   }
-  // A list of capacity `cap` holding `nodes` (not null).
-  static RuleList* Make(uint32_t cap, absl::Span<RuleNode* const> nodes) {
+  // A list of capacity `cap` holding `nodes` (not null), sorted.
+  static RuleList* Make(uint32_t cap, std::vector<RuleNode*> nodes) {
+    std::sort(nodes.begin(), nodes.end(),
+              [](const RuleNode* a, const RuleNode* b) { return RuleBeats(a->rule, b->rule); });
     void* mem = ::operator new(sizeof(RuleList) + cap * sizeof(std::atomic<RuleNode*>));
-    auto* l = new (mem) RuleList{{static_cast<uint32_t>(nodes.size())}, cap, 0};
+    auto* l = new (mem) RuleList{{static_cast<uint32_t>(nodes.size())}, cap, 0, {1}};
     for (uint32_t i = 0; i < cap; ++i)
       new (&l->entries()[i]) std::atomic<RuleNode*>(i < nodes.size() ? nodes[i] : nullptr);
     return l;
@@ -105,22 +111,149 @@ inline bool IsList(uintptr_t bits) { return (bits & 1) != 0; }
 inline RuleList* AsList(uintptr_t bits) { return reinterpret_cast<RuleList*>(bits & ~uintptr_t{1}); }
 inline uintptr_t ListBits(RuleList* l) { return reinterpret_cast<uintptr_t>(l) | 1; }
 
-// Reader: the best rule of `bits` visible at `gen`, or null.
-inline const RuleNode* BestVisible(uintptr_t bits, uint64_t gen) {
+// Megaflow proofs
+// ---------------
+// A lookup ORs into its wildcard mask the bits its decisions read, so that
+// every key agreeing with it there takes the same decisions: a subtable's
+// mask (which bucket), and for each rule of a bucket it had to check, the
+// bits that decided it: the whole mask of the rule that matched (plus the
+// bits that keep the key inside its ranges), one differing bit for a rule
+// that did not (or the bits that keep the key outside the range that
+// failed).  The choice of that bit depends on the key and the rule only.
+
+// Bits of a 16-bit field above bit i.
+inline uint16_t BitsAbove(int i) { return static_cast<uint16_t>(0xffffu << (i + 1)); }
+inline int TopBit(uint32_t d) { return 31 - std::countl_zero(d); }
+
+// Bits of `k` (inside [lo, hi]) that keep every k' agreeing on them inside:
+// k' >= lo when k' has lo's ones above the first bit where k exceeds lo and
+// that bit (lo's ones when k == lo); k' <= hi symmetrically.
+inline uint16_t InRangeBits(uint16_t k, uint16_t lo, uint16_t hi) {
+  uint32_t bits = 0;
+  if (lo != 0) {
+    const uint32_t d = static_cast<uint32_t>(k ^ lo);
+    if (d == 0) {
+      bits |= lo;
+    } else {
+      const int i = TopBit(d);
+      bits |= (lo & BitsAbove(i)) | (1u << i);
+    }
+  }
+  if (hi != 0xffff) {
+    const uint32_t d = static_cast<uint32_t>(k ^ hi);
+    if (d == 0) {
+      bits |= static_cast<uint16_t>(~hi);
+    } else {
+      const int i = TopBit(d);
+      bits |= (static_cast<uint16_t>(~hi) & BitsAbove(i)) | (1u << i);
+    }
+  }
+  return static_cast<uint16_t>(bits);
+}
+
+// Bits of `k` (outside [lo, hi]) that keep every k' agreeing on them outside.
+inline uint16_t OutOfRangeBits(uint16_t k, uint16_t lo, uint16_t hi) {
+  if (k < lo) {
+    const int i = TopBit(static_cast<uint32_t>(k ^ lo));
+    return static_cast<uint16_t>((static_cast<uint16_t>(~lo) & BitsAbove(i)) | (1u << i));
+  }
+  const int i = TopBit(static_cast<uint32_t>(k ^ hi));
+  return static_cast<uint16_t>((hi & BitsAbove(i)) | (1u << i));
+}
+
+inline void OrField(Flow* wc, Field f, uint64_t bits) {
+  const FieldInfo& i = InfoOf(f);
+  wc->w[i.word] |= (bits << i.shift) & i.Mask();
+}
+
+// `m` matches `key`: the bits that keep it matching.
+inline void AddMatchBits(const Match& m, const Flow& key, Flow* wc) {
+  for (int i = 0; i < kFlowWords; ++i) wc->w[i] |= m.mask.w[i];
+  if (!m.tp_src.IsFull())
+    OrField(wc, Field::kTpSrc,
+            InRangeBits(static_cast<uint16_t>(key.Get(Field::kTpSrc)), m.tp_src.lo, m.tp_src.hi));
+  if (!m.tp_dst.IsFull())
+    OrField(wc, Field::kTpDst,
+            InRangeBits(static_cast<uint16_t>(key.Get(Field::kTpDst)), m.tp_dst.lo, m.tp_dst.hi));
+}
+
+// `m` does not match `key`: bits that keep it from matching (the highest
+// differing bit of the first word that differs, else a failing range's).
+inline void AddMismatchBits(const Match& m, const Flow& key, Flow* wc) {
+  // A differing bit the mask already has proves it for free.
+  for (int i = 0; i < kFlowWords; ++i)
+    if ((((key.w[i] & m.mask.w[i]) ^ m.value.w[i]) & wc->w[i]) != 0) return;
+  for (int i = 0; i < kFlowWords; ++i) {
+    const uint64_t d = (key.w[i] & m.mask.w[i]) ^ m.value.w[i];
+    if (d != 0) {
+      wc->w[i] |= uint64_t{1} << (63 - std::countl_zero(d));
+      return;
+    }
+  }
+  const auto sp = static_cast<uint16_t>(key.Get(Field::kTpSrc));
+  if (!m.tp_src.Contains(sp)) {
+    OrField(wc, Field::kTpSrc, OutOfRangeBits(sp, m.tp_src.lo, m.tp_src.hi));
+    return;
+  }
+  const auto dp = static_cast<uint16_t>(key.Get(Field::kTpDst));
+  OrField(wc, Field::kTpDst, OutOfRangeBits(dp, m.tp_dst.lo, m.tp_dst.hi));
+}
+
+// Reader: the rule of bucket `bits` that `key` matches, visible at `gen`,
+// best of those that beat `best` (null: any), or null; ORs the bits of the
+// decisions into *wc: the winner's match bits, and a mismatch proof for every
+// visible rule that beats the winner (or `best`, when none wins).  Rules that
+// cannot beat it need no proof: their priority and id decide them.
+inline const RuleNode* EvalBucket(uintptr_t bits, const Flow& key, uint64_t gen,
+                                  const Rule* best, Flow* wc) {
   if (!IsList(bits)) {
     const auto* n = reinterpret_cast<const RuleNode*>(bits);
-    return n->VisibleAt(gen) ? n : nullptr;
+    if (!n->VisibleAt(gen) || (best != nullptr && !RuleBeats(n->rule, *best))) return nullptr;
+    if (n->rule.match.Matches(key)) {
+      AddMatchBits(n->rule.match, key, wc);
+      return n;
+    }
+    AddMismatchBits(n->rule.match, key, wc);
+    return nullptr;
   }
   const RuleList* l = AsList(bits);
-  const RuleNode* best = nullptr;
   const uint32_t count = l->n.load(std::memory_order_acquire);
-  for (uint32_t i = 0; i < count; ++i) {
-    const RuleNode* node = l->entries()[i].load(std::memory_order_acquire);
-    if (node != nullptr && node->VisibleAt(gen) &&
-        (best == nullptr || RuleBeats(node->rule, best->rule)))
-      best = node;
+  const RuleNode* win = nullptr;
+  if (l->sorted.load(std::memory_order_relaxed) != 0) {
+    // Best first: the first visible match that beats `best` wins, and the
+    // visible rules before it are the ones that had to lose.
+    uint32_t end = 0;
+    for (; end < count; ++end) {
+      const RuleNode* n = l->entries()[end].load(std::memory_order_acquire);
+      if (n == nullptr || !n->VisibleAt(gen)) continue;
+      if (best != nullptr && !RuleBeats(n->rule, *best)) break;
+      if (n->rule.match.Matches(key)) {
+        win = n;
+        break;
+      }
+    }
+    for (uint32_t i = 0; i < end; ++i) {
+      const RuleNode* n = l->entries()[i].load(std::memory_order_acquire);
+      if (n != nullptr && n->VisibleAt(gen)) AddMismatchBits(n->rule.match, key, wc);
+    }
+    if (win != nullptr) AddMatchBits(win->rule.match, key, wc);
+    return win;
   }
-  return best;
+  for (uint32_t i = 0; i < count; ++i) {
+    const RuleNode* n = l->entries()[i].load(std::memory_order_acquire);
+    if (n == nullptr || !n->VisibleAt(gen)) continue;
+    const Rule* bar = win != nullptr ? &win->rule : best;
+    if (bar != nullptr && !RuleBeats(n->rule, *bar)) continue;
+    if (n->rule.match.Matches(key)) win = n;
+  }
+  const Rule* bar = win != nullptr ? &win->rule : best;
+  for (uint32_t i = 0; i < count; ++i) {
+    const RuleNode* n = l->entries()[i].load(std::memory_order_acquire);
+    if (n == nullptr || n == win || !n->VisibleAt(gen)) continue;
+    if (bar == nullptr || RuleBeats(n->rule, *bar)) AddMismatchBits(n->rule.match, key, wc);
+  }
+  if (win != nullptr) AddMatchBits(win->rule.match, key, wc);
+  return win;
 }
 
 // Writer: the rules of `bits` (a live key, or 0 / kTombstone for none) plus
@@ -130,12 +263,16 @@ template <typename RetireFn>
 uintptr_t BucketWith(uintptr_t bits, RuleNode* node, RetireFn&& retire) {
   if (bits == 0 || bits == kTombstone) return reinterpret_cast<uintptr_t>(node);
   if (!IsList(bits)) {
-    RuleNode* const two[] = {reinterpret_cast<RuleNode*>(bits), node};
-    return ListBits(RuleList::Make(4, two));
+    return ListBits(RuleList::Make(4, {reinterpret_cast<RuleNode*>(bits), node}));
   }
   RuleList* l = AsList(bits);
   const uint32_t count = l->n.load(std::memory_order_relaxed);
   if (count < l->cap) {
+    if (l->sorted.load(std::memory_order_relaxed) != 0 && count > 0) {
+      const RuleNode* last = l->entries()[count - 1].load(std::memory_order_relaxed);
+      if (last != nullptr ? RuleBeats(node->rule, last->rule) : true)
+        l->sorted.store(0, std::memory_order_relaxed);
+    }
     l->entries()[count].store(node, std::memory_order_relaxed);
     l->n.store(count + 1, std::memory_order_release);  // the entry before n
     return bits;

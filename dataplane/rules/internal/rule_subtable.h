@@ -1,7 +1,7 @@
 // internal/rule_subtable.h — private parts of the rule table (rule_table.cc
-// only includes this): a subtable (the keys of one expanded mask), the
-// partitions by in_port that hold them, the order Lookup walks, and the
-// expansion of a rule's port ranges into masked entries.
+// only includes this): a subtable (the buckets of one table mask), the
+// partitions by in_port that hold them, the order Lookup walks, the prefix
+// levels that let it skip subtables, and a rule's one entry (EntryOf).
 //
 // Threads: a Subtable's key sets and the published Order are read by
 // concurrent readers (see rule_key_set.h); everything else is the writer's.
@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -43,6 +44,80 @@ struct FlowEq {
 
 struct Partition;
 
+// Prefix levels
+// -------------
+// The fields whose table masks are prefixes cut at levels (multiples of 8
+// bits): IPv4 addresses and L4 ports.  For each, PrefixLevels holds, per
+// level, the prefixes of that length of every entry whose table mask is at
+// least that long (a count per prefix).  A lookup finds, per field, the
+// deepest level the key's prefix is there (its depth); a subtable that needs
+// a longer prefix of the field cannot hold the key's bucket, and is skipped
+// with only the bits of the first level that is not there in the megaflow
+// mask, instead of the subtable's whole mask (what OVS's prefix tries do,
+// on 8-bit levels; see docs/classifier.md, "Slow-path lookup").
+struct LevelField {
+  Field field;
+  int width;
+};
+inline constexpr int kLevelStep = 8;
+inline constexpr int kLevelFields = 4;
+inline constexpr std::array<LevelField, kLevelFields> kLevelField = {{
+    {Field::kIpv4Src, 32}, {Field::kIpv4Dst, 32}, {Field::kTpSrc, 16}, {Field::kTpDst, 16}}};
+inline constexpr int kMaxLevels = 32 / kLevelStep;
+
+// The first `len` bits of a `width`-bit field.
+inline uint64_t PrefixMaskOf(int len, int width) {
+  if (len <= 0) return 0;
+  const uint64_t all = width == 64 ? ~uint64_t{0} : (uint64_t{1} << width) - 1;
+  return (all << (width - len)) & all;
+}
+
+class PrefixLevels {
+ public:
+  // Writer: the prefixes of `value` of every level up to `len`, +1 / -1.
+  template <typename RetireFn>
+  void Add(uint64_t value, int len, int width, RetireFn&& retire) {
+    for (int l = 1; l * kLevelStep <= len; ++l) {
+      const PackedKey<1> k = Key(value, l, width);
+      std::atomic<uintptr_t>& bits = sets_[l - 1].Upsert(k.w, k.hash, 1, retire);
+      const uintptr_t b = bits.load(std::memory_order_relaxed);
+      sets_[l - 1].Set(bits, b == 0 || b == kTombstone ? kOne : b + kOne - 1);
+    }
+  }
+  template <typename RetireFn>
+  void Remove(uint64_t value, int len, int width, RetireFn&& retire) {
+    for (int l = 1; l * kLevelStep <= len; ++l) {
+      const PackedKey<1> k = Key(value, l, width);
+      std::atomic<uintptr_t>& bits = sets_[l - 1].Upsert(k.w, k.hash, 1, retire);
+      const uintptr_t b = bits.load(std::memory_order_relaxed);
+      sets_[l - 1].Set(bits, b == kOne ? kTombstone : b - (kOne - 1));
+    }
+  }
+  // Reader: the longest level length (0, 8, ...) whose prefix of `value` is
+  // there, at most `width`.
+  int Depth(uint64_t value, int width) const {
+    int d = 0;
+    for (int l = 1; l * kLevelStep <= width; ++l) {
+      const PackedKey<1> k = Key(value, l, width);
+      if (sets_[l - 1].Find(k.w, k.hash) == 0) break;
+      d = l * kLevelStep;
+    }
+    return d;
+  }
+
+ private:
+  // A count c is stored as 4c + 1: odd, never 0 (empty) or kTombstone.
+  static constexpr uintptr_t kOne = 5;
+  static PackedKey<1> Key(uint64_t value, int l, int width) {
+    PackedKey<1> k;
+    k.w[0] = value & PrefixMaskOf(l * kLevelStep, width);
+    k.hash = HashKeyWords<1>(k.w, 1);
+    return k;
+  }
+  std::array<KeySet<1>, kMaxLevels> sets_;
+};
+
+
 // Hot fields first: both sets' array pointers, the word indexes and the
 // packed mask words are in the first cache line, so probing a subtable
 // touches that line, the set's array header and the slots.  The rest is
@@ -54,6 +129,11 @@ struct alignas(64) Subtable {
         word_index[n_words] = static_cast<uint8_t>(i);
         packed_mask[n_words++] = mask.w[i];
       }
+    }
+    for (int j = 0; j < kLevelFields; ++j) {
+      const LevelField& f = kLevelField[j];
+      level_len[j] = static_cast<uint8_t>(
+          std::countl_one(mask.Get(f.field) << (64 - f.width)));
     }
   }
 
@@ -99,6 +179,9 @@ struct alignas(64) Subtable {
   std::array<uint8_t, kFlowWords> word_index{};
   uint8_t n_words = 0;
   std::array<uint64_t, kFlowWords> packed_mask{};  // first n_words valid
+  // The table mask's prefix length of each kLevelField (a multiple of
+  // kLevelStep).
+  std::array<uint8_t, kLevelFields> level_len{};
   Flow mask;
   // Linked entries (deleted ones until RemoveDeleted), by priority: the
   // max priority is an upper bound of what any reader's generation sees.
@@ -176,39 +259,96 @@ inline Prefixes PrefixesOf(uint16_t lo, uint16_t hi) {
   return out;
 }
 
-// None for a full range (the field stays wildcarded).
-inline Prefixes SidePrefixes(const PortRange& r) {
-  return r.IsFull() ? Prefixes{} : PrefixesOf(r.lo, r.hi);
+// A rule's one entry
+// ------------------
+// A rule is one entry, whatever its port ranges (they are not expanded into
+// prefixes: two ranges of 1-65534 would be 900 entries).  The entry goes to
+// the subtable of the rule's *table mask*: its match mask with each field
+// relaxed (shortened) by RelaxField, a range field standing for the common
+// prefix of its bounds.  Every rule whose mask covers a subtable's mask can
+// live there; the rules of one packed key (a bucket) are checked one by one
+// against the looked-up key (Match::Matches), so the table mask only has to
+// be a subset of the rule's.  Fewer, coarser masks: fewer probes and wider
+// megaflows.  The table mask is a function of the rule alone, so a table's
+// layout depends on its rule set only, not on the history that built it.
+
+// The mask of the common prefix of lo and hi (a range lies inside it).
+inline uint16_t CommonPrefixMask(const PortRange& r) {
+  const uint32_t diff = static_cast<uint32_t>(r.lo ^ r.hi);
+  if (diff == 0) return 0xffff;
+  const int keep = std::countl_zero(diff) - 16;  // equal leading bits
+  return static_cast<uint16_t>((0xffffu << (16 - keep)) & 0xffffu);
 }
 
-inline size_t ExpansionCount(const Rule& r) {
-  const size_t s = r.match.tp_src.IsFull() ? 1 : SidePrefixes(r.match.tp_src).size();
-  const size_t d = r.match.tp_dst.IsFull() ? 1 : SidePrefixes(r.match.tp_dst).size();
-  return s * d;
+// The bits of `field_mask` (a field `width` bits wide, right-aligned) a table
+// mask keeps: its leading run of ones (a prefix, the shape of addresses and
+// of a range's common prefix), shortened to a multiple of `step`, or the
+// whole field when it is exact and at most 16 bits (protocols, ports,
+// eth_type: few values, exact in most rules).  Masks with holes keep only
+// the prefix before the first hole.
+inline uint64_t RelaxField(uint64_t field_mask, int width, int step) {
+  const uint64_t all = width == 64 ? ~uint64_t{0} : (uint64_t{1} << width) - 1;
+  if (field_mask == all && width <= 16) return all;
+  const int lead = std::countl_one(field_mask << (64 - width));
+  const int keep = std::min(lead, width) / step * step;
+  if (keep == 0) return 0;
+  return (all << (width - keep)) & all;
 }
 
-// Calls fn(value, mask) once per expanded entry of `r`.
+// Prefix lengths kept for wide fields (in bits): multiples of these.
+inline constexpr int kRelaxStepIpv4 = 16;
+inline constexpr int kRelaxStepWide = 16;  // 48- and 64-bit fields
+static_assert(kRelaxStepIpv4 % kLevelStep == 0, "IPv4 table masks end on prefix levels");
+
+// The key and mask of a rule's one entry: (value, table mask).
+struct EntryShape {
+  Flow value;  // the rule's value, ranges as their low bound, & mask
+  Flow mask;   // the table mask
+};
+
+inline EntryShape EntryOf(const Rule& r) {
+  EntryShape e;
+  Flow full = r.match.mask;  // the rule's mask, ranges as common prefixes
+  Flow value = r.match.value;
+  if (!r.match.tp_src.IsFull()) {
+    full.Set(Field::kTpSrc, CommonPrefixMask(r.match.tp_src));
+    value.Set(Field::kTpSrc, r.match.tp_src.lo);
+  }
+  if (!r.match.tp_dst.IsFull()) {
+    full.Set(Field::kTpDst, CommonPrefixMask(r.match.tp_dst));
+    value.Set(Field::kTpDst, r.match.tp_dst.lo);
+  }
+  // Ports stay out of the table mask (a losing rule then costs one bit of a
+  // port, not 16) when an IPv4 address of the rule keeps a prefix there;
+  // otherwise (wildcard IPv4 addresses, IPv6, L2 rules) its ports keep the
+  // buckets short.
+  const bool has_address =
+      std::countl_one(full.Get(Field::kIpv4Src) << 32) >= kRelaxStepIpv4 ||
+      std::countl_one(full.Get(Field::kIpv4Dst) << 32) >= kRelaxStepIpv4;
+  for (int f = 0; f < kFieldCount; ++f) {
+    const Field field = static_cast<Field>(f);
+    const int width = InfoOf(field).bits;
+    const uint64_t m = full.Get(field);
+    if (m == 0) continue;
+    const bool port = field == Field::kTpSrc || field == Field::kTpDst;
+    const int step = width == 32 ? kRelaxStepIpv4 : width > 32 ? kRelaxStepWide
+                     : port ? kLevelStep : 1;
+    e.mask.Set(field, field == Field::kInPort  ? m
+                      : port && has_address    ? 0
+                                               : RelaxField(m, width, step));
+  }
+  for (int i = 0; i < kFlowWords; ++i) e.value.w[i] = value.w[i] & e.mask.w[i];
+  return e;
+}
+
+// One entry per rule (see above).
+inline size_t ExpansionCount(const Rule&) { return 1; }
+
+// Calls fn(value, table mask) for the rule's entry.
 template <typename Fn>
 void ForEachEntry(const Rule& r, Fn fn) {
-  const Prefixes src = SidePrefixes(r.match.tp_src);
-  const Prefixes dst = SidePrefixes(r.match.tp_dst);
-  const size_t ns = src.empty() ? 1 : src.size();
-  const size_t nd = dst.empty() ? 1 : dst.size();
-  for (size_t i = 0; i < ns; ++i) {
-    for (size_t j = 0; j < nd; ++j) {
-      Flow value = r.match.value;
-      Flow mask = r.match.mask;
-      if (!src.empty()) {
-        value.Set(Field::kTpSrc, src[i].first);
-        mask.Set(Field::kTpSrc, src[i].second);
-      }
-      if (!dst.empty()) {
-        value.Set(Field::kTpDst, dst[j].first);
-        mask.Set(Field::kTpDst, dst[j].second);
-      }
-      fn(value, mask);
-    }
-  }
+  const EntryShape e = EntryOf(r);
+  fn(e.value, e.mask);
 }
 
 }  // namespace internal
