@@ -77,7 +77,13 @@ constexpr char kReplayHelp[] =
     "                                    ClassBench when the first rule line\n"
     "                                    starts with '@')\n"
     "  --repeat N                        passes over the trace (default 1)\n"
-    "  --emc on|off                      exact-match cache (default on)\n"
+    "  --megaflows on|off                the cache hierarchy (default on); off:\n"
+    "                                    every packet is a slow-path lookup\n"
+    "                                    (RuleTable), nothing is cached or\n"
+    "                                    installed (miss with success upcall =\n"
+    "                                    packets, megaflows 0) and --emc, --smc\n"
+    "                                    and --cd have no effect\n"
+  "  --emc on|off                      exact-match cache (default on)\n"
     "  --emc-insert-inv-prob N           insert into the EMC with\n"
     "                                    probability 1/N (default 100, 0 never)\n"
     "  --smc on|off                      signature match cache (default off)\n"
@@ -92,7 +98,9 @@ constexpr char kReplayHelp[] =
     "                                    exits 1 on any difference\n"
     "  -h, --help                        this text\n"
     "\n"
-    "Prints the pipeline counters, then exactly one summary line:\n"
+    "Prints the rule and trace line counts, the timed loop's rate\n"
+    "(classified: N packets in S s (P packets/s)), the pipeline counters,\n"
+    "then exactly one summary line:\n"
     "  replay: packets=N mismatches=M mpps=X.XX\n"
     "Exit status: 0 when M = 0, 1 when M > 0 (or the autovalidator found a\n"
     "difference), 2 usage error, 3 bad input.\n";
@@ -152,12 +160,14 @@ int Replay(const std::vector<std::string_view>& raw) {
       if (!v || !absl::SimpleAtoi(absl::string_view(v->data(), v->size()), &opts.repeat) || opts.repeat < 1) {
         return ReplayUsage("--repeat needs a whole number >= 1");
       }
-    } else if (a == "--emc" || a == "--smc") {
+    } else if (a == "--emc" || a == "--smc" || a == "--megaflows") {
       const std::string_view* v = value();
       if (!v || (*v != "on" && *v != "off")) {
         return ReplayUsage(std::string(a) + " takes on or off");
       }
-      (a == "--emc" ? opts.pipeline.emc : opts.pipeline.smc) = *v == "on";
+      (a == "--emc"   ? opts.pipeline.emc
+       : a == "--smc" ? opts.pipeline.smc
+                      : opts.pipeline.megaflows) = *v == "on";
     } else if (a == "--cd") {
       const std::string_view* v = value();
       absl::StatusOr<CdMode> mode =

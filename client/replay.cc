@@ -94,6 +94,11 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayOptions& options,
                     : 0;
   out << absl::StrFormat("rules: %d  trace lines: %d  passes: %d\n", n_rules,
                          n, options.repeat);
+  // mpps in the summary line has two decimals; a slow path needs more.
+  out << absl::StrFormat("classified: %d packets in %.6f s (%.0f packets/s)\n",
+                         result.packets, result.seconds,
+                         result.seconds > 0 ? static_cast<double>(result.packets) / result.seconds
+                                            : 0.0);
   out << "pmd thread (replay):\n" << Pipeline::FormatStats(snap);
   out << absl::StrFormat("  lookup: %s; autovalidator differences: %d\n",
                          pipeline.lookup_priorities().ToString(),

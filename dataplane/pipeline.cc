@@ -256,6 +256,7 @@ void Pipeline::MaybePeriodic() {
 bool Pipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts,
                             bool emc_prefetched) {
   if (n <= 0) return false;
+  if (!config_.megaflows) return SlowPathBurst(keys, n, verdicts);
   const uint64_t t0 = Cycles();
   Megaflow* mf[kMaxBurst];
   uint32_t todo = BurstMap(n);
@@ -323,6 +324,28 @@ bool Pipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts,
   return uniform;
 }
 
+bool Pipeline::SlowPathBurst(const FlowKey* keys, int n, Verdict* verdicts) {
+  const uint64_t t0 = Cycles();
+  uint64_t no_match = 0;
+  bool uniform = true;
+  for (int i = 0; i < n; ++i) {
+    Flow wc;  // the megaflow mask, unused: nothing is installed
+    const Rule* r =
+        table_ ? table_->Lookup(keys[i], &wc, nullptr, table_generation_) : nullptr;
+    verdicts[i] = r ? Verdict{r->id, r->action} : Verdict{};
+    no_match += verdicts[i].rule_id == 0;
+    uniform &= SameTreatment(verdicts[i], verdicts[0]);
+  }
+  const uint64_t t1 = Cycles();
+  stats_.upcall_ok += static_cast<uint64_t>(n);
+  stats_.upcall_cycles += t1 - t0;
+  stats_.no_match += no_match;
+  stats_.packets += static_cast<uint64_t>(n);
+  MaybePeriodic();
+  stats_.cycles += Cycles() - t0;
+  return uniform;
+}
+
 // A key found below the EMC goes into the caches above the layer that
 // found it: the CD (when it did not suggest the subtable), SMC, EMC.
 void Pipeline::CacheAbove(const FlowKey& key, const Megaflow& mf, bool into_cd) {
@@ -345,6 +368,10 @@ void Pipeline::CacheMegaflowHits(const FlowKey* keys, uint32_t hits,
 PipelineTrace Pipeline::Trace(const FlowKey& key) const {
   PipelineTrace t;
   const Megaflow* mf = nullptr;
+  if (!config_.megaflows) {
+    t.layer = "upcall";
+    return t;
+  }
   if (config_.emc) {
     const uint32_t idx = emc_.Lookup(key);
     if (idx != kInvalidIndex) {

@@ -8,6 +8,8 @@
 //     CD   (signature -> subtable; probe only that one)     on / off / auto
 //     dpcls (ranked subtables of the key's in_port)
 //     upcall: RuleTable::Lookup -> (rule, megaflow mask) -> install megaflow
+//   With PipelineConfig::megaflows off, every packet goes straight to the
+//   upcall's RuleTable::Lookup and nothing is cached.
 //   The megaflow mask always includes in_port exactly, so megaflows of
 //   different ports never overlap.  A hit at any layer is inserted into the
 //   layers above it (EMC with probability 1/emc_insert_inv_prob).
@@ -75,6 +77,12 @@ struct PipelineConfig {
   uint32_t ranking_interval_ms = 1000;
   // On a rule change: revalidate megaflows (true) or flush everything.
   bool revalidate = true;
+  // false: no caching at all.  Every packet is a slow-path lookup
+  // (RuleTable::Lookup, counted as upcall_ok); no EMC, SMC, CD or megaflow
+  // is looked up or installed, so megaflows stay 0 and rule_hits empty.
+  // What `flowclassctl replay --megaflows off` measures: the slow path's own
+  // speed.  Checked once per burst.
+  bool megaflows = true;
 };
 
 // INVALID_ARGUMENT naming the field.
@@ -145,7 +153,7 @@ class Pipeline {
                     bool emc_prefetched = false);
   // What ParseBurst should prefetch for ProcessBurst (nothing without EMC).
   HashPrefetch parse_prefetch() const {
-    return config_.emc ? emc_.prefetch_hint() : HashPrefetch{};
+    return config_.emc && config_.megaflows ? emc_.prefetch_hint() : HashPrefetch{};
   }
 
   // Runs the periodic work now (ranking, CD decision).  ProcessBurst calls it
@@ -190,6 +198,8 @@ class Pipeline {
                          bool into_cd);
   void ProcessPort(uint32_t in_port, const FlowKey* keys, uint32_t todo,
                    Megaflow** mf);
+  // ProcessBurst with config_.megaflows off: the RuleTable for every key.
+  bool SlowPathBurst(const FlowKey* keys, int n, Verdict* verdicts);
   void Revalidate(const RuleChangeSet* changes);
   // Adds a megaflow's hits to retired_rule_hits_ before it is removed.
   void RetireHits(const Megaflow& mf);

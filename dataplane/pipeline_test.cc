@@ -218,6 +218,72 @@ TEST(Pipeline, BurstsOfEverySizeWriteOnlyTheirVerdicts) {
   CheckCountersAddUp((*p)->stats());
 }
 
+// megaflows = false: every packet is a slow-path lookup (upcall_ok), nothing
+// is cached at any layer, and the verdicts (rule and action) are those of the
+// default pipeline, packet by packet, cold and warm, through rule changes.
+TEST(Pipeline, MegaflowsOffClassifiesEveryPacketInTheSlowPath) {
+  RandomRuleGen gen(4242);
+  std::vector<Rule> rules = gen.NextRules(200);
+  RuleTable table;
+  std::vector<RuleOp> ops;
+  for (const Rule& r : rules) ops.push_back(RuleOp::Insert(r));
+  ASSERT_TRUE(table.ApplyBatch(ops).ok());
+  PipelineConfig on_cfg;
+  on_cfg.smc = true;
+  on_cfg.emc_config.insert_inv_prob = 1;
+  PipelineConfig off_cfg = on_cfg;  // EMC, SMC on: megaflows off must win
+  off_cfg.megaflows = false;
+  off_cfg.cd.mode = CdMode::kOn;
+  auto on = Pipeline::Create(on_cfg);
+  auto off = Pipeline::Create(off_cfg);
+  ASSERT_TRUE(on.ok() && off.ok());
+  (*on)->SetRuleTable(&table);
+  (*off)->SetRuleTable(&table);
+  EXPECT_EQ((*off)->parse_prefetch().base, nullptr);  // no EMC to prefetch
+  // The highest-priority rule deleted.
+  RuleTable changed(table);
+  ASSERT_TRUE(changed.ApplyBatch({RuleOp::Delete(table.Rules().front()->id)}).ok());
+
+  std::vector<FlowKey> keys;
+  for (int i = 0; i < 512; ++i) keys.push_back(FlowKey::FromFlow(gen.NextKeyNear(rules)));
+  uint64_t packets = 0;
+  for (int pass = 0; pass < 3; ++pass) {  // cold, then what "on" cached
+    for (size_t i = 0; i < keys.size(); i += kMaxBurst) {
+      Verdict von[kMaxBurst], voff[kMaxBurst];
+      const bool uon = (*on)->ProcessBurst(&keys[i], kMaxBurst, von);
+      const bool uoff = (*off)->ProcessBurst(&keys[i], kMaxBurst, voff);
+      EXPECT_EQ(uon, uoff);
+      for (int k = 0; k < kMaxBurst; ++k) {
+        EXPECT_EQ(voff[k], von[k]) << "pass " << pass << " key " << i + k;
+      }
+      packets += kMaxBurst;
+    }
+    // A rule change in between: the slow path sees the new table at once.
+    if (pass == 0) {
+      (*on)->SetRuleTable(&changed);
+      (*off)->SetRuleTable(&changed);
+    }
+  }
+  const PmdStats& s = (*off)->stats();
+  EXPECT_EQ(s.packets, packets);
+  EXPECT_EQ(s.upcall_ok, packets);
+  EXPECT_EQ(s.emc_hits + s.smc_hits + s.megaflow_hits + s.cd_hits + s.upcall_failed, 0u);
+  EXPECT_EQ(s.subtable_lookups, 0u);
+  EXPECT_GT(s.upcall_cycles, 0u);
+  CheckCountersAddUp(s);
+  const PipelineSnapshot snap = (*off)->Snapshot();
+  EXPECT_EQ(snap.megaflows, 0u);
+  EXPECT_EQ(snap.subtables, 0u);
+  EXPECT_EQ(snap.emc_occupancy, 0u);
+  EXPECT_EQ(snap.smc_occupancy, 0u);
+  EXPECT_EQ(snap.cd_occupancy, 0u);
+  EXPECT_TRUE(snap.rule_hits.empty());
+  EXPECT_EQ((*off)->Trace(keys[0]).layer, "upcall");
+  // The default pipeline did cache (the comparison was not of two slow paths).
+  EXPECT_GT((*on)->stats().emc_hits, 0u);
+  EXPECT_GT((*on)->Snapshot().megaflows, 0u);
+}
+
 TEST(Pipeline, NoTableMeansNoMatchAndNothingCachedWrongly) {
   auto p = Pipeline::Create();
   ASSERT_TRUE(p.ok());

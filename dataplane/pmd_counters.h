@@ -67,7 +67,7 @@
   /* megaflow hits found through the Cuckoo Distributor */                     \
   X(kCdHits, cd_hits, "cd_hits", "cd hits", nullptr, true,                     \
     kCounter, kPackets, nullptr, nullptr)                                      \
-  /* miss, megaflow installed */                                               \
+  /* miss, megaflow installed (megaflows off: every packet, none installed) */\
   X(kUpcallOk, upcall_ok, "upcall_ok", "miss with success upcall", "upcalls",  \
     true, kCounter, kPackets, nullptr, nullptr)                                \
   /* miss, megaflow not installed (capacity); still classified */              \

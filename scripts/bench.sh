@@ -10,7 +10,8 @@
 #   The daemon scripts take their own BENCH_* settings (see each script).
 #
 # The Google Benchmark binaries print ratios against baselines run in the
-# same process; scripts/bench_daemon.sh needs dpdk-testpmd (Debian: dpdk-dev) and
+# same process; scripts/bench_slowpath.sh needs dpdk-test-acl and python3;
+# scripts/bench_daemon.sh needs dpdk-testpmd (Debian: dpdk-dev) and
 # runs DPDK without hugepages on lcores 0 and 1; the rule-stream benchmark
 # starts flowclassd on 127.0.0.1 and stops it by its PID.  Expect tens of
 # minutes for everything on a 2-CPU machine.
@@ -39,6 +40,7 @@ if [ ! -f "$acl" ] || [ ! -f "${acl}_trace" ]; then
   exit 2
 fi
 run replay "$build/client/flowclassctl" replay --repeat 20 "$acl" "${acl}_trace"
+run bench_slowpath "$here/scripts/bench_slowpath.sh" "$build" "$classbench"
 run bench_daemon "$here/scripts/bench_daemon.sh" "$build"
 run grpc_add_rules_bench "$here/tests/e2e/grpc_add_rules_bench.sh" "$build" 1000000 1000
 if [ "$ran" -eq 0 ]; then

@@ -74,6 +74,44 @@ INSTANTIATE_TEST_SUITE_P(
       return std::get<0>(info.param) + "_" + std::get<1>(info.param).name;
     });
 
+// --megaflows off: every packet of every pass is a slow-path lookup and
+// nothing is cached, with the verdicts of the default pipeline (both agree
+// with the trace on every line).
+class MegaflowsOff : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MegaflowsOff, EveryPacketIsASlowPathLookup) {
+  ReplayOptions opts;
+  opts.rules_path = kDir + GetParam();
+  opts.trace_path = kDir + GetParam() + "_trace";
+  opts.repeat = 2;
+  opts.pipeline.emc_config.insert_inv_prob = 1;
+  std::ostringstream on_out;
+  absl::StatusOr<ReplayResult> on = RunReplay(opts, on_out);
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_EQ(on->mismatches, 0u) << on_out.str();
+  EXPECT_LT(on->stats.upcall_ok, on->packets);  // the default pipeline cached
+
+  opts.pipeline.megaflows = false;
+  opts.pipeline.smc = true;  // ignored with megaflows off
+  opts.pipeline.cd.mode = CdMode::kOn;
+  std::ostringstream out;
+  absl::StatusOr<ReplayResult> r = RunReplay(opts, out);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->mismatches, 0u) << out.str();
+  EXPECT_EQ(r->packets, on->packets);
+  const PmdStats& s = r->stats;
+  EXPECT_EQ(s.packets, r->packets);
+  EXPECT_EQ(s.upcall_ok, r->packets);
+  EXPECT_EQ(s.emc_hits + s.smc_hits + s.megaflow_hits + s.cd_hits + s.upcall_failed, 0u);
+  EXPECT_EQ(s.no_match, on->stats.no_match);
+  EXPECT_THAT(out.str(), ::testing::HasSubstr("  megaflows: 0 in 0 subtables\n"));
+  EXPECT_THAT(out.str(), ::testing::HasSubstr("  emc occupancy: 0/"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Hypersplit, MegaflowsOff,
+                         ::testing::Values("acl1_1K", "fw1_1K", "ipc1_1K"),
+                         [](const auto& info) { return info.param; });
+
 // Runs a shell command; out has its stdout and stderr.
 CmdResult RunCmd(const std::string& cmd) { return RunCommand(cmd + " 2>&1"); }
 
@@ -130,6 +168,23 @@ TEST(FlowclassctlReplay, NativeRuleIdsBeyondTheRuleCount) {
   const CmdResult wrong = RunCmd(kCtl + " replay " + rules + " " + trace);
   EXPECT_EQ(wrong.code, 1) << wrong.out;
   EXPECT_THAT(wrong.out, ::testing::HasSubstr("expected rule 4 got 7"));
+}
+
+// The counters flowclassctl prints with --megaflows off say that every
+// packet went through the slow path.
+TEST(FlowclassctlReplay, MegaflowsOffCountersSaySlowPathOnly) {
+  auto [code, out] = RunCmd(kCtl + " replay --megaflows off --repeat 3 " + kDir + "fw1_100 " +
+                            kDir + "fw1_100_trace");
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_THAT(out, ::testing::HasSubstr("  packets received: 2760\n"));
+  EXPECT_THAT(out, ::testing::HasSubstr("  miss with success upcall: 2760\n"));
+  EXPECT_THAT(out, ::testing::HasSubstr("  emc hits: 0\n"));
+  EXPECT_THAT(out, ::testing::HasSubstr("  megaflow hits: 0\n"));
+  EXPECT_THAT(out, ::testing::HasSubstr("  megaflows: 0 in 0 subtables\n"));
+  EXPECT_THAT(out, ::testing::HasSubstr("replay: packets=2760 mismatches=0 "));
+  const CmdResult bad = RunCmd(kCtl + " replay --megaflows maybe a b");
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_THAT(bad.out, ::testing::StartsWith("flowclassctl replay: --megaflows takes on or off"));
 }
 
 TEST(FlowclassctlReplay, BadInputsAreClearErrors) {
