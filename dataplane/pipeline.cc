@@ -297,7 +297,8 @@ std::chrono::steady_clock::time_point Pipeline::CalibrateClock(uint64_t tsc) {
   const auto now = std::chrono::steady_clock::now();
   const uint64_t ms = SteadyMs(now);
   if (ms >= rate_ms_ + kMinCalibrationMs && tsc > rate_tsc_) {
-    ms_per_tsc_ = static_cast<double>(ms - rate_ms_) / static_cast<double>(tsc - rate_tsc_);
+    ms_per_tsc_q32_ = static_cast<uint64_t>(static_cast<double>(ms - rate_ms_) * 4294967296.0 /
+                                            static_cast<double>(tsc - rate_tsc_));
     rate_ms_ = ms;
     rate_tsc_ = tsc;
   }
@@ -309,8 +310,11 @@ std::chrono::steady_clock::time_point Pipeline::CalibrateClock(uint64_t tsc) {
 uint64_t Pipeline::ReadNowMs(uint64_t tsc) {
   if (clock_ != nullptr) return clock_->NowMs();
   uint64_t now = anchor_ms_;
-  if (ms_per_tsc_ > 0 && tsc > anchor_tsc_)
-    now += static_cast<uint64_t>(static_cast<double>(tsc - anchor_tsc_) * ms_per_tsc_);
+  // One 64x64->128 multiply: no overflow whatever the time since the anchor
+  // (a few bursts, or an idle spell of days).
+  if (tsc > anchor_tsc_)
+    now += static_cast<uint64_t>(
+        (static_cast<unsigned __int128>(tsc - anchor_tsc_) * ms_per_tsc_q32_) >> 32);
   return std::max(now, now_ms_);  // monotonic across re-anchoring
 }
 
@@ -341,12 +345,17 @@ uint32_t Pipeline::Housekeep() {
     housekeeps_since_clock_ = 0;
     CalibrateClock(tsc);
   }
-  const uint64_t now = ReadNowMs(tsc);
-  // At most one budget per clock tick: an idle PMD spins fast, and a packet
-  // arriving mid-sweep waits for it.
-  if (now == now_ms_) return 0;
-  now_ms_ = now;
-  return ExpireSome(kExpiryPerHousekeep);
+  now_ms_ = ReadNowMs(tsc);
+  return MaybeExpire();
+}
+
+// At most one budget per clock tick: a busy PMD runs many bursts per
+// millisecond and an idle one spins fast; a packet arriving mid-sweep waits
+// for it.
+uint32_t Pipeline::MaybeExpire() {
+  if (now_ms_ == last_sweep_ms_) return 0;
+  last_sweep_ms_ = now_ms_;
+  return ExpireSome(kExpiryPerTick);
 }
 
 void Pipeline::MaybePeriodic(uint64_t tsc) {
@@ -432,7 +441,7 @@ bool Pipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts,
   stats_.no_match += no_match;
   stats_.packets += static_cast<uint64_t>(n);
   MaybePeriodic(t0);
-  ExpireSome(kExpiryPerBurst);
+  MaybeExpire();
   stats_.cycles += Cycles() - t0;
   return uniform;
 }

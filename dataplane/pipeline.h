@@ -178,17 +178,17 @@ class Pipeline {
   void RunPeriodic();
 
   // Idle expiry.  Every ProcessBurst stamps the megaflows it uses with the
-  // clock read at its start, then visits kExpiryPerBurst megaflows (a
-  // round-robin cursor over the live ones) and removes those idle for
-  // megaflow_max_idle_ms, as revalidation removes them (EMC entries die by
-  // version, SMC entries by verification, a stale CD suggestion probes a
-  // subtable that misses; a subtable left empty goes, and its rank with
-  // it).  Housekeep() does the same with kExpiryPerHousekeep visits and no
-  // packets: the PMD calls it on idle iterations, so megaflows of a port
-  // that went quiet still go.  Both cost O(budget), never O(megaflows).
-  // Housekeep returns how many megaflows it removed.
-  static constexpr uint32_t kExpiryPerBurst = 2;
-  static constexpr uint32_t kExpiryPerHousekeep = 64;
+  // clock read at its start; then, if that clock moved on since the last
+  // sweep (at most once per millisecond), it visits kExpiryPerTick
+  // megaflows (a round-robin cursor over the live ones) and removes those
+  // idle for megaflow_max_idle_ms, as revalidation removes them (EMC
+  // entries die by version, SMC entries by verification, a stale CD
+  // suggestion probes a subtable that misses; a subtable left empty goes,
+  // and its rank with it).  Housekeep() reads the clock and does the same
+  // without packets: the PMD calls it on idle iterations, so megaflows of a
+  // port that went quiet still go.  Each call costs O(kExpiryPerTick) at
+  // most, never O(megaflows).  Housekeep returns how many it removed.
+  static constexpr uint32_t kExpiryPerTick = 64;
   uint32_t Housekeep();
   // Expiry never allocates: the hits of an expired megaflow whose rule has
   // no retired hits yet wait in a fixed buffer (256 rules), and expiry
@@ -268,6 +268,8 @@ class Pipeline {
   std::chrono::steady_clock::time_point CalibrateClock(uint64_t tsc);
   // Visits up to `budget` live megaflows; removes the idle ones.
   uint32_t ExpireSome(uint32_t budget);
+  // ExpireSome(kExpiryPerTick) when now_ms_ moved since the last sweep.
+  uint32_t MaybeExpire();
 
   PipelineConfig config_;
   const RuleTable* table_ = nullptr;
@@ -305,7 +307,8 @@ class Pipeline {
   uint64_t now_ms_ = 0;
   uint64_t anchor_tsc_ = 0, anchor_ms_ = 0;  // last calibration point
   uint64_t rate_tsc_ = 0, rate_ms_ = 0;      // start of the rate's span
-  double ms_per_tsc_ = 0;                    // 0 until first calibrated
+  uint64_t ms_per_tsc_q32_ = 0;  // ms per TSC cycle << 32; 0 until calibrated
+  uint64_t last_sweep_ms_ = 0;
   uint32_t housekeeps_since_clock_ = 0;
   uint32_t expiry_cursor_ = 0;  // visits live megaflows from here down
 };

@@ -149,9 +149,9 @@ TEST(PipelineExpiry, ZeroMaxIdleNeverExpiresAndTheSettingMovesAtRunTime) {
   pl.SetRuleTable(nullptr);
 }
 
-// The sweep is bounded: one burst visits at most kExpiryPerBurst megaflows
-// and one Housekeep at most kExpiryPerHousekeep, however many are idle; all
-// of them go after enough calls.
+// The sweep is bounded: one burst or Housekeep visits at most
+// kExpiryPerTick megaflows, however many are idle, and none while the
+// clock stands still; all of them go after enough calls.
 TEST(PipelineExpiry, SweepsAreBoundedAndCoverEveryMegaflow) {
   constexpr int kFlows = 300;
   RuleTable table;
@@ -179,7 +179,10 @@ TEST(PipelineExpiry, SweepsAreBoundedAndCoverEveryMegaflow) {
   const FlowKey other = MakeFiveTupleKey(0x0a000001, 1, 1, 1, 6);
   Verdict v;
   pl.ProcessBurst(&other, 1, &v);  // uses (refreshes) flow 0's megaflow
-  EXPECT_LE(pl.stats().megaflows_expired, uint64_t{Pipeline::kExpiryPerBurst});
+  EXPECT_EQ(pl.stats().megaflows_expired, uint64_t{Pipeline::kExpiryPerTick});
+  pl.ProcessBurst(&other, 1, &v);  // same millisecond: no sweep
+  EXPECT_EQ(pl.Housekeep(), 0u);
+  EXPECT_EQ(pl.stats().megaflows_expired, uint64_t{Pipeline::kExpiryPerTick});
   uint64_t last = pl.stats().megaflows_expired;
   int calls = 0;
   auto sweep = [&] {
@@ -187,7 +190,7 @@ TEST(PipelineExpiry, SweepsAreBoundedAndCoverEveryMegaflow) {
       clock.now += 1;
       pl.Housekeep();
       ++calls;
-      EXPECT_LE(pl.stats().megaflows_expired - last, uint64_t{Pipeline::kExpiryPerHousekeep});
+      EXPECT_LE(pl.stats().megaflows_expired - last, uint64_t{Pipeline::kExpiryPerTick});
       last = pl.stats().megaflows_expired;
     }
   };
@@ -201,12 +204,12 @@ TEST(PipelineExpiry, SweepsAreBoundedAndCoverEveryMegaflow) {
   sweep();
   EXPECT_EQ(pl.Snapshot().megaflows, 1u);  // flow 0's, used 0 ms ago
   EXPECT_EQ(pl.stats().megaflows_expired, uint64_t{kFlows - 1});
-  EXPECT_GE(calls, (kFlows - 1) / int{Pipeline::kExpiryPerHousekeep});
-  // Every packet's hit is still counted to its rule: flow 0 twice.
+  EXPECT_GE(calls, (kFlows - 1) / int{Pipeline::kExpiryPerTick} - 1);
+  // Every packet's hit is still counted to its rule: flow 0 three times.
   const PipelineSnapshot s = pl.Snapshot();
   ASSERT_EQ(s.rule_hits.size(), size_t{kFlows});
   for (int i = 0; i < kFlows; ++i)
-    EXPECT_EQ(s.rule_hits[i], std::make_pair(uint64_t(i + 1), uint64_t(i == 0 ? 2 : 1)));
+    EXPECT_EQ(s.rule_hits[i], std::make_pair(uint64_t(i + 1), uint64_t(i == 0 ? 3 : 1)));
   pl.SetRuleTable(nullptr);
 }
 
