@@ -28,6 +28,14 @@ constexpr uint32_t kBurstsPerClockCheck = 16;
 // Dead EMC entries cleared per burst (OVS sweeps slowly too).
 constexpr int kEmcSweepPerBurst = 2;
 
+uint64_t SteadyMs(std::chrono::steady_clock::time_point t) {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count());
+}
+
+// The TSC rate is measured over at least this long (ms rounding < 1%).
+constexpr uint64_t kMinCalibrationMs = 100;
+
 Flow InPortExact() {
   Flow m;
   m.Set(Field::kInPort, 0xffffffffu);
@@ -52,6 +60,9 @@ absl::Status ValidatePipelineConfig(const PipelineConfig& c) {
   if (c.max_megaflows == 0) {
     return absl::InvalidArgumentError("max_megaflows: must be at least 1");
   }
+  if (c.max_subtables_per_port == 0) {
+    return absl::InvalidArgumentError("max_subtables_per_port: must be at least 1");
+  }
   return absl::OkStatus();
 }
 
@@ -63,6 +74,8 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
       MegaflowClassifier::Create(&p->pool_, config.dpcls);
   if (!dpcls.ok()) return dpcls.status();
   p->dpcls_ = *std::move(dpcls);
+  p->dpcls_->set_megaflow_limit(config.max_megaflows);
+  p->dpcls_->set_max_subtables_per_port(config.max_subtables_per_port);
   return p;
 }
 
@@ -75,7 +88,10 @@ Pipeline::Pipeline(const PipelineConfig& config)
       cd_ctl_(config.cd),
       cd_group_size_(config.dpcls.max_subtables),
       cd_group_(new uint32_t[config.dpcls.max_subtables]()),
-      last_periodic_(std::chrono::steady_clock::now()) {}
+      last_periodic_(std::chrono::steady_clock::now()) {
+  anchor_tsc_ = rate_tsc_ = Cycles();
+  anchor_ms_ = rate_ms_ = now_ms_ = SteadyMs(last_periodic_);
+}
 
 Pipeline::~Pipeline() {
   // The classifier names pool megaflows; release them before the pool goes.
@@ -85,6 +101,7 @@ Pipeline::~Pipeline() {
 void Pipeline::SetRuleTable(const RuleTable* table,
                             const RuleChangeSet* changes, uint64_t generation) {
   const uint64_t t0 = Cycles();
+  DrainRetiredHits();  // before ForgetDeletedRules drops deleted rules' hits
   table_ = table;
   table_generation_ = generation;
   ++stats_.revalidations;
@@ -209,6 +226,23 @@ void Pipeline::ForgetDeletedRules(const RuleChangeSet* changes) {
                  [&](const auto& kv) { return table_->Find(kv.first) == nullptr; });
 }
 
+bool Pipeline::RetireHitsNoAlloc(const Megaflow& mf) {
+  if (mf.verdict.rule_id == 0 || mf.hits == 0) return true;
+  if (auto it = retired_rule_hits_.find(mf.verdict.rule_id); it != retired_rule_hits_.end()) {
+    it->second += mf.hits;
+    return true;
+  }
+  if (n_pending_retired_ == kPendingRetired) return false;
+  pending_retired_[n_pending_retired_++] = {mf.verdict.rule_id, mf.hits};
+  return true;
+}
+
+void Pipeline::DrainRetiredHits() {
+  for (uint32_t i = 0; i < n_pending_retired_; ++i)
+    retired_rule_hits_[pending_retired_[i].first] += pending_retired_[i].second;
+  n_pending_retired_ = 0;
+}
+
 void Pipeline::RetireHits(const Megaflow& mf) {
   if (mf.verdict.rule_id != 0 && mf.hits != 0) {
     retired_rule_hits_[mf.verdict.rule_id] += mf.hits;
@@ -242,10 +276,92 @@ void Pipeline::RunPeriodic() {
   interval_ = CdIntervalStats{};
 }
 
-void Pipeline::MaybePeriodic() {
+void Pipeline::SetMaxMegaflows(uint32_t n) {
+  n = std::clamp<uint32_t>(n, 1, pool_.capacity());
+  config_.max_megaflows = n;
+  dpcls_->set_megaflow_limit(n);
+}
+
+void Pipeline::SetMaxSubtablesPerPort(uint32_t n) {
+  n = std::max<uint32_t>(n, 1);
+  config_.max_subtables_per_port = n;
+  dpcls_->set_max_subtables_per_port(n);
+}
+
+void Pipeline::SetClock(const PipelineClock* clock) {
+  clock_ = clock;
+  now_ms_ = clock_ ? clock_->NowMs() : SteadyMs(CalibrateClock(Cycles()));
+}
+
+std::chrono::steady_clock::time_point Pipeline::CalibrateClock(uint64_t tsc) {
+  const auto now = std::chrono::steady_clock::now();
+  const uint64_t ms = SteadyMs(now);
+  if (ms >= rate_ms_ + kMinCalibrationMs && tsc > rate_tsc_) {
+    ms_per_tsc_q32_ = static_cast<uint64_t>(static_cast<double>(ms - rate_ms_) * 4294967296.0 /
+                                            static_cast<double>(tsc - rate_tsc_));
+    rate_ms_ = ms;
+    rate_tsc_ = tsc;
+  }
+  anchor_ms_ = ms;
+  anchor_tsc_ = tsc;
+  return now;
+}
+
+uint64_t Pipeline::ReadNowMs(uint64_t tsc) {
+  if (clock_ != nullptr) return clock_->NowMs();
+  uint64_t now = anchor_ms_;
+  // One 64x64->128 multiply: no overflow whatever the time since the anchor
+  // (a few bursts, or an idle spell of days).
+  if (tsc > anchor_tsc_)
+    now += static_cast<uint64_t>(
+        (static_cast<unsigned __int128>(tsc - anchor_tsc_) * ms_per_tsc_q32_) >> 32);
+  return std::max(now, now_ms_);  // monotonic across re-anchoring
+}
+
+// Backwards from the cursor, like Revalidate: Remove() moves the last live
+// megaflow (visited already this round, or installed since) into the hole.
+uint32_t Pipeline::ExpireSome(uint32_t budget) {
+  const uint64_t idle = config_.megaflow_max_idle_ms;
+  if (idle == 0) return 0;
+  budget = std::min(budget, pool_.live());
+  uint32_t removed = 0;
+  for (uint32_t b = 0; b < budget; ++b) {
+    const uint32_t live = pool_.live();
+    if (live == 0) break;
+    if (expiry_cursor_ == 0 || expiry_cursor_ > live) expiry_cursor_ = live;
+    Megaflow& mf = pool_.Get(pool_.LiveIndex(--expiry_cursor_));
+    if (mf.last_used_ms + idle > now_ms_) continue;
+    if (!RetireHitsNoAlloc(mf)) continue;  // until DrainRetiredHits
+    dpcls_->Remove(&mf);  // frees it: caches above miss (see SetRuleTable)
+    ++removed;
+  }
+  stats_.megaflows_expired += removed;
+  return removed;
+}
+
+uint32_t Pipeline::Housekeep() {
+  const uint64_t tsc = Cycles();
+  if (++housekeeps_since_clock_ >= kBurstsPerClockCheck) {
+    housekeeps_since_clock_ = 0;
+    CalibrateClock(tsc);
+  }
+  now_ms_ = ReadNowMs(tsc);
+  return MaybeExpire();
+}
+
+// At most one budget per clock tick: a busy PMD runs many bursts per
+// millisecond and an idle one spins fast; a packet arriving mid-sweep waits
+// for it.
+uint32_t Pipeline::MaybeExpire() {
+  if (now_ms_ == last_sweep_ms_) return 0;
+  last_sweep_ms_ = now_ms_;
+  return ExpireSome(kExpiryPerTick);
+}
+
+void Pipeline::MaybePeriodic(uint64_t tsc) {
   if (++bursts_since_clock_ < kBurstsPerClockCheck) return;
   bursts_since_clock_ = 0;
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = CalibrateClock(tsc);
   if (now - last_periodic_ >=
       std::chrono::milliseconds(config_.ranking_interval_ms)) {
     last_periodic_ = now;
@@ -258,6 +374,8 @@ bool Pipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts,
   if (n <= 0) return false;
   if (!config_.megaflows) return SlowPathBurst(keys, n, verdicts);
   const uint64_t t0 = Cycles();
+  now_ms_ = ReadNowMs(t0);
+  const uint64_t now = now_ms_;
   Megaflow* mf[kMaxBurst];
   uint32_t todo = BurstMap(n);
   uint64_t no_match = 0;
@@ -279,6 +397,7 @@ bool Pipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts,
       if (f != run_mf) {
         if (run_mf != nullptr) {
           run_mf->hits += run;
+          run_mf->last_used_ms = now;
           uniform &= SameTreatment(f->verdict, *ref);
         } else {
           ref = &f->verdict;
@@ -290,7 +409,10 @@ bool Pipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts,
       verdicts[i] = f->verdict;
       no_match += f->verdict.rule_id == 0;
     }
-    if (run_mf != nullptr) run_mf->hits += run;
+    if (run_mf != nullptr) {
+      run_mf->hits += run;
+      run_mf->last_used_ms = now;
+    }
     stats_.emc_hits += std::popcount(hits);
     todo &= ~hits;
     emc_.SweepSome(kEmcSweepPerBurst);
@@ -319,7 +441,8 @@ bool Pipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts,
   }
   stats_.no_match += no_match;
   stats_.packets += static_cast<uint64_t>(n);
-  MaybePeriodic();
+  MaybePeriodic(t0);
+  MaybeExpire();
   stats_.cycles += Cycles() - t0;
   return uniform;
 }
@@ -361,6 +484,7 @@ void Pipeline::CacheMegaflowHits(const FlowKey* keys, uint32_t hits,
   for (uint32_t m = hits; m; m &= m - 1) {
     const int i = std::countr_zero(m);
     if (dpcls_->RankOf(mf[i]->subtable) == 0) ++interval_.first_rank_hits;
+    mf[i]->last_used_ms = now_ms_;
     CacheAbove(keys[i], *mf[i], into_cd);
   }
 }
@@ -415,6 +539,7 @@ void Pipeline::ProcessPort(uint32_t in_port, const FlowKey* keys,
       const int i = std::countr_zero(m);
       mf[i] = &pool_.Get(idx[i]);
       ++mf[i]->hits;
+      mf[i]->last_used_ms = now_ms_;
       if (config_.emc) emc_.MaybeInsert(keys[i], idx[i]);
     }
     stats_.smc_hits += std::popcount(hits);
@@ -494,14 +619,18 @@ void Pipeline::ProcessPort(uint32_t in_port, const FlowKey* keys,
     const Rule* r = table_ ? table_->Lookup(key, &wc, nullptr, table_generation_) : nullptr;
     const Verdict v = r ? Verdict{r->id, r->action} : Verdict{};
     wc |= in_port_exact;
-    Megaflow* installed = dpcls_->Install(key & wc, wc, v);
+    MegaflowClassifier::InstallError why;
+    Megaflow* installed = dpcls_->Install(key & wc, wc, v, &why);
     if (installed) {
       ++stats_.upcall_ok;
       ++installed->hits;
+      installed->last_used_ms = now_ms_;
       mf[i] = installed;
       CacheAbove(keys[i], *installed, /*into_cd=*/cd_on);
     } else {
       ++stats_.upcall_failed;
+      stats_.upcalls_megaflow_cap += why == MegaflowClassifier::InstallError::kMegaflowLimit;
+      stats_.upcalls_subtable_cap += why == MegaflowClassifier::InstallError::kSubtablesPerPort;
       uncached_[i].verdict = v;
       mf[i] = &uncached_[i];
     }
@@ -537,6 +666,8 @@ PipelineSnapshot Pipeline::Snapshot() const {
   s.subtables = dpcls_->subtable_count();
   s.subtable = dpcls_->Subtables();
   absl::flat_hash_map<uint64_t, uint64_t> hits = retired_rule_hits_;
+  for (uint32_t i = 0; i < n_pending_retired_; ++i)
+    hits[pending_retired_[i].first] += pending_retired_[i].second;
   for (uint32_t k = 0; k < pool_.live(); ++k) {
     const Megaflow& mf = pool_.Get(pool_.LiveIndex(k));
     if (mf.verdict.rule_id != 0 && mf.hits != 0) hits[mf.verdict.rule_id] += mf.hits;

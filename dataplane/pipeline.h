@@ -23,9 +23,14 @@
 // megaflow_hits includes the hits found through the Cuckoo Distributor
 // (cd_hits is a subset of megaflow_hits).  A "failed upcall" is a miss whose
 // megaflow could not be installed (megaflow, subtable or table capacity): the
-// packet still gets the RuleTable's verdict, it is just not cached.  no_match
-// counts packets whose verdict is "no rule" at whatever layer they were
-// classified.
+// packet still gets the RuleTable's verdict, it is just not cached.  Those
+// the caps (max_megaflows, max_subtables_per_port) stopped are also counted
+// by cap (upcalls_megaflow_cap, upcalls_subtable_cap).  no_match counts
+// packets whose verdict is "no rule" at whatever layer they were classified.
+//
+// Idle expiry: megaflows unused for megaflow_max_idle_ms are removed a few
+// per burst (and per Housekeep) by the owning thread, the way revalidation
+// removes them (see Housekeep below); megaflows_expired counts them.
 //
 // Rule changes: SetRuleTable(new) either revalidates every megaflow against
 // the new table (default: a megaflow survives only if the new table gives its
@@ -49,6 +54,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -71,7 +77,15 @@ struct PipelineConfig {
   SmcConfig smc_config;            // 1M entries
   CdControllerConfig cd;           // mode auto; thresholds
   CdConfig cd_table;               // 1M entries
+  // Megaflows in all: the pool is allocated with this many slots, and
+  // SetMaxMegaflows may later lower the cap (or raise it back up to this).
   uint32_t max_megaflows = 200000; // OVS's default flow limit
+  // Subtables one in_port may have (at most dpcls.max_subtables are there
+  // in all).  A miss that needs one more is classified but not installed.
+  uint32_t max_subtables_per_port = 1024;
+  // A megaflow no packet used for this long is removed (OVS's max-idle);
+  // 0: megaflows never expire.
+  uint32_t megaflow_max_idle_ms = 10000;
   MegaflowClassifierOptions dpcls;
   // Subtable ranking and the CD's adaptive decision run every interval.
   uint32_t ranking_interval_ms = 1000;
@@ -87,6 +101,17 @@ struct PipelineConfig {
 
 // INVALID_ARGUMENT naming the field.
 absl::Status ValidatePipelineConfig(const PipelineConfig& config);
+
+// The pipeline's notion of time for idle expiry, in milliseconds on any
+// monotonic scale.  Read once per burst (and per Housekeep), so NowMs must
+// be cheap and must not allocate, lock or block.  The default (no clock
+// set) is the TSC, calibrated against steady_clock; tests and replays set
+// their own.
+class PipelineClock {
+ public:
+  virtual ~PipelineClock() = default;
+  virtual uint64_t NowMs() const = 0;
+};
 
 // Where this pipeline would classify a key right now (Pipeline::Trace).
 struct PipelineTrace {
@@ -160,6 +185,42 @@ class Pipeline {
   // by itself every ranking_interval_ms.
   void RunPeriodic();
 
+  // Idle expiry.  Every ProcessBurst stamps the megaflows it uses with the
+  // clock read at its start; then, if that clock moved on since the last
+  // sweep (at most once per millisecond), it visits kExpiryPerTick
+  // megaflows (a round-robin cursor over the live ones) and removes those
+  // idle for megaflow_max_idle_ms, as revalidation removes them (EMC
+  // entries die by version, SMC entries by verification, a stale CD
+  // suggestion probes a subtable that misses; a subtable left empty goes,
+  // and its rank with it).  Housekeep() reads the clock and does the same
+  // without packets: the PMD calls it on idle iterations, so megaflows of a
+  // port that went quiet still go.  Each call costs O(kExpiryPerTick) at
+  // most, never O(megaflows).  Housekeep returns how many it removed.
+  static constexpr uint32_t kExpiryPerTick = 64;
+  uint32_t Housekeep();
+  // Expiry never allocates: the hits of an expired megaflow whose rule has
+  // no retired hits yet wait in a fixed buffer (256 rules), and expiry
+  // skips such megaflows while it is full.  This moves them into the
+  // retired hits (allocates: control path; SetRuleTable does it too, and
+  // the DPDK PMD before answering a Stats() snapshot).
+  void DrainRetiredHits();
+  // nullptr: the TSC.  `clock` must outlive the pipeline (or the next call).
+  void SetClock(const PipelineClock* clock);
+  // The coarse "now" of the last burst or Housekeep, in the clock's ms.
+  uint64_t now_ms() const { return now_ms_; }
+  void SetMegaflowMaxIdleMs(uint32_t ms) { config_.megaflow_max_idle_ms = ms; }
+
+  // Caps (see PipelineConfig).  When one bites, the miss still gets the
+  // RuleTable's verdict and counts as upcall_failed plus
+  // upcalls_megaflow_cap / upcalls_subtable_cap; nothing is installed.
+  // Lowering a cap removes nothing (expiry and revalidation do).
+  // SetMaxMegaflows above the pool size (config().max_megaflows at Create)
+  // caps at the pool size.
+  void SetMaxMegaflows(uint32_t n);
+  void SetMaxSubtablesPerPort(uint32_t n);
+  uint32_t max_megaflows() const { return dpcls_->megaflow_limit(); }
+  uint32_t max_subtables_per_port() const { return dpcls_->max_subtables_per_port(); }
+
   // Runtime knobs (owner thread).
   void SetEmcInsertInvProb(uint32_t inv_prob);
   void SetEmcEnabled(bool on);
@@ -203,9 +264,22 @@ class Pipeline {
   void Revalidate(const RuleChangeSet* changes);
   // Adds a megaflow's hits to retired_rule_hits_ before it is removed.
   void RetireHits(const Megaflow& mf);
+  // The same without allocating (expiry, on the per-packet path): a rule
+  // the map has no entry for waits in pending_retired_.  False when that is
+  // full: the megaflow must stay for now.
+  bool RetireHitsNoAlloc(const Megaflow& mf);
   // Drops the retired hits of rules the new table_ no longer has.
   void ForgetDeletedRules(const RuleChangeSet* changes);
-  void MaybePeriodic();
+  void MaybePeriodic(uint64_t tsc);
+  // The coarse clock at TSC reading `tsc` (SetClock's clock when set).
+  uint64_t ReadNowMs(uint64_t tsc);
+  // Re-anchors the TSC clock on steady_clock (every kBurstsPerClockCheck
+  // bursts); returns steady_clock's now.
+  std::chrono::steady_clock::time_point CalibrateClock(uint64_t tsc);
+  // Visits up to `budget` live megaflows; removes the idle ones.
+  uint32_t ExpireSome(uint32_t budget);
+  // ExpireSome(kExpiryPerTick) when now_ms_ moved since the last sweep.
+  uint32_t MaybeExpire();
 
   PipelineConfig config_;
   const RuleTable* table_ = nullptr;
@@ -227,12 +301,26 @@ class Pipeline {
   // Updated only when megaflows are removed (a rule change, at a quiescent
   // point), never per packet.
   absl::flat_hash_map<uint64_t, uint64_t> retired_rule_hits_;
+  // Hits of expired megaflows whose rule retired_rule_hits_ has no entry
+  // for yet (adding one may allocate); DrainRetiredHits moves them there.
+  static constexpr uint32_t kPendingRetired = 256;
+  std::pair<uint64_t, uint64_t> pending_retired_[kPendingRetired];
+  uint32_t n_pending_retired_ = 0;
   // Verdict carriers for packets whose upcall could not install a megaflow.
   Megaflow uncached_[kMaxBurst];
   // Interval accounting for the CD controller.
   CdIntervalStats interval_;
   uint32_t bursts_since_clock_ = 0;
   std::chrono::steady_clock::time_point last_periodic_;
+  // Idle expiry: the coarse clock, the TSC clock's calibration, the cursor.
+  const PipelineClock* clock_ = nullptr;
+  uint64_t now_ms_ = 0;
+  uint64_t anchor_tsc_ = 0, anchor_ms_ = 0;  // last calibration point
+  uint64_t rate_tsc_ = 0, rate_ms_ = 0;      // start of the rate's span
+  uint64_t ms_per_tsc_q32_ = 0;  // ms per TSC cycle << 32; 0 until calibrated
+  uint64_t last_sweep_ms_ = 0;
+  uint32_t housekeeps_since_clock_ = 0;
+  uint32_t expiry_cursor_ = 0;  // visits live megaflows from here down
 };
 
 }  // namespace flowclass

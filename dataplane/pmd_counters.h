@@ -73,6 +73,20 @@
   /* miss, megaflow not installed (capacity); still classified */              \
   X(kUpcallFailed, upcall_failed, "upcall_failed", "miss with failed upcall",  \
     "upcalls_failed", true, kCounter, kPackets, nullptr, nullptr)              \
+  /* failed upcalls (a subset) whose cap bit: pipeline.max_megaflows */       \
+  /* megaflows exist, or the port has pipeline.max_subtables_per_port */       \
+  /* subtables and the megaflow needed a new one */                            \
+  X(kUpcallsMegaflowCap, upcalls_megaflow_cap, "upcalls_megaflow_cap",         \
+    "failed upcalls at megaflow cap", nullptr, true, kCounter, kPackets,       \
+    "flowclass_pmd_megaflow_cap_upcalls_total",                                \
+    "Misses not cached because pipeline.max_megaflows megaflows exist (still " \
+    "classified by the slow path; part of upcall_failed).")                    \
+  X(kUpcallsSubtableCap, upcalls_subtable_cap, "upcalls_subtable_cap",         \
+    "failed upcalls at subtable cap", nullptr, true, kCounter, kPackets,       \
+    "flowclass_pmd_subtable_cap_upcalls_total",                                \
+    "Misses not cached because their port has pipeline.max_subtables_per_port " \
+    "subtables and the megaflow needed a new one (still classified by the "   \
+    "slow path; part of upcall_failed).")                                      \
   /* verdict "no rule" (dropped), at whatever layer */                         \
   X(kNoMatch, no_match, "no_match", "no rule matched", nullptr, true,          \
     kCounter, kPackets, nullptr, nullptr)                                      \
@@ -113,6 +127,11 @@
     "flowclass_pmd_rechecked_megaflows_total",                                 \
     "Megaflows revalidation looked up again in the slow path after rule "      \
     "changes (those the change set could not prove unchanged).")               \
+  /* megaflows removed after pipeline.megaflow_max_idle_ms without a packet */ \
+  X(kMegaflowsExpired, megaflows_expired, "megaflows_expired",                 \
+    "megaflows expired", nullptr, true, kCounter, kEvents,                     \
+    "flowclass_pmd_expired_megaflows_total",                                   \
+    "Megaflows removed after pipeline.megaflow_max_idle_ms without a packet.") \
   /* What rule changes cost the PMD, in TSC cycles: SetRuleTable (caches */    \
   /* revalidated or flushed; not in `cycles`), and the upcalls' slow-path */   \
   /* lookups and megaflow installs (part of `cycles`). */                      \

@@ -57,6 +57,9 @@ RuntimeSettingsUpdate RuntimeSettingsUpdate::All(const RuntimeSettings& s) {
   u.smc = s.smc;
   u.cd = s.cd;
   u.ranking_interval_ms = s.ranking_interval_ms;
+  u.megaflow_max_idle_ms = s.megaflow_max_idle_ms;
+  u.max_megaflows = s.max_megaflows;
+  u.max_subtables_per_port = s.max_subtables_per_port;
   u.force_scalar = s.lookup.force_scalar;
   for (int i = 0; i < kLookupImplCount; ++i) {
     u.lookup_prio[i] = s.lookup.priority[i];
@@ -66,7 +69,8 @@ RuntimeSettingsUpdate RuntimeSettingsUpdate::All(const RuntimeSettings& s) {
 }
 
 bool RuntimeSettingsUpdate::ChangesPipeline() const {
-  bool any = emc_insert_inv_prob || smc || cd || ranking_interval_ms || force_scalar;
+  bool any = emc_insert_inv_prob || smc || cd || ranking_interval_ms || force_scalar ||
+             megaflow_max_idle_ms || max_megaflows || max_subtables_per_port;
   for (const std::optional<int>& p : lookup_prio) any = any || p.has_value();
   return any;
 }
@@ -78,6 +82,9 @@ void RuntimeSettingsUpdate::ApplyTo(RuntimeSettings* s) const {
   if (smc) s->smc = *smc;
   if (cd) s->cd = *cd;
   if (ranking_interval_ms) s->ranking_interval_ms = *ranking_interval_ms;
+  if (megaflow_max_idle_ms) s->megaflow_max_idle_ms = *megaflow_max_idle_ms;
+  if (max_megaflows) s->max_megaflows = *max_megaflows;
+  if (max_subtables_per_port) s->max_subtables_per_port = *max_subtables_per_port;
   if (force_scalar) s->lookup.force_scalar = *force_scalar;
   for (int i = 0; i < kLookupImplCount; ++i)
     if (lookup_prio[i]) s->lookup.priority[i] = *lookup_prio[i];
@@ -88,9 +95,10 @@ absl::Status ParseRuntimeSetting(absl::string_view key, absl::string_view value,
   auto bad = [&](absl::string_view want) {
     return absl::InvalidArgumentError(absl::StrCat(key, ": \"", value, "\" is not ", want));
   };
-  auto whole = [&](uint32_t max, absl::string_view want, std::optional<uint32_t>* field) {
+  auto whole = [&](uint32_t max, absl::string_view want, std::optional<uint32_t>* field,
+                   uint32_t min = 0) {
     uint32_t n = 0;
-    if (!absl::SimpleAtoi(value, &n) || n > max) return bad(want);
+    if (!absl::SimpleAtoi(value, &n) || n < min || n > max) return bad(want);
     *field = n;
     return absl::OkStatus();
   };
@@ -121,6 +129,21 @@ absl::Status ParseRuntimeSetting(absl::string_view key, absl::string_view value,
     return whole(kMaxRankingIntervalMs,
                  absl::StrCat("a whole number of milliseconds in 0..", kMaxRankingIntervalMs),
                  &out->ranking_interval_ms);
+  }
+  if (key == kConfigMegaflowMaxIdleMs) {
+    return whole(kMaxMegaflowMaxIdleMs,
+                 absl::StrCat("a whole number of milliseconds in 0..", kMaxMegaflowMaxIdleMs,
+                              " (0: megaflows never expire)"),
+                 &out->megaflow_max_idle_ms);
+  }
+  if (key == kConfigMaxMegaflows) {
+    return whole(kMaxMaxMegaflows, absl::StrCat("a whole number in 1..", kMaxMaxMegaflows),
+                 &out->max_megaflows, 1);
+  }
+  if (key == kConfigMaxSubtablesPerPort) {
+    return whole(kMaxMaxSubtablesPerPort,
+                 absl::StrCat("a whole number in 1..", kMaxMaxSubtablesPerPort),
+                 &out->max_subtables_per_port, 1);
   }
   if (key == kConfigForceScalar) return two(kTrueFalse, &out->force_scalar);
   if (std::optional<absl::string_view> name = Suffix(key, kConfigLookupPrioPrefix)) {
@@ -170,6 +193,11 @@ std::vector<ConfigValue> FormatRuntimeSettings(const RuntimeSettingsUpdate& u) {
   if (u.smc) add(kConfigSmc, BoolText(*u.smc, kOnOff));
   if (u.cd) add(kConfigCd, std::string(CdModeName(*u.cd)));
   if (u.ranking_interval_ms) add(kConfigRankingIntervalMs, absl::StrCat(*u.ranking_interval_ms));
+  if (u.megaflow_max_idle_ms)
+    add(kConfigMegaflowMaxIdleMs, absl::StrCat(*u.megaflow_max_idle_ms));
+  if (u.max_megaflows) add(kConfigMaxMegaflows, absl::StrCat(*u.max_megaflows));
+  if (u.max_subtables_per_port)
+    add(kConfigMaxSubtablesPerPort, absl::StrCat(*u.max_subtables_per_port));
   if (u.force_scalar) add(kConfigForceScalar, BoolText(*u.force_scalar, kTrueFalse));
   auto name = [](int i) { return LookupImplName(static_cast<LookupImplId>(i)); };
   for (int i = 0; i < kLookupImplCount; ++i)

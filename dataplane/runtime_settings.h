@@ -12,6 +12,10 @@
 //   pipeline.smc                  on / off
 //   pipeline.cd                   on / off / auto
 //   pipeline.ranking_interval_ms  0..3600000
+//   pipeline.megaflow_max_idle_ms 0..86400000 (0: megaflows never expire)
+//   pipeline.max_megaflows        1..16777216 (a dataplane may refuse more
+//                                 than it allocated at start-up)
+//   pipeline.max_subtables_per_port 1..65535
 //   dpcls.force_scalar            true / false
 //   dpcls.lookup_prio.NAME        0..255, NAME a lookup implementation
 //   dpcls.lookup_available.NAME   true / false, read-only (whether this CPU
@@ -56,6 +60,9 @@ inline constexpr char kConfigEmcInsertInvProb[] = "pipeline.emc_insert_inv_prob"
 inline constexpr char kConfigSmc[] = "pipeline.smc";
 inline constexpr char kConfigCd[] = "pipeline.cd";
 inline constexpr char kConfigRankingIntervalMs[] = "pipeline.ranking_interval_ms";
+inline constexpr char kConfigMegaflowMaxIdleMs[] = "pipeline.megaflow_max_idle_ms";
+inline constexpr char kConfigMaxMegaflows[] = "pipeline.max_megaflows";
+inline constexpr char kConfigMaxSubtablesPerPort[] = "pipeline.max_subtables_per_port";
 inline constexpr char kConfigForceScalar[] = "dpcls.force_scalar";
 inline constexpr char kConfigLookupPrioPrefix[] = "dpcls.lookup_prio.";
 inline constexpr char kConfigLookupAvailablePrefix[] = "dpcls.lookup_available.";
@@ -63,6 +70,9 @@ inline constexpr char kConfigLookupAvailablePrefix[] = "dpcls.lookup_available."
 inline constexpr uint32_t kMaxPmdLoopSetting = 1000000;  // tx_retries, idle_sleep_us
 inline constexpr uint32_t kMaxEmcInsertInvProb = uint32_t{1} << 30;
 inline constexpr uint32_t kMaxRankingIntervalMs = 3600000;
+inline constexpr uint32_t kMaxMegaflowMaxIdleMs = 86400000;
+inline constexpr uint32_t kMaxMaxMegaflows = uint32_t{1} << 24;
+inline constexpr uint32_t kMaxMaxSubtablesPerPort = 65535;
 
 // NOT_FOUND for a key the dataplane has no setting for (GetConfig /
 // SetConfig of every Dataplane say it the same way).
@@ -79,6 +89,10 @@ struct RuntimeSettings {
   bool smc = false;
   CdMode cd = CdMode::kAuto;
   uint32_t ranking_interval_ms = 1000;
+  // Megaflow expiry and caps (PipelineConfig's fields of these names).
+  uint32_t megaflow_max_idle_ms = 10000;
+  uint32_t max_megaflows = 200000;
+  uint32_t max_subtables_per_port = 1024;
   LookupPriorities lookup;  // dpcls.lookup_prio.* and dpcls.force_scalar
 
   friend bool operator==(const RuntimeSettings&, const RuntimeSettings&) = default;
@@ -93,6 +107,9 @@ struct RuntimeSettingsUpdate {
   std::optional<bool> smc;
   std::optional<CdMode> cd;
   std::optional<uint32_t> ranking_interval_ms;
+  std::optional<uint32_t> megaflow_max_idle_ms;
+  std::optional<uint32_t> max_megaflows;
+  std::optional<uint32_t> max_subtables_per_port;
   std::optional<bool> force_scalar;
   std::array<std::optional<int>, kLookupImplCount> lookup_prio;  // by LookupImplId
   // Read-only: reported by GetConfig, never applied (ApplyTo ignores it).

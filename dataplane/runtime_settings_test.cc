@@ -22,6 +22,9 @@ RuntimeSettings Unusual() {
   s.smc = true;
   s.cd = CdMode::kOn;
   s.ranking_interval_ms = 0;
+  s.megaflow_max_idle_ms = 0;
+  s.max_megaflows = kMaxMaxMegaflows;
+  s.max_subtables_per_port = 1;
   s.lookup.force_scalar = true;
   s.lookup.priority = {0, 255, 9, 4};
   return s;
@@ -42,6 +45,9 @@ TEST(RuntimeSettingsTest, FormatsEveryKeyInTheDocumentedSpelling) {
                   Pair("pipeline.smc", "on"),
                   Pair("pipeline.cd", "on"),
                   Pair("pipeline.ranking_interval_ms", "0"),
+                  Pair("pipeline.megaflow_max_idle_ms", "0"),
+                  Pair("pipeline.max_megaflows", "16777216"),
+                  Pair("pipeline.max_subtables_per_port", "1"),
                   Pair("dpcls.force_scalar", "true"),
                   Pair("dpcls.lookup_prio.generic", "0"),
                   Pair("dpcls.lookup_prio.specialised", "255"),
@@ -50,7 +56,7 @@ TEST(RuntimeSettingsTest, FormatsEveryKeyInTheDocumentedSpelling) {
                   Pair("dpcls.lookup_available.generic", "true"),
               }));
   EXPECT_EQ(FormatRuntimeSettings(RuntimeSettingsUpdate::All(Unusual())).size(),
-            7u + 2 * kLookupImplCount);
+            10u + 2 * kLookupImplCount);
   RuntimeSettingsUpdate some;
   some.smc = false;
   some.cd = CdMode::kAuto;
@@ -96,6 +102,15 @@ TEST(RuntimeSettingsTest, BadValuesNameTheKeyAsUsersSeeThem) {
       {"pipeline.ranking_interval_ms", "-1",
        "pipeline.ranking_interval_ms: \"-1\" is not a whole number of milliseconds in "
        "0..3600000"},
+      {"pipeline.megaflow_max_idle_ms", "86400001",
+       "pipeline.megaflow_max_idle_ms: \"86400001\" is not a whole number of milliseconds in "
+       "0..86400000 (0: megaflows never expire)"},
+      {"pipeline.max_megaflows", "0",
+       "pipeline.max_megaflows: \"0\" is not a whole number in 1..16777216"},
+      {"pipeline.max_megaflows", "16777217",
+       "pipeline.max_megaflows: \"16777217\" is not a whole number in 1..16777216"},
+      {"pipeline.max_subtables_per_port", "0",
+       "pipeline.max_subtables_per_port: \"0\" is not a whole number in 1..65535"},
       {"dpcls.force_scalar", "on", "dpcls.force_scalar: \"on\" is not true or false"},
       {"dpcls.lookup_prio.avx512", "4000000000",
        "dpcls.lookup_prio.avx512: \"4000000000\" is not a whole-number priority in 0..255"},

@@ -405,6 +405,11 @@ absl::StatusOr<DaemonConfig> Convert(const YAML::Node& root) {
   }
   FC_RETURN_IF_ERROR(
       pl.Int("ranking_interval_ms", &pc.ranking_interval_ms, 0, kMaxRankingIntervalMs));
+  FC_RETURN_IF_ERROR(
+      pl.Int("megaflow_max_idle_ms", &pc.megaflow_max_idle_ms, 0, kMaxMegaflowMaxIdleMs));
+  FC_RETURN_IF_ERROR(pl.Int("max_megaflows", &pc.max_megaflows, 1, kMaxMaxMegaflows));
+  FC_RETURN_IF_ERROR(
+      pl.Int("max_subtables_per_port", &pc.max_subtables_per_port, 1, kMaxMaxSubtablesPerPort));
   FC_RETURN_IF_ERROR(pl.CheckNoUnknownKeys());
   MapReader dl(top.Get("dpcls"), "dpcls");
   FC_RETURN_IF_ERROR(dl.CheckIsMap());
@@ -546,6 +551,9 @@ std::string DescribeConfig(const DaemonConfig& c) {
   absl::StrAppend(&s, "pipeline: emc_insert_inv_prob ", pc.emc_config.insert_inv_prob, " smc ",
                   pc.smc ? "on" : "off", " cd ", std::string(CdModeName(pc.cd.mode)),
                   " ranking_interval_ms ", pc.ranking_interval_ms, "\n");
+  absl::StrAppend(&s, "megaflows: max_megaflows ", pc.max_megaflows, " max_subtables_per_port ",
+                  pc.max_subtables_per_port, " megaflow_max_idle_ms ", pc.megaflow_max_idle_ms,
+                  "\n");
   absl::StrAppend(&s, "dpcls: ", pc.dpcls.lookup.ToString(), "\n");
   absl::StrAppend(&s, "rules: ", c.rules_file.empty() ? "(none)" : c.rules_file,
                   " format ", c.rules_format, "\n");

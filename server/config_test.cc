@@ -95,6 +95,10 @@ TEST(ConfigTest, ErrorsNameTheKeyAndTheProblem) {
       {{"pipeline.cd=sometimes"}, "pipeline.cd: \"sometimes\" is not on, off or auto"},
       {{"pipeline.ranking_interval_ms=-1"}, "pipeline.ranking_interval_ms: -1 is outside"},
       {{"pipeline.emc=1"}, "pipeline.emc: unknown key"},
+      {{"pipeline.max_megaflows=0"}, "pipeline.max_megaflows: 0 is outside 1..16777216"},
+      {{"pipeline.max_subtables_per_port=65536"},
+       "pipeline.max_subtables_per_port: 65536 is outside 1..65535"},
+      {{"pipeline.megaflow_max_idle_ms=-5"}, "pipeline.megaflow_max_idle_ms: -5 is outside"},
       {{"dpcls.lookup_prio.sse9=1"}, "dpcls.lookup_prio.sse9: "},
       {{"dpcls.lookup_prio.avx512=high"}, "dpcls.lookup_prio.avx512: \"high\" is not a whole-number priority in 0..255"},
       {{"dpcls.lookup_prio=3"}, "dpcls.lookup_prio: must be a mapping"},
@@ -106,6 +110,28 @@ TEST(ConfigTest, ErrorsNameTheKeyAndTheProblem) {
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << c.ov[0];
     EXPECT_THAT(std::string(r.status().message()), HasSubstr(c.want)) << c.ov[0];
   }
+}
+
+// Megaflow expiry and caps: defaults as the pipeline's, the file's values
+// reach PipelineConfig and the start-up summary.
+TEST(ConfigTest, MegaflowExpiryAndCapsReachThePipeline) {
+  auto d = Parse(kMinimal);
+  ASSERT_TRUE(d.ok()) << d.status();
+  const PipelineConfig dflt;
+  EXPECT_EQ(d->dataplane.pipeline.megaflow_max_idle_ms, 10000u);
+  EXPECT_EQ(d->dataplane.pipeline.max_megaflows, dflt.max_megaflows);
+  EXPECT_EQ(d->dataplane.pipeline.max_subtables_per_port, dflt.max_subtables_per_port);
+  auto c = Parse(std::string(kMinimal) + R"(
+pipeline: {megaflow_max_idle_ms: 0, max_megaflows: 5000, max_subtables_per_port: 8}
+)");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const PipelineConfig& p = c->dataplane.pipeline;
+  EXPECT_EQ(p.megaflow_max_idle_ms, 0u);
+  EXPECT_EQ(p.max_megaflows, 5000u);
+  EXPECT_EQ(p.max_subtables_per_port, 8u);
+  EXPECT_THAT(DescribeConfig(*c),
+              HasSubstr("megaflows: max_megaflows 5000 max_subtables_per_port 8 "
+                        "megaflow_max_idle_ms 0\n"));
 }
 
 // The run-time settings' start values: the same dotted keys as SetConfig.

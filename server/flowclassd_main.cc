@@ -25,6 +25,7 @@
 #include "dataplane/pmd_counters.h"
 #include "dataplane/rules/rule_format.h"
 #include "server/api/grpc_server.h"
+#include "server/cap_log.h"
 #include "server/config.h"
 #include "server/metrics/metrics_exporter.h"
 #include "server/metrics/observed_dataplane.h"
@@ -424,9 +425,15 @@ int Main(int argc, char** argv) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   auto next_stats = start + std::chrono::milliseconds(config->stats_interval_ms);
+  CapLog cap_log;  // megaflow caps that bit, from counter deltas (rate-limited)
   while (g_signal.load() == 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     const auto now = Clock::now();
+    if (cap_log.Due(now)) {
+      for (const std::string& line : cap_log.Report(dataplane.Stats(), dataplane.GetConfig(), now))
+        std::fputs(line.c_str(), stdout);
+      std::fflush(stdout);
+    }
     if (config->run_duration_s &&
         now - start >= std::chrono::seconds(config->run_duration_s))
       break;

@@ -50,6 +50,9 @@ struct Megaflow {
   Flow mask;
   Verdict verdict;
   uint64_t hits = 0;
+  // The pipeline's coarse clock (ms) at the last packet it classified (set
+  // on install and on every hit, next to `hits`); idle expiry reads it.
+  uint64_t last_used_ms = 0;
   uint32_t index = kInvalidIndex;  // slot in the pool (stable)
   uint32_t version = 0;            // bumped when the slot is freed
   uint16_t subtable = 0;           // owner subtable id in its classifier

@@ -308,7 +308,10 @@ bool MegaflowClassifier::TableErase(uint64_t hash, uint32_t index) {
 // ------------------------------------------------------- control path ----
 
 Megaflow* MegaflowClassifier::Install(const Flow& value, const Flow& mask,
-                                      const Verdict& v) {
+                                      const Verdict& v, InstallError* why) {
+  InstallError ignored;
+  InstallError& err = why != nullptr ? *why : ignored;
+  err = InstallError::kOther;
   if ((mask.w[kWordMeta] & kInPortMask) != kInPortMask) return nullptr;
   const Flow masked = value & mask;
   const uint32_t in_port = static_cast<uint32_t>(masked.Get(Field::kInPort));
@@ -322,6 +325,11 @@ Megaflow* MegaflowClassifier::Install(const Flow& value, const Flow& mask,
   SubtableDesc* st = FindSubtable(slot, mask);
   const bool new_subtable = st == nullptr;
   if (new_subtable) {
+    if (port_n_subtables_[slot] >= max_subtables_per_port_) {
+      if (new_slot) RemovePortSlot(in_port);
+      err = InstallError::kSubtablesPerPort;
+      return nullptr;
+    }
     st = CreateSubtable(slot, in_port, mask);
     if (st == nullptr) {
       if (new_slot) RemovePortSlot(in_port);
@@ -340,13 +348,17 @@ Megaflow* MegaflowClassifier::Install(const Flow& value, const Flow& mask,
       for (int s = 0; s < kBucketEntries; ++s) {
         if (bucket.sig[s] != sig || bucket.index[s] == kInvalidIndex) continue;
         Megaflow& other = pool_->Get(bucket.index[s]);
-        if (other.subtable == st->id && other.value == masked) return &other;
+        if (other.subtable == st->id && other.value == masked) {
+          err = InstallError::kNone;
+          return &other;
+        }
       }
       b = table_.Alt(b, sig);
     }
   }
 
-  Megaflow* mf = pool_->Alloc();
+  Megaflow* mf = megaflow_count_ < megaflow_limit_ ? pool_->Alloc() : nullptr;
+  if (mf == nullptr) err = InstallError::kMegaflowLimit;
   if (mf == nullptr || !TableInsert(hash, mf->index)) {
     if (mf != nullptr) pool_->Free(mf);
     if (new_subtable) DestroySubtable(st);  // also drops a new port slot
@@ -359,6 +371,7 @@ Megaflow* MegaflowClassifier::Install(const Flow& value, const Flow& mask,
   mf->subtable = st->id;
   ++st->n_megaflows;
   ++megaflow_count_;
+  err = InstallError::kNone;
   return mf;
 }
 

@@ -101,12 +101,40 @@ class MegaflowClassifier {
   MegaflowClassifier& operator=(const MegaflowClassifier&) = delete;
   ~MegaflowClassifier();
 
+  // Why Install returned nullptr.
+  enum class InstallError : uint8_t {
+    kNone,
+    // megaflow_limit() megaflows exist (or the pool is full).
+    kMegaflowLimit,
+    // A new subtable was needed on a port that has
+    // max_subtables_per_port() of them.
+    kSubtablesPerPort,
+    // Anything else: the mask does not match in_port exactly, the port
+    // slots or the subtables of all ports are used up, or the table's probe
+    // sequence is full.
+    kOther,
+  };
+
   // Installs (value & mask, mask, verdict).  Returns the megaflow (with
   // mf->subtable set), the already installed equal megaflow (same mask and
   // masked value; its verdict is kept), or nullptr when the mask does not
-  // match in_port exactly, or the pool, the port slots, the subtables or the
-  // table's probe sequence are full.  On nullptr nothing changed.
-  Megaflow* Install(const Flow& value, const Flow& mask, const Verdict& v);
+  // match in_port exactly, or the megaflow limit, the pool, the port slots,
+  // the subtables (of the port: max_subtables_per_port; of all ports:
+  // max_subtables) or the table's probe sequence are full; `*why` (when
+  // given) says which.  On nullptr nothing changed.
+  Megaflow* Install(const Flow& value, const Flow& mask, const Verdict& v,
+                    InstallError* why = nullptr);
+
+  // Soft caps under the sizes fixed at Create (owner thread, O(1)).
+  // Lowering one below what is installed removes nothing: installs that
+  // would exceed it fail until removals bring the count under it.
+  // megaflow_limit: megaflows in all (at most the pool's capacity is
+  // reachable; default unlimited).  max_subtables_per_port: subtables one
+  // in_port may have (default max_subtables).
+  void set_megaflow_limit(uint32_t n) { megaflow_limit_ = n; }
+  uint32_t megaflow_limit() const { return megaflow_limit_; }
+  void set_max_subtables_per_port(uint32_t n) { max_subtables_per_port_ = n; }
+  uint32_t max_subtables_per_port() const { return max_subtables_per_port_; }
 
   // Removes `mf` and frees it in the pool; destroys its subtable (and port
   // slot) when they become empty.  A null, dead or foreign megaflow is
@@ -222,6 +250,9 @@ class MegaflowClassifier {
   std::unique_ptr<uint32_t[]> port_map_port_;
   std::unique_ptr<int32_t[]> port_map_slot_;
   uint32_t port_map_mask_ = 0;
+
+  uint32_t megaflow_limit_ = 0xffffffffu;
+  uint32_t max_subtables_per_port_ = 0xffffffffu;
 
   size_t megaflow_count_ = 0;
   size_t subtable_count_ = 0;

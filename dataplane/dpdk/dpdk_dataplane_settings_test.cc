@@ -139,6 +139,73 @@ TEST(DpdkDataplaneTest, PipelineSettingsReachTheRunningPmds) {
   EXPECT_EQ(pmd.snapshot.subtable[0].lookup_fn, "generic");
 }
 
+// The megaflow settings reach the running PMD: a lowered cap keeps new
+// flows out of the megaflows (still forwarded, counted by cap), a short idle
+// time lets an idle PMD expire them (Housekeep on idle iterations), and the
+// cap cannot go past the pool the PMD allocated at start-up.
+TEST(DpdkDataplaneTest, MegaflowCapsAndExpiryReachTheRunningPmds) {
+  RingPort p1 = RingPort::Make("mfage1", 1, 1);
+  RingPort p2 = RingPort::Make("mfage2", 1, 1);
+  DpdkDataplaneOptions o;
+  o.ports = {Port(1, p1.name), Port(2, p2.name, false)};
+  o.pmd_lcores = {1};
+  o.idle_sleep_us = 20;
+  o.pipeline.max_megaflows = 1000;
+  auto dp = DpdkDataplane::Create(o);
+  ASSERT_TRUE(dp.ok()) << dp.status();
+  ASSERT_TRUE((*dp)->ApplyBatch({RuleOp::Insert(
+                   Ipv4DstRule(1, 1, 0x0a000000, 8, Action::Output(2)))})
+                  .ok());
+  ASSERT_TRUE((*dp)->Start().ok());
+  EXPECT_EQ(*(*dp)->GetConfig("pipeline.max_megaflows"), "1000");
+  EXPECT_EQ(*(*dp)->GetConfig("pipeline.max_subtables_per_port"), "1024");
+  EXPECT_EQ(*(*dp)->GetConfig("pipeline.megaflow_max_idle_ms"), "10000");
+  EXPECT_EQ((*dp)->SetConfig("pipeline.max_megaflows", "1001"),
+            absl::FailedPreconditionError(
+                "pipeline.max_megaflows: 1001 is more than the 1000 megaflows each PMD "
+                "allocated at start-up (raise it in the config file)"));
+  EXPECT_EQ(*(*dp)->GetConfig("pipeline.max_megaflows"), "1000");
+  ASSERT_TRUE((*dp)->SetConfig("pipeline.max_megaflows", "5").ok());
+
+  // 20 flows under 20 /8 rules: one megaflow each.
+  constexpr int kFlows = 20;
+  std::vector<Rule> more;
+  for (int f = 0; f < kFlows; ++f)
+    more.push_back(Ipv4DstRule(10 + f, 2, uint32_t(0x0b + f) << 24, 8, Action::Output(2)));
+  std::vector<RuleOp> ops;
+  for (const Rule& r : more) ops.push_back(RuleOp::Insert(r));
+  ASSERT_TRUE((*dp)->ApplyBatch(ops).ok());
+  ASSERT_TRUE(WaitFor([&] { return (*dp)->Stats().pmds[0].generation == 2; }, 5));
+  for (int f = 0; f < kFlows; ++f) {
+    rte_mbuf* m = MakePacket(UdpFlow(0xc0a80001, (uint32_t(0x0b + f) << 24) | 1, 1000, 53),
+                             static_cast<uint64_t>(f));
+    ASSERT_NE(m, nullptr);
+    while (rte_ring_enqueue(p1.rx[0], m) != 0) std::this_thread::yield();
+  }
+  ASSERT_TRUE(WaitFor([&] { return TotalRx(**dp) == uint64_t{kFlows}; }, 10));
+  DataplaneStats s = (*dp)->Stats();
+  const PmdStats& st = s.pmds.at(0).pipeline;
+  EXPECT_EQ(st.upcall_ok, 5u);
+  EXPECT_EQ(st.upcall_failed, uint64_t{kFlows - 5});
+  EXPECT_EQ(st.upcalls_megaflow_cap, uint64_t{kFlows - 5});
+  ASSERT_TRUE(s.pmds.at(0).has_snapshot);
+  EXPECT_EQ(s.pmds.at(0).snapshot.megaflows, 5u);
+
+  // Idle for 50 ms: the idle PMD removes the five.
+  ASSERT_TRUE((*dp)->SetConfig("pipeline.megaflow_max_idle_ms", "50").ok());
+  EXPECT_TRUE(WaitFor(
+      [&] { return (*dp)->Stats().pmds[0].pipeline.megaflows_expired == 5; }, 10));
+  s = (*dp)->Stats();
+  ASSERT_TRUE(s.pmds.at(0).has_snapshot);
+  EXPECT_EQ(s.pmds.at(0).snapshot.megaflows, 0u);
+  EXPECT_EQ(s.pmds.at(0).snapshot.subtables, 0u);
+  (*dp)->Stop();
+  // Every packet was forwarded, capped or not.
+  std::vector<std::pair<uint32_t, uint64_t>> got;
+  DrainRing(p2.tx, 2, &got);
+  EXPECT_EQ(got.size(), size_t{kFlows});
+}
+
 // A settings request is applied all or nothing; the fake dataplane, listing
 // the same keys, answers every request as this one does.
 TEST(DpdkDataplaneTest, SettingsRequestsAreAllOrNothingAndTheFakeAgrees) {

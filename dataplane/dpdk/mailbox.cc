@@ -213,6 +213,12 @@ absl::StatusOr<std::string> DpdkDataplane::GetConfig(absl::string_view key) cons
 absl::Status DpdkDataplane::ApplySettings(absl::Span<const ConfigValue> values) {
   absl::StatusOr<RuntimeSettingsUpdate> update = ParseRuntimeSettingsRequest(values, GetConfig());
   if (!update.ok()) return update.status();
+  // The PMDs' megaflow pools were sized at start-up; the cap moves below that.
+  if (const uint32_t pool = impl_->opts.pipeline.max_megaflows;
+      update->max_megaflows && *update->max_megaflows > pool)
+    return absl::FailedPreconditionError(absl::StrCat(
+        kConfigMaxMegaflows, ": ", *update->max_megaflows, " is more than the ", pool,
+        " megaflows each PMD allocated at start-up (raise it in the config file)"));
   return impl_->Apply(*update);
 }
 

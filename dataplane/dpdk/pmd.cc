@@ -55,6 +55,7 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
   SnapshotMailbox& box = *pmd.mailbox;
   uint64_t snap_served = box.req.load(std::memory_order_relaxed);
   auto answer = [&](uint64_t r) {  // control path: allocates
+    pipeline.DrainRetiredHits();  // expired megaflows' hits (see Pipeline)
     if (box.want_trace) {
       box.trace = pipeline.Trace(box.trace_key);
     } else {
@@ -82,6 +83,9 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
       pipeline.SetSmcEnabled(knobs.smc);
       pipeline.SetCdMode(knobs.cd);
       pipeline.SetRankingIntervalMs(knobs.ranking_interval_ms);
+      pipeline.SetMegaflowMaxIdleMs(knobs.megaflow_max_idle_ms);
+      pipeline.SetMaxMegaflows(knobs.max_megaflows);
+      pipeline.SetMaxSubtablesPerPort(knobs.max_subtables_per_port);
       pipeline.SetLookupPriorities(knobs.lookup);
       knobs_seen = kv;
       pmd.knobs_box->ack.store(kv, std::memory_order_release);
@@ -203,6 +207,8 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
       publish_pipeline_counters();
     } else {
       Bump(At(c, PmdLoopCounter::kIdleCycles), dt);
+      // Idle expiry without packets (a bounded budget, once per clock tick).
+      if (pipeline.Housekeep() != 0) publish_pipeline_counters();
       const uint32_t sleep = idle_sleep_us.load(std::memory_order_relaxed);
       if (sleep) {
         rte_delay_us_sleep(sleep);

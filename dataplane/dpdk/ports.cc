@@ -93,6 +93,9 @@ absl::StatusOr<std::unique_ptr<DpdkDataplane>> DpdkDataplane::Create(
   rs.smc = o.pipeline.smc;
   rs.cd = o.pipeline.cd.mode;
   rs.ranking_interval_ms = o.pipeline.ranking_interval_ms;
+  rs.megaflow_max_idle_ms = o.pipeline.megaflow_max_idle_ms;
+  rs.max_megaflows = o.pipeline.max_megaflows;
+  rs.max_subtables_per_port = o.pipeline.max_subtables_per_port;
   rs.lookup = o.pipeline.dpcls.lookup;
   impl->knobs = rs;
   impl->tx_retries.store(o.tx_retries);

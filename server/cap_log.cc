@@ -1,0 +1,44 @@
+#include "server/cap_log.h"
+
+#include "absl/strings/str_format.h"
+#include "dataplane/runtime_settings.h"
+
+namespace flowclass {
+
+std::vector<std::string> CapLog::Report(const DataplaneStats& stats,
+                                        const std::map<std::string, std::string>& config,
+                                        Clock::time_point now) {
+  std::vector<std::string> lines;
+  const bool first = !started_;
+  const double secs =
+      first ? 0 : std::chrono::duration<double>(now - last_).count();
+  started_ = true;
+  last_ = now;
+  auto value = [&](const char* key) {
+    auto it = config.find(key);
+    return it == config.end() ? std::string("?") : it->second;
+  };
+  for (const PmdCounters& p : stats.pmds) {
+    Seen& seen = seen_[p.pmd];
+    const Seen cur{p.pipeline.upcalls_megaflow_cap, p.pipeline.upcalls_subtable_cap};
+    // A counter below what was seen: a restarted PMD, start over.
+    const uint64_t d_mf = cur.megaflow_cap >= seen.megaflow_cap && !first
+                              ? cur.megaflow_cap - seen.megaflow_cap
+                              : 0;
+    const uint64_t d_st = cur.subtable_cap >= seen.subtable_cap && !first
+                              ? cur.subtable_cap - seen.subtable_cap
+                              : 0;
+    seen = cur;
+    auto line = [&](const char* key, uint64_t n) {
+      lines.push_back(absl::StrFormat(
+          "flowclassd: pmd %d: cap %s=%s reached: %d misses not cached in the last %.0f s "
+          "(classified by the slow path)\n",
+          p.pmd, key, value(key), n, secs));
+    };
+    if (d_mf) line(kConfigMaxMegaflows, d_mf);
+    if (d_st) line(kConfigMaxSubtablesPerPort, d_st);
+  }
+  return lines;
+}
+
+}  // namespace flowclass
