@@ -464,7 +464,7 @@ bool Pipeline::SlowPathBurst(const FlowKey* keys, int n, Verdict* verdicts) {
   stats_.upcall_cycles += t1 - t0;
   stats_.no_match += no_match;
   stats_.packets += static_cast<uint64_t>(n);
-  MaybePeriodic();
+  MaybePeriodic(t0);
   stats_.cycles += Cycles() - t0;
   return uniform;
 }
