@@ -23,13 +23,49 @@ void DurableDataplane::AppendLocked(uint64_t before,
                                     absl::Span<const absl::Span<const RuleOp>> batches,
                                     bool delete_all,
                                     std::vector<absl::StatusOr<BatchResult>>* results) {
+  // A group whose publication timed out (DEADLINE_EXCEEDED: some PMD did
+  // not install it in time) is applied all the same, only not acknowledged:
+  // it is stored too, or the store would fall behind the dataplane's
+  // generations and refuse the next group.  Its results carry no
+  // generation: each of its non-empty batches took the next one, which the
+  // dataplane's generation confirms (a batch that changed nothing, e.g. a
+  // delete by a cookie no rule has, would make them disagree: then the
+  // store cannot follow and rule changes are refused, as for a failed
+  // append).
+  const auto timed_out = [&](size_t i) {
+    return absl::IsDeadlineExceeded((*results)[i].status()) &&
+           (delete_all || !batches[i].empty());
+  };
+  uint64_t expected = before;
+  bool any_timed_out = false;
+  for (size_t i = 0; i < results->size(); ++i) {
+    const absl::StatusOr<BatchResult>& r = (*results)[i];
+    if (timed_out(i)) {
+      ++expected;
+      any_timed_out = true;
+    } else if (r.ok()) {
+      expected = r->generation;
+    }
+  }
+  if (any_timed_out && expected != inner_->generation()) {
+    failed_ = absl::DataLossError(absl::StrCat(
+        "a group whose publication timed out left the dataplane at generation ",
+        inner_->generation(), ", the store cannot tell which of its batches changed the rules"));
+    failed_generation_ = before + 1;
+    return;
+  }
   std::vector<StoreBatch> group;
   std::vector<size_t> stored;  // index in results of group[i]
   uint64_t gen = before;
   for (size_t i = 0; i < results->size(); ++i) {
     const absl::StatusOr<BatchResult>& r = (*results)[i];
-    if (!r.ok() || r->generation == gen) continue;  // rejected, or changed nothing
-    gen = r->generation;
+    if (timed_out(i)) {
+      ++gen;
+    } else if (!r.ok() || r->generation == gen) {
+      continue;  // rejected, or changed nothing
+    } else {
+      gen = r->generation;
+    }
     StoreBatch b;
     b.generation = gen;
     if (delete_all) {

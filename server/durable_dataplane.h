@@ -15,6 +15,12 @@
 // With `store` null (no store.path: the in-memory mode) the calls are only
 // forwarded.
 //
+// A group that `inner` applied but whose publication timed out (its
+// accepted batches answer DEADLINE_EXCEEDED, not acknowledged; see
+// DpdkDataplane's publication deadline) is stored all the same, each
+// non-empty batch at the next generation: the store keeps following the
+// dataplane, so later batches are stored and a restart restores what ran.
+//
 // A failed append: the dataplane has the group, the store does not.  Each
 // batch of that group answers DATA_LOSS ("... applied but not durable ...")
 // and from then on every rule change answers UNAVAILABLE without reaching
