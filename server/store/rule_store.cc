@@ -208,6 +208,14 @@ std::string_view ColumnBlob(sqlite3_stmt* st, int i) {
   return p == nullptr ? std::string_view() : std::string_view(static_cast<const char*>(p), n);
 }
 
+// The store's own SELECTs fail to prepare (INTERNAL: "no such column",
+// "no such table") only when the schema text on page 1 is no longer the
+// store's: damage, as recovery and the operator need to know.
+absl::Status SchemaDamage(absl::Status s) {
+  if (!absl::IsInternal(s)) return s;
+  return absl::DataLossError(absl::StrCat(s.message(), " (the store's schema is damaged)"));
+}
+
 // Reads everything, checking everything; stops at the first problem.
 void ReadStore(sqlite3* db, const std::string& path, ReadResult* out) {
   // Application id and schema version first: a foreign file says so.
@@ -251,7 +259,7 @@ void ReadStore(sqlite3* db, const std::string& path, ReadResult* out) {
                                     " snapshot_generation, snapshot_chunks, snapshot_rules, crc"
                                     " FROM meta");
         !s.ok())
-      return finish(s);
+      return finish(SchemaDamage(s));
     int rows = 0;
     int rc;
     while ((rc = st.Step()) == SQLITE_ROW) {
@@ -292,7 +300,7 @@ void ReadStore(sqlite3* db, const std::string& path, ReadResult* out) {
                                     "SELECT chunk, generation, rules, body, crc FROM snapshot"
                                     " ORDER BY chunk");
         !s.ok())
-      return finish(s);
+      return finish(SchemaDamage(s));
     uint64_t next_chunk = 0, n_rules = 0, last_id = 0;
     std::vector<std::string_view> lines;
     int rc;
@@ -360,8 +368,10 @@ void ReadStore(sqlite3* db, const std::string& path, ReadResult* out) {
     if (absl::Status s = st.Prepare(db, path,
                                     "SELECT generation, flags, ops, body, crc FROM batch"
                                     " ORDER BY generation");
-        !s.ok())
-      return finish(s);
+        !s.ok()) {
+      out->dropped_from = out->generation + 1;  // no batch row could be read
+      return finish(SchemaDamage(s));
+    }
     int rc;
     auto stop = [&](absl::Status s) {
       out->dropped_from = out->generation + 1;
