@@ -258,9 +258,12 @@ TEST(FlowclassdReadinessTest, RestoreThenPmdStallThenRecovery) {
   }
   ASSERT_TRUE(first_ready.has_value()) << "never ready:\n" << d.Output();
   ASSERT_TRUE(grpc_serving) << "gRPC health never SERVING:\n" << d.Output();
-  EXPECT_GE(restoring_503, 2) << "the restore was not seen: /readyz must answer 503 while the "
+  // The listener answers ~0.5 s before the restore of kRules ends; the
+  // probes taken per 503 (gRPC, /healthz, /metrics) may take most of that.
+  EXPECT_GE(restoring_503, 1) << "the restore was not seen: /readyz must answer 503 while the "
                                  "store is restored\n"
                               << d.Output();
+  EXPECT_GE(Ms(*first_ready - *first_answer), 100.0) << "the restore took no measurable time";
   EXPECT_TRUE(restoring_grpc_checked);
   EXPECT_TRUE(restoring_metrics_zero) << "/metrics not scraped while restoring";
   EXPECT_THAT(d.Output(), HasSubstr(absl::StrCat("generation 1, ", kRules, " rules")));
@@ -303,16 +306,17 @@ TEST(FlowclassdReadinessTest, RestoreThenPmdStallThenRecovery) {
       not_ready_ms = ms;
       break;
     }
-    // No batch is pending: before the stall timeout nothing may flip.
-    EXPECT_LE(ms, kStallTimeoutMs + 2000);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ASSERT_TRUE(not_ready_ms.has_value()) << "/readyz stayed 200 during a PMD stall";
   std::printf("stall: /readyz %d after %.0f ms (pmd.stall_timeout_ms=%d)\n", p.readyz,
               *not_ready_ms, kStallTimeoutMs);
   // Within the stall timeout plus the watchdog's period (100 ms) and the
-  // probe's own time on a loaded machine.
-  EXPECT_LE(*not_ready_ms, kStallTimeoutMs + 1000.0);
+  // probes' own time on a loaded machine; not at once (no batch is pending,
+  // so only the stall timeout can flip it: the watchdog samples every
+  // 100 ms, and the stall began a little before `stalled_at`).
+  EXPECT_LE(*not_ready_ms, kStallTimeoutMs + 1500.0);
+  EXPECT_GE(*not_ready_ms, kStallTimeoutMs / 2.0);
   EXPECT_EQ(p.readyz, 503);
   EXPECT_THAT(p.readyz_body, HasSubstr("not ready: pmd 1 (lcore 2): no loop iteration for "));
   EXPECT_THAT(p.readyz_body, HasSubstr(absl::StrCat("(stalled; pmd.stall_timeout_ms=",
@@ -359,7 +363,7 @@ TEST(FlowclassdReadinessTest, RestoreThenPmdStallThenRecovery) {
   std::printf("stall: next batch failed after %.0f ms: %s\n", fast_ms, st.ToString().c_str());
   EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
   EXPECT_THAT(std::string(st.message()), HasSubstr("pmd 1 (lcore 2) has not installed rule generation 3"));
-  EXPECT_LE(fast_ms, 500.0) << "a batch behind a stalled PMD must fail fast";
+  EXPECT_LE(fast_ms, kPublishTimeoutMs / 2.0) << "a batch behind a stalled PMD must fail fast";
   {
     // "published N ms ago": at least the deadline the first batch waited.
     const std::string m(st.message());

@@ -438,7 +438,7 @@ TEST_F(StoreDamageTest, RandomFlipsServeTheFullStateOrRefuse) {
   for (size_t i = 0; i < pristine.size(); ++i)
     if (pristine[i] != 0) used.push_back(i);
   ASSERT_GT(used.size(), 1000u);
-  constexpr int kFlips = 8;
+  constexpr int kFlips = 6;
   int refused = 0;
   for (int i = 0; i < kFlips; ++i) {
     const size_t at = used[rng() % used.size()];
