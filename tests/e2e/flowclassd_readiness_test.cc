@@ -16,7 +16,7 @@
 //    UNAVAILABLE and is not applied;
 // 3. the stall ends: ready and live again, batches succeed, and a restart
 //    restores the rule set the daemon ran.
-// Bounded: every wait has a deadline; the whole test takes ~15 s.
+// Bounded: every wait has a deadline; the whole test takes ~20 s.
 #include <signal.h>
 #include <unistd.h>
 
@@ -186,9 +186,17 @@ TEST(FlowclassdReadinessTest, RestoreThenPmdStallThenRecovery) {
     std::string rules;
     for (int i = 1; i <= kRules; ++i) absl::StrAppend(&rules, RuleText(i), "\n");
     WriteFile(dir.File("rules.txt"), rules);
+    // The stall file exists, but without the environment variable the hook
+    // is off: nothing stalls.
+    unsetenv("FLOWCLASS_TESTING_STALL_PMD_FILE");
+    WriteFile(stall_file, "1\n");
     EalDaemonProcess seed(kDaemon, {"-c", dir.File("d.yaml"), "--rules", dir.File("rules.txt")},
                           prefix, dir.File("seed.txt"));
     ASSERT_TRUE(WaitForLine(seed, "flowclassd: grpc listening on ", 60)) << seed.Output();
+    std::this_thread::sleep_for(std::chrono::milliseconds(kStallTimeoutMs + 300));
+    EXPECT_EQ(HttpGet("127.0.0.1", fx.metrics_port, "/readyz").status, 200);
+    EXPECT_THAT(seed.Output(), Not(HasSubstr("testing")));
+    ASSERT_EQ(std::remove(stall_file.c_str()), 0);
     seed.Signal(SIGTERM);
     ASSERT_EQ(seed.Wait(30), 0) << seed.Output();
   }
