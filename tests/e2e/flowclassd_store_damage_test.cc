@@ -333,19 +333,17 @@ TEST_F(StoreDamageTest, TruncatedInsideTheHeader) {
 }
 
 TEST_F(StoreDamageTest, TruncatedByPages) {
-  for (int pages_off : {1, 2}) {
-    SCOPED_TRACE(pages_off);
+  // By the last page (16 KiB), and mid-page: SQLite opens no file shorter
+  // than its header says.
+  for (bool mid_page : {false, true}) {
+    SCOPED_TRACE(mid_page ? "mid-page" : "by one page");
     const std::string s = Copy("clean");
     const size_t size = fs::file_size(Db(s));
     ASSERT_GT(size, 16384u * 3);
-    TruncateTo(Db(s), size - 16384u * pages_off);
-    ExpectRefused(s, {});
+    TruncateTo(Db(s), mid_page ? size / 2 + 1000 : size - 16384u);
+    ExpectRefused(s, {"rules.db: cannot open: database disk image is malformed"});
     ExpectRecovers(s, -1, kAcked);
   }
-  const std::string s = Copy("clean");
-  TruncateTo(Db(s), fs::file_size(Db(s)) / 2 + 1000);  // mid-page
-  ExpectRefused(s, {});
-  ExpectRecovers(s, -1, kAcked);
 }
 
 TEST_F(StoreDamageTest, FlippedByteInARuleRecord) {
@@ -438,7 +436,7 @@ TEST_F(StoreDamageTest, RandomFlipsServeTheFullStateOrRefuse) {
   for (size_t i = 0; i < pristine.size(); ++i)
     if (pristine[i] != 0) used.push_back(i);
   ASSERT_GT(used.size(), 1000u);
-  constexpr int kFlips = 6;
+  constexpr int kFlips = 4;
   int refused = 0;
   for (int i = 0; i < kFlips; ++i) {
     const size_t at = used[rng() % used.size()];
@@ -457,7 +455,7 @@ TEST_F(StoreDamageTest, RandomFlipsServeTheFullStateOrRefuse) {
     ExpectRecovers(s, -1, kAcked);
   }
   std::printf("%d of %d random flips refused\n", refused, kFlips);
-  EXPECT_GE(refused, kFlips / 4) << "the flips should mostly hit what is read";
+  EXPECT_GE(refused, kFlips / 2) << "the flips should mostly hit what is read";
 }
 
 // ------------------------------------------------- files deleted, the -wal
@@ -486,14 +484,14 @@ TEST_F(StoreDamageTest, WalDeletedTornOrFlipped) {
     ExpectServes(Start(s), kAcked + 1);
   }
   const size_t wal = fs::file_size(Wal(Copy("killed")));
-  for (size_t len : {size_t{0}, wal / 2}) {
-    SCOPED_TRACE(absl::StrCat("-wal truncated to ", len));
+  {
+    SCOPED_TRACE("-wal torn in half");
     const std::string s = Copy("killed");
-    TruncateTo(Wal(s), len);
+    TruncateTo(Wal(s), wal / 2);
     ExpectServes(Start(s), kAcked + 1);
   }
-  // Its header, a page of the first frame, the last frame.
-  for (size_t at : {size_t{13}, size_t{32 + 24 + 5000}, wal - 7}) {
+  // A page of the first frame, the last frame.
+  for (size_t at : {size_t{32 + 24 + 5000}, wal - 7}) {
     SCOPED_TRACE(absl::StrCat("-wal byte ", at, " flipped"));
     const std::string s = Copy("killed");
     FlipAt(Wal(s), at, 0x20);
