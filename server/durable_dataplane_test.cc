@@ -1,5 +1,6 @@
 // The rule store in the daemon's control plane, over the FakeDataplane:
-// durable before ack (DurableDataplane), a failed append (DATA_LOSS, then
+// durable before ack (DurableDataplane), a timed-out publication stored like
+// any applied batch, a failed append (DATA_LOSS, then
 // every change refused), ReplaceRules as one generation, the server instance
 // on acks and answers, and the start-up restore (rule_restore.h).
 #include "server/durable_dataplane.h"
@@ -481,6 +482,108 @@ TEST(RuleRestoreTest, ADamagedStoreRefusesUnlessRecoveryIsAskedFor) {
   EXPECT_TRUE(s->state.info.recovered);
   EXPECT_THAT(ReadLog(log), HasSubstr("was damaged; recovered"));
   std::fclose(log);
+}
+
+// A dataplane whose publications time out while `time_out` is set, as
+// DpdkDataplane's do behind a stalled PMD: the group is applied, and every
+// accepted batch answers DEADLINE_EXCEEDED.
+class TimingOutDataplane final : public Dataplane {
+ public:
+  explicit TimingOutDataplane(Dataplane* inner) : inner_(inner) {}
+  bool time_out = false;
+  absl::StatusOr<BatchResult> ApplyBatch(absl::Span<const RuleOp> ops) override {
+    const absl::Span<const RuleOp> one[] = {ops};
+    return std::move(ApplyBatches(one).front());
+  }
+  std::vector<absl::StatusOr<BatchResult>> ApplyBatches(
+      absl::Span<const absl::Span<const RuleOp>> batches) override {
+    std::vector<absl::StatusOr<BatchResult>> r = inner_->ApplyBatches(batches);
+    if (time_out)
+      for (absl::StatusOr<BatchResult>& b : r)
+        if (b.ok()) b = absl::DeadlineExceededError("pmd 1 (lcore 2) did not install it");
+    return r;
+  }
+  absl::StatusOr<BatchResult> DeleteAll() override { return inner_->DeleteAll(); }
+  uint64_t generation() const override { return inner_->generation(); }
+  std::vector<Rule> ListRules() const override { return inner_->ListRules(); }
+  DataplaneStats Stats() const override { return inner_->Stats(); }
+  std::map<std::string, std::string> GetConfig() const override { return inner_->GetConfig(); }
+  absl::StatusOr<std::string> GetConfig(absl::string_view key) const override {
+    return inner_->GetConfig(key);
+  }
+  absl::Status ApplySettings(absl::Span<const ConfigValue> values) override {
+    return inner_->ApplySettings(values);
+  }
+  absl::StatusOr<Rule> GetRule(uint64_t id) const override { return inner_->GetRule(id); }
+  absl::StatusOr<TraceResult> Trace(const FlowKey& key) const override {
+    return inner_->Trace(key);
+  }
+  absl::StatusOr<std::vector<RuleHit>> RuleHits() const override { return inner_->RuleHits(); }
+
+ private:
+  Dataplane* inner_;
+};
+
+// A batch whose publication timed out is applied, so it is stored: the
+// store keeps the dataplane's generations, the next batches are stored, and
+// a reload has them all.
+TEST(DurableTimeoutTest, ATimedOutBatchIsStoredAndLaterBatchesToo) {
+  TempDir dir("durable_timeout_test");
+  FakeDataplane fake;
+  TimingOutDataplane inner(&fake);
+  RuleStoreState st;
+  std::unique_ptr<RuleStore> store = OpenStore(dir.path(), &st);
+  ASSERT_NE(store, nullptr);
+  {
+    DurableDataplane durable(&inner, store.get());
+    ASSERT_TRUE(durable.ApplyBatch(Inserts(1, 3)).ok());
+    inner.time_out = true;
+    const std::vector<RuleOp> a = Inserts(4, 4), b = Inserts(5, 6);
+    const absl::Span<const RuleOp> group[] = {a, {}, b};  // an empty batch changes nothing
+    std::vector<absl::StatusOr<BatchResult>> r = durable.ApplyBatches(group);
+    EXPECT_TRUE(absl::IsDeadlineExceeded(r[0].status())) << r[0].status();
+    EXPECT_TRUE(absl::IsDeadlineExceeded(r[2].status())) << r[2].status();
+    EXPECT_EQ(fake.generation(), 3u);
+    inner.time_out = false;
+    absl::StatusOr<BatchResult> next = durable.ApplyBatch(Inserts(7, 7));
+    ASSERT_TRUE(next.ok()) << next.status();
+    EXPECT_EQ(next->generation, 4u);
+    EXPECT_TRUE(durable.failure().ok()) << durable.failure();
+  }
+  store.reset();
+  store = OpenStore(dir.path(), &st);
+  EXPECT_EQ(st.generation, 4u);
+  EXPECT_EQ(Texts(st.rules), Texts(fake.ListRules()));
+  EXPECT_EQ(st.rules.size(), 7u);
+}
+
+// A timed-out group with a batch that changed nothing (a delete by a
+// cookie no rule has) cannot be told apart: rule changes are refused, as
+// after a failed append, and the store keeps the generation before it.
+TEST(DurableTimeoutTest, ATimedOutGroupOfUnknownGenerationsRefusesChanges) {
+  TempDir dir("durable_timeout_test");
+  FakeDataplane fake;
+  TimingOutDataplane inner(&fake);
+  RuleStoreState st;
+  std::unique_ptr<RuleStore> store = OpenStore(dir.path(), &st);
+  ASSERT_NE(store, nullptr);
+  {
+    DurableDataplane durable(&inner, store.get());
+    ASSERT_TRUE(durable.ApplyBatch(Inserts(1, 3)).ok());
+    inner.time_out = true;
+    const std::vector<RuleOp> a = Inserts(4, 4), none = {RuleOp::DeleteByCookie(999)};
+    const absl::Span<const RuleOp> group[] = {a, none};
+    durable.ApplyBatches(group);
+    inner.time_out = false;
+    EXPECT_FALSE(durable.failure().ok());
+    EXPECT_THAT(std::string(durable.failure().message()),
+                HasSubstr("cannot tell which of its batches changed the rules"));
+    absl::StatusOr<BatchResult> next = durable.ApplyBatch(Inserts(7, 7));
+    EXPECT_TRUE(absl::IsUnavailable(next.status())) << next.status();
+  }
+  store.reset();
+  store = OpenStore(dir.path(), &st);
+  EXPECT_EQ(st.generation, 1u);
 }
 
 }  // namespace

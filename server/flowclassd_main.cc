@@ -10,11 +10,13 @@
 // output), prints the final counters and exits 0.  Exit codes are listed in
 // kExit* below and in docs/flowclassd.md.
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -121,6 +123,52 @@ void PrintStats(const char* tag, const DataplaneStats& s, bool ports) {
   std::fputs(out.c_str(), stdout);
   std::fflush(stdout);
 }
+
+// Test-only hook (docs/operations.md, "Test hooks"), off unless the
+// environment variable FLOWCLASS_TESTING_STALL_PMD_FILE names a file: while
+// that file exists, the PMD whose index it holds (empty: 0) is stalled with
+// DpdkDataplane::StallPmdForTesting, as a wedged PMD would be; once it is
+// removed the PMD goes on.  Polled by the main loop (every 10 ms).  Not a
+// config key nor a flag, so no configuration reaches it.
+class TestingStallHook {
+ public:
+  static constexpr const char* kEnv = "FLOWCLASS_TESTING_STALL_PMD_FILE";
+  TestingStallHook() {
+    const char* p = std::getenv(kEnv);
+    if (p != nullptr && *p != '\0') path_ = p;
+  }
+  bool enabled() const { return !path_.empty(); }
+  const std::string& path() const { return path_; }
+  void Poll(DpdkDataplane& dp) {
+    struct stat sb;
+    const bool want = enabled() && ::stat(path_.c_str(), &sb) == 0;
+    if (want == (pmd_ >= 0)) return;
+    if (want) {
+      std::FILE* f = std::fopen(path_.c_str(), "r");
+      int pmd = 0;
+      if (f != nullptr) {
+        if (std::fscanf(f, "%d", &pmd) != 1) pmd = 0;
+        std::fclose(f);
+      }
+      pmd_ = pmd;
+      dp.StallPmdForTesting(pmd_, true);
+      std::printf("flowclassd: testing: pmd %d stalled (%s exists)\n", pmd_, path_.c_str());
+    } else {
+      dp.StallPmdForTesting(pmd_, false);
+      std::printf("flowclassd: testing: pmd %d resumed\n", pmd_);
+      pmd_ = -1;
+    }
+    std::fflush(stdout);
+  }
+  void Release(DpdkDataplane& dp) {
+    if (pmd_ >= 0) dp.StallPmdForTesting(pmd_, false);
+    pmd_ = -1;
+  }
+
+ private:
+  std::string path_;
+  int pmd_ = -1;  // the stalled PMD, -1: none
+};
 
 RuleFormat ToRuleFormat(const std::string& f) {
   if (f == "native") return RuleFormat::kNative;
@@ -422,12 +470,20 @@ int Main(int argc, char** argv) {
   }
   // ---- end gRPC API ----
 
+  TestingStallHook stall_hook;
+  if (stall_hook.enabled())
+    std::fprintf(stderr,
+                 "flowclassd: warning: %s is set: test hook, a PMD is stalled while %s "
+                 "exists\n",
+                 TestingStallHook::kEnv, stall_hook.path().c_str());
+
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   auto next_stats = start + std::chrono::milliseconds(config->stats_interval_ms);
   CapLog cap_log;  // megaflow caps that bit, from counter deltas (rate-limited)
   while (g_signal.load() == 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (stall_hook.enabled()) stall_hook.Poll(dataplane);
     const auto now = Clock::now();
     if (cap_log.Due(now)) {
       for (const std::string& line : cap_log.Report(dataplane.Stats(), dataplane.GetConfig(), now))
@@ -445,6 +501,7 @@ int Main(int argc, char** argv) {
   const int sig = g_signal.load();
   std::printf("flowclassd: stopping (%s)\n",
               sig ? (sig == SIGINT ? "SIGINT" : "SIGTERM") : "duration reached");
+  stall_hook.Release(dataplane);
   if (grpc_server) grpc_server->Shutdown();  // no API calls past here
   readiness.Stop();
   metrics.reset();  // no scrape while the dataplane stops

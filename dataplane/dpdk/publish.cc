@@ -117,8 +117,9 @@ absl::Status DpdkDataplane::Impl::Publish(const PublishedTable* cur, RuleChangeS
   next->has_changes = changes != nullptr;
   next->base_generation = cur->generation;
   RulePublisher::WaitResult wait;
-  std::unique_ptr<PublishedTable> old = publisher->PublishWithDeadline(
-      std::move(next), std::chrono::steady_clock::now() + publish_timeout, &wait);
+  const auto published_at = std::chrono::steady_clock::now();
+  std::unique_ptr<PublishedTable> old =
+      publisher->PublishWithDeadline(std::move(next), published_at + publish_timeout, &wait);
   published_generation.store(gen, std::memory_order_release);
   if (!wait.complete()) {
     // No grace period: the lagging PMD may still read the old view, the old
@@ -133,7 +134,7 @@ absl::Status DpdkDataplane::Impl::Publish(const PublishedTable* cur, RuleChangeS
     owed_reader = wait.lagging_reader;
     owed_generation = gen;
     owed_generation_seen.store(gen, std::memory_order_relaxed);
-    owed_since = std::chrono::steady_clock::now();
+    owed_since = published_at;  // "published N ms ago" in SettleOwedGrace
     publish_timeouts.fetch_add(1, std::memory_order_relaxed);
     return absl::DeadlineExceededError(absl::StrCat(
         "dataplane: ", PmdName(wait.lagging_reader), " did not install rule generation ", gen,

@@ -225,7 +225,7 @@ std::string_view ColumnBlob(sqlite3_stmt* st, int i) {
 absl::Status PrepareRead(Stmt& st, sqlite3* db, const std::string& path, const char* sql) {
   absl::Status s = st.Prepare(db, path, sql);
   if (s.code() == absl::StatusCode::kInternal)
-    return absl::DataLossError(absl::StrCat(s.message(), " (its tables are not a rule store's)"));
+    return absl::DataLossError(absl::StrCat(s.message(), " (the store's schema is damaged)"));
   return s;
 }
 
@@ -401,8 +401,10 @@ void ReadStore(sqlite3* db, const std::string& path, ReadResult* out) {
     if (absl::Status s = PrepareRead(st, db, path,
                                     "SELECT generation, flags, ops, body, crc FROM batch"
                                     " ORDER BY generation");
-        !s.ok())
+        !s.ok()) {
+      out->dropped_from = out->generation + 1;  // no batch row could be read
       return finish(s);
+    }
     int rc;
     auto stop = [&](absl::Status s) {
       out->dropped_from = out->generation + 1;
