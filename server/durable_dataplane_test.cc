@@ -485,8 +485,9 @@ TEST(RuleRestoreTest, ADamagedStoreRefusesUnlessRecoveryIsAskedFor) {
 }
 
 // A dataplane whose publications time out while `time_out` is set, as
-// DpdkDataplane's do behind a stalled PMD: the group is applied, and every
-// accepted batch answers DEADLINE_EXCEEDED.
+// DpdkDataplane's do behind a stalled PMD: the group is applied and its
+// results are decided (with their generations) before the publication, and
+// then every accepted batch answers DEADLINE_EXCEEDED.
 class TimingOutDataplane final : public Dataplane {
  public:
   explicit TimingOutDataplane(Dataplane* inner) : inner_(inner) {}
@@ -497,7 +498,12 @@ class TimingOutDataplane final : public Dataplane {
   }
   std::vector<absl::StatusOr<BatchResult>> ApplyBatches(
       absl::Span<const absl::Span<const RuleOp>> batches) override {
+    return ApplyBatchesNotifying(batches, [](absl::Span<const absl::StatusOr<BatchResult>>) {});
+  }
+  std::vector<absl::StatusOr<BatchResult>> ApplyBatchesNotifying(
+      absl::Span<const absl::Span<const RuleOp>> batches, DecidedFn decided) override {
     std::vector<absl::StatusOr<BatchResult>> r = inner_->ApplyBatches(batches);
+    decided(r);
     if (time_out)
       for (absl::StatusOr<BatchResult>& b : r)
         if (b.ok()) b = absl::DeadlineExceededError("pmd 1 (lcore 2) did not install it");
@@ -558,9 +564,10 @@ TEST(DurableTimeoutTest, ATimedOutBatchIsStoredAndLaterBatchesToo) {
 }
 
 // A timed-out group with a batch that changed nothing (a delete by a
-// cookie no rule has) cannot be told apart: rule changes are refused, as
-// after a failed append, and the store keeps the generation before it.
-TEST(DurableTimeoutTest, ATimedOutGroupOfUnknownGenerationsRefusesChanges) {
+// cookie no rule has): the results were decided with their generations
+// before the publication, so the store keeps exactly the batches that
+// changed the rules, and later batches continue from there.
+TEST(DurableTimeoutTest, ATimedOutGroupWithANoOpBatchIsStoredExactly) {
   TempDir dir("durable_timeout_test");
   FakeDataplane fake;
   TimingOutDataplane inner(&fake);
@@ -573,17 +580,19 @@ TEST(DurableTimeoutTest, ATimedOutGroupOfUnknownGenerationsRefusesChanges) {
     inner.time_out = true;
     const std::vector<RuleOp> a = Inserts(4, 4), none = {RuleOp::DeleteByCookie(999)};
     const absl::Span<const RuleOp> group[] = {a, none};
-    durable.ApplyBatches(group);
+    std::vector<absl::StatusOr<BatchResult>> r = durable.ApplyBatches(group);
+    EXPECT_TRUE(absl::IsDeadlineExceeded(r[0].status())) << r[0].status();
     inner.time_out = false;
-    EXPECT_FALSE(durable.failure().ok());
-    EXPECT_THAT(std::string(durable.failure().message()),
-                HasSubstr("cannot tell which of its batches changed the rules"));
+    EXPECT_TRUE(durable.failure().ok()) << durable.failure();
     absl::StatusOr<BatchResult> next = durable.ApplyBatch(Inserts(7, 7));
-    EXPECT_TRUE(absl::IsUnavailable(next.status())) << next.status();
+    ASSERT_TRUE(next.ok()) << next.status();
+    EXPECT_EQ(next->generation, 3u);
   }
   store.reset();
   store = OpenStore(dir.path(), &st);
-  EXPECT_EQ(st.generation, 1u);
+  EXPECT_EQ(st.generation, 3u);
+  EXPECT_EQ(Texts(st.rules), Texts(fake.ListRules()));
+  EXPECT_EQ(st.rules.size(), 5u);
 }
 
 }  // namespace

@@ -69,8 +69,18 @@ std::vector<RuleOp> BatchOps(int j) {
   return ops;
 }
 
-// The text only the rules batch j inserted carry (Rule::ToString).
-std::string Marker(int j) { return absl::StrFormat("cookie=0x%x,", 70000 + j); }
+// The bytes only the rules batch j inserted carry: their cookie as a store
+// record holds it (a varint, server/store/internal/store_records.cc).
+std::string Marker(int j) {
+  std::string s;
+  for (uint64_t c = 70000 + static_cast<uint64_t>(j); ; c >>= 7) {
+    if (c < 0x80) {
+      s.push_back(static_cast<char>(c));
+      return s;
+    }
+    s.push_back(static_cast<char>((c & 0x7f) | 0x80));
+  }
+}
 
 // The rule set at generation g (native text, sorted), from a RuleTable fed
 // batches 1..g.
