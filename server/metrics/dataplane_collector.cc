@@ -270,7 +270,7 @@ std::vector<MetricFamily> DataplaneCollector::BuildFamilies(
   f.Gauge("flowclass_rules", "Rules in the acknowledged rule set.", {},
           static_cast<double>(s.rules.rules));
   f.Gauge("flowclass_rule_entries",
-          "Masked slow-path entries after L4 range expansion.", {},
+          "Slow-path rule entries (one per rule: port ranges are checked per rule, not expanded).", {},
           static_cast<double>(s.rules.entries));
   f.Gauge("flowclass_rule_subtables",
           "Subtables of the slow-path RuleTable (one per mask in each in_port partition).", {},
