@@ -51,7 +51,7 @@ void DurableDataplane::StoreWorker::Run() {
 // --------------------------------------------------------- DurableDataplane
 
 DurableDataplane::DurableDataplane(Dataplane* inner, RuleStore* store)
-    : inner_(inner), store_(store) {
+    : ForwardingDataplane(inner), store_(store) {
   if (store_ != nullptr) worker_ = std::make_unique<StoreWorker>();
 }
 

@@ -64,11 +64,12 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "dataplane/dataplane.h"
+#include "dataplane/forwarding_dataplane.h"
 #include "server/store/rule_store.h"
 
 namespace flowclass {
 
-class DurableDataplane final : public Dataplane {
+class DurableDataplane final : public ForwardingDataplane {
  public:
   // `inner` and `store` (may be null) must outlive this object.
   DurableDataplane(Dataplane* inner, RuleStore* store);
@@ -79,21 +80,13 @@ class DurableDataplane final : public Dataplane {
   std::vector<absl::StatusOr<BatchResult>> ApplyBatches(
       absl::Span<const absl::Span<const RuleOp>> batches) override;
   absl::StatusOr<BatchResult> DeleteAll() override;
-  uint64_t generation() const override { return inner_->generation(); }
-  std::vector<Rule> ListRules() const override { return inner_->ListRules(); }
-  DataplaneStats Stats() const override { return inner_->Stats(); }
-  std::map<std::string, std::string> GetConfig() const override { return inner_->GetConfig(); }
-  absl::StatusOr<std::string> GetConfig(absl::string_view key) const override {
-    return inner_->GetConfig(key);
+  // Not forwarded: the group is durable before `decided` hears of it
+  // (Dataplane's default: ApplyBatches above, then `decided`).
+  std::vector<absl::StatusOr<BatchResult>> ApplyBatchesNotifying(
+      absl::Span<const absl::Span<const RuleOp>> batches, DecidedFn decided) override {
+    return Dataplane::ApplyBatchesNotifying(batches, decided);
   }
-  absl::Status ApplySettings(absl::Span<const ConfigValue> values) override {
-    return inner_->ApplySettings(values);
-  }
-  absl::StatusOr<Rule> GetRule(uint64_t id) const override { return inner_->GetRule(id); }
-  absl::StatusOr<TraceResult> Trace(const FlowKey& key) const override {
-    return inner_->Trace(key);
-  }
-  absl::StatusOr<std::vector<RuleHit>> RuleHits() const override { return inner_->RuleHits(); }
+  // The other calls are ForwardingDataplane's: reads and settings pass to `inner`.
 
   bool durable() const { return store_ != nullptr; }
   // OK, or why rule changes are refused (the append that failed).
@@ -135,7 +128,6 @@ class DurableDataplane final : public Dataplane {
   bool RefuseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status RefusedLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
-  Dataplane* const inner_;
   RuleStore* const store_;
   mutable absl::Mutex mu_;
   absl::Status failed_ ABSL_GUARDED_BY(mu_);  // the append that failed

@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/rpc/flowclass_client.h"
+#include "dataplane/forwarding_dataplane.h"
 #include "dataplane/rules/rule_format.h"
 #include "proto/rule_convert.h"
 #include "gmock/gmock.h"
@@ -215,10 +216,10 @@ TEST_F(DurableTest, AFailedAppendIsDataLossThenEveryChangeIsRefused) {
 // A dataplane whose publication waits (up to 10 s) for `wal` to hold
 // `needle`: the commit of the group it is publishing.  It reports whether
 // the commit came while it published.
-class PublishingDataplane final : public Dataplane {
+class PublishingDataplane final : public ForwardingDataplane {
  public:
   PublishingDataplane(FakeDataplane* inner, std::string wal, std::string needle)
-      : inner_(inner), wal_(std::move(wal)), needle_(std::move(needle)) {}
+      : ForwardingDataplane(inner), wal_(std::move(wal)), needle_(std::move(needle)) {}
   std::vector<absl::StatusOr<BatchResult>> ApplyBatchesNotifying(
       absl::Span<const absl::Span<const RuleOp>> batches, DecidedFn decided) override {
     std::vector<absl::StatusOr<BatchResult>> r = inner_->ApplyBatches(batches);
@@ -236,22 +237,6 @@ class PublishingDataplane final : public Dataplane {
     const absl::Span<const RuleOp> one[] = {ops};
     return std::move(ApplyBatches(one).front());
   }
-  absl::StatusOr<BatchResult> DeleteAll() override { return inner_->DeleteAll(); }
-  uint64_t generation() const override { return inner_->generation(); }
-  std::vector<Rule> ListRules() const override { return inner_->ListRules(); }
-  DataplaneStats Stats() const override { return inner_->Stats(); }
-  std::map<std::string, std::string> GetConfig() const override { return inner_->GetConfig(); }
-  absl::StatusOr<std::string> GetConfig(absl::string_view key) const override {
-    return inner_->GetConfig(key);
-  }
-  absl::Status ApplySettings(absl::Span<const ConfigValue> v) override {
-    return inner_->ApplySettings(v);
-  }
-  absl::StatusOr<Rule> GetRule(uint64_t id) const override { return inner_->GetRule(id); }
-  absl::StatusOr<TraceResult> Trace(const FlowKey& key) const override {
-    return inner_->Trace(key);
-  }
-  absl::StatusOr<std::vector<RuleHit>> RuleHits() const override { return inner_->RuleHits(); }
 
   bool committed_while_publishing() const { return committed_while_publishing_; }
 
@@ -261,7 +246,6 @@ class PublishingDataplane final : public Dataplane {
     const std::string data((std::istreambuf_iterator<char>(f)), {});
     return data.find(needle_) != std::string::npos;
   }
-  FakeDataplane* const inner_;
   const std::string wal_, needle_;
   bool committed_while_publishing_ = false;
 };
@@ -488,9 +472,9 @@ TEST(RuleRestoreTest, ADamagedStoreRefusesUnlessRecoveryIsAskedFor) {
 // DpdkDataplane's do behind a stalled PMD: the group is applied and its
 // results are decided (with their generations) before the publication, and
 // then every accepted batch answers DEADLINE_EXCEEDED.
-class TimingOutDataplane final : public Dataplane {
+class TimingOutDataplane final : public ForwardingDataplane {
  public:
-  explicit TimingOutDataplane(Dataplane* inner) : inner_(inner) {}
+  explicit TimingOutDataplane(Dataplane* inner) : ForwardingDataplane(inner) {}
   bool time_out = false;
   absl::StatusOr<BatchResult> ApplyBatch(absl::Span<const RuleOp> ops) override {
     const absl::Span<const RuleOp> one[] = {ops};
@@ -509,25 +493,6 @@ class TimingOutDataplane final : public Dataplane {
         if (b.ok()) b = absl::DeadlineExceededError("pmd 1 (lcore 2) did not install it");
     return r;
   }
-  absl::StatusOr<BatchResult> DeleteAll() override { return inner_->DeleteAll(); }
-  uint64_t generation() const override { return inner_->generation(); }
-  std::vector<Rule> ListRules() const override { return inner_->ListRules(); }
-  DataplaneStats Stats() const override { return inner_->Stats(); }
-  std::map<std::string, std::string> GetConfig() const override { return inner_->GetConfig(); }
-  absl::StatusOr<std::string> GetConfig(absl::string_view key) const override {
-    return inner_->GetConfig(key);
-  }
-  absl::Status ApplySettings(absl::Span<const ConfigValue> values) override {
-    return inner_->ApplySettings(values);
-  }
-  absl::StatusOr<Rule> GetRule(uint64_t id) const override { return inner_->GetRule(id); }
-  absl::StatusOr<TraceResult> Trace(const FlowKey& key) const override {
-    return inner_->Trace(key);
-  }
-  absl::StatusOr<std::vector<RuleHit>> RuleHits() const override { return inner_->RuleHits(); }
-
- private:
-  Dataplane* inner_;
 };
 
 // A batch whose publication timed out is applied, so it is stored: the
