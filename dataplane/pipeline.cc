@@ -319,27 +319,28 @@ void Pipeline::SetUpcallLimit(uint32_t rate, uint32_t burst, UpcallLimitAction a
 
 // A token bucket in thousandths of an upcall, refilled on the coarse clock:
 // a rate under 1000/s still adds its share every millisecond.
-uint32_t Pipeline::TakeUpcallTokens(uint32_t in_port, uint32_t want) {
-  const uint64_t rate = config_.upcall_rate;
-  if (rate == 0) return want;
-  UpcallBucket* b = &upcall_buckets_[kUpcallBuckets];  // shared: all taken
-  const uint32_t h = (in_port * 0x9e3779b1u) >> 26;    // 6 bits
+Pipeline::UpcallBucket& Pipeline::BucketOf(uint32_t in_port) {
+  const uint32_t h = (in_port * 0x9e3779b1u) >> 26;  // 6 bits
   static_assert(kUpcallBuckets == 64);
   for (uint32_t k = 0; k < kUpcallBuckets; ++k) {
     UpcallBucket& c = upcall_buckets_[(h + k) % kUpcallBuckets];
-    if (c.used && c.port == in_port) {
-      b = &c;
-      break;
-    }
     if (!c.used) {
-      b = &c;
-      break;
+      c.used = true;
+      c.port = in_port;
+      return c;
     }
+    if (c.port == in_port) return c;
   }
+  return upcall_buckets_[kUpcallBuckets];  // shared: all taken
+}
+
+uint32_t Pipeline::TakeUpcallTokens(uint32_t in_port, uint32_t want) {
+  const uint64_t rate = config_.upcall_rate;
+  if (rate == 0) return want;
+  UpcallBucket* b = &BucketOf(in_port);
   const uint64_t cap = uint64_t{config_.upcall_burst} * 1000;
-  if (!b->used) {  // a new port's bucket, or the shared one's first use
-    b->used = true;
-    b->port = in_port;
+  if (!b->full) {  // a new port's bucket starts full
+    b->full = true;
     b->milli_tokens = cap;
     b->last_ms = now_ms_;
   }
@@ -737,8 +738,11 @@ void Pipeline::ProcessPort(uint32_t in_port, const FlowKey* keys,
     MegaflowClassifier::InstallError why;
     Megaflow* installed = dpcls_->Install(key & wc, wc, v, &why, rare_limit);
     if (installed == nullptr && why == MegaflowClassifier::InstallError::kNewSubtableLimit) {
-      if (MaskIsPopular(in_port, wc)) {
+      UpcallBucket& b = BucketOf(in_port);
+      if (MaskIsPopular(in_port, wc) &&
+          (b.rare_install_ms == 0 || now_ms_ + 1 >= b.rare_install_ms + kRareMaskInstallIntervalMs)) {
         installed = dpcls_->Install(key & wc, wc, v, &why);
+        if (installed) b.rare_install_ms = now_ms_ + 1;
       } else {
         ++stats_.upcalls_rare_mask;
       }

@@ -275,6 +275,9 @@ class Pipeline {
   // Mask-explosion defence (see PipelineConfig); counted in upcalls_rare_mask.
   static constexpr uint32_t kRareMaskMinMisses = 4;
   static constexpr uint32_t kRareMaskWindowMs = 1000;
+  // Past the threshold a port gets at most one new subtable per this long,
+  // popular or not (an attacker repeating its masks gains 10 per second).
+  static constexpr uint32_t kRareMaskInstallIntervalMs = 100;
   void SetRareMaskSubtables(uint32_t n) { config_.rare_mask_subtables = n; }
   uint32_t max_subtables_per_port() const { return dpcls_->max_subtables_per_port(); }
 
@@ -339,6 +342,9 @@ class Pipeline {
   uint32_t MaybeExpire();
   // Up to `want` upcalls from in_port's bucket: how many it grants.
   uint32_t TakeUpcallTokens(uint32_t in_port, uint32_t want);
+  struct UpcallBucket;
+  // in_port's entry of upcall_buckets_ (the shared last one when full).
+  UpcallBucket& BucketOf(uint32_t in_port);
   // Whether a mask that needs a new subtable on a port past
   // rare_mask_subtables has missed often enough (counts this miss).
   bool MaskIsPopular(uint32_t in_port, const Flow& mask);
@@ -388,8 +394,12 @@ class Pipeline {
   struct UpcallBucket {
     uint32_t port = 0;
     bool used = false;
+    bool full = false;  // milli_tokens / last_ms initialised
     uint64_t milli_tokens = 0;
     uint64_t last_ms = 0;
+    // The mask-explosion defence's last install past the threshold (+1; 0:
+    // none yet).
+    uint64_t rare_install_ms = 0;
   };
   UpcallBucket upcall_buckets_[kUpcallBuckets + 1];
   // Verdict carrier of the misses the rate limit dropped.

@@ -368,9 +368,9 @@ TEST(PipelineRareMask, RareMasksStayOutPopularOnesGetIn) {
   EXPECT_EQ(s.stats.upcalls_rare_mask, s.stats.upcall_failed);
   // Two keys whose masks were kept out (one miss each so far).
   std::vector<FlowKey> out;
-  for (int bit = 0; bit < 16 && out.size() < 2; ++bit)
+  for (int bit = 0; bit < 16 && out.size() < 3; ++bit)
     if (pl.Trace(key(bit)).layer == "upcall") out.push_back(key(bit));
-  ASSERT_EQ(out.size(), 2u);
+  ASSERT_EQ(out.size(), 3u);
   // The first misses kRareMaskMinMisses times within the window: it gets in
   // on the last one, not before.
   for (uint32_t i = 1; i < Pipeline::kRareMaskMinMisses; ++i) {
@@ -381,6 +381,18 @@ TEST(PipelineRareMask, RareMasksStayOutPopularOnesGetIn) {
   }
   EXPECT_EQ(pl.Snapshot().subtables, 5u);
   EXPECT_EQ(pl.Trace(out[0]).layer, "megaflow");
+  // A third, popular at once: it waits out kRareMaskInstallIntervalMs.
+  for (uint32_t i = 0; i < Pipeline::kRareMaskMinMisses; ++i) {
+    Verdict v;
+    pl.ProcessBurst(&out[2], 1, &v);
+  }
+  EXPECT_EQ(pl.Snapshot().subtables, 5u) << "two new subtables within the interval";
+  clock.now += Pipeline::kRareMaskInstallIntervalMs;
+  {
+    Verdict v;
+    pl.ProcessBurst(&out[2], 1, &v);
+  }
+  EXPECT_EQ(pl.Snapshot().subtables, 6u);
   // The second misses as often, but spread over more than the window.
   clock.now += Pipeline::kRareMaskWindowMs;
   for (uint32_t i = 0; i < 3 * Pipeline::kRareMaskMinMisses; ++i) {
@@ -389,7 +401,7 @@ TEST(PipelineRareMask, RareMasksStayOutPopularOnesGetIn) {
     EXPECT_EQ(v.rule_id, 0u);
     clock.now += Pipeline::kRareMaskWindowMs / (Pipeline::kRareMaskMinMisses - 1) + 1;
   }
-  EXPECT_EQ(pl.Snapshot().subtables, 5u);
+  EXPECT_EQ(pl.Snapshot().subtables, 6u);
   EXPECT_EQ(pl.Trace(out[1]).layer, "upcall");
   pl.SetRuleTable(nullptr);
 }

@@ -190,6 +190,9 @@ TEST(DataplaneCollectorTest, LayersPartitionPacketsAndCountersCarrySnapshotValue
   EXPECT_EQ(s["flowclass_pmd_dropped_packets_total"].at("pmd=0,reason=no_match"), 30);
   EXPECT_EQ(s["flowclass_pmd_dropped_packets_total"].at("pmd=0,reason=bad_port"), 10);
   EXPECT_EQ(s["flowclass_pmd_dropped_packets_total"].at("pmd=0,reason=tx_full"), 10);
+  EXPECT_EQ(s["flowclass_pmd_dropped_packets_total"].at("pmd=0,reason=upcall_limit"), 0);
+  EXPECT_EQ(s["flowclass_pmd_rate_limited_upcalls_total"].at("pmd=0"), 0);
+  EXPECT_EQ(s["flowclass_pmd_rare_mask_upcalls_total"].at("pmd=0"), 0);
   EXPECT_EQ(s["flowclass_pmd_rx_packets_total"].at("pmd=0"), 1000);
   EXPECT_EQ(s["flowclass_pmd_tx_packets_total"].at("pmd=0"), 900);
   EXPECT_EQ(s["flowclass_pmd_cd_false_hits_total"].at("pmd=0"), 4);
