@@ -344,11 +344,12 @@ TEST(DataplaneCollectorTest, EveryTableCounterWithAMetricIsOneSeriesPerPmd) {
 // Every pipeline counter is on /metrics: the ones counted in TSC cycles or
 // events have a family of their own; the packet counters without one are
 // the layers of flowclass_pmd_packets_total, or the loop's own counts of
-// the same packets (packets: rx_packets_total, no_match: a drop reason).
+// the same packets (packets: rx_packets_total, no_match and
+// upcall_limit_drops: drop reasons).
 TEST(DataplaneCollectorTest, EveryPipelineCounterIsExported) {
   const std::set<std::string> by_layer_or_loop = {
       "packets", "emc_hits", "smc_hits", "megaflow_hits", "cd_hits", "upcall_ok", "upcall_failed",
-      "no_match"};
+      "no_match", "upcall_limit_drops"};
   for (const PmdCounterInfo& c : kPmdCounters) {
     if (c.metric != nullptr) {
       EXPECT_EQ(by_layer_or_loop.count(c.name), 0u) << c.name;
