@@ -52,6 +52,18 @@ inline bool SameTreatment(const Verdict& a, const Verdict& b) {
 
 }  // namespace
 
+std::string_view UpcallLimitActionName(UpcallLimitAction a) {
+  return a == UpcallLimitAction::kClassify ? "classify" : "drop";
+}
+
+absl::StatusOr<UpcallLimitAction> ParseUpcallLimitAction(std::string_view s) {
+  if (s == "drop") return UpcallLimitAction::kDrop;
+  if (s == "classify") return UpcallLimitAction::kClassify;
+  return absl::InvalidArgumentError(
+      absl::StrCat("upcall_limit_action: \"", absl::string_view(s.data(), s.size()),
+                   "\" is not drop or classify"));
+}
+
 absl::Status ValidatePipelineConfig(const PipelineConfig& c) {
   if (absl::Status s = ValidateEmcConfig(c.emc_config); !s.ok()) return s;
   if (absl::Status s = ValidateSmcConfig(c.smc_config); !s.ok()) return s;
@@ -62,6 +74,14 @@ absl::Status ValidatePipelineConfig(const PipelineConfig& c) {
   }
   if (c.max_subtables_per_port == 0) {
     return absl::InvalidArgumentError("max_subtables_per_port: must be at least 1");
+  }
+  if (c.upcall_rate > kMaxUpcallRate) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("upcall_rate: must be at most ", kMaxUpcallRate));
+  }
+  if (c.upcall_burst == 0 || c.upcall_burst > kMaxUpcallBurst) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("upcall_burst: must be in 1..", kMaxUpcallBurst));
   }
   return absl::OkStatus();
 }
@@ -91,6 +111,7 @@ Pipeline::Pipeline(const PipelineConfig& config)
       last_periodic_(std::chrono::steady_clock::now()) {
   anchor_tsc_ = rate_tsc_ = Cycles();
   anchor_ms_ = rate_ms_ = now_ms_ = SteadyMs(last_periodic_);
+  upcall_limited_.verdict = UpcallLimitedVerdict();
 }
 
 Pipeline::~Pipeline() {
@@ -288,6 +309,68 @@ void Pipeline::SetMaxSubtablesPerPort(uint32_t n) {
   dpcls_->set_max_subtables_per_port(n);
 }
 
+void Pipeline::SetUpcallLimit(uint32_t rate, uint32_t burst, UpcallLimitAction action) {
+  config_.upcall_rate = std::min(rate, kMaxUpcallRate);
+  config_.upcall_burst = std::clamp<uint32_t>(burst, 1, kMaxUpcallBurst);
+  config_.upcall_limit_action = action;
+  const uint64_t cap = uint64_t{config_.upcall_burst} * 1000;
+  for (UpcallBucket& b : upcall_buckets_) b.milli_tokens = std::min(b.milli_tokens, cap);
+}
+
+// A token bucket in thousandths of an upcall, refilled on the coarse clock:
+// a rate under 1000/s still adds its share every millisecond.
+Pipeline::UpcallBucket& Pipeline::BucketOf(uint32_t in_port) {
+  const uint32_t h = (in_port * 0x9e3779b1u) >> 26;  // 6 bits
+  static_assert(kUpcallBuckets == 64);
+  for (uint32_t k = 0; k < kUpcallBuckets; ++k) {
+    UpcallBucket& c = upcall_buckets_[(h + k) % kUpcallBuckets];
+    if (!c.used) {
+      c.used = true;
+      c.port = in_port;
+      return c;
+    }
+    if (c.port == in_port) return c;
+  }
+  return upcall_buckets_[kUpcallBuckets];  // shared: all taken
+}
+
+uint32_t Pipeline::TakeUpcallTokens(uint32_t in_port, uint32_t want) {
+  const uint64_t rate = config_.upcall_rate;
+  if (rate == 0) return want;
+  UpcallBucket* b = &BucketOf(in_port);
+  const uint64_t cap = uint64_t{config_.upcall_burst} * 1000;
+  if (!b->full) {  // a new port's bucket starts full
+    b->full = true;
+    b->milli_tokens = cap;
+    b->last_ms = now_ms_;
+  }
+  if (now_ms_ > b->last_ms) {
+    // cap <= 1e10 and rate <= 1e7: the product fits in 64 bits.
+    const uint64_t dt = std::min<uint64_t>(now_ms_ - b->last_ms, cap);
+    b->milli_tokens = std::min(cap, b->milli_tokens + dt * rate);
+    b->last_ms = now_ms_;
+  }
+  const uint32_t grant =
+      static_cast<uint32_t>(std::min<uint64_t>(want, b->milli_tokens / 1000));
+  b->milli_tokens -= uint64_t{grant} * 1000;
+  return grant;
+}
+
+// A direct-mapped table of the masks kept out lately, by (in_port, mask)
+// hash: a mask counts as popular once it has missed kRareMaskMinMisses times
+// since its entry's window started (kRareMaskWindowMs); a colliding mask
+// takes the entry over.  Attack masks that miss once each never get there.
+bool Pipeline::MaskIsPopular(uint32_t in_port, const Flow& mask) {
+  const uint64_t h = HashWords(mask.w.data(), kFlowWords, in_port);
+  MaskCandidate& c = mask_candidates_[h % kMaskCandidates];
+  if (c.hash != h || now_ms_ >= c.window_start_ms + kRareMaskWindowMs) {
+    c.hash = h;
+    c.window_start_ms = now_ms_;
+    c.misses = 0;
+  }
+  return ++c.misses >= kRareMaskMinMisses;
+}
+
 void Pipeline::SetClock(const PipelineClock* clock) {
   clock_ = clock;
   now_ms_ = clock_ ? clock_->NowMs() : SteadyMs(CalibrateClock(Cycles()));
@@ -439,6 +522,9 @@ bool Pipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts,
     if (ref == nullptr) ref = &mf[i]->verdict;
     uniform &= SameTreatment(verdicts[i], *ref);
   }
+  // Rate-limited drops carry rule id 0 but are not "no rule".
+  no_match -= burst_limit_drops_;
+  burst_limit_drops_ = 0;
   stats_.no_match += no_match;
   stats_.packets += static_cast<uint64_t>(n);
   MaybePeriodic(t0);
@@ -612,6 +698,36 @@ void Pipeline::ProcessPort(uint32_t in_port, const FlowKey* keys,
   if (!todo) return;
   const uint64_t t0 = Cycles();
   const Flow in_port_exact = InPortExact();
+  // The port's upcall budget: the first misses get it, the rest are limited.
+  uint32_t limited = 0;
+  if (config_.upcall_rate != 0) {
+    uint32_t grant = TakeUpcallTokens(in_port, static_cast<uint32_t>(std::popcount(todo)));
+    uint32_t allowed = 0;
+    for (uint32_t m = todo; m && grant; m &= m - 1, --grant) allowed |= m & (0u - m);
+    limited = todo & ~allowed;
+    todo = allowed;
+  }
+  if (limited) {
+    const int n_limited = std::popcount(limited);
+    stats_.upcall_failed += n_limited;
+    stats_.upcalls_rate_limited += n_limited;
+    if (config_.upcall_limit_action == UpcallLimitAction::kDrop) {
+      stats_.upcall_limit_drops += n_limited;
+      burst_limit_drops_ += n_limited;
+      for (uint32_t m = limited; m; m &= m - 1) mf[std::countr_zero(m)] = &upcall_limited_;
+    } else {
+      for (uint32_t m = limited; m; m &= m - 1) {
+        const int i = std::countr_zero(m);
+        Flow wc;  // unused: nothing is installed
+        const Rule* r =
+            table_ ? table_->Lookup(keys[i], &wc, nullptr, table_generation_) : nullptr;
+        uncached_[i].verdict = r ? Verdict{r->id, r->action} : Verdict{};
+        mf[i] = &uncached_[i];
+      }
+    }
+  }
+  const uint32_t rare_limit =
+      config_.rare_mask_subtables ? config_.rare_mask_subtables : 0xffffffffu;
   for (uint32_t m = todo; m; m &= m - 1) {
     const int i = std::countr_zero(m);
     const Flow key = keys[i].ToFlow();
@@ -620,7 +736,17 @@ void Pipeline::ProcessPort(uint32_t in_port, const FlowKey* keys,
     const Verdict v = r ? Verdict{r->id, r->action} : Verdict{};
     wc |= in_port_exact;
     MegaflowClassifier::InstallError why;
-    Megaflow* installed = dpcls_->Install(key & wc, wc, v, &why);
+    Megaflow* installed = dpcls_->Install(key & wc, wc, v, &why, rare_limit);
+    if (installed == nullptr && why == MegaflowClassifier::InstallError::kNewSubtableLimit) {
+      UpcallBucket& b = BucketOf(in_port);
+      if (MaskIsPopular(in_port, wc) &&
+          (b.rare_install_ms == 0 || now_ms_ + 1 >= b.rare_install_ms + kRareMaskInstallIntervalMs)) {
+        installed = dpcls_->Install(key & wc, wc, v, &why);
+        if (installed) b.rare_install_ms = now_ms_ + 1;
+      } else {
+        ++stats_.upcalls_rare_mask;
+      }
+    }
     if (installed) {
       ++stats_.upcall_ok;
       ++installed->hits;

@@ -28,6 +28,17 @@
 // by cap (upcalls_megaflow_cap, upcalls_subtable_cap).  no_match counts
 // packets whose verdict is "no rule" at whatever layer they were classified.
 //
+// Upcall rate limit (upcall_rate > 0): each in_port's misses take tokens
+// from that port's bucket; a miss that finds none is not upcalled: it counts
+// as upcall_failed and upcalls_rate_limited, and either gets
+// UpcallLimitedVerdict() (drop: also upcall_limit_drops, not no_match) or
+// the RuleTable's verdict without an install (classify).  Mask-explosion
+// defence (rare_mask_subtables > 0): a megaflow that needs a new subtable on
+// a port that has that many already is installed only once its mask is
+// popular (MaskIsPopular); until then its packets are classified, not
+// installed (upcall_failed, upcalls_rare_mask).  With megaflows off neither
+// applies (every packet is a slow-path lookup).
+//
 // Idle expiry: megaflows unused for megaflow_max_idle_ms are removed a few
 // per burst (and per Housekeep) by the owning thread, the way revalidation
 // removes them (see Housekeep below); megaflows_expired counts them.
@@ -70,6 +81,28 @@
 
 namespace flowclass {
 
+// What becomes of a miss past its port's upcall budget.
+enum class UpcallLimitAction : uint8_t {
+  kDrop,      // dropped (UpcallLimitedVerdict), counted
+  kClassify,  // the slow path's verdict, nothing installed
+};
+std::string_view UpcallLimitActionName(UpcallLimitAction a);  // "drop", "classify"
+absl::StatusOr<UpcallLimitAction> ParseUpcallLimitAction(std::string_view s);
+
+// Largest pipeline.upcall_rate (upcalls/s) and pipeline.upcall_burst.
+inline constexpr uint32_t kMaxUpcallRate = 10000000;
+inline constexpr uint32_t kMaxUpcallBurst = 10000000;
+
+// The verdict of a miss the upcall rate limit dropped: no rule, action drop,
+// and a port no rule's drop carries (a rule's verdict has rule_id != 0).
+inline constexpr uint32_t kUpcallLimitedMark = 0xffffffffu;
+inline constexpr Verdict UpcallLimitedVerdict() {
+  return Verdict{0, Action{Action::Kind::kDrop, kUpcallLimitedMark}};
+}
+inline bool IsUpcallLimited(const Verdict& v) {
+  return v.rule_id == 0 && v.action.port == kUpcallLimitedMark;
+}
+
 struct PipelineConfig {
   bool emc = true;
   EmcConfig emc_config;            // entries 8192, insert_inv_prob 100
@@ -86,6 +119,17 @@ struct PipelineConfig {
   // A megaflow no packet used for this long is removed (OVS's max-idle);
   // 0: megaflows never expire.
   uint32_t megaflow_max_idle_ms = 10000;
+  // Upcall rate limit: each in_port has a token bucket of upcall_burst
+  // upcalls refilled at upcall_rate per second (on the pipeline clock); a
+  // miss finding it empty gets upcall_limit_action.  0: unlimited.
+  uint32_t upcall_rate = 0;
+  uint32_t upcall_burst = 1000;
+  UpcallLimitAction upcall_limit_action = UpcallLimitAction::kDrop;
+  // Mask-explosion defence (0: off): on a port with at least this many
+  // subtables, a megaflow that needs a new subtable is installed only once
+  // its mask has missed kRareMaskMinMisses times within kRareMaskWindowMs;
+  // until then the packet is classified without installing.
+  uint32_t rare_mask_subtables = 0;
   MegaflowClassifierOptions dpcls;
   // Subtable ranking and the CD's adaptive decision run every interval.
   uint32_t ranking_interval_ms = 1000;
@@ -219,6 +263,22 @@ class Pipeline {
   void SetMaxMegaflows(uint32_t n);
   void SetMaxSubtablesPerPort(uint32_t n);
   uint32_t max_megaflows() const { return dpcls_->megaflow_limit(); }
+
+  // Upcall rate limit (see PipelineConfig).  Per in_port: the first
+  // kUpcallBuckets ports a PMD sees get a bucket each, later ones share one.
+  // A port's bucket starts full.  Changing the rate or burst keeps each
+  // bucket's tokens (cut to the new burst).  Misses past the budget count as
+  // upcall_failed and upcalls_rate_limited (drop: also upcall_limit_drops,
+  // verdict UpcallLimitedVerdict(); classify: the RuleTable's verdict).
+  static constexpr uint32_t kUpcallBuckets = 64;
+  void SetUpcallLimit(uint32_t rate, uint32_t burst, UpcallLimitAction action);
+  // Mask-explosion defence (see PipelineConfig); counted in upcalls_rare_mask.
+  static constexpr uint32_t kRareMaskMinMisses = 4;
+  static constexpr uint32_t kRareMaskWindowMs = 1000;
+  // Past the threshold a port gets at most one new subtable per this long,
+  // popular or not (an attacker repeating its masks gains 10 per second).
+  static constexpr uint32_t kRareMaskInstallIntervalMs = 100;
+  void SetRareMaskSubtables(uint32_t n) { config_.rare_mask_subtables = n; }
   uint32_t max_subtables_per_port() const { return dpcls_->max_subtables_per_port(); }
 
   // Runtime knobs (owner thread).
@@ -280,6 +340,14 @@ class Pipeline {
   uint32_t ExpireSome(uint32_t budget);
   // ExpireSome(kExpiryPerTick) when now_ms_ moved since the last sweep.
   uint32_t MaybeExpire();
+  // Up to `want` upcalls from in_port's bucket: how many it grants.
+  uint32_t TakeUpcallTokens(uint32_t in_port, uint32_t want);
+  struct UpcallBucket;
+  // in_port's entry of upcall_buckets_ (the shared last one when full).
+  UpcallBucket& BucketOf(uint32_t in_port);
+  // Whether a mask that needs a new subtable on a port past
+  // rare_mask_subtables has missed often enough (counts this miss).
+  bool MaskIsPopular(uint32_t in_port, const Flow& mask);
 
   PipelineConfig config_;
   const RuleTable* table_ = nullptr;
@@ -321,6 +389,31 @@ class Pipeline {
   uint64_t last_sweep_ms_ = 0;
   uint32_t housekeeps_since_clock_ = 0;
   uint32_t expiry_cursor_ = 0;  // visits live megaflows from here down
+  // Upcall token buckets (milli-upcalls), by in_port; the last is shared by
+  // ports past kUpcallBuckets.
+  struct UpcallBucket {
+    uint32_t port = 0;
+    bool used = false;
+    bool full = false;  // milli_tokens / last_ms initialised
+    uint64_t milli_tokens = 0;
+    uint64_t last_ms = 0;
+    // The mask-explosion defence's last install past the threshold (+1; 0:
+    // none yet).
+    uint64_t rare_install_ms = 0;
+  };
+  UpcallBucket upcall_buckets_[kUpcallBuckets + 1];
+  // Verdict carrier of the misses the rate limit dropped.
+  Megaflow upcall_limited_;
+  // Misses of the current burst dropped by the rate limit (no_match's share).
+  uint64_t burst_limit_drops_ = 0;
+  // Recent misses of masks kept out by the mask-explosion defence.
+  struct MaskCandidate {
+    uint64_t hash = 0;
+    uint64_t window_start_ms = 0;
+    uint32_t misses = 0;
+  };
+  static constexpr uint32_t kMaskCandidates = 256;
+  MaskCandidate mask_candidates_[kMaskCandidates];
 };
 
 }  // namespace flowclass

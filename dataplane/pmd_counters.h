@@ -87,6 +87,28 @@
     "Misses not cached because their port has pipeline.max_subtables_per_port " \
     "subtables and the megaflow needed a new one (still classified by the "   \
     "slow path; part of upcall_failed).")                                      \
+  /* failed upcalls (a subset): misses past their port's upcall budget */      \
+  /* (pipeline.upcall_rate / upcall_burst), dropped or classified */           \
+  /* without installing (pipeline.upcall_limit_action) */                      \
+  X(kUpcallsRateLimited, upcalls_rate_limited, "upcalls_rate_limited",         \
+    "upcalls rate limited", "upcalls_limited", true, kCounter, kPackets,       \
+    "flowclass_pmd_rate_limited_upcalls_total",                                \
+    "Misses past their port's upcall budget (pipeline.upcall_rate, "           \
+    "pipeline.upcall_burst): dropped, or classified by the slow path without " \
+    "installing (pipeline.upcall_limit_action); part of upcall_failed.")       \
+  /* of those, dropped (upcall_limit_action drop; the PMD loop counts them */  \
+  /* too, as drops of reason upcall_limit) */                                  \
+  X(kUpcallLimitDrops, upcall_limit_drops, "upcall_limit_drops",               \
+    "upcall limit drops", nullptr, true, kCounter, kPackets, nullptr, nullptr) \
+  /* failed upcalls (a subset) the mask-explosion defence kept out: the */     \
+  /* port has pipeline.rare_mask_subtables subtables and the megaflow's */     \
+  /* mask, which needed a new one, missed too rarely */                        \
+  X(kUpcallsRareMask, upcalls_rare_mask, "upcalls_rare_mask",                  \
+    "failed upcalls of rare masks", nullptr, true, kCounter, kPackets,         \
+    "flowclass_pmd_rare_mask_upcalls_total",                                   \
+    "Misses not cached because their port has pipeline.rare_mask_subtables "   \
+    "subtables and their mask, which needed a new one, is rare (still "        \
+    "classified by the slow path; part of upcall_failed).")                    \
   /* verdict "no rule" (dropped), at whatever layer */                         \
   X(kNoMatch, no_match, "no_match", "no rule matched", nullptr, true,          \
     kCounter, kPackets, nullptr, nullptr)                                      \
@@ -150,8 +172,8 @@
 // shape as the table above, with the metric's label instead of `rpc` (GetStats
 // carries every one of them):
 // X(id, field, name, text, log, kind, unit, metric, label, label_value, help)
-//   name    the v1.PmdStats field carrying it.  "packets" and "no_match" are
-//           also pipeline counters' fields: the loop's count, when not 0,
+//   name    the v1.PmdStats field carrying it.  "packets", "no_match" and
+//           "upcall_limit_drops" are also pipeline counters' fields: the loop's count, when not 0,
 //           is the one GetStats reports (it sees every received packet)
 //   text    label of DataplaneStats::ToString ("  <text>: <value>"; nullptr:
 //           not there)
@@ -161,7 +183,8 @@
 #define FLOWCLASS_PMD_DROPPED_HELP                                             \
   "Packets the PMD dropped, by reason: rule (the winning rule says drop), "    \
   "no_match (no rule), bad_port (output to a port we do not have), "           \
-  "tx_full (tx queue refused them after retries)."
+  "tx_full (tx queue refused them after retries), upcall_limit (misses past "  \
+  "their port's upcall budget, pipeline.upcall_limit_action drop)."
 #define FLOWCLASS_PMD_CYCLES_HELP                                              \
   "TSC cycles of poll loop iterations, state=busy (some packet received) "     \
   "or idle; divide by flowclass_tsc_hertz for seconds."
@@ -193,6 +216,12 @@
   /* output:<port> naming a port we do not have */                             \
   X(kBadPort, bad_port, "bad_port", "bad port", "bad_port", kCounter,          \
     kPackets, "flowclass_pmd_dropped_packets_total", "reason", "bad_port",     \
+    FLOWCLASS_PMD_DROPPED_HELP)                                                \
+  /* misses past their port's upcall budget, dropped (upcall_limit_action */   \
+  /* drop; the pipeline's upcall_limit_drops, which shares its field) */       \
+  X(kUpcallLimitDrops, upcall_limit_drops, "upcall_limit_drops",               \
+    "upcall limit drops", "upcall_limit_drops", kCounter, kPackets,            \
+    "flowclass_pmd_dropped_packets_total", "reason", "upcall_limit",           \
     FLOWCLASS_PMD_DROPPED_HELP)                                                \
   /* keys flagged truncated/malformed (still classified) */                    \
   X(kParseErrors, parse_errors, "parse_errors", "parse errors",                \

@@ -60,6 +60,10 @@ RuntimeSettingsUpdate RuntimeSettingsUpdate::All(const RuntimeSettings& s) {
   u.megaflow_max_idle_ms = s.megaflow_max_idle_ms;
   u.max_megaflows = s.max_megaflows;
   u.max_subtables_per_port = s.max_subtables_per_port;
+  u.upcall_rate = s.upcall_rate;
+  u.upcall_burst = s.upcall_burst;
+  u.upcall_limit_action = s.upcall_limit_action;
+  u.rare_mask_subtables = s.rare_mask_subtables;
   u.force_scalar = s.lookup.force_scalar;
   for (int i = 0; i < kLookupImplCount; ++i) {
     u.lookup_prio[i] = s.lookup.priority[i];
@@ -70,7 +74,8 @@ RuntimeSettingsUpdate RuntimeSettingsUpdate::All(const RuntimeSettings& s) {
 
 bool RuntimeSettingsUpdate::ChangesPipeline() const {
   bool any = emc_insert_inv_prob || smc || cd || ranking_interval_ms || force_scalar ||
-             megaflow_max_idle_ms || max_megaflows || max_subtables_per_port;
+             megaflow_max_idle_ms || max_megaflows || max_subtables_per_port || upcall_rate ||
+             upcall_burst || upcall_limit_action || rare_mask_subtables;
   for (const std::optional<int>& p : lookup_prio) any = any || p.has_value();
   return any;
 }
@@ -85,6 +90,10 @@ void RuntimeSettingsUpdate::ApplyTo(RuntimeSettings* s) const {
   if (megaflow_max_idle_ms) s->megaflow_max_idle_ms = *megaflow_max_idle_ms;
   if (max_megaflows) s->max_megaflows = *max_megaflows;
   if (max_subtables_per_port) s->max_subtables_per_port = *max_subtables_per_port;
+  if (upcall_rate) s->upcall_rate = *upcall_rate;
+  if (upcall_burst) s->upcall_burst = *upcall_burst;
+  if (upcall_limit_action) s->upcall_limit_action = *upcall_limit_action;
+  if (rare_mask_subtables) s->rare_mask_subtables = *rare_mask_subtables;
   if (force_scalar) s->lookup.force_scalar = *force_scalar;
   for (int i = 0; i < kLookupImplCount; ++i)
     if (lookup_prio[i]) s->lookup.priority[i] = *lookup_prio[i];
@@ -145,6 +154,28 @@ absl::Status ParseRuntimeSetting(absl::string_view key, absl::string_view value,
                  absl::StrCat("a whole number in 1..", kMaxMaxSubtablesPerPort),
                  &out->max_subtables_per_port, 1);
   }
+  if (key == kConfigUpcallRate) {
+    return whole(kMaxUpcallRate,
+                 absl::StrCat("a whole number of upcalls per second in 0..", kMaxUpcallRate,
+                              " (0: unlimited)"),
+                 &out->upcall_rate);
+  }
+  if (key == kConfigUpcallBurst) {
+    return whole(kMaxUpcallBurst, absl::StrCat("a whole number in 1..", kMaxUpcallBurst),
+                 &out->upcall_burst, 1);
+  }
+  if (key == kConfigUpcallLimitAction) {
+    absl::StatusOr<UpcallLimitAction> a =
+        ParseUpcallLimitAction(std::string_view(value.data(), value.size()));
+    if (!a.ok()) return bad("drop or classify");
+    out->upcall_limit_action = *a;
+    return absl::OkStatus();
+  }
+  if (key == kConfigRareMaskSubtables) {
+    return whole(kMaxMaxSubtablesPerPort,
+                 absl::StrCat("a whole number in 0..", kMaxMaxSubtablesPerPort, " (0: off)"),
+                 &out->rare_mask_subtables);
+  }
   if (key == kConfigForceScalar) return two(kTrueFalse, &out->force_scalar);
   if (std::optional<absl::string_view> name = Suffix(key, kConfigLookupPrioPrefix)) {
     int prio = 0;
@@ -198,6 +229,11 @@ std::vector<ConfigValue> FormatRuntimeSettings(const RuntimeSettingsUpdate& u) {
   if (u.max_megaflows) add(kConfigMaxMegaflows, absl::StrCat(*u.max_megaflows));
   if (u.max_subtables_per_port)
     add(kConfigMaxSubtablesPerPort, absl::StrCat(*u.max_subtables_per_port));
+  if (u.upcall_rate) add(kConfigUpcallRate, absl::StrCat(*u.upcall_rate));
+  if (u.upcall_burst) add(kConfigUpcallBurst, absl::StrCat(*u.upcall_burst));
+  if (u.upcall_limit_action)
+    add(kConfigUpcallLimitAction, std::string(UpcallLimitActionName(*u.upcall_limit_action)));
+  if (u.rare_mask_subtables) add(kConfigRareMaskSubtables, absl::StrCat(*u.rare_mask_subtables));
   if (u.force_scalar) add(kConfigForceScalar, BoolText(*u.force_scalar, kTrueFalse));
   auto name = [](int i) { return LookupImplName(static_cast<LookupImplId>(i)); };
   for (int i = 0; i < kLookupImplCount; ++i)

@@ -16,6 +16,11 @@
 //   pipeline.max_megaflows        1..16777216 (a dataplane may refuse more
 //                                 than it allocated at start-up)
 //   pipeline.max_subtables_per_port 1..65535
+//   pipeline.upcall_rate          0..10000000 upcalls/s per PMD and in_port
+//                                 (0: unlimited)
+//   pipeline.upcall_burst         1..10000000 upcalls
+//   pipeline.upcall_limit_action  drop / classify
+//   pipeline.rare_mask_subtables  0..65535 (0: the mask-explosion defence off)
 //   dpcls.force_scalar            true / false
 //   dpcls.lookup_prio.NAME        0..255, NAME a lookup implementation
 //   dpcls.lookup_available.NAME   true / false, read-only (whether this CPU
@@ -49,6 +54,7 @@
 #include "absl/types/span.h"
 #include "dataplane/cache/cuckoo_distributor.h"
 #include "dataplane/dpcls/subtable_lookup.h"
+#include "dataplane/pipeline.h"
 
 namespace flowclass {
 
@@ -63,6 +69,10 @@ inline constexpr char kConfigRankingIntervalMs[] = "pipeline.ranking_interval_ms
 inline constexpr char kConfigMegaflowMaxIdleMs[] = "pipeline.megaflow_max_idle_ms";
 inline constexpr char kConfigMaxMegaflows[] = "pipeline.max_megaflows";
 inline constexpr char kConfigMaxSubtablesPerPort[] = "pipeline.max_subtables_per_port";
+inline constexpr char kConfigUpcallRate[] = "pipeline.upcall_rate";
+inline constexpr char kConfigUpcallBurst[] = "pipeline.upcall_burst";
+inline constexpr char kConfigUpcallLimitAction[] = "pipeline.upcall_limit_action";
+inline constexpr char kConfigRareMaskSubtables[] = "pipeline.rare_mask_subtables";
 inline constexpr char kConfigForceScalar[] = "dpcls.force_scalar";
 inline constexpr char kConfigLookupPrioPrefix[] = "dpcls.lookup_prio.";
 inline constexpr char kConfigLookupAvailablePrefix[] = "dpcls.lookup_available.";
@@ -93,6 +103,11 @@ struct RuntimeSettings {
   uint32_t megaflow_max_idle_ms = 10000;
   uint32_t max_megaflows = 200000;
   uint32_t max_subtables_per_port = 1024;
+  // Upcall rate limit and mask-explosion defence (PipelineConfig's fields).
+  uint32_t upcall_rate = 0;
+  uint32_t upcall_burst = 1000;
+  UpcallLimitAction upcall_limit_action = UpcallLimitAction::kDrop;
+  uint32_t rare_mask_subtables = 0;
   LookupPriorities lookup;  // dpcls.lookup_prio.* and dpcls.force_scalar
 
   friend bool operator==(const RuntimeSettings&, const RuntimeSettings&) = default;
@@ -110,6 +125,10 @@ struct RuntimeSettingsUpdate {
   std::optional<uint32_t> megaflow_max_idle_ms;
   std::optional<uint32_t> max_megaflows;
   std::optional<uint32_t> max_subtables_per_port;
+  std::optional<uint32_t> upcall_rate;
+  std::optional<uint32_t> upcall_burst;
+  std::optional<UpcallLimitAction> upcall_limit_action;
+  std::optional<uint32_t> rare_mask_subtables;
   std::optional<bool> force_scalar;
   std::array<std::optional<int>, kLookupImplCount> lookup_prio;  // by LookupImplId
   // Read-only: reported by GetConfig, never applied (ApplyTo ignores it).

@@ -25,6 +25,10 @@ RuntimeSettings Unusual() {
   s.megaflow_max_idle_ms = 0;
   s.max_megaflows = kMaxMaxMegaflows;
   s.max_subtables_per_port = 1;
+  s.upcall_rate = kMaxUpcallRate;
+  s.upcall_burst = 1;
+  s.upcall_limit_action = UpcallLimitAction::kClassify;
+  s.rare_mask_subtables = 7;
   s.lookup.force_scalar = true;
   s.lookup.priority = {0, 255, 9, 4};
   return s;
@@ -48,6 +52,10 @@ TEST(RuntimeSettingsTest, FormatsEveryKeyInTheDocumentedSpelling) {
                   Pair("pipeline.megaflow_max_idle_ms", "0"),
                   Pair("pipeline.max_megaflows", "16777216"),
                   Pair("pipeline.max_subtables_per_port", "1"),
+                  Pair("pipeline.upcall_rate", "10000000"),
+                  Pair("pipeline.upcall_burst", "1"),
+                  Pair("pipeline.upcall_limit_action", "classify"),
+                  Pair("pipeline.rare_mask_subtables", "7"),
                   Pair("dpcls.force_scalar", "true"),
                   Pair("dpcls.lookup_prio.generic", "0"),
                   Pair("dpcls.lookup_prio.specialised", "255"),
@@ -56,7 +64,7 @@ TEST(RuntimeSettingsTest, FormatsEveryKeyInTheDocumentedSpelling) {
                   Pair("dpcls.lookup_available.generic", "true"),
               }));
   EXPECT_EQ(FormatRuntimeSettings(RuntimeSettingsUpdate::All(Unusual())).size(),
-            10u + 2 * kLookupImplCount);
+            14u + 2 * kLookupImplCount);
   RuntimeSettingsUpdate some;
   some.smc = false;
   some.cd = CdMode::kAuto;
@@ -111,6 +119,15 @@ TEST(RuntimeSettingsTest, BadValuesNameTheKeyAsUsersSeeThem) {
        "pipeline.max_megaflows: \"16777217\" is not a whole number in 1..16777216"},
       {"pipeline.max_subtables_per_port", "0",
        "pipeline.max_subtables_per_port: \"0\" is not a whole number in 1..65535"},
+      {"pipeline.upcall_rate", "10000001",
+       "pipeline.upcall_rate: \"10000001\" is not a whole number of upcalls per second in "
+       "0..10000000 (0: unlimited)"},
+      {"pipeline.upcall_burst", "0",
+       "pipeline.upcall_burst: \"0\" is not a whole number in 1..10000000"},
+      {"pipeline.upcall_limit_action", "reject",
+       "pipeline.upcall_limit_action: \"reject\" is not drop or classify"},
+      {"pipeline.rare_mask_subtables", "65536",
+       "pipeline.rare_mask_subtables: \"65536\" is not a whole number in 0..65535 (0: off)"},
       {"dpcls.force_scalar", "on", "dpcls.force_scalar: \"on\" is not true or false"},
       {"dpcls.lookup_prio.avx512", "4000000000",
        "dpcls.lookup_prio.avx512: \"4000000000\" is not a whole-number priority in 0..255"},

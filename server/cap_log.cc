@@ -20,14 +20,18 @@ std::vector<std::string> CapLog::Report(const DataplaneStats& stats,
   };
   for (const PmdCounters& p : stats.pmds) {
     Seen& seen = seen_[p.pmd];
-    const Seen cur{p.pipeline.upcalls_megaflow_cap, p.pipeline.upcalls_subtable_cap};
+    const Seen cur{p.pipeline.upcalls_megaflow_cap, p.pipeline.upcalls_subtable_cap,
+                   p.pipeline.upcalls_rare_mask, p.pipeline.upcalls_rate_limited,
+                   p.pipeline.upcall_limit_drops};
     // A counter below what was seen: a restarted PMD, start over.
-    const uint64_t d_mf = cur.megaflow_cap >= seen.megaflow_cap && !first
-                              ? cur.megaflow_cap - seen.megaflow_cap
-                              : 0;
-    const uint64_t d_st = cur.subtable_cap >= seen.subtable_cap && !first
-                              ? cur.subtable_cap - seen.subtable_cap
-                              : 0;
+    auto delta = [&](uint64_t Seen::*f) {
+      return cur.*f >= seen.*f && !first ? cur.*f - seen.*f : 0;
+    };
+    const uint64_t d_mf = delta(&Seen::megaflow_cap);
+    const uint64_t d_st = delta(&Seen::subtable_cap);
+    const uint64_t d_rare = delta(&Seen::rare_mask);
+    const uint64_t d_rate = delta(&Seen::rate_limited);
+    const uint64_t d_drops = delta(&Seen::limit_drops);
     seen = cur;
     auto line = [&](const char* key, uint64_t n) {
       lines.push_back(absl::StrFormat(
@@ -37,6 +41,12 @@ std::vector<std::string> CapLog::Report(const DataplaneStats& stats,
     };
     if (d_mf) line(kConfigMaxMegaflows, d_mf);
     if (d_st) line(kConfigMaxSubtablesPerPort, d_st);
+    if (d_rare) line(kConfigRareMaskSubtables, d_rare);
+    if (d_rate)
+      lines.push_back(absl::StrFormat(
+          "flowclassd: pmd %d: limit %s=%s reached: %d misses past the upcall budget in the "
+          "last %.0f s (dropped: %d)\n",
+          p.pmd, kConfigUpcallRate, value(kConfigUpcallRate), d_rate, secs, d_drops));
   }
   return lines;
 }

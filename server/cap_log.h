@@ -9,6 +9,10 @@
 // and cap per interval:
 //   flowclassd: pmd 0: cap pipeline.max_megaflows=200000 reached: 1234
 //   misses not cached in the last 10 s (classified by the slow path)
+// The mask-explosion defence (upcalls_rare_mask) reads the same, as cap
+// pipeline.rare_mask_subtables; the upcall rate limit (upcalls_rate_limited)
+//   flowclassd: pmd 0: limit pipeline.upcall_rate=1000 reached: 56 misses
+//   past the upcall budget in the last 10 s (dropped: 56)
 // Plain values, no threads: the caller serialises Report calls.
 #ifndef FLOWCLASS_SERVER_CAP_LOG_H_
 #define FLOWCLASS_SERVER_CAP_LOG_H_
@@ -46,6 +50,9 @@ class CapLog {
   struct Seen {
     uint64_t megaflow_cap = 0;
     uint64_t subtable_cap = 0;
+    uint64_t rare_mask = 0;
+    uint64_t rate_limited = 0;
+    uint64_t limit_drops = 0;
   };
   std::chrono::milliseconds interval_;
   bool started_ = false;

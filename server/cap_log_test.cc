@@ -50,5 +50,25 @@ TEST(CapLogTest, ReportsEachCapsGrowthOncePerInterval) {
                           "not cached in the last 10 s (classified by the slow path)\n"));
 }
 
+TEST(CapLogTest, ReportsTheRareMaskDefenceAndTheUpcallRateLimit) {
+  const std::map<std::string, std::string> config = {{"pipeline.rare_mask_subtables", "32"},
+                                                     {"pipeline.upcall_rate", "1000"}};
+  CapLog log(std::chrono::seconds(10));
+  const auto t0 = CapLog::Clock::time_point{} + std::chrono::hours(1);
+  DataplaneStats s;
+  s.pmds.resize(1);
+  EXPECT_THAT(log.Report(s, config, t0), IsEmpty());
+  s.pmds[0].pipeline.upcalls_rare_mask = 5;
+  s.pmds[0].pipeline.upcalls_rate_limited = 70;
+  s.pmds[0].pipeline.upcall_limit_drops = 60;
+  EXPECT_THAT(
+      log.Report(s, config, t0 + std::chrono::seconds(10)),
+      ElementsAre("flowclassd: pmd 0: cap pipeline.rare_mask_subtables=32 reached: 5 misses "
+                  "not cached in the last 10 s (classified by the slow path)\n",
+                  "flowclassd: pmd 0: limit pipeline.upcall_rate=1000 reached: 70 misses past "
+                  "the upcall budget in the last 10 s (dropped: 60)\n"));
+  EXPECT_THAT(log.Report(s, config, t0 + std::chrono::seconds(20)), IsEmpty());
+}
+
 }  // namespace
 }  // namespace flowclass

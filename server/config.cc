@@ -410,6 +410,18 @@ absl::StatusOr<DaemonConfig> Convert(const YAML::Node& root) {
   FC_RETURN_IF_ERROR(pl.Int("max_megaflows", &pc.max_megaflows, 1, kMaxMaxMegaflows));
   FC_RETURN_IF_ERROR(
       pl.Int("max_subtables_per_port", &pc.max_subtables_per_port, 1, kMaxMaxSubtablesPerPort));
+  FC_RETURN_IF_ERROR(pl.Int("upcall_rate", &pc.upcall_rate, 0, kMaxUpcallRate));
+  FC_RETURN_IF_ERROR(pl.Int("upcall_burst", &pc.upcall_burst, 1, kMaxUpcallBurst));
+  std::string limit_action(UpcallLimitActionName(pc.upcall_limit_action));
+  FC_RETURN_IF_ERROR(pl.String("upcall_limit_action", &limit_action));
+  if (absl::StatusOr<UpcallLimitAction> a = ParseUpcallLimitAction(limit_action); a.ok()) {
+    pc.upcall_limit_action = *a;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pipeline.upcall_limit_action: \"", limit_action, "\" is not drop or classify"));
+  }
+  FC_RETURN_IF_ERROR(
+      pl.Int("rare_mask_subtables", &pc.rare_mask_subtables, 0, kMaxMaxSubtablesPerPort));
   FC_RETURN_IF_ERROR(pl.CheckNoUnknownKeys());
   MapReader dl(top.Get("dpcls"), "dpcls");
   FC_RETURN_IF_ERROR(dl.CheckIsMap());
@@ -554,6 +566,9 @@ std::string DescribeConfig(const DaemonConfig& c) {
   absl::StrAppend(&s, "megaflows: max_megaflows ", pc.max_megaflows, " max_subtables_per_port ",
                   pc.max_subtables_per_port, " megaflow_max_idle_ms ", pc.megaflow_max_idle_ms,
                   "\n");
+  absl::StrAppend(&s, "upcalls: upcall_rate ", pc.upcall_rate, " upcall_burst ", pc.upcall_burst,
+                  " upcall_limit_action ", std::string(UpcallLimitActionName(pc.upcall_limit_action)),
+                  " rare_mask_subtables ", pc.rare_mask_subtables, "\n");
   absl::StrAppend(&s, "dpcls: ", pc.dpcls.lookup.ToString(), "\n");
   absl::StrAppend(&s, "rules: ", c.rules_file.empty() ? "(none)" : c.rules_file,
                   " format ", c.rules_format, "\n");

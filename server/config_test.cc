@@ -99,6 +99,12 @@ TEST(ConfigTest, ErrorsNameTheKeyAndTheProblem) {
       {{"pipeline.max_subtables_per_port=65536"},
        "pipeline.max_subtables_per_port: 65536 is outside 1..65535"},
       {{"pipeline.megaflow_max_idle_ms=-5"}, "pipeline.megaflow_max_idle_ms: -5 is outside"},
+      {{"pipeline.upcall_rate=10000001"}, "pipeline.upcall_rate: 10000001 is outside 0..10000000"},
+      {{"pipeline.upcall_burst=0"}, "pipeline.upcall_burst: 0 is outside 1..10000000"},
+      {{"pipeline.upcall_limit_action=reject"},
+       "pipeline.upcall_limit_action: \"reject\" is not drop or classify"},
+      {{"pipeline.rare_mask_subtables=65536"},
+       "pipeline.rare_mask_subtables: 65536 is outside 0..65535"},
       {{"dpcls.lookup_prio.sse9=1"}, "dpcls.lookup_prio.sse9: "},
       {{"dpcls.lookup_prio.avx512=high"}, "dpcls.lookup_prio.avx512: \"high\" is not a whole-number priority in 0..255"},
       {{"dpcls.lookup_prio=3"}, "dpcls.lookup_prio: must be a mapping"},
@@ -132,6 +138,30 @@ pipeline: {megaflow_max_idle_ms: 0, max_megaflows: 5000, max_subtables_per_port:
   EXPECT_THAT(DescribeConfig(*c),
               HasSubstr("megaflows: max_megaflows 5000 max_subtables_per_port 8 "
                         "megaflow_max_idle_ms 0\n"));
+}
+
+// The upcall rate limit and the mask-explosion defence: off by default,
+// the file's values reach PipelineConfig and the start-up summary.
+TEST(ConfigTest, UpcallLimitAndRareMaskDefenceReachThePipeline) {
+  auto d = Parse(kMinimal);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->dataplane.pipeline.upcall_rate, 0u);
+  EXPECT_EQ(d->dataplane.pipeline.upcall_burst, 1000u);
+  EXPECT_EQ(d->dataplane.pipeline.upcall_limit_action, UpcallLimitAction::kDrop);
+  EXPECT_EQ(d->dataplane.pipeline.rare_mask_subtables, 0u);
+  auto c = Parse(std::string(kMinimal) + R"(
+pipeline: {upcall_rate: 2000, upcall_burst: 50, upcall_limit_action: classify,
+           rare_mask_subtables: 64}
+)");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const PipelineConfig& p = c->dataplane.pipeline;
+  EXPECT_EQ(p.upcall_rate, 2000u);
+  EXPECT_EQ(p.upcall_burst, 50u);
+  EXPECT_EQ(p.upcall_limit_action, UpcallLimitAction::kClassify);
+  EXPECT_EQ(p.rare_mask_subtables, 64u);
+  EXPECT_THAT(DescribeConfig(*c),
+              HasSubstr("upcalls: upcall_rate 2000 upcall_burst 50 upcall_limit_action classify "
+                        "rare_mask_subtables 64\n"));
 }
 
 // The run-time settings' start values: the same dotted keys as SetConfig.

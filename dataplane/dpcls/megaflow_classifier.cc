@@ -307,8 +307,14 @@ bool MegaflowClassifier::TableErase(uint64_t hash, uint32_t index) {
 
 // ------------------------------------------------------- control path ----
 
+uint32_t MegaflowClassifier::PortSubtableCount(uint32_t in_port) const {
+  const int slot = FindPortSlot(in_port);
+  return slot < 0 ? 0 : port_n_subtables_[slot];
+}
+
 Megaflow* MegaflowClassifier::Install(const Flow& value, const Flow& mask,
-                                      const Verdict& v, InstallError* why) {
+                                      const Verdict& v, InstallError* why,
+                                      uint32_t new_subtable_limit) {
   InstallError ignored;
   InstallError& err = why != nullptr ? *why : ignored;
   err = InstallError::kOther;
@@ -328,6 +334,11 @@ Megaflow* MegaflowClassifier::Install(const Flow& value, const Flow& mask,
     if (port_n_subtables_[slot] >= max_subtables_per_port_) {
       if (new_slot) RemovePortSlot(in_port);
       err = InstallError::kSubtablesPerPort;
+      return nullptr;
+    }
+    if (port_n_subtables_[slot] >= new_subtable_limit) {
+      if (new_slot) RemovePortSlot(in_port);
+      err = InstallError::kNewSubtableLimit;
       return nullptr;
     }
     st = CreateSubtable(slot, in_port, mask);

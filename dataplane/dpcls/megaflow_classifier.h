@@ -109,6 +109,9 @@ class MegaflowClassifier {
     // A new subtable was needed on a port that has
     // max_subtables_per_port() of them.
     kSubtablesPerPort,
+    // A new subtable was needed on a port that has the caller's
+    // `new_subtable_limit` of them (below max_subtables_per_port()).
+    kNewSubtableLimit,
     // Anything else: the mask does not match in_port exactly, the port
     // slots or the subtables of all ports are used up, or the table's probe
     // sequence is full.
@@ -121,9 +124,13 @@ class MegaflowClassifier {
   // match in_port exactly, or the megaflow limit, the pool, the port slots,
   // the subtables (of the port: max_subtables_per_port; of all ports:
   // max_subtables) or the table's probe sequence are full; `*why` (when
-  // given) says which.  On nullptr nothing changed.
+  // given) says which.  On nullptr nothing changed.  `new_subtable_limit`:
+  // a lower cap on the port's subtables for this install only (kNewSubtableLimit).
   Megaflow* Install(const Flow& value, const Flow& mask, const Verdict& v,
-                    InstallError* why = nullptr);
+                    InstallError* why = nullptr,
+                    uint32_t new_subtable_limit = 0xffffffffu);
+  // Subtables of `in_port` (0 when it has none).
+  uint32_t PortSubtableCount(uint32_t in_port) const;
 
   // Soft caps under the sizes fixed at Create (owner thread, O(1)).
   // Lowering one below what is installed removes nothing: installs that

@@ -206,6 +206,67 @@ TEST(DpdkDataplaneTest, MegaflowCapsAndExpiryReachTheRunningPmds) {
   EXPECT_EQ(got.size(), size_t{kFlows});
 }
 
+// The upcall rate limit reaches the running PMD: past the port's budget new
+// flows are dropped and counted as drops of their own kind (rx = tx + every
+// drop kind), or, with classify, forwarded without a megaflow.
+TEST(DpdkDataplaneTest, UpcallRateLimitReachesTheRunningPmdAndItsDropsAddUp) {
+  RingPort p1 = RingPort::Make("uplim1", 1, 1);
+  RingPort p2 = RingPort::Make("uplim2", 1, 1);
+  DpdkDataplaneOptions o;
+  o.ports = {Port(1, p1.name), Port(2, p2.name, false)};
+  o.pmd_lcores = {1};
+  o.idle_sleep_us = 20;
+  auto dp = DpdkDataplane::Create(o);
+  ASSERT_TRUE(dp.ok()) << dp.status();
+  constexpr int kFlows = 20;
+  std::vector<RuleOp> ops;
+  for (int f = 0; f < 2 * kFlows; ++f)
+    ops.push_back(RuleOp::Insert(
+        Ipv4DstRule(10 + f, 2, uint32_t(0x0b + f) << 24, 8, Action::Output(2))));
+  ASSERT_TRUE((*dp)->ApplyBatch(ops).ok());
+  ASSERT_TRUE((*dp)->Start().ok());
+  EXPECT_EQ(*(*dp)->GetConfig("pipeline.upcall_rate"), "0");
+  EXPECT_EQ(*(*dp)->GetConfig("pipeline.upcall_limit_action"), "drop");
+  // One upcall per second, five at once: five of the 20 new flows get in.
+  ASSERT_TRUE((*dp)->ApplySettings({{"pipeline.upcall_rate", "1"},
+                                    {"pipeline.upcall_burst", "5"}})
+                  .ok());
+  auto send = [&](int first) {
+    for (int f = first; f < first + kFlows; ++f) {
+      rte_mbuf* m = MakePacket(UdpFlow(0xc0a80001, (uint32_t(0x0b + f) << 24) | 1, 1000, 53),
+                               static_cast<uint64_t>(f));
+      ASSERT_NE(m, nullptr);
+      while (rte_ring_enqueue(p1.rx[0], m) != 0) std::this_thread::yield();
+    }
+  };
+  send(0);
+  ASSERT_TRUE(WaitFor([&] { return TotalRx(**dp) == uint64_t{kFlows}; }, 10));
+  DataplaneStats s = (*dp)->Stats();
+  const PmdCounters& pmd = s.pmds.at(0);
+  EXPECT_EQ(pmd.upcall_limit_drops, uint64_t{kFlows - 5});
+  EXPECT_EQ(pmd.pipeline.upcalls_rate_limited, uint64_t{kFlows - 5});
+  EXPECT_EQ(pmd.pipeline.upcall_ok, 5u);
+  EXPECT_EQ(pmd.no_match, 0u);
+  EXPECT_EQ(pmd.rx_packets, pmd.tx_packets + pmd.tx_dropped + pmd.rule_drops + pmd.no_match +
+                                pmd.bad_port + pmd.upcall_limit_drops);
+  // classify: the other 20 flows are all forwarded, cached or not.
+  ASSERT_TRUE((*dp)->SetConfig("pipeline.upcall_limit_action", "classify").ok());
+  send(kFlows);
+  ASSERT_TRUE(WaitFor([&] { return TotalRx(**dp) == uint64_t{2 * kFlows}; }, 10));
+  (*dp)->Stop();
+  s = (*dp)->Stats();
+  const PmdCounters& end = s.pmds.at(0);
+  EXPECT_EQ(end.upcall_limit_drops, uint64_t{kFlows - 5});
+  // Each new flow was upcalled or limited (how many tokens came back in the
+  // meantime depends on the time taken).
+  EXPECT_EQ(end.pipeline.upcalls_rate_limited + end.pipeline.upcall_ok, uint64_t{2 * kFlows});
+  EXPECT_EQ(end.rx_packets, end.tx_packets + end.tx_dropped + end.rule_drops + end.no_match +
+                                end.bad_port + end.upcall_limit_drops);
+  std::vector<std::pair<uint32_t, uint64_t>> got;
+  DrainRing(p2.tx, 2, &got);
+  EXPECT_EQ(got.size(), size_t{5 + kFlows});
+}
+
 // A settings request is applied all or nothing; the fake dataplane, listing
 // the same keys, answers every request as this one does.
 TEST(DpdkDataplaneTest, SettingsRequestsAreAllOrNothingAndTheFakeAgrees) {

@@ -86,6 +86,8 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
       pipeline.SetMegaflowMaxIdleMs(knobs.megaflow_max_idle_ms);
       pipeline.SetMaxMegaflows(knobs.max_megaflows);
       pipeline.SetMaxSubtablesPerPort(knobs.max_subtables_per_port);
+      pipeline.SetUpcallLimit(knobs.upcall_rate, knobs.upcall_burst, knobs.upcall_limit_action);
+      pipeline.SetRareMaskSubtables(knobs.rare_mask_subtables);
       pipeline.SetLookupPriorities(knobs.lookup);
       knobs_seen = kv;
       pmd.knobs_box->ack.store(kv, std::memory_order_release);
@@ -130,7 +132,7 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
           pipeline.ProcessBurst(keys, n, verdicts, /*emc_prefetched=*/true);
 
       int n_drop = 0, n_used = 0;
-      uint64_t rule_drops = 0, no_match = 0, bad_port = 0;
+      uint64_t rule_drops = 0, no_match = 0, bad_port = 0, limit_drops = 0;
       // Common case first: the whole burst goes out of one port (a burst
       // is usually a few flows with the same action), so the rx array is
       // the tx array and nothing is regrouped.
@@ -143,7 +145,8 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
       for (int i = 0; i < n && p0 < 0; ++i) {
         const Verdict& vd = verdicts[i];
         if (vd.rule_id == 0) {
-          ++no_match;
+          // No rule, or a miss past its port's upcall budget (dropped).
+          ++(IsUpcallLimited(vd) ? limit_drops : no_match);
           drops[n_drop++] = rx[i];
         } else if (vd.action.kind != Action::Kind::kOutput) {
           ++rule_drops;
@@ -187,6 +190,7 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
       if (rule_drops) Bump(At(c, PmdLoopCounter::kRuleDrops), rule_drops);
       if (no_match) Bump(At(c, PmdLoopCounter::kNoMatch), no_match);
       if (bad_port) Bump(At(c, PmdLoopCounter::kBadPort), bad_port);
+      if (limit_drops) Bump(At(c, PmdLoopCounter::kUpcallLimitDrops), limit_drops);
       if (parse_errors) Bump(At(c, PmdLoopCounter::kParseErrors), parse_errors);
     }
     // Test hook (StallPmdForTesting): a PMD stuck mid-iteration, its table

@@ -96,6 +96,10 @@ absl::StatusOr<std::unique_ptr<DpdkDataplane>> DpdkDataplane::Create(
   rs.megaflow_max_idle_ms = o.pipeline.megaflow_max_idle_ms;
   rs.max_megaflows = o.pipeline.max_megaflows;
   rs.max_subtables_per_port = o.pipeline.max_subtables_per_port;
+  rs.upcall_rate = o.pipeline.upcall_rate;
+  rs.upcall_burst = o.pipeline.upcall_burst;
+  rs.upcall_limit_action = o.pipeline.upcall_limit_action;
+  rs.rare_mask_subtables = o.pipeline.rare_mask_subtables;
   rs.lookup = o.pipeline.dpcls.lookup;
   impl->knobs = rs;
   impl->tx_retries.store(o.tx_retries);

@@ -190,6 +190,9 @@ TEST(DataplaneCollectorTest, LayersPartitionPacketsAndCountersCarrySnapshotValue
   EXPECT_EQ(s["flowclass_pmd_dropped_packets_total"].at("pmd=0,reason=no_match"), 30);
   EXPECT_EQ(s["flowclass_pmd_dropped_packets_total"].at("pmd=0,reason=bad_port"), 10);
   EXPECT_EQ(s["flowclass_pmd_dropped_packets_total"].at("pmd=0,reason=tx_full"), 10);
+  EXPECT_EQ(s["flowclass_pmd_dropped_packets_total"].at("pmd=0,reason=upcall_limit"), 0);
+  EXPECT_EQ(s["flowclass_pmd_rate_limited_upcalls_total"].at("pmd=0"), 0);
+  EXPECT_EQ(s["flowclass_pmd_rare_mask_upcalls_total"].at("pmd=0"), 0);
   EXPECT_EQ(s["flowclass_pmd_rx_packets_total"].at("pmd=0"), 1000);
   EXPECT_EQ(s["flowclass_pmd_tx_packets_total"].at("pmd=0"), 900);
   EXPECT_EQ(s["flowclass_pmd_cd_false_hits_total"].at("pmd=0"), 4);
@@ -341,11 +344,12 @@ TEST(DataplaneCollectorTest, EveryTableCounterWithAMetricIsOneSeriesPerPmd) {
 // Every pipeline counter is on /metrics: the ones counted in TSC cycles or
 // events have a family of their own; the packet counters without one are
 // the layers of flowclass_pmd_packets_total, or the loop's own counts of
-// the same packets (packets: rx_packets_total, no_match: a drop reason).
+// the same packets (packets: rx_packets_total, no_match and
+// upcall_limit_drops: drop reasons).
 TEST(DataplaneCollectorTest, EveryPipelineCounterIsExported) {
   const std::set<std::string> by_layer_or_loop = {
       "packets", "emc_hits", "smc_hits", "megaflow_hits", "cd_hits", "upcall_ok", "upcall_failed",
-      "no_match"};
+      "no_match", "upcall_limit_drops"};
   for (const PmdCounterInfo& c : kPmdCounters) {
     if (c.metric != nullptr) {
       EXPECT_EQ(by_layer_or_loop.count(c.name), 0u) << c.name;
