@@ -292,24 +292,9 @@ absl::StatusOr<std::unique_ptr<AclClassifier>> AclClassifier::Build(
   std::unique_ptr<AclClassifier> c(new AclClassifier());
   const std::vector<AclAlgorithm>& supported = SupportedAlgorithms();
   c->supported_ = supported;
-  switch (options.algorithm) {
-    case AclAlgorithm::kDefault:
-      c->algorithm_ = supported.back();  // kConcrete's order: the widest last
-      break;
-    case AclAlgorithm::kAutovalidator:
-      c->algorithm_ = AclAlgorithm::kAutovalidator;
-      break;
-    default:
-      if (std::find(supported.begin(), supported.end(), options.algorithm) ==
-          supported.end()) {
-        std::vector<std::string> names;
-        for (AclAlgorithm a : supported) names.push_back(AclAlgorithmName(a));
-        return absl::FailedPreconditionError(absl::StrCat(
-            "acl algorithm: ", AclAlgorithmName(options.algorithm),
-            " is not supported here (CPU flags or EAL's max SIMD bit width; supported: ",
-            absl::StrJoin(names, ", "), ")"));
-      }
-      c->algorithm_ = options.algorithm;
+  {
+    absl::Status s = c->SetAlgorithm(options.algorithm);
+    if (!s.ok()) return s;
   }
 
   // Checks, with the rule's position in the caller's span.
@@ -401,18 +386,25 @@ absl::StatusOr<std::unique_ptr<AclClassifier>> AclClassifier::Build(
           " rules): ", rte_strerror(-rc),
           rc == -ENOMEM ? " (EAL memory, or acl max_size, too small)" : ""));
     }
-    const AclAlgorithm set = c->algorithm_ == AclAlgorithm::kAutovalidator
-                                 ? AclAlgorithm::kScalar
-                                 : c->algorithm_;
-    rc = rte_acl_set_ctx_classify(ctx, ToRte(set));
-    if (rc != 0) {
-      return absl::InternalError(absl::StrCat("acl: rte_acl_set_ctx_classify(",
-                                              AclAlgorithmName(set), "): ", rte_strerror(-rc)));
-    }
   }
   c->stats_.build_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return c;
+}
+
+absl::Status AclClassifier::SetAlgorithm(AclAlgorithm a) {
+  if (a == AclAlgorithm::kDefault) a = supported_.back();  // kConcrete's order: widest last
+  if (a != AclAlgorithm::kAutovalidator &&
+      std::find(supported_.begin(), supported_.end(), a) == supported_.end()) {
+    std::vector<std::string> names;
+    for (AclAlgorithm s : supported_) names.push_back(AclAlgorithmName(s));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "acl algorithm: ", AclAlgorithmName(a),
+        " is not supported here (CPU flags or EAL's max SIMD bit width; supported: ",
+        absl::StrJoin(names, ", "), ")"));
+  }
+  algorithm_.store(a, std::memory_order_relaxed);
+  return absl::OkStatus();
 }
 
 AclClassifier::~AclClassifier() {
@@ -426,8 +418,9 @@ void AclClassifier::RunContext(int c, const uint8_t** data, uint32_t* results, i
     for (int i = 0; i < n; ++i) results[i] = 0;
     return;
   }
-  if (algorithm_ != AclAlgorithm::kAutovalidator) {
-    rte_acl_classify(ctx, data, results, static_cast<uint32_t>(n), 1);
+  const AclAlgorithm alg = algorithm_.load(std::memory_order_relaxed);
+  if (alg != AclAlgorithm::kAutovalidator) {
+    rte_acl_classify_alg(ctx, data, results, static_cast<uint32_t>(n), 1, ToRte(alg));
     return;
   }
   rte_acl_classify_alg(ctx, data, results, static_cast<uint32_t>(n), 1,

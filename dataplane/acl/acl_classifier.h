@@ -41,8 +41,9 @@
 // Threads: Build needs DPDK's EAL initialised (rte_acl allocates from its
 // heap; see InitOfflineEal) and runs on a control thread.  Classify and
 // ClassifyBurst are const, allocate nothing, lock nothing and may run on
-// any number of threads at once (rte_acl_classify is read-only on the
-// context); the autovalidator's mismatch counter is a relaxed atomic.
+// any number of threads at once (rte_acl_classify_alg is read-only on the
+// context); the algorithm and the autovalidator's mismatch counter are
+// relaxed atomics.
 #ifndef FLOWCLASS_DATAPLANE_ACL_ACL_CLASSIFIER_H_
 #define FLOWCLASS_DATAPLANE_ACL_ACL_CLASSIFIER_H_
 
@@ -141,7 +142,12 @@ class AclClassifier {
   const Rule* Classify(const FlowKey& key) const;
 
   // What ClassifyBurst runs (kDefault resolved; kAutovalidator stays).
-  AclAlgorithm algorithm() const { return algorithm_; }
+  AclAlgorithm algorithm() const { return algorithm_.load(std::memory_order_relaxed); }
+  // Switches the implementation at run time, on any thread, while others
+  // classify (each burst reads it once: rte_acl_classify_alg is called with
+  // it, the context is not changed).  FAILED_PRECONDITION for one this CPU
+  // lacks (the message lists those it has).
+  absl::Status SetAlgorithm(AclAlgorithm a);
   // The implementations this CPU runs (scalar first).
   const std::vector<AclAlgorithm>& supported() const { return supported_; }
   // Keys on which some implementation disagreed with scalar (autovalidator).
@@ -158,7 +164,7 @@ class AclClassifier {
 
   std::vector<Rule> ranked_;
   rte_acl_ctx* ctx_[3] = {nullptr, nullptr, nullptr};
-  AclAlgorithm algorithm_ = AclAlgorithm::kScalar;
+  std::atomic<AclAlgorithm> algorithm_{AclAlgorithm::kScalar};
   std::vector<AclAlgorithm> supported_;
   mutable std::atomic<uint64_t> mismatches_{0};
   AclBuildStats stats_;

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <memory>
 #include <string>
@@ -69,13 +70,18 @@ void CheckKeys(const std::vector<FlowKey>& keys, const ReferenceClassifier& ref,
     Verdict mf[kMaxBurst], ap[kMaxBurst];
     s->megaflow->ProcessBurst(k, n, mf);
     s->acl_pipeline->ProcessBurst(k, n, ap);
-    const Rule* got[kMaxBurst];
-    for (size_t a = 0; a < s->acl.size(); ++a) {
-      s->acl[a]->ClassifyBurst(k, n, got);
+    // The autovalidator runs every implementation the CPU has and answers
+    // with scalar's (differences counted, checked by the caller); then the
+    // default (best) one, which the pipeline classifies with.
+    AclClassifier& acl = *s->acl.front();
+    for (AclAlgorithm a : {AclAlgorithm::kAutovalidator, AclAlgorithm::kDefault}) {
+      ASSERT_TRUE(acl.SetAlgorithm(a).ok());
+      const Rule* got[kMaxBurst];
+      acl.ClassifyBurst(k, n, got);
       for (int j = 0; j < n; ++j) {
         const Rule* want = ref.Lookup(k[j]);
         ASSERT_EQ(IdOf(got[j]), IdOf(want))
-            << what << ": acl " << AclAlgorithmName(s->acl[a]->algorithm()) << " key "
+            << what << ": acl " << AclAlgorithmName(acl.algorithm()) << " key "
             << k[j].ToString();
       }
     }
@@ -94,18 +100,6 @@ void CheckKeys(const std::vector<FlowKey>& keys, const ReferenceClassifier& ref,
 // caller keeps it in step with `rules`).
 void Rebuild(const std::vector<Rule>& rules, Subjects* s) {
   s->acl.clear();
-  std::vector<AclAlgorithm> algs;
-  {
-    std::unique_ptr<AclClassifier> probe = BuildOk(rules);
-    ASSERT_NE(probe, nullptr);
-    algs = probe->supported();
-  }
-  algs.push_back(AclAlgorithm::kAutovalidator);
-  for (AclAlgorithm a : algs) {
-    s->acl.push_back(BuildOk(rules, a));
-    ASSERT_NE(s->acl.back(), nullptr);
-  }
-  // The pipeline classifies with the default (best) implementation.
   s->acl.push_back(BuildOk(rules));
   ASSERT_NE(s->acl.back(), nullptr);
   s->acl_pipeline->SetClassifier(s->acl.back().get());
@@ -118,13 +112,13 @@ void ExpectNoAutovalidatorDifferences(const Subjects& s) {
 
 TEST_F(AclTest, RandomRulesMatchReferenceAndMegaflowPipeline) {
   long keys_checked = 0, matched = 0;
-  for (uint64_t seed = 1; seed <= 12; ++seed) {
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
     SCOPED_TRACE(absl::StrCat("seed ", seed));
     RandomRuleOptions opts;
     opts.ipv6_fraction = seed % 3 == 0 ? 0.6 : 0.25;
     opts.range_fraction = 0.3;
     RandomRuleGen gen(seed, opts);
-    std::vector<Rule> live = gen.NextRules(40 + gen.Uniform(300));
+    std::vector<Rule> live = gen.NextRules(40 + gen.Uniform(160));
     uint64_t next_id = live.size() + 1;
     ReferenceClassifier ref(live);
     Subjects s;
@@ -176,6 +170,7 @@ std::vector<std::string> ClassBenchSets() {
 }
 
 TEST_F(AclTest, EveryClassBenchSetMatchesReferenceAndMegaflowPipeline) {
+  double total_build = 0;
   for (const std::string& set : ClassBenchSets()) {
     SCOPED_TRACE(set);
     const std::string path = ClassBenchDir() + "/" + set;
@@ -208,7 +203,9 @@ TEST_F(AclTest, EveryClassBenchSetMatchesReferenceAndMegaflowPipeline) {
     if (HasFatalFailure()) return;
     EXPECT_GT(matched, 0) << "no key matched a rule";
     ExpectNoAutovalidatorDifferences(s);
+    total_build += s.acl.front()->stats().build_seconds;
   }
+  std::printf("ClassBench sets: %.3f s in ACL builds\n", total_build);
 }
 
 TEST_F(AclTest, KeyImageIsTheDenseFlowBigEndian) {
