@@ -13,9 +13,6 @@ absl::StatusOr<std::unique_ptr<AclPipeline>> AclPipeline::Create(AclPipelineConf
     return absl::InvalidArgumentError(absl::StrFormat(
         "emc_entries: %d is not a power of two of at least 2", config.emc_entries));
   }
-  if (config.emc_insert_inv_prob == 0) {
-    return absl::InvalidArgumentError("emc_insert_inv_prob: must be at least 1");
-  }
   return std::unique_ptr<AclPipeline>(new AclPipeline(config));
 }
 
@@ -80,7 +77,7 @@ bool AclPipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts) {
       rule[i] = found[j];
       stats_.acl_hits += found[j] != nullptr;
       stats_.acl_misses += found[j] == nullptr;
-      if (!config_.emc) continue;
+      if (!config_.emc || config_.emc_insert_inv_prob == 0) continue;
       if (config_.emc_insert_inv_prob > 1) {
         rng_ ^= rng_ << 13;
         rng_ ^= rng_ >> 7;

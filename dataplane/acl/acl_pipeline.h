@@ -36,7 +36,7 @@ namespace flowclass {
 struct AclPipelineConfig {
   bool emc = true;
   uint32_t emc_entries = 8192;       // power of two
-  uint32_t emc_insert_inv_prob = 100;  // 1: every miss is inserted
+  uint32_t emc_insert_inv_prob = 100;  // 1: every miss is inserted; 0: none
 };
 
 struct AclPipelineStats {
@@ -50,7 +50,7 @@ struct AclPipelineStats {
 
 class AclPipeline {
  public:
-  // INVALID_ARGUMENT naming the field (emc_entries not a power of two, ...).
+  // INVALID_ARGUMENT naming the field (emc_entries not a power of two).
   static absl::StatusOr<std::unique_ptr<AclPipeline>> Create(AclPipelineConfig config);
 
   void SetClassifier(const AclClassifier* classifier);
