@@ -20,7 +20,7 @@ absl::StatusOr<ReplayResult> RunAclReplay(const ReplayOptions& options, std::ost
   if (!rules.ok()) return rules.status();
   absl::StatusOr<std::vector<TraceEntry>> trace = LoadTraceFile(options.trace_path);
   if (!trace.ok()) return trace.status();
-  if (absl::Status s = InitOfflineEal("flowclassctl"); !s.ok()) return s;
+  if (absl::Status s = InitOfflineEal("flowclassctl", 2048); !s.ok()) return s;
 
   AclOptions ao;
   ao.algorithm = *alg;

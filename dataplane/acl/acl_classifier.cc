@@ -435,13 +435,14 @@ void AclClassifier::RunContext(int c, const uint8_t** data, uint32_t* results, i
   if (bad != 0) mismatches_.fetch_add(bad, std::memory_order_relaxed);
 }
 
-void AclClassifier::ClassifyImages(const AclKeyImage* images, const FlowKey* keys, int n,
-                                   const Rule** out) const {
+void AclClassifier::ClassifyImages(const AclKeyImage* images, int n, const Rule** out) const {
   const uint8_t* data[3][kMaxBurst];
   uint8_t slot[3][kMaxBurst];
   int count[3] = {0, 0, 0};
   for (int i = 0; i < n; ++i) {
-    const int c = ContextOfEthType(static_cast<uint16_t>(keys[i].Get(Field::kEthType)));
+    // eth_type: bytes 2..3 of word 0, big-endian.
+    const int c = ContextOfEthType(
+        static_cast<uint16_t>(images[i].bytes[2] << 8 | images[i].bytes[3]));
     data[c][count[c]] = images[i].bytes;
     slot[c][count[c]++] = static_cast<uint8_t>(i);
   }
@@ -457,7 +458,7 @@ void AclClassifier::ClassifyImages(const AclKeyImage* images, const FlowKey* key
 void AclClassifier::ClassifyBurst(const FlowKey* keys, int n, const Rule** out) const {
   AclKeyImage images[kMaxBurst];
   for (int i = 0; i < n; ++i) MakeAclKeyImage(keys[i], &images[i]);
-  ClassifyImages(images, keys, n, out);
+  ClassifyImages(images, n, out);
 }
 
 const Rule* AclClassifier::Classify(const FlowKey& key) const {

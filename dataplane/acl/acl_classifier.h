@@ -136,9 +136,8 @@ class AclClassifier {
   // out[i]: the winning rule for keys[i] (nullptr: none), n <= kMaxBurst.
   // The rules live as long as the classifier.
   void ClassifyBurst(const FlowKey* keys, int n, const Rule** out) const;
-  // The same on prepared images (keys[i]'s eth_type picks the context).
-  void ClassifyImages(const AclKeyImage* images, const FlowKey* keys, int n,
-                      const Rule** out) const;
+  // The same on prepared images (each image's eth_type picks the context).
+  void ClassifyImages(const AclKeyImage* images, int n, const Rule** out) const;
   const Rule* Classify(const FlowKey& key) const;
 
   // What ClassifyBurst runs (kDefault resolved; kAutovalidator stays).

@@ -42,6 +42,10 @@ bool AclPipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts) {
   int misses = 0;
   stats_.packets += static_cast<uint64_t>(n);
   if (config_.emc) {
+    // Every key's first slot is fetched before any is compared, so the
+    // misses of a burst overlap.
+    for (int i = 0; i < n; ++i)
+      __builtin_prefetch(&emc_[static_cast<uint32_t>(keys[i].hash) & mask_]);
     for (int i = 0; i < n; ++i) {
       const uint64_t h = keys[i].hash;
       const EmcEntry& a = emc_[static_cast<uint32_t>(h) & mask_];
@@ -65,12 +69,10 @@ bool AclPipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts) {
     const Rule* found[kMaxBurst];
     if (classifier_ == nullptr) {
       for (int j = 0; j < misses; ++j) found[j] = nullptr;
-    } else if (misses == n) {
-      classifier_->ClassifyBurst(keys, n, found);
     } else {
-      FlowKey miss_keys[kMaxBurst];
-      for (int j = 0; j < misses; ++j) miss_keys[j] = keys[miss_index[j]];
-      classifier_->ClassifyBurst(miss_keys, misses, found);
+      AclKeyImage images[kMaxBurst];
+      for (int j = 0; j < misses; ++j) MakeAclKeyImage(keys[miss_index[j]], &images[j]);
+      classifier_->ClassifyImages(images, misses, found);
     }
     for (int j = 0; j < misses; ++j) {
       const int i = miss_index[j];
