@@ -253,12 +253,10 @@ absl::StatusOr<AclAlgorithm> ParseAclAlgorithm(std::string_view name) {
 }
 
 void MakeAclKeyImage(const FlowKey& key, AclKeyImage* out) {
-  uint64_t* w = reinterpret_cast<uint64_t*>(out->bytes);
-  int j = 0;
-  for (int i = 0; i < kFlowWords; ++i) {
-    const uint64_t v = (key.map >> i) & 1 ? key.words[j++] : 0;
-    w[i] = __builtin_bswap64(v);
-  }
+  uint64_t w[kFlowWords] = {};
+  uint32_t m = key.map;
+  for (int j = 0; m != 0; ++j, m &= m - 1) w[std::countr_zero(m)] = __builtin_bswap64(key.words[j]);
+  std::memcpy(out->bytes, w, sizeof(w));
 }
 
 absl::Status CheckAclExpressible(const Rule& rule, size_t index) {
