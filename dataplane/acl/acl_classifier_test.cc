@@ -303,6 +303,40 @@ TEST_F(AclTest, AlgorithmsTheCpuLacksAreRefusedAndTheRestBuild) {
   EXPECT_EQ(*ParseAclAlgorithm("avx512x32"), AclAlgorithm::kAvx512x32);
 }
 
+TEST_F(AclTest, AdaptiveEmcStopsLookingWhileItMissesAndResumesOnHits) {
+  Rule a;
+  a.id = 1;
+  a.match.SetExact(Field::kEthType, kEthTypeIpv4);
+  a.action = Action::Output(2);
+  std::unique_ptr<AclClassifier> c = BuildOk({a});
+  ASSERT_NE(c, nullptr);
+  AclPipelineConfig pc;
+  pc.emc_insert_inv_prob = 1;
+  std::unique_ptr<AclPipeline> p = std::move(*AclPipeline::Create(pc));
+  p->SetClassifier(c.get());
+  FlowKey keys[kMaxBurst];
+  Verdict v[kMaxBurst];
+  // Every key new: the EMC never hits, so most bursts stop looking it up.
+  uint32_t src = 1;
+  for (int b = 0; b < 512; ++b) {
+    for (FlowKey& k : keys) k = MakeFiveTupleKey(src++, 2, 3, 4, 6);
+    p->ProcessBurst(keys, kMaxBurst, v);
+    for (const Verdict& x : v) ASSERT_EQ(x.rule_id, 1u);
+  }
+  EXPECT_EQ(p->stats().emc_hits, 0u);
+  EXPECT_GT(p->stats().emc_skipped, 512u * kMaxBurst / 2);
+  // Now the same 32 flows over and over: the sampled bursts hit, and the
+  // EMC is looked up again.
+  for (FlowKey& k : keys) k = MakeFiveTupleKey(src++, 2, 3, 4, 6);
+  const uint64_t skipped = p->stats().emc_skipped;
+  for (int b = 0; b < 512; ++b) {
+    p->ProcessBurst(keys, kMaxBurst, v);
+    for (const Verdict& x : v) ASSERT_EQ(x.action, Action::Output(2));
+  }
+  EXPECT_GT(p->stats().emc_hits, 400u * kMaxBurst);
+  EXPECT_LT(p->stats().emc_skipped - skipped, 128u * kMaxBurst);
+}
+
 TEST_F(AclTest, EmptyRuleSetMatchesNothing) {
   std::unique_ptr<AclClassifier> c = BuildOk({});
   ASSERT_NE(c, nullptr);

@@ -41,7 +41,19 @@ bool AclPipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts) {
   int miss_index[kMaxBurst];
   int misses = 0;
   stats_.packets += static_cast<uint64_t>(n);
-  if (config_.emc) {
+  bool probe = config_.emc;
+  if (probe && config_.emc_adaptive) {
+    if (++window_bursts_ == kEmcWindow) {
+      // Decide on the window's probed keys (none: keep probing sparsely).
+      emc_skip_ = window_probed_ > 0 && window_hits_ * kEmcMinHitInv < window_probed_;
+      window_bursts_ = 0;
+      window_probed_ = 0;
+      window_hits_ = 0;
+    }
+    probe = !emc_skip_ || window_bursts_ % kEmcSampleEvery == 0;
+    if (!probe) stats_.emc_skipped += static_cast<uint64_t>(n);
+  }
+  if (probe) {
     // Every key's first slot is fetched before any is compared, so the
     // misses of a burst overlap.
     for (int i = 0; i < n; ++i)
@@ -61,6 +73,8 @@ bool AclPipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts) {
       miss_index[misses++] = i;
     }
     stats_.emc_hits += static_cast<uint64_t>(n - misses);
+    window_probed_ += static_cast<uint64_t>(n);
+    window_hits_ += static_cast<uint64_t>(n - misses);
   } else {
     for (int i = 0; i < n; ++i) miss_index[i] = i;
     misses = n;
@@ -110,9 +124,9 @@ bool AclPipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts) {
 std::string AclPipeline::FormatStats() const {
   return absl::StrFormat(
       "  packets: %d\n  emc_hits: %d\n  acl_hits: %d\n  acl_misses: %d\n  emc_inserts: %d\n"
-      "  generation: %d\n",
+      "  emc_skipped: %d\n  generation: %d\n",
       stats_.packets, stats_.emc_hits, stats_.acl_hits, stats_.acl_misses, stats_.emc_inserts,
-      stats_.generation);
+      stats_.emc_skipped, stats_.generation);
 }
 
 }  // namespace flowclass

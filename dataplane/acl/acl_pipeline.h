@@ -5,7 +5,8 @@
 // The per-thread pipeline of `pipeline.kind: acl` (docs/acl-pipeline.md):
 //
 //   ProcessBurst(keys[0..n), n <= 32)
-//     EMC   exact key -> rule, 2 probes          if emc
+//     EMC   exact key -> rule, 2 probes          if emc (and paying, see
+//                                                emc_adaptive)
 //     ACL   AclClassifier::ClassifyImages on the burst's misses
 //     verdicts[i] = {rule id, action} of the winner ({0, drop}: none)
 //     a miss is inserted into the EMC with probability 1/emc_insert_inv_prob
@@ -37,6 +38,12 @@ struct AclPipelineConfig {
   bool emc = true;
   uint32_t emc_entries = 8192;       // power of two
   uint32_t emc_insert_inv_prob = 100;  // 1: every miss is inserted; 0: none
+  // Skip the EMC lookup while it does not pay: every kEmcWindow bursts the
+  // hits of the bursts that looked it up are counted; below 1 in
+  // kEmcMinHitInv keys, only 1 burst in kEmcSampleEvery looks it up until
+  // a window is above again.  Inserts go on either way, so a workload of
+  // few flows turns it back on.  false: every burst looks it up.
+  bool emc_adaptive = true;
 };
 
 struct AclPipelineStats {
@@ -45,6 +52,7 @@ struct AclPipelineStats {
   uint64_t acl_hits = 0;    // misses of the EMC the ACL matched to a rule
   uint64_t acl_misses = 0;  // ... and those no rule matches
   uint64_t emc_inserts = 0;
+  uint64_t emc_skipped = 0;  // packets whose burst did not look the EMC up (adaptive)
   uint64_t generation = 0;  // SetClassifier calls
 };
 
@@ -79,6 +87,13 @@ class AclPipeline {
   int shift_ = 0;
   uint64_t generation_ = 1;
   uint64_t rng_ = 0x9e3779b97f4a7c15ULL;
+  static constexpr uint32_t kEmcWindow = 64;
+  static constexpr uint32_t kEmcMinHitInv = 8;
+  static constexpr uint32_t kEmcSampleEvery = 8;
+  uint32_t window_bursts_ = 0;
+  uint64_t window_probed_ = 0;
+  uint64_t window_hits_ = 0;
+  bool emc_skip_ = false;
   AclPipelineStats stats_;
 };
 
