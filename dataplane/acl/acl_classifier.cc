@@ -472,7 +472,7 @@ absl::Status InitOfflineEal(std::string_view program, int memory_mb) {
   if (done) return absl::OkStatus();
   std::vector<std::string> args = {
       std::string(program), "-l", "0", "--no-huge", "-m", absl::StrCat(memory_mb),
-      "--no-pci", "--no-telemetry",
+      "--no-pci", "--no-telemetry", "--no-shconf",
       absl::StrCat("--file-prefix=", std::string(program), "_", getpid()), "--log-level=lib.eal:error"};
   std::vector<char*> argv;
   for (std::string& s : args) argv.push_back(s.data());

@@ -170,8 +170,9 @@ class AclClassifier {
 };
 
 // Initialises DPDK's EAL for offline use (flowclassctl replay, tests):
-// "--no-huge -m <memory_mb> --no-pci --file-prefix=<program>_<pid>" and
-// one lcore, unless EAL is already up in this process (then OK).  Not for
+// "--no-huge -m <memory_mb> --no-pci --no-shconf --file-prefix=<program>_<pid>"
+// and one lcore (--no-shconf: no shared runtime files), unless EAL
+// is already up in this process (then OK).  Not for
 // flowclassd, which initialises EAL itself (dataplane/dpdk).
 absl::Status InitOfflineEal(std::string_view program, int memory_mb = 512);
 
