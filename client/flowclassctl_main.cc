@@ -7,9 +7,12 @@
 // Exit codes: 0 success; 1 replay finished with mismatches; 2 usage error;
 // 3 bad input (a file that cannot be read or parsed, a rejected rule set);
 // 4 the server rejected the request; 5 the server could not be reached.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <iterator>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -96,6 +99,15 @@ constexpr char kReplayHelp[] =
     "                                    best available); autovalidator checks\n"
     "                                    every variant against generic and\n"
     "                                    exits 1 on any difference\n"
+    "  --pipeline megaflow|acl           the pipeline (default megaflow); acl:\n"
+    "                                    EMC -> DPDK rte_acl -> action (only\n"
+    "                                    --emc and --emc-insert-inv-prob apply;\n"
+    "                                    EAL starts without hugepages)\n"
+    "  --acl-algorithm NAME              with --pipeline acl: default, scalar,\n"
+    "                                    sse, avx2, avx512x16, avx512x32 or\n"
+    "                                    autovalidator (every one the CPU runs,\n"
+    "                                    checked against scalar; exits 1 on any\n"
+    "                                    difference); default: the best\n"
     "  -h, --help                        this text\n"
     "\n"
     "Prints the rule and trace line counts, the timed loop's rate\n"
@@ -205,6 +217,21 @@ int Replay(const std::vector<std::string_view>& raw) {
         return ReplayUsage("--lookup avx512: this CPU lacks avx512f/bw/vl/dq, bmi2 or popcnt");
       }
       opts.pipeline.dpcls.lookup = *p;
+    } else if (a == "--pipeline") {
+      const std::string_view* v = value();
+      std::optional<PipelineKind> k = v ? ParsePipelineKind(*v) : std::nullopt;
+      if (!k) return ReplayUsage("--pipeline takes megaflow or acl");
+      opts.kind = *k;
+    } else if (a == "--acl-algorithm") {
+      const std::string_view* v = value();
+      constexpr std::string_view kAlgs[] = {"default",   "scalar",    "sse",          "avx2",
+                                            "avx512x16", "avx512x32", "autovalidator"};
+      if (!v || std::find(std::begin(kAlgs), std::end(kAlgs), *v) == std::end(kAlgs)) {
+        return ReplayUsage(
+            "--acl-algorithm takes default, scalar, sse, avx2, avx512x16, avx512x32 or "
+            "autovalidator");
+      }
+      opts.acl_algorithm = std::string(*v);
     } else if (!a.empty() && a[0] == '-') {
       return ReplayUsage("unknown option '" + std::string(a) + "'");
     } else {

@@ -14,6 +14,7 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayOptions& options,
   if (options.repeat < 1) {
     return absl::InvalidArgumentError("--repeat: must be at least 1");
   }
+  if (options.kind == PipelineKind::kAcl) return RunAclReplay(options, out);
   absl::StatusOr<std::vector<Rule>> rules =
       LoadRuleFile(options.rules_path, options.format);
   if (!rules.ok()) return rules.status();
@@ -105,6 +106,13 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayOptions& options,
                          result.lookup_mismatches);
   return result;
 }
+
+#ifndef FLOWCLASS_WITH_ACL
+absl::StatusOr<ReplayResult> RunAclReplay(const ReplayOptions&, std::ostream&) {
+  return absl::UnimplementedError(
+      "--pipeline acl: this flowclassctl was built without DPDK (FLOWCLASS_WITH_SERVICE=OFF)");
+}
+#endif
 
 std::string ReplaySummaryLine(const ReplayResult& r) {
   return absl::StrFormat("replay: packets=%d mismatches=%d mpps=%.2f",

@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "dataplane/pipeline.h"
+#include "dataplane/pipeline_kind.h"
 #include "dataplane/rules/rule_format.h"
 
 namespace flowclass {
@@ -34,6 +35,12 @@ struct ReplayOptions {
   // pipeline.dpcls.lookup picks the subtable lookup implementations
   // (`--lookup NAME` is LookupPriorities::Only(NAME); default: best).
   PipelineConfig pipeline;
+  // kAcl: EMC -> rte_acl -> action (dataplane/acl) instead of `pipeline`'s
+  // cache hierarchy; only pipeline.emc and emc_config.insert_inv_prob
+  // apply.  Needs a flowclassctl built with DPDK (FLOWCLASS_WITH_SERVICE).
+  PipelineKind kind = PipelineKind::kMegaflow;
+  // kAcl: the rte_acl classify implementation (acl_classifier.h names).
+  std::string acl_algorithm = "default";
   // Print at most this many mismatching lines.
   int max_reported_mismatches = 10;
 };
@@ -44,7 +51,8 @@ struct ReplayResult {
   double seconds = 0;  // classification loop only
   double mpps = 0;
   PmdStats stats;
-  // Differences the lookup autovalidator found (0 unless it was selected).
+  // Differences the lookup autovalidator found (0 unless it was selected;
+  // with kAcl: the ACL autovalidator's).
   uint64_t lookup_mismatches = 0;
 };
 
@@ -53,6 +61,11 @@ struct ReplayResult {
 // set the table rejects.
 absl::StatusOr<ReplayResult> RunReplay(const ReplayOptions& options,
                                        std::ostream& out);
+
+// RunReplay for options.kind == kAcl (replay_acl.cc; without DPDK an
+// UNIMPLEMENTED error).
+absl::StatusOr<ReplayResult> RunAclReplay(const ReplayOptions& options,
+                                          std::ostream& out);
 
 // "replay: packets=N mismatches=M mpps=X.XX"
 std::string ReplaySummaryLine(const ReplayResult& r);

@@ -25,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "dataplane/dpdk/dpdk_dataplane.h"
+#include "dataplane/pipeline_kind.h"
 #include "server/api/grpc_config.h"
 #include "server/metrics/metrics_options.h"
 
@@ -59,6 +60,11 @@ struct DaemonConfig {
   // stalled (readiness and liveness fail).  pmd.publish_timeout_ms is
   // dataplane.publish_timeout_ms.
   uint32_t pmd_stall_timeout_ms = 2000;
+  // pipeline.kind: megaflow | acl (start-up only, not a run-time setting).
+  // flowclassd serves megaflow; acl is refused until the daemon side of the
+  // acl pipeline exists (docs/acl-pipeline.md: flowclassctl replay --pipeline
+  // acl runs it offline).
+  PipelineKind pipeline_kind = PipelineKind::kMegaflow;
 };
 
 // Parses YAML text (`origin` names it in errors) with overrides applied.

@@ -194,6 +194,25 @@ dpcls: {force_scalar: true, lookup_prio: {generic: 7, autovalidator: 1}}
   EXPECT_EQ(o->dataplane.pipeline.dpcls.lookup.Get("generic").value_or(-1), 9);
 }
 
+TEST(ConfigTest, PipelineKind) {
+  auto d = Parse(kMinimal);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->pipeline_kind, PipelineKind::kMegaflow);
+  EXPECT_THAT(DescribeConfig(*d), HasSubstr("\npipeline.kind: megaflow\n"));
+  auto m = Parse(std::string(kMinimal) + "pipeline: {kind: megaflow}\n");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->pipeline_kind, PipelineKind::kMegaflow);
+  // acl is a known kind the daemon does not serve yet: refused, not ignored.
+  auto a = Parse(std::string(kMinimal) + "pipeline: {kind: acl}\n");
+  ASSERT_FALSE(a.ok());
+  EXPECT_THAT(std::string(a.status().message()),
+              HasSubstr("pipeline.kind: acl is not served by flowclassd yet"));
+  auto x = Parse(kMinimal, {"pipeline.kind=tss"});
+  ASSERT_FALSE(x.ok());
+  EXPECT_THAT(std::string(x.status().message()),
+              HasSubstr("pipeline.kind: \"tss\" is not megaflow or acl"));
+}
+
 TEST(ConfigTest, MissingSectionsAndSyntaxErrors) {
   auto r = Parse("pmd: {lcores: [1]}\neal: {hugepages: false, memory_mb: 64}\n");
   ASSERT_FALSE(r.ok());

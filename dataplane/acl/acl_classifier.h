@@ -1,0 +1,181 @@
+// acl_classifier.h — a rule set compiled into DPDK rte_acl contexts.
+//
+// Contract
+// --------
+// AclClassifier::Build takes the same Rule model a RuleTable takes (every rule
+// must pass ValidateRule) and compiles it, once, into up to three rte_acl
+// contexts by the key's eth_type: one for IPv4 keys (0x0800), one for IPv6
+// keys (0x86dd), one for every other key.  A rule goes into each context
+// whose keys it can match; in the IPv4 and IPv6 contexts its eth_type test is
+// implied by the choice of context and left out, so a ClassBench IPv4 set
+// walks exactly the 5-tuple bytes dpdk-test-acl walks.  The result is
+// immutable: a new rule set is a new AclClassifier (the daemon's operating /
+// shadow design builds the next one off the PMDs, see docs/acl-pipeline.md).
+//
+// Input: the ACL reads a 72-byte buffer, the dense Flow (flow.h) with each
+// 64-bit word stored big-endian (AclKeyImage), so every field of the Flow
+// layout sits at a fixed byte offset in network order, as rte_acl wants:
+// word w's bits [63:56] at byte 8w, ... bits [7:0] at byte 8w+7.  Every bit
+// of every word is covered by a field definition (kAclFields), so every
+// match field the rule model has is expressible: addresses and the other
+// fields as bitmask fields (any mask, not only prefixes), ports natively as
+// range fields (a prefix-shaped port mask becomes its range; any other port
+// mask goes to a second, bitmask definition of the port bytes, which rte_acl
+// drops from the trie when no rule uses it, as it drops every input group all
+// of whose fields are wildcarded by every rule).
+//
+// Priorities: rte_acl picks the highest priority among matching rules and
+// says nothing about ties.  The rule model's winner is the highest priority,
+// then the lowest id (RuleBeats).  So rules are ranked once by RuleBeats and
+// the ACL priority is the rank (distinct for every rule): the ACL's winner is
+// RuleBeats' winner.  One category is used (category_mask 1); userdata is the
+// rule's rank + 1 (0 is rte_acl's "no match").
+//
+// A rule the build cannot express is rejected, never classified differently:
+// Build returns INVALID_ARGUMENT "rule <index> (id <id>): <field>: ..." with
+// a RuleOpError payload (rule_error.h) naming the same index, id and field.
+// With the field table above this happens only for a mask bit no field
+// covers (none today: CheckAclExpressible guards the table) and for a set
+// past `max_rules` (RESOURCE_EXHAUSTED, naming the first rule past it).
+//
+// Threads: Build needs DPDK's EAL initialised (rte_acl allocates from its
+// heap; see InitOfflineEal) and runs on a control thread.  Classify and
+// ClassifyBurst are const, allocate nothing, lock nothing and may run on
+// any number of threads at once (rte_acl_classify_alg is read-only on the
+// context); the algorithm and the autovalidator's mismatch counter are
+// relaxed atomics.
+#ifndef FLOWCLASS_DATAPLANE_ACL_ACL_CLASSIFIER_H_
+#define FLOWCLASS_DATAPLANE_ACL_ACL_CLASSIFIER_H_
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "dataplane/flow/flow.h"
+#include "dataplane/rules/rule.h"
+
+struct rte_acl_ctx;
+
+namespace flowclass {
+
+// rte_acl's classify implementations (enum rte_acl_classify_alg), plus the
+// autovalidator: every implementation the CPU runs, each checked against
+// scalar on every burst (differences counted, scalar's answer used).
+enum class AclAlgorithm : uint8_t {
+  kDefault,  // the best the CPU and EAL's max SIMD bit width allow
+  kScalar,
+  kSse,
+  kAvx2,
+  kAvx512x16,
+  kAvx512x32,
+  kAutovalidator,
+};
+
+// "default", "scalar", "sse", "avx2", "avx512x16", "avx512x32",
+// "autovalidator".
+const char* AclAlgorithmName(AclAlgorithm a);
+// INVALID_ARGUMENT listing the accepted names.
+absl::StatusOr<AclAlgorithm> ParseAclAlgorithm(std::string_view name);
+
+struct AclOptions {
+  AclAlgorithm algorithm = AclAlgorithm::kDefault;
+  // Bound on the rules of one build (RESOURCE_EXHAUSTED past it).
+  size_t max_rules = 1u << 20;
+  // rte_acl_config.max_size: bytes the run-time structures may take; 0: no
+  // limit.  Past it rte_acl splits the rules over more tries.
+  size_t max_size = 0;
+  int socket_id = -1;  // SOCKET_ID_ANY
+};
+
+// One rte_acl field definition over the 72-byte AclKeyImage.
+struct AclFieldDef {
+  const char* name;  // the rule model's field (or "pad" for the filler byte)
+  uint8_t type;      // RTE_ACL_FIELD_TYPE_*
+  uint8_t size;      // bytes: 1, 2 or 4
+  uint8_t offset;    // in the image
+  uint8_t input_index;
+};
+inline constexpr int kAclNumFields = 28;
+inline constexpr int kAclKeyBytes = kFlowWords * 8;
+extern const std::array<AclFieldDef, kAclNumFields> kAclFields;
+
+// The ACL's input for one key: the dense flow, each word big-endian.
+struct alignas(8) AclKeyImage {
+  uint8_t bytes[kAclKeyBytes];
+};
+void MakeAclKeyImage(const FlowKey& key, AclKeyImage* out);
+
+// OK when every bit the rule matches on lies in some kAclFields definition;
+// otherwise INVALID_ARGUMENT "rule <index> (id <id>): <field>: ...".
+absl::Status CheckAclExpressible(const Rule& rule, size_t index);
+
+struct AclBuildStats {
+  size_t rules = 0;             // distinct rules given
+  size_t acl_rules[3] = {};     // rte_acl rules per context (ipv4, ipv6, other)
+  double build_seconds = 0;     // rte_acl_add_rules + rte_acl_build
+};
+
+class AclClassifier {
+ public:
+  // EAL must be initialised.  `rules` need not be sorted; ids must be
+  // unique (INVALID_ARGUMENT naming the second one otherwise).
+  static absl::StatusOr<std::unique_ptr<AclClassifier>> Build(
+      absl::Span<const Rule> rules, const AclOptions& options = {});
+  ~AclClassifier();
+  AclClassifier(const AclClassifier&) = delete;
+  AclClassifier& operator=(const AclClassifier&) = delete;
+
+  // out[i]: the winning rule for keys[i] (nullptr: none), n <= kMaxBurst.
+  // The rules live as long as the classifier.
+  void ClassifyBurst(const FlowKey* keys, int n, const Rule** out) const;
+  // The same on prepared images (each image's eth_type picks the context).
+  void ClassifyImages(const AclKeyImage* images, int n, const Rule** out) const;
+  const Rule* Classify(const FlowKey& key) const;
+
+  // What ClassifyBurst runs (kDefault resolved; kAutovalidator stays).
+  AclAlgorithm algorithm() const { return algorithm_.load(std::memory_order_relaxed); }
+  // Switches the implementation at run time, on any thread, while others
+  // classify (each burst reads it once: rte_acl_classify_alg is called with
+  // it, the context is not changed).  FAILED_PRECONDITION for one this CPU
+  // lacks (the message lists those it has).
+  absl::Status SetAlgorithm(AclAlgorithm a);
+  // The implementations this CPU runs (scalar first).
+  const std::vector<AclAlgorithm>& supported() const { return supported_; }
+  // Keys on which some implementation disagreed with scalar (autovalidator).
+  uint64_t autovalidator_mismatches() const {
+    return mismatches_.load(std::memory_order_relaxed);
+  }
+  const AclBuildStats& stats() const { return stats_; }
+  // Rules in (priority desc, id asc) order: rank r is rules()[r].
+  const std::vector<Rule>& rules() const { return ranked_; }
+
+ private:
+  AclClassifier() = default;
+  void RunContext(int c, const uint8_t** data, uint32_t* results, int n) const;
+
+  std::vector<Rule> ranked_;
+  rte_acl_ctx* ctx_[3] = {nullptr, nullptr, nullptr};
+  std::atomic<AclAlgorithm> algorithm_{AclAlgorithm::kScalar};
+  std::vector<AclAlgorithm> supported_;
+  mutable std::atomic<uint64_t> mismatches_{0};
+  AclBuildStats stats_;
+};
+
+// Initialises DPDK's EAL for offline use (flowclassctl replay, tests):
+// "--no-huge -m <memory_mb> --no-pci --no-shconf --file-prefix=<program>_<pid>"
+// and one lcore (--no-shconf: no shared runtime files), unless EAL
+// is already up in this process (then OK).  Not for
+// flowclassd, which initialises EAL itself (dataplane/dpdk).
+absl::Status InitOfflineEal(std::string_view program, int memory_mb = 512);
+
+}  // namespace flowclass
+
+#endif  // FLOWCLASS_DATAPLANE_ACL_ACL_CLASSIFIER_H_

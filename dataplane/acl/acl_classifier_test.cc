@@ -1,0 +1,354 @@
+// Differential tests of the acl pipeline: AclClassifier (every classify
+// implementation this CPU runs, and the autovalidator) and AclPipeline
+// (EMC -> ACL) against the linear-scan ReferenceClassifier and the megaflow
+// Pipeline, on random rule sets (IPv4, IPv6 and L2 rules, prefixes and
+// arbitrary masks, port ranges and port masks, overlaps, equal priorities)
+// changed batch by batch, and on every ClassBench set tests/data/classbench
+// carries.  Also: the key image's layout and the build's errors.
+#include "dataplane/acl/acl_classifier.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "dataplane/acl/acl_pipeline.h"
+#include "dataplane/pipeline.h"
+#include "dataplane/rules/rule_error.h"
+#include "dataplane/rules/rule_format.h"
+#include "dataplane/rules/rule_table.h"
+#include "gtest/gtest.h"
+#include "tests/common/classbench_data.h"
+#include "tests/common/random_rules.h"
+#include "tests/common/reference_classifier.h"
+
+namespace flowclass {
+namespace {
+
+class AclTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const absl::Status s = InitOfflineEal("flowclass_acl_test");
+    ASSERT_TRUE(s.ok()) << s;
+  }
+};
+
+std::unique_ptr<AclClassifier> BuildOk(const std::vector<Rule>& rules,
+                                       AclAlgorithm alg = AclAlgorithm::kDefault) {
+  AclOptions o;
+  o.algorithm = alg;
+  absl::StatusOr<std::unique_ptr<AclClassifier>> c = AclClassifier::Build(rules, o);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? std::move(*c) : nullptr;
+}
+
+uint64_t IdOf(const Rule* r) { return r == nullptr ? 0 : r->id; }
+
+// What every subject must agree on for `keys`: the reference's winner.
+struct Subjects {
+  std::vector<std::unique_ptr<AclClassifier>> acl;  // one per algorithm
+  std::unique_ptr<AclPipeline> acl_pipeline;        // EMC in front, defaults
+  std::unique_ptr<Pipeline> megaflow;
+  RuleTable table;
+};
+
+// Classifies keys (in bursts of up to 32, of varying size) through every
+// subject and checks each against the reference; adds the matched keys to
+// *matched_out.
+void CheckKeys(const std::vector<FlowKey>& keys, const ReferenceClassifier& ref,
+               Subjects* s, const std::string& what, long* matched_out) {
+  long& matched = *matched_out;
+  size_t burst = 1;
+  for (size_t i = 0; i < keys.size(); i += burst, burst = (burst + 6) % kMaxBurst + 1) {
+    const int n = static_cast<int>(std::min<size_t>(burst, keys.size() - i));
+    const FlowKey* k = &keys[i];
+    Verdict mf[kMaxBurst], ap[kMaxBurst];
+    s->megaflow->ProcessBurst(k, n, mf);
+    s->acl_pipeline->ProcessBurst(k, n, ap);
+    // The autovalidator runs every implementation the CPU has and answers
+    // with scalar's (differences counted, checked by the caller); then the
+    // default (best) one, which the pipeline classifies with.
+    AclClassifier& acl = *s->acl.front();
+    for (AclAlgorithm a : {AclAlgorithm::kAutovalidator, AclAlgorithm::kDefault}) {
+      ASSERT_TRUE(acl.SetAlgorithm(a).ok());
+      const Rule* got[kMaxBurst];
+      acl.ClassifyBurst(k, n, got);
+      for (int j = 0; j < n; ++j) {
+        const Rule* want = ref.Lookup(k[j]);
+        ASSERT_EQ(IdOf(got[j]), IdOf(want))
+            << what << ": acl " << AclAlgorithmName(acl.algorithm()) << " key "
+            << k[j].ToString();
+      }
+    }
+    for (int j = 0; j < n; ++j) {
+      const Rule* want = ref.Lookup(k[j]);
+      const Verdict v = want ? Verdict{want->id, want->action} : Verdict{};
+      matched += want != nullptr;
+      ASSERT_EQ(mf[j].rule_id, v.rule_id) << what << ": megaflow pipeline, key " << k[j].ToString();
+      ASSERT_EQ(ap[j].rule_id, v.rule_id) << what << ": acl pipeline, key " << k[j].ToString();
+      ASSERT_EQ(ap[j].action, v.action) << what << ": acl pipeline action";
+    }
+  }
+}
+
+// Builds every subject for `rules` (the table gets `ops` applied: the
+// caller keeps it in step with `rules`).
+void Rebuild(const std::vector<Rule>& rules, Subjects* s) {
+  s->acl.clear();
+  s->acl.push_back(BuildOk(rules));
+  ASSERT_NE(s->acl.back(), nullptr);
+  s->acl_pipeline->SetClassifier(s->acl.back().get());
+  s->megaflow->SetRuleTable(&s->table);
+}
+
+void ExpectNoAutovalidatorDifferences(const Subjects& s) {
+  for (const auto& c : s.acl) EXPECT_EQ(c->autovalidator_mismatches(), 0u);
+}
+
+TEST_F(AclTest, RandomRulesMatchReferenceAndMegaflowPipeline) {
+  long keys_checked = 0, matched = 0;
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    SCOPED_TRACE(absl::StrCat("seed ", seed));
+    RandomRuleOptions opts;
+    opts.ipv6_fraction = seed % 3 == 0 ? 0.6 : 0.25;
+    opts.range_fraction = 0.3;
+    RandomRuleGen gen(seed, opts);
+    std::vector<Rule> live = gen.NextRules(40 + gen.Uniform(160));
+    uint64_t next_id = live.size() + 1;
+    ReferenceClassifier ref(live);
+    Subjects s;
+    AclPipelineConfig pc;
+    pc.emc_insert_inv_prob = 1;  // every miss cached: the EMC answers the repeats
+    s.acl_pipeline = std::move(*AclPipeline::Create(pc));
+    s.megaflow = std::move(*Pipeline::Create());
+    {
+      std::vector<RuleOp> ops;
+      for (const Rule& r : live) ops.push_back(RuleOp::Insert(r));
+      ASSERT_TRUE(s.table.ApplyBatch(ops).ok());
+    }
+    std::vector<FlowKey> prev_keys;
+    for (int round = 0; round < 4; ++round) {
+      if (round > 0) {
+        std::vector<RuleOp> ops = gen.NextBatch(1 + gen.Uniform(40), &live, &next_id);
+        ASSERT_TRUE(ref.ApplyBatch(ops).ok());
+        ASSERT_TRUE(s.table.ApplyBatch(ops).ok());
+      }
+      Rebuild(live, &s);
+      if (HasFatalFailure()) return;
+      // The last round's keys first: the EMC holds them (every miss is
+      // inserted) with the old rule set's answers, which must not survive.
+      CheckKeys(prev_keys, ref, &s, absl::StrCat("round ", round, " old keys"), &matched);
+      if (HasFatalFailure()) return;
+      keys_checked += static_cast<long>(prev_keys.size());
+      std::vector<FlowKey>& keys = prev_keys;
+      keys.clear();
+      for (int i = 0; i < 600; ++i) {
+        const Flow f = i % 5 == 4 ? gen.NextKey() : gen.NextKeyNear(live);
+        keys.push_back(FlowKey::FromFlow(f));
+      }
+      // Twice: the second pass meets the EMC and the megaflows.
+      for (int pass = 0; pass < 2; ++pass) {
+        CheckKeys(keys, ref, &s, absl::StrCat("round ", round, " pass ", pass), &matched);
+        if (HasFatalFailure()) return;
+        keys_checked += static_cast<long>(keys.size());
+      }
+      ExpectNoAutovalidatorDifferences(s);
+    }
+    EXPECT_GT(s.acl_pipeline->stats().emc_hits, 0u);
+  }
+  // The keys must exercise both outcomes.
+  EXPECT_GT(matched, keys_checked / 4);
+  EXPECT_LT(matched, keys_checked);
+}
+
+std::vector<std::string> ClassBenchSets() {
+  std::vector<std::string> sets;
+  for (const char* s : {"acl1_100", "acl1_1K", "fw1_100", "fw1_1K", "ipc1_100", "ipc1_1K"})
+    sets.push_back(std::string("hypersplit/") + s);
+  for (const char* s : {"acl1_1k", "acl2_1k", "acl3_1k", "acl4_1k", "acl5_1k", "fw1_1k",
+                        "fw2_1k", "fw3_1k", "fw4_1k", "fw5_1k", "ipc1_1k", "ipc2_1k"})
+    sets.push_back(std::string("neurocuts/") + s);
+  return sets;
+}
+
+TEST_F(AclTest, EveryClassBenchSetMatchesReferenceAndMegaflowPipeline) {
+  double total_build = 0;
+  for (const std::string& set : ClassBenchSets()) {
+    SCOPED_TRACE(set);
+    const std::string path = ClassBenchDir() + "/" + set;
+    absl::StatusOr<std::vector<Rule>> rules = LoadRuleFile(path);
+    ASSERT_TRUE(rules.ok()) << rules.status();
+    ASSERT_GT(rules->size(), 50u);
+    ReferenceClassifier ref(*rules);
+    Subjects s;
+    s.acl_pipeline = std::move(*AclPipeline::Create({}));
+    s.megaflow = std::move(*Pipeline::Create());
+    {
+      std::vector<RuleOp> ops;
+      for (const Rule& r : *rules) ops.push_back(RuleOp::Insert(r));
+      ASSERT_TRUE(s.table.ApplyBatch(ops).ok());
+    }
+    Rebuild(*rules, &s);
+    if (HasFatalFailure()) return;
+    std::vector<FlowKey> keys;
+    absl::StatusOr<std::vector<TraceEntry>> trace = LoadTraceFile(path + "_trace");
+    if (set.starts_with("hypersplit/")) {
+      ASSERT_TRUE(trace.ok()) << trace.status();
+      for (const TraceEntry& e : *trace) keys.push_back(e.key);
+    } else {
+      // The neurocuts sets come without traces: keys near their rules.
+      RandomRuleGen gen(7);
+      for (int i = 0; i < 3000; ++i) keys.push_back(FlowKey::FromFlow(gen.NextKeyNear(*rules)));
+    }
+    long matched = 0;
+    CheckKeys(keys, ref, &s, set, &matched);
+    if (HasFatalFailure()) return;
+    EXPECT_GT(matched, 0) << "no key matched a rule";
+    ExpectNoAutovalidatorDifferences(s);
+    total_build += s.acl.front()->stats().build_seconds;
+  }
+  std::printf("ClassBench sets: %.3f s in ACL builds\n", total_build);
+}
+
+TEST_F(AclTest, KeyImageIsTheDenseFlowBigEndian) {
+  Flow f;
+  for (int w = 0; w < kFlowWords; ++w) f.w[w] = 0x0102030405060708ULL + 0x1010101010101010ULL * w;
+  AclKeyImage img;
+  MakeAclKeyImage(FlowKey::FromFlow(f), &img);
+  for (int w = 0; w < kFlowWords; ++w)
+    for (int b = 0; b < 8; ++b)
+      ASSERT_EQ(img.bytes[8 * w + b], static_cast<uint8_t>(f.w[w] >> (56 - 8 * b)))
+          << "word " << w << " byte " << b;
+  // Each named definition reads its flow field's bytes: tp_dst is the last
+  // two bytes, ipv4_src the first four of word 3, nw_proto byte 64.
+  f = Flow{};
+  f.Set(Field::kTpDst, 0xabcd);
+  f.Set(Field::kIpv4Src, 0x0a000001);
+  f.Set(Field::kNwProto, 17);
+  MakeAclKeyImage(FlowKey::FromFlow(f), &img);
+  EXPECT_EQ(img.bytes[70], 0xab);
+  EXPECT_EQ(img.bytes[71], 0xcd);
+  EXPECT_EQ(img.bytes[24], 0x0a);
+  EXPECT_EQ(img.bytes[27], 0x01);
+  EXPECT_EQ(img.bytes[64], 17);
+}
+
+TEST_F(AclTest, EveryFlowBitIsCoveredByAFieldDefinition) {
+  Rule r;
+  r.id = 9;
+  for (int w = 0; w < kFlowWords; ++w) r.match.mask.w[w] = ~uint64_t{0};
+  EXPECT_TRUE(CheckAclExpressible(r, 0).ok());
+  // Input groups are 4 bytes, the first field 1 byte (rte_acl's rules).
+  int group_bytes[32] = {};
+  for (int i = 1; i < kAclNumFields; ++i) group_bytes[kAclFields[i].input_index] += kAclFields[i].size;
+  EXPECT_EQ(kAclFields[0].size, 1);
+  for (int g = 1; g <= kAclFields.back().input_index; ++g) EXPECT_EQ(group_bytes[g], 4) << g;
+}
+
+TEST_F(AclTest, BuildErrorsNameTheRuleAndField) {
+  Rule a;
+  a.id = 5;
+  a.match.SetExact(Field::kEthType, kEthTypeIpv4);
+  Rule b = a;
+  b.id = 6;
+  b.match.value.Set(Field::kIpv4Src, 0x0a000001);  // value outside its (zero) mask
+  absl::StatusOr<std::unique_ptr<AclClassifier>> c = AclClassifier::Build({a, b});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(c.status().message(), "rule 1 (id 6): ipv4_src:"))
+      << c.status();
+  std::optional<RuleOpError> e = GetRuleOpError(c.status());
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->index, 1u);
+  EXPECT_EQ(e->rule_id, 6u);
+  EXPECT_EQ(e->field, RuleField::kIpv4Src);
+
+  b = a;  // duplicate id
+  c = AclClassifier::Build({a, b});
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(absl::StrContains(c.status().message(), "rule 1 (id 5): id: duplicate"))
+      << c.status();
+
+  b.id = 7;
+  AclOptions o;
+  o.max_rules = 1;
+  c = AclClassifier::Build({a, b}, o);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StrContains(c.status().message(), "rule 1 (id 7): max_rules:"))
+      << c.status();
+}
+
+TEST_F(AclTest, AlgorithmsTheCpuLacksAreRefusedAndTheRestBuild) {
+  Rule a;
+  a.id = 1;
+  a.match.SetExact(Field::kEthType, kEthTypeIpv4);
+  std::unique_ptr<AclClassifier> def = BuildOk({a});
+  ASSERT_NE(def, nullptr);
+  const std::vector<AclAlgorithm>& sup = def->supported();
+  ASSERT_FALSE(sup.empty());
+  EXPECT_EQ(sup.front(), AclAlgorithm::kScalar);
+  EXPECT_EQ(def->algorithm(), sup.back());
+  for (AclAlgorithm alg : {AclAlgorithm::kScalar, AclAlgorithm::kSse, AclAlgorithm::kAvx2,
+                           AclAlgorithm::kAvx512x16, AclAlgorithm::kAvx512x32}) {
+    AclOptions o;
+    o.algorithm = alg;
+    absl::StatusOr<std::unique_ptr<AclClassifier>> c = AclClassifier::Build({a}, o);
+    const bool expected = std::find(sup.begin(), sup.end(), alg) != sup.end();
+    EXPECT_EQ(c.ok(), expected) << AclAlgorithmName(alg) << ": " << c.status();
+    if (!c.ok()) {
+      EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
+      EXPECT_TRUE(absl::StrContains(c.status().message(), "supported: scalar"));
+    }
+  }
+  EXPECT_FALSE(ParseAclAlgorithm("avx3").ok());
+  EXPECT_EQ(*ParseAclAlgorithm("avx512x32"), AclAlgorithm::kAvx512x32);
+}
+
+TEST_F(AclTest, AdaptiveEmcStopsLookingWhileItMissesAndResumesOnHits) {
+  Rule a;
+  a.id = 1;
+  a.match.SetExact(Field::kEthType, kEthTypeIpv4);
+  a.action = Action::Output(2);
+  std::unique_ptr<AclClassifier> c = BuildOk({a});
+  ASSERT_NE(c, nullptr);
+  AclPipelineConfig pc;
+  pc.emc_insert_inv_prob = 1;
+  std::unique_ptr<AclPipeline> p = std::move(*AclPipeline::Create(pc));
+  p->SetClassifier(c.get());
+  FlowKey keys[kMaxBurst];
+  Verdict v[kMaxBurst];
+  // Every key new: the EMC never hits, so most bursts stop looking it up.
+  uint32_t src = 1;
+  for (int b = 0; b < 512; ++b) {
+    for (FlowKey& k : keys) k = MakeFiveTupleKey(src++, 2, 3, 4, 6);
+    p->ProcessBurst(keys, kMaxBurst, v);
+    for (const Verdict& x : v) ASSERT_EQ(x.rule_id, 1u);
+  }
+  EXPECT_EQ(p->stats().emc_hits, 0u);
+  EXPECT_GT(p->stats().emc_skipped, 512u * kMaxBurst / 2);
+  // Now the same 32 flows over and over: the sampled bursts hit, and the
+  // EMC is looked up again.
+  for (FlowKey& k : keys) k = MakeFiveTupleKey(src++, 2, 3, 4, 6);
+  const uint64_t skipped = p->stats().emc_skipped;
+  for (int b = 0; b < 512; ++b) {
+    p->ProcessBurst(keys, kMaxBurst, v);
+    for (const Verdict& x : v) ASSERT_EQ(x.action, Action::Output(2));
+  }
+  EXPECT_GT(p->stats().emc_hits, 400u * kMaxBurst);
+  EXPECT_LT(p->stats().emc_skipped - skipped, 128u * kMaxBurst);
+}
+
+TEST_F(AclTest, EmptyRuleSetMatchesNothing) {
+  std::unique_ptr<AclClassifier> c = BuildOk({});
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->Classify(MakeFiveTupleKey(1, 2, 3, 4, 6)), nullptr);
+}
+
+}  // namespace
+}  // namespace flowclass

@@ -1,0 +1,132 @@
+// acl_pipeline.cc — EMC in front of the ACL classifier.
+#include "dataplane/acl/acl_pipeline.h"
+
+#include <bit>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+
+namespace flowclass {
+
+absl::StatusOr<std::unique_ptr<AclPipeline>> AclPipeline::Create(AclPipelineConfig config) {
+  if (config.emc && (config.emc_entries < 2 || !std::has_single_bit(config.emc_entries))) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "emc_entries: %d is not a power of two of at least 2", config.emc_entries));
+  }
+  return std::unique_ptr<AclPipeline>(new AclPipeline(config));
+}
+
+AclPipeline::AclPipeline(AclPipelineConfig config) : config_(config) {
+  if (config_.emc) {
+    emc_.resize(config_.emc_entries);
+    mask_ = config_.emc_entries - 1;
+    shift_ = std::countr_zero(config_.emc_entries);
+  }
+}
+
+void AclPipeline::SetClassifier(const AclClassifier* classifier) {
+  classifier_ = classifier;
+  ++generation_;  // every EMC entry of the old classifier is now a miss
+  ++stats_.generation;
+}
+
+uint32_t AclPipeline::Slot1(uint64_t hash) const {
+  const uint32_t s0 = static_cast<uint32_t>(hash) & mask_;
+  const uint32_t s1 = static_cast<uint32_t>(hash >> shift_) & mask_;
+  return s1 == s0 ? s0 ^ 1 : s1;
+}
+
+bool AclPipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts) {
+  const Rule* rule[kMaxBurst];
+  int miss_index[kMaxBurst];
+  int misses = 0;
+  stats_.packets += static_cast<uint64_t>(n);
+  bool probe = config_.emc;
+  if (probe && config_.emc_adaptive) {
+    if (++window_bursts_ == kEmcWindow) {
+      // Decide on the window's probed keys (none: keep probing sparsely).
+      emc_skip_ = window_probed_ > 0 && window_hits_ * kEmcMinHitInv < window_probed_;
+      window_bursts_ = 0;
+      window_probed_ = 0;
+      window_hits_ = 0;
+    }
+    probe = !emc_skip_ || window_bursts_ % kEmcSampleEvery == 0;
+    if (!probe) stats_.emc_skipped += static_cast<uint64_t>(n);
+  }
+  if (probe) {
+    // Every key's first slot is fetched before any is compared, so the
+    // misses of a burst overlap.
+    for (int i = 0; i < n; ++i)
+      __builtin_prefetch(&emc_[static_cast<uint32_t>(keys[i].hash) & mask_]);
+    for (int i = 0; i < n; ++i) {
+      const uint64_t h = keys[i].hash;
+      const EmcEntry& a = emc_[static_cast<uint32_t>(h) & mask_];
+      if (a.generation == generation_ && a.key.hash == h && a.key.SameFlow(keys[i])) {
+        rule[i] = a.rule;
+        continue;
+      }
+      const EmcEntry& b = emc_[Slot1(h)];
+      if (b.generation == generation_ && b.key.hash == h && b.key.SameFlow(keys[i])) {
+        rule[i] = b.rule;
+        continue;
+      }
+      miss_index[misses++] = i;
+    }
+    stats_.emc_hits += static_cast<uint64_t>(n - misses);
+    window_probed_ += static_cast<uint64_t>(n);
+    window_hits_ += static_cast<uint64_t>(n - misses);
+  } else {
+    for (int i = 0; i < n; ++i) miss_index[i] = i;
+    misses = n;
+  }
+  if (misses > 0) {
+    const Rule* found[kMaxBurst];
+    if (classifier_ == nullptr) {
+      for (int j = 0; j < misses; ++j) found[j] = nullptr;
+    } else {
+      AclKeyImage images[kMaxBurst];
+      for (int j = 0; j < misses; ++j) MakeAclKeyImage(keys[miss_index[j]], &images[j]);
+      classifier_->ClassifyImages(images, misses, found);
+    }
+    for (int j = 0; j < misses; ++j) {
+      const int i = miss_index[j];
+      rule[i] = found[j];
+      stats_.acl_hits += found[j] != nullptr;
+      stats_.acl_misses += found[j] == nullptr;
+      if (!config_.emc || config_.emc_insert_inv_prob == 0) continue;
+      if (config_.emc_insert_inv_prob > 1) {
+        rng_ ^= rng_ << 13;
+        rng_ ^= rng_ >> 7;
+        rng_ ^= rng_ << 17;
+        if (rng_ % config_.emc_insert_inv_prob != 0) continue;
+      }
+      // Slot 0 unless it holds a live entry and slot 1 does not.
+      const uint64_t h = keys[i].hash;
+      EmcEntry* a = &emc_[static_cast<uint32_t>(h) & mask_];
+      EmcEntry* b = &emc_[Slot1(h)];
+      EmcEntry* e = (a->generation == generation_ && b->generation != generation_) ? b : a;
+      e->key = keys[i];
+      e->rule = found[j];
+      e->generation = generation_;
+      ++stats_.emc_inserts;
+    }
+  }
+  bool alike = true;
+  for (int i = 0; i < n; ++i) {
+    verdicts[i] = rule[i] == nullptr ? Verdict{} : Verdict{rule[i]->id, rule[i]->action};
+    if (i > 0 && (verdicts[i].action != verdicts[0].action ||
+                  (verdicts[i].rule_id == 0) != (verdicts[0].rule_id == 0)))
+      alike = false;
+  }
+  return alike;
+}
+
+std::string AclPipeline::FormatStats() const {
+  return absl::StrFormat(
+      "  packets: %d\n  emc_hits: %d\n  acl_hits: %d\n  acl_misses: %d\n  emc_inserts: %d\n"
+      "  emc_skipped: %d\n  generation: %d\n",
+      stats_.packets, stats_.emc_hits, stats_.acl_hits, stats_.acl_misses, stats_.emc_inserts,
+      stats_.emc_skipped, stats_.generation);
+}
+
+}  // namespace flowclass

@@ -1,0 +1,102 @@
+// acl_pipeline.h — the "acl" pipeline: EMC -> rte_acl_classify -> action.
+//
+// Contract
+// --------
+// The per-thread pipeline of `pipeline.kind: acl` (docs/acl-pipeline.md):
+//
+//   ProcessBurst(keys[0..n), n <= 32)
+//     EMC   exact key -> rule, 2 probes          if emc (and paying, see
+//                                                emc_adaptive)
+//     ACL   AclClassifier::ClassifyImages on the burst's misses
+//     verdicts[i] = {rule id, action} of the winner ({0, drop}: none)
+//     a miss is inserted into the EMC with probability 1/emc_insert_inv_prob
+//
+// The EMC caches answers of one classifier: SetClassifier (a new rule set,
+// a new AclClassifier) bumps the EMC's generation, which invalidates every
+// entry at once (an entry of another generation is a miss and a free slot),
+// so after it returns no answer of the old classifier survives.
+//
+// Threads: one pipeline per thread, like Pipeline.  ProcessBurst allocates
+// nothing, locks nothing, logs nothing, throws nothing; the EMC is allocated
+// by Create.  The classifier must outlive its use by the pipeline.
+#ifndef FLOWCLASS_DATAPLANE_ACL_ACL_PIPELINE_H_
+#define FLOWCLASS_DATAPLANE_ACL_ACL_PIPELINE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "dataplane/acl/acl_classifier.h"
+#include "dataplane/dpcls/megaflow.h"
+#include "dataplane/flow/flow.h"
+
+namespace flowclass {
+
+struct AclPipelineConfig {
+  bool emc = true;
+  uint32_t emc_entries = 8192;       // power of two
+  uint32_t emc_insert_inv_prob = 100;  // 1: every miss is inserted; 0: none
+  // Skip the EMC lookup while it does not pay: every kEmcWindow bursts the
+  // hits of the bursts that looked it up are counted; below 1 in
+  // kEmcMinHitInv keys, only 1 burst in kEmcSampleEvery looks it up until
+  // a window is above again.  Inserts go on either way, so a workload of
+  // few flows turns it back on.  false: every burst looks it up.
+  bool emc_adaptive = true;
+};
+
+struct AclPipelineStats {
+  uint64_t packets = 0;
+  uint64_t emc_hits = 0;
+  uint64_t acl_hits = 0;    // misses of the EMC the ACL matched to a rule
+  uint64_t acl_misses = 0;  // ... and those no rule matches
+  uint64_t emc_inserts = 0;
+  uint64_t emc_skipped = 0;  // packets whose burst did not look the EMC up (adaptive)
+  uint64_t generation = 0;  // SetClassifier calls
+};
+
+class AclPipeline {
+ public:
+  // INVALID_ARGUMENT naming the field (emc_entries not a power of two).
+  static absl::StatusOr<std::unique_ptr<AclPipeline>> Create(AclPipelineConfig config);
+
+  void SetClassifier(const AclClassifier* classifier);
+  // Returns whether all n verdicts are alike: one action, and every packet
+  // matched a rule or none did (Pipeline::ProcessBurst's answer).
+  bool ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts);
+
+  const AclPipelineStats& stats() const { return stats_; }
+  const AclPipelineConfig& config() const { return config_; }
+  // "  packets: ... emc_hits: ... acl_hits: ... acl_misses: ..." lines.
+  std::string FormatStats() const;
+
+ private:
+  struct EmcEntry {
+    FlowKey key;
+    const Rule* rule = nullptr;  // nullptr: the key matches no rule
+    uint64_t generation = 0;     // 0: empty
+  };
+  explicit AclPipeline(AclPipelineConfig config);
+  uint32_t Slot1(uint64_t hash) const;
+
+  AclPipelineConfig config_;
+  const AclClassifier* classifier_ = nullptr;
+  std::vector<EmcEntry> emc_;
+  uint32_t mask_ = 0;
+  int shift_ = 0;
+  uint64_t generation_ = 1;
+  uint64_t rng_ = 0x9e3779b97f4a7c15ULL;
+  static constexpr uint32_t kEmcWindow = 64;
+  static constexpr uint32_t kEmcMinHitInv = 8;
+  static constexpr uint32_t kEmcSampleEvery = 8;
+  uint32_t window_bursts_ = 0;
+  uint64_t window_probed_ = 0;
+  uint64_t window_hits_ = 0;
+  bool emc_skip_ = false;
+  AclPipelineStats stats_;
+};
+
+}  // namespace flowclass
+
+#endif  // FLOWCLASS_DATAPLANE_ACL_ACL_PIPELINE_H_

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# bench_acl.sh — the acl pipeline (`flowclassctl replay --pipeline acl`:
+# EMC -> rte_acl -> action) against dpdk-test-acl and the megaflow pipeline,
+# on the same rules and the same trace, in one run; the table is the "acl
+# pipeline" section of tests/bench/README.md.
+#
+#   scripts/bench_acl.sh [BUILD_DIR] [CLASSBENCH_DIR]
+#
+# For each ClassBench set (default: acl1, fw1 and ipc1 of the NeuroCuts sets
+# at ~1K and ~10K rules, staged into BUILD_DIR/classbench/neurocuts by CMake)
+# the rules and a trace are made as scripts/bench_slowpath.sh makes them
+# (classbench_acl.py: rules without the TCP-flags field, ACLBENCH_PACKETS
+# random points inside random rules, expected column = dpdk-test-acl's own
+# verdict), so every replay below checks each of its verdicts against DPDK's.
+# Then ACLBENCH_ROUNDS rounds, alternating within each round, each tool
+# making ACLBENCH_ITER passes over the trace:
+#   dpdk     dpdk-test-acl, default algorithm (the best the CPU has)
+#   acl      replay --pipeline acl (EMC on, insert 1/100: the defaults)
+#   acl_ne   replay --pipeline acl --emc off (rte_acl alone, plus the key
+#            image and the verdict)
+#   mf       replay (the megaflow pipeline, defaults)
+#   mf_ne    replay --emc off
+# and prints the median packets/s of each and the ratios to dpdk.
+# Checked, or the script fails: both tools loaded the same number of rules,
+# classified the same number of packets, and replay found 0 mismatches
+# against DPDK's verdicts.  All run on one CPU (ACLBENCH_CPU, default 1) and
+# time only their classification loop.  The machine may be shared: the load
+# average is printed at the start and the end.
+#
+# Environment: ACLBENCH_SETS (names under CLASSBENCH_DIR/neurocuts or paths),
+# ACLBENCH_PACKETS (10000), ACLBENCH_ITER (10), ACLBENCH_ROUNDS (3),
+# ACLBENCH_CPU (1), ACLBENCH_ACL_MB (2048), ACLBENCH_SEED (1).  Generated
+# files go to BUILD_DIR/bench/acl/.
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+build="$(cd "${1:-$here/build}" && pwd)"
+classbench="${2:-$build/classbench}"
+sets="${ACLBENCH_SETS:-acl1_1k fw1_1k ipc1_1k acl1_10k fw1_10k ipc1_10k}"
+packets="${ACLBENCH_PACKETS:-10000}"
+iter="${ACLBENCH_ITER:-10}"
+rounds="${ACLBENCH_ROUNDS:-3}"
+cpu="${ACLBENCH_CPU:-1}"
+acl_mb="${ACLBENCH_ACL_MB:-2048}"
+seed="${ACLBENCH_SEED:-1}"
+ctl="$build/client/flowclassctl"
+conv="$here/scripts/classbench_acl.py"
+work="$build/bench/acl"
+
+die() { echo "bench_acl: $*" >&2; exit 1; }
+[ -x "$ctl" ] || die "no $ctl: build the flowclassctl target first"
+acl_bin="$(command -v dpdk-test-acl)" || die "no dpdk-test-acl (Debian: apt-get install dpdk-dev)"
+command -v taskset >/dev/null || die "no taskset (util-linux)"
+mkdir -p "$work"
+
+# dpdk-test-acl RULES TRACE VERBOSE ITERATIONS (--tracenum one more than the
+# trace's lines, as bench_slowpath.sh explains).
+run_acl() {
+  "$acl_bin" --no-huge -m "$acl_mb" --file-prefix="aclbench$$" -l "$cpu" --no-pci \
+    --no-telemetry --log-level=lib.eal:warning -- \
+    --rulesf="$1" --tracef="$2" --tracenum="$((packets + 1))" --iter="$4" --verbose="$3" 2>&1
+}
+field() { sed -n "$1" <<<"$2" | tail -n 1; }
+ratio() { if [ -n "$1" ]; then awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; else echo n/a; fi; }
+median() { tr ' ' '\n' | awk 'NF' | sort -g | awk '{v[NR]=$1} END {if (NR==0) print ""; else if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
+
+# replay_one NAME RULES TRACE NRULES ARGS...: packets/s, checked.
+replay_one() {
+  local name="$1" rules="$2" trace="$3" nrules="$4"; shift 4
+  local out lr pk mm pps
+  out="$(taskset -c "$cpu" "$ctl" replay --repeat="$iter" "$@" "$rules" "$trace")" ||
+    die "$name: flowclassctl replay $* failed:"$'\n'"$out"
+  lr="$(field 's/^rules: \([0-9]*\) .*/\1/p' "$out")"
+  pk="$(field 's/^replay: packets=\([0-9]*\) .*/\1/p' "$out")"
+  mm="$(field 's/^replay: .*mismatches=\([0-9]*\) .*/\1/p' "$out")"
+  pps="$(field 's/^classified: .*(\([0-9]*\) packets\/s)$/\1/p' "$out")"
+  [ "$lr" = "$nrules" ] || die "$name: replay loaded $lr rules, not $nrules"
+  [ "$pk" = "$((packets * iter))" ] || die "$name: replay classified $pk packets"
+  [ "$mm" = 0 ] || die "$name: replay $* disagrees with dpdk-test-acl on $mm packets"
+  [ -n "$pps" ] || die "$name: no classified: line in replay's output"
+  echo "$pps"
+}
+
+acl_one() {
+  local out nr pk pps
+  out="$(run_acl "$2" "$3" 0 "$iter")" || die "$1: dpdk-test-acl failed:"$'\n'"$out"
+  nr="$(field 's/^ *num_rules=\([0-9]*\)$/\1/p' "$out")"
+  pk="$(field 's/.* iterations, \([0-9]*\) pkts, .*/\1/p' "$out")"
+  pps="$(field 's/.*cycles\/pkt, \([0-9.]*\) pkt\/sec$/\1/p' "$out")"
+  [ "$nr" = "$4" ] || die "$1: dpdk-test-acl loaded $nr rules, not $4"
+  [ "$pk" = "$((packets * iter))" ] || die "$1: dpdk-test-acl classified $pk packets"
+  [ -n "$pps" ] || die "$1: no pkt/sec in dpdk-test-acl's output"
+  printf '%.0f\n' "$pps"
+}
+
+echo "acl pipeline vs dpdk-test-acl vs megaflow pipeline: $packets packets x $iter passes per set, median of $rounds rounds, CPU $cpu"
+echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '%-10s %6s %10s %10s %10s %10s %10s %8s %8s %8s %8s\n' set rules dpdk_pps acl_pps \
+  acl_ne_pps mf_pps mf_ne_pps acl/dpdk acl_ne/dp mf/dpdk mf_ne/dp
+for set in $sets; do
+  src="$set"
+  [ -f "$src" ] || src="$classbench/neurocuts/$set"
+  [ -f "$src" ] || die "missing rule set $src (configure $build first, or name CLASSBENCH_DIR)"
+  name="$(basename "$set")"
+  rules="$work/$name.rules"
+  nrules="$(python3 "$conv" rules "$src" "$rules")"
+  python3 "$conv" trace "$rules" "$work/$name.points" "$packets" "$seed"
+  run_acl "$rules" "$work/$name.points" 2 1 >"$work/$name.acl_verdicts" ||
+    die "$name: dpdk-test-acl --verbose=2 failed (see $work/$name.acl_verdicts)"
+  python3 "$conv" expect "$work/$name.points" "$work/$name.acl_verdicts" "$work/${name}_trace"
+  trace="$work/${name}_trace"
+  dp="" ac="" an="" mf="" mn=""
+  for ((r = 1; r <= rounds; r++)); do
+    dp+=" $(acl_one "$name" "$rules" "$trace" "$nrules")"
+    ac+=" $(replay_one "$name" "$rules" "$trace" "$nrules" --pipeline=acl)"
+    an+=" $(replay_one "$name" "$rules" "$trace" "$nrules" --pipeline=acl --emc=off)"
+    mf+=" $(replay_one "$name" "$rules" "$trace" "$nrules")"
+    mn+=" $(replay_one "$name" "$rules" "$trace" "$nrules" --emc=off)"
+  done
+  m_dp="$(median <<<"$dp")" m_ac="$(median <<<"$ac")" m_an="$(median <<<"$an")"
+  m_mf="$(median <<<"$mf")" m_mn="$(median <<<"$mn")"
+  printf '%-10s %6s %10.0f %10.0f %10.0f %10.0f %10.0f %8s %8s %8s %8s\n' "$name" "$nrules" \
+    "$m_dp" "$m_ac" "$m_an" "$m_mf" "$m_mn" "$(ratio "$m_ac" "$m_dp")" \
+    "$(ratio "$m_an" "$m_dp")" "$(ratio "$m_mf" "$m_dp")" "$(ratio "$m_mn" "$m_dp")"
+done
+echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "(packets/s; x/dpdk = the rate as a multiple of dpdk-test-acl's; verdicts checked equal on every packet)"
