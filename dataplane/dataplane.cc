@@ -95,6 +95,51 @@ absl::Status RestoreRuleTable(absl::Span<const Rule> rules, uint64_t generation,
   return absl::OkStatus();
 }
 
+std::string MegaflowText(const MegaflowEntry& e) { return e.value.ToString(e.mask); }
+
+namespace {
+void SubCounter(uint64_t base, uint64_t* v) {
+  if (*v >= base) *v -= base;
+}
+void SubPipeline(const PmdStats& base, PmdStats* s) {
+  for (const PmdCounterInfo& c : kPmdCounters)
+    if (c.kind == PmdCounterKind::kCounter) SubCounter(base.*c.field, &(s->*c.field));
+}
+void SubQueues(const std::vector<QueueCounters>& base, std::vector<QueueCounters>* qs) {
+  for (QueueCounters& q : *qs)
+    for (const QueueCounters& b : base)
+      if (b.port == q.port && b.queue == q.queue) {
+        SubCounter(b.packets, &q.packets);
+        SubCounter(b.dropped, &q.dropped);
+      }
+}
+}  // namespace
+
+void SubtractStatsBaseline(const DataplaneStats& baseline, DataplaneStats* s) {
+  for (PmdCounters& p : s->pmds) {
+    for (const PmdCounters& b : baseline.pmds) {
+      if (b.pmd != p.pmd) continue;
+      for (const PmdLoopCounterInfo& c : kPmdLoopCounters)
+        if (c.kind == PmdCounterKind::kCounter) SubCounter(b.*c.field, &(p.*c.field));
+      SubPipeline(b.pipeline, &p.pipeline);
+      SubPipeline(b.has_snapshot ? b.snapshot.stats : b.pipeline, &p.snapshot.stats);
+      SubQueues(b.rx_queues, &p.rx_queues);
+      SubQueues(b.tx_queues, &p.tx_queues);
+    }
+  }
+  for (PortCounters& p : s->ports) {
+    for (const PortCounters& b : baseline.ports) {
+      if (b.number != p.number) continue;
+      for (auto f : {&PortCounters::tx_packets, &PortCounters::tx_dropped,
+                     &PortCounters::dev_ipackets, &PortCounters::dev_opackets,
+                     &PortCounters::dev_imissed, &PortCounters::dev_ierrors,
+                     &PortCounters::dev_oerrors, &PortCounters::dev_rx_nombuf,
+                     &PortCounters::rx_packets})
+        SubCounter(b.*f, &(p.*f));
+    }
+  }
+}
+
 PmdCounters DataplaneStats::Total() const {
   PmdCounters t;
   for (const PmdCounters& p : pmds) {

@@ -40,6 +40,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -166,6 +167,23 @@ struct RuleHit {
   uint64_t hits = 0;
 };
 
+// Which megaflows Dataplane::DumpMegaflows lists (everything unset: all).
+struct MegaflowDumpRequest {
+  MegaflowFilter filter;        // in_port, rule_id: checked by the PMD
+  std::optional<uint32_t> pmd;  // only this PMD's megaflows
+  std::string match;            // a substring of MegaflowText(entry)
+  uint64_t limit = 0;           // at most this many (0: no limit)
+};
+// "in_port=1,udp,nw_src=10.0.0.0/24,..." (Flow::ToString of value and mask).
+std::string MegaflowText(const MegaflowEntry& e);
+
+// stats-clear (a baseline): `s` minus `baseline` in every counter (PMD loop
+// and pipeline counters, rx/tx queues, ports; matched by PMD index, queue
+// and port number); gauges (generation, occupancy, snapshot structure) are
+// left as they are.  A counter below its baseline is left as it is (it
+// restarted).  The dataplane's own counters stay monotonic.
+void SubtractStatsBaseline(const DataplaneStats& baseline, DataplaneStats* s);
+
 class Dataplane {
  public:
   virtual ~Dataplane() = default;
@@ -238,6 +256,17 @@ class Dataplane {
   // Packets classified per rule (rules without hits may be left out);
   // UNIMPLEMENTED where the dataplane keeps no per-rule counts.
   virtual absl::StatusOr<std::vector<RuleHit>> RuleHits() const = 0;
+  // The PMDs' megaflows that pass `req`, PMD by PMD, each PMD's in no
+  // particular order; each PMD copies them in bounded steps between its
+  // bursts, so a megaflow installed or removed during the dump may or may
+  // not be listed, one alive throughout is listed once.  UNAVAILABLE when a
+  // running PMD does not answer; UNIMPLEMENTED (this default) where the
+  // dataplane keeps no megaflows.
+  virtual absl::StatusOr<std::vector<MegaflowEntry>> DumpMegaflows(
+      const MegaflowDumpRequest& req) const {
+    (void)req;
+    return absl::UnimplementedError("this dataplane keeps no megaflows");
+  }
 };
 
 // Dataplane::ApplyBatches as one ApplyBatch call per batch, in order.

@@ -44,6 +44,10 @@ class ForwardingDataplane : public Dataplane {
     return inner_->Trace(key);
   }
   absl::StatusOr<std::vector<RuleHit>> RuleHits() const override { return inner_->RuleHits(); }
+  absl::StatusOr<std::vector<MegaflowEntry>> DumpMegaflows(
+      const MegaflowDumpRequest& req) const override {
+    return inner_->DumpMegaflows(req);
+  }
 
  protected:
   Dataplane* const inner_;

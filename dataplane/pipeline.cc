@@ -837,4 +837,26 @@ std::string Pipeline::DebugString() const {
   return out;
 }
 
+uint32_t Pipeline::DumpMegaflows(const MegaflowFilter& filter, uint32_t* cursor,
+                                 uint32_t budget, MegaflowEntry* out, uint32_t cap) const {
+  uint32_t c = std::min(*cursor, pool_.live());
+  uint32_t n = 0;
+  for (; c > 0 && budget > 0 && n < cap; --budget) {
+    const Megaflow& mf = pool_.Get(pool_.LiveIndex(--c));
+    if (filter.rule_id && mf.verdict.rule_id != *filter.rule_id) continue;
+    if (filter.in_port && mf.value.Get(Field::kInPort) != *filter.in_port) continue;
+    MegaflowEntry& e = out[n++];
+    e.value = mf.value;
+    e.mask = mf.mask;
+    e.verdict = mf.verdict;
+    e.packets = mf.hits;
+    e.idle_ms = now_ms_ > mf.last_used_ms ? now_ms_ - mf.last_used_ms : 0;
+    e.index = mf.index;
+    e.version = mf.version;
+    e.subtable = mf.subtable;
+  }
+  *cursor = c;
+  return n;
+}
+
 }  // namespace flowclass

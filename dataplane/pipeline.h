@@ -63,6 +63,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -189,6 +190,24 @@ struct PipelineSnapshot {
   std::vector<std::pair<uint64_t, uint64_t>> rule_hits;
 };
 
+// One live megaflow as Pipeline::DumpMegaflows copies it (control path).
+struct MegaflowEntry {
+  uint32_t pmd = 0;      // the owning PMD (the dataplane sets it)
+  Flow value;            // its in_port is value's (megaflows match it exactly)
+  Flow mask;
+  Verdict verdict;       // rule_id 0: no rule matched
+  uint64_t packets = 0;  // classified by it since it was installed
+  uint64_t idle_ms = 0;  // since its last packet, on the pipeline's clock
+  uint32_t index = 0;    // pool slot: (pmd, index, version) names it
+  uint32_t version = 0;
+  uint16_t subtable = 0;
+};
+// Which megaflows DumpMegaflows copies (unset: any).
+struct MegaflowFilter {
+  std::optional<uint32_t> in_port;
+  std::optional<uint64_t> rule_id;
+};
+
 class Pipeline {
  public:
   static absl::StatusOr<std::unique_ptr<Pipeline>> Create(
@@ -307,6 +326,16 @@ class Pipeline {
   // same settings), without counting, inserting or ranking anything.
   // Control path: allocates; call it on the owning thread only.
   PipelineTrace Trace(const FlowKey& key) const;
+  // One bounded step of a megaflow dump (control path, owner thread;
+  // allocates nothing): visits at most `budget` live megaflows, from
+  // position *cursor - 1 down (a *cursor past live() starts at the top),
+  // copies those that pass `filter` into out[0, cap) and stops early once
+  // `cap` are copied; *cursor is left at the next position (0: done).
+  // Returns how many it copied.  A megaflow alive through all the steps of
+  // a dump is copied at least once (a removal only moves an already visited
+  // one down); it may be copied twice: (index, version) tells.
+  uint32_t DumpMegaflows(const MegaflowFilter& filter, uint32_t* cursor, uint32_t budget,
+                         MegaflowEntry* out, uint32_t cap) const;
   std::string DebugString() const;
   // pmd-stats-show style block.
   static std::string FormatStats(const PipelineSnapshot& s);

@@ -170,6 +170,29 @@ class TestingStallHook {
   int pmd_ = -1;  // the stalled PMD, -1: none
 };
 
+// Test-only hook (docs/operations.md, "Test hooks"), off unless the
+// environment variable FLOWCLASS_TESTING_HOLD_RESTORE_FILE names a file:
+// while that file exists the restore does not begin (the gRPC server is
+// open, NOT_SERVING), so a test can see the restore window.  False when a
+// signal came meanwhile.
+bool HoldRestoreForTesting() {
+  constexpr const char* kEnv = "FLOWCLASS_TESTING_HOLD_RESTORE_FILE";
+  const char* p = std::getenv(kEnv);
+  if (p == nullptr || *p == '\0') return g_signal.load() == 0;
+  std::fprintf(stderr, "flowclassd: warning: %s is set: test hook, the restore waits while %s "
+               "exists\n", kEnv, p);
+  struct stat sb;
+  if (::stat(p, &sb) == 0) {
+    std::printf("flowclassd: testing: restore held (%s exists)\n", p);
+    std::fflush(stdout);
+    while (::stat(p, &sb) == 0 && g_signal.load() == 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::printf("flowclassd: testing: restore released\n");
+    std::fflush(stdout);
+  }
+  return g_signal.load() == 0;
+}
+
 RuleFormat ToRuleFormat(const std::string& f) {
   if (f == "native") return RuleFormat::kNative;
   if (f == "classbench") return RuleFormat::kClassBench;
@@ -326,7 +349,11 @@ int Main(int argc, char** argv) {
       ReadinessOptions{std::chrono::milliseconds(config->pmd_stall_timeout_ms)});
   // ---- end readiness ----
   std::unique_ptr<MetricsExporter> metrics;
+  // Started before the restore (its calls UNAVAILABLE until it is done),
+  // shut down before anything it calls goes.
+  std::unique_ptr<GrpcServer> grpc_server;
   auto abort_start = [&](int code) {
+    if (grpc_server) grpc_server->Shutdown();  // no API call past here
     readiness.Stop();
     metrics.reset();
     owned.reset();
@@ -400,6 +427,30 @@ int Main(int argc, char** argv) {
 
   // Every rule change from here on is durable before it is acknowledged.
   DurableDataplane durable(&observed, store->store.get());
+
+  // ---- gRPC API: open during the restore (health NOT_SERVING, every
+  // Classifier call UNAVAILABLE "restoring N rules"), served once the PMDs
+  // run the restored rule set, stopped first. ----
+  if (config->grpc.enabled) {
+    config->grpc.restoring = absl::StrCat(
+        "restoring ", store->state.generation > 0 ? store->state.rules.size() : rules->size(),
+        " rules");
+    absl::StatusOr<std::unique_ptr<GrpcServer>> gs =
+        StartGrpcServer(&durable, config->grpc, tls, &readiness);  // durable, timed for /metrics
+    if (!gs.ok()) {
+      std::fprintf(stderr, "flowclassd: config error: %s\n",
+                   std::string(gs.status().message()).c_str());
+      return abort_start(kExitConfig);
+    }
+    grpc_server = *std::move(gs);
+    std::printf("flowclassd: grpc open on %s (%s): %s, health NOT_SERVING\n",
+                grpc_server->target().c_str(), config->grpc.plaintext ? "plaintext" : "tls",
+                config->grpc.restoring.c_str());
+    std::fflush(stdout);
+  }
+  // ---- end gRPC API ----
+  if (!HoldRestoreForTesting()) return stop_before_start();
+
   st = RestoreRules(
       &*store, *rules,
       [&](absl::Span<const Rule> r, uint64_t gen) { return dataplane.Restore(r, gen); },
@@ -414,7 +465,6 @@ int Main(int argc, char** argv) {
   const uint64_t start_rules =
       store->state.generation > 0 ? store->instance.restored_rules : rules->size();
   config->grpc.instance = store->instance;
-  readiness.SetRulesRestored(true);  // the store is restored (or the empty store seeded)
 
   if (g_signal.load() != 0) return stop_before_start();
 
@@ -448,27 +498,14 @@ int Main(int argc, char** argv) {
                   p.device.c_str(), p.rx_queues);
     }
   }
-  std::fflush(stdout);
-
-  // ---- gRPC API: started once the PMDs run, stopped first. ----
-  std::unique_ptr<GrpcServer> grpc_server;
-  if (config->grpc.enabled) {
-    absl::StatusOr<std::unique_ptr<GrpcServer>> gs =
-        StartGrpcServer(&durable, config->grpc, tls, &readiness);  // durable, timed for /metrics
-    if (!gs.ok()) {
-      std::fprintf(stderr, "flowclassd: config error: %s\n",
-                   std::string(gs.status().message()).c_str());
-      readiness.Stop();
-      metrics.reset();  // its HTTP threads read the dataplane being stopped
-      dataplane.Stop();
-      return abort_start(kExitConfig);
-    }
-    grpc_server = *std::move(gs);
+  // The restore window ends: the PMDs run the restored rule set.
+  if (grpc_server) {
+    grpc_server->Restored(store->instance);
     std::printf("flowclassd: grpc listening on %s (%s)\n", grpc_server->target().c_str(),
                 config->grpc.plaintext ? "plaintext" : "tls");
-    std::fflush(stdout);
   }
-  // ---- end gRPC API ----
+  readiness.SetRulesRestored(true);  // the store is restored (or the empty store seeded)
+  std::fflush(stdout);
 
   TestingStallHook stall_hook;
   if (stall_hook.enabled())

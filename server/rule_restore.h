@@ -14,7 +14,8 @@
 // returns an in-memory StartupStore (store null).
 //
 // RestoreRules(store, seed, restore, durable, log) runs after the dataplane
-// exists and before anything serves:
+// exists and before the API serves (the gRPC server is open meanwhile,
+// its calls UNAVAILABLE and health NOT_SERVING: GrpcServerConfig::restoring):
 //   * the store holds a generation (> 0): restore(rules, generation) puts
 //     exactly that rule set at exactly that generation into the dataplane;
 //     `seed` (rules.file) is ignored, with a log line saying so;
@@ -24,7 +25,7 @@
 // rule count the rule set started at, durable or not) and frees the loaded
 // rules.
 //
-// Threads: the daemon's main thread, before the gRPC server starts.
+// Threads: the daemon's main thread, before the gRPC server serves.
 #ifndef FLOWCLASS_SERVER_RULE_RESTORE_H_
 #define FLOWCLASS_SERVER_RULE_RESTORE_H_
 

@@ -32,6 +32,8 @@ const char kRpcCommandsHelp[] =
     "  stats       PMD counters, like ovs-appctl dpif-netdev/pmd-stats-show\n"
     "  config      get or set run-time configuration keys\n"
     "  trace       where a PMD classifies one flow or packet (read-only)\n"
+    "  dump-megaflows  the PMDs' megaflows, like ovs-appctl dpctl/dump-flows\n"
+    "  stats-clear zero what `stats` shows, like ovs-appctl dpif-netdev/pmd-stats-clear\n"
     "  lookup-impl get or set subtable lookup implementation priorities\n";
 
 namespace {
@@ -113,6 +115,26 @@ constexpr char kTraceHelp[] =
     "cd, megaflow, or upcall: the slow path installs a megaflow), the PMD,\n"
     "the megaflow (cached, or the one an upcall would install), the\n"
     "subtables probed, the rule and its action.  Nothing is counted.\n";
+constexpr char kMegaflowsHelp[] =
+    "usage: flowclassctl dump-megaflows [options]\n"
+    "Prints the PMDs' megaflows (like ovs-appctl dpctl/dump-flows), one a\n"
+    "line, PMD by PMD:\n"
+    "  pmd=P MATCH, packets:N, used:S.SSSs, rule:ID|none, actions:output:N|drop\n"
+    "MATCH is the megaflow's value/mask in native text; used: time since its\n"
+    "last packet.  Read-only; each PMD copies them in bounded steps between\n"
+    "its bursts.\n"
+    "  --in-port N   megaflows of in_port N only\n"
+    "  --rule-id N   megaflows whose verdict is rule N (0: no rule matched)\n"
+    "  --pmd N       megaflows of PMD N only\n"
+    "  --match TEXT  megaflows whose MATCH contains TEXT\n"
+    "  --limit N     at most N lines (0: all)\n";
+constexpr char kStatsClearHelp[] =
+    "usage: flowclassctl stats-clear [options]\n"
+    "Zeroes the counters `stats` shows (like ovs-appctl\n"
+    "dpif-netdev/pmd-stats-clear): flowclassd keeps a baseline that GetStats\n"
+    "subtracts, for every client.  Rules, generation, megaflows and the\n"
+    "/metrics counters (monotonic, for Prometheus) are unchanged.\n"
+    "Prints: stats-clear: cleared at generation G\n";
 constexpr char kLookupHelp[] =
     "usage: flowclassctl lookup-impl get\n"
     "       flowclassctl lookup-impl set NAME PRIORITY\n"
@@ -123,7 +145,8 @@ const std::map<std::string, const char*, std::less<>>& Helps() {
   static const auto* m = new std::map<std::string, const char*, std::less<>>{
       {"add-rules", kAddHelp}, {"replace-rules", kReplaceHelp}, {"del-rules", kDelHelp}, {"dump-rules", kDumpHelp},
       {"stats", kStatsHelp},   {"config", kConfigHelp}, {"trace", kTraceHelp},
-      {"lookup-impl", kLookupHelp}};
+      {"lookup-impl", kLookupHelp}, {"dump-megaflows", kMegaflowsHelp},
+      {"stats-clear", kStatsClearHelp}};
   return *m;
 }
 
@@ -164,7 +187,7 @@ bool TakesValue(absl::string_view a) {
       "--server", "--ca", "--cert", "--key", "--server-name", "--timeout-ms", "--format",
       "--batch-size", "--window", "--cookie", "--classbench-ports", "--progress",
       "--min-priority", "--max-priority", "--limit", "--watch", "--count",
-      "--packet-hex", "--in-port"};
+      "--packet-hex", "--in-port", "--rule-id", "--pmd", "--match"};
   for (const char* k : kWithValue)
     if (a == k) return true;
   return false;
@@ -697,6 +720,44 @@ int Trace(absl::string_view cmd, const Args& a) {
   return kCtlExitOk;
 }
 
+int DumpMegaflows(absl::string_view cmd, const Args& a) {
+  if (absl::Status s = OnlyFlags(a, {"--in-port", "--rule-id", "--pmd", "--match", "--limit"});
+      !s.ok())
+    return Usage(cmd, std::string(s.message()));
+  if (!a.positional.empty()) return Usage(cmd, "no positional arguments");
+  v1::DumpMegaflowsRequest req;
+  uint32_t in_port = 0, pmd = 0;
+  uint64_t rule_id = 0, limit = 0;
+  for (absl::Status s : {FlagNumber(a, "--in-port", &in_port), FlagNumber(a, "--rule-id", &rule_id),
+                         FlagNumber(a, "--pmd", &pmd), FlagNumber(a, "--limit", &limit)})
+    if (!s.ok()) return Usage(cmd, std::string(s.message()));
+  if (HasFlag(a, "--in-port")) req.set_in_port(in_port);
+  if (HasFlag(a, "--rule-id")) req.set_rule_id(rule_id);
+  if (HasFlag(a, "--pmd")) req.set_pmd(pmd);
+  req.set_match(FlagString(a, "--match", ""));
+  req.set_limit(limit);
+  auto client = Dial(a);
+  if (!client.ok()) return Usage(cmd, std::string(client.status().message()));
+  absl::StatusOr<std::vector<v1::MegaflowEntry>> mfs = (*client)->DumpMegaflows(req);
+  if (!mfs.ok()) return Fail(cmd, mfs.status());
+  std::string out;
+  for (const v1::MegaflowEntry& m : *mfs) absl::StrAppend(&out, FormatMegaflow(m), "\n");
+  std::fputs(out.c_str(), stdout);
+  return kCtlExitOk;
+}
+
+int StatsClear(absl::string_view cmd, const Args& a) {
+  if (absl::Status s = OnlyFlags(a, {}); !s.ok()) return Usage(cmd, std::string(s.message()));
+  if (!a.positional.empty()) return Usage(cmd, "no positional arguments");
+  auto client = Dial(a);
+  if (!client.ok()) return Usage(cmd, std::string(client.status().message()));
+  absl::StatusOr<v1::ClearStatsResponse> r = (*client)->ClearStats();
+  if (!r.ok()) return Fail(cmd, r.status());
+  std::printf("stats-clear: cleared at generation %llu\n",
+              static_cast<unsigned long long>(r->generation()));
+  return kCtlExitOk;
+}
+
 int LookupImpl(absl::string_view cmd, const Args& a) {
   if (absl::Status s = OnlyFlags(a, {}); !s.ok()) return Usage(cmd, std::string(s.message()));
   if (a.positional.empty()) return Usage(cmd, "expected get or set");
@@ -744,6 +805,8 @@ int RunRpcCommand(absl::string_view cmd, const std::vector<absl::string_view>& r
   if (cmd == "config") return Config(cmd, a);
   if (cmd == "trace") return Trace(cmd, a);
   if (cmd == "lookup-impl") return LookupImpl(cmd, a);
+  if (cmd == "dump-megaflows") return DumpMegaflows(cmd, a);
+  if (cmd == "stats-clear") return StatsClear(cmd, a);
   return Usage(cmd, "unknown command");
 }
 

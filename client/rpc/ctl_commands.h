@@ -1,6 +1,6 @@
 // ctl_commands.h — the flowclassctl subcommands that talk to a flowclassd
 // over flowclass.v1: add-rules, replace-rules, del-rules, dump-rules, stats, config, trace,
-// lookup-impl.  flowclassctl_main.cc dispatches to RunRpcCommand.
+// lookup-impl, dump-megaflows, stats-clear.  flowclassctl_main.cc dispatches to RunRpcCommand.
 //
 // Every command prints its results on stdout and its errors on stderr
 // ("flowclassctl <cmd>: <message>") and returns one of the exit codes below,

@@ -318,7 +318,35 @@ absl::StatusOr<v1::TraceResponse> FlowclassClient::Trace(const v1::TraceRequest&
   FC_UNARY(Trace, req, v1::TraceResponse);
 }
 
+absl::StatusOr<v1::ClearStatsResponse> FlowclassClient::ClearStats() {
+  v1::ClearStatsRequest req;
+  FC_UNARY(ClearStats, req, v1::ClearStatsResponse);
+}
+
 #undef FC_UNARY
+
+absl::StatusOr<std::vector<v1::MegaflowEntry>> FlowclassClient::DumpMegaflows(
+    const v1::DumpMegaflowsRequest& req) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  auto reader = stub_->DumpMegaflows(&ctx, req);
+  std::vector<v1::MegaflowEntry> out;
+  v1::DumpMegaflowsResponse page;
+  while (reader->Read(&page))
+    for (v1::MegaflowEntry& m : *page.mutable_megaflows()) out.push_back(std::move(m));
+  const grpc::Status st = reader->Finish();
+  if (!st.ok()) return FromGrpcStatus(st);
+  return out;
+}
+
+std::string FormatMegaflow(const v1::MegaflowEntry& m) {
+  return absl::StrFormat(
+      "pmd=%u %s, packets:%u, used:%.3fs, rule:%s, actions:%s", m.pmd(), m.match(), m.packets(),
+      static_cast<double>(m.idle_ms()) / 1000.0,
+      m.rule_id() ? absl::StrCat(m.rule_id()) : std::string("none"),
+      m.action().has_output_port() ? absl::StrCat("output:", m.action().output_port())
+                                   : std::string("drop"));
+}
 
 absl::StatusOr<bool> FlowclassClient::Healthy(const std::string& service) {
   auto stub = grpc::health::v1::Health::NewStub(channel_);

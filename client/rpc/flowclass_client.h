@@ -114,6 +114,10 @@ class FlowclassClient {
   absl::StatusOr<v1::Config> GetConfig();
   absl::StatusOr<v1::Config> SetConfig(const v1::Config& config);
   absl::StatusOr<v1::TraceResponse> Trace(const v1::TraceRequest& req);
+  // DumpMegaflows, every page read.
+  absl::StatusOr<std::vector<v1::MegaflowEntry>> DumpMegaflows(
+      const v1::DumpMegaflowsRequest& req = {});
+  absl::StatusOr<v1::ClearStatsResponse> ClearStats();
   // grpc.health.v1 Check of `service` ("" = the whole server): true if SERVING.
   absl::StatusOr<bool> Healthy(const std::string& service = "");
 
@@ -141,6 +145,11 @@ absl::Status AckStatus(const v1::BatchAck& ack);
 // table that GetStats carries, dataplane/pmd_counters.h, then the averages and
 // the PMD loop's counts), then totals and ports.
 std::string FormatStats(const v1::Stats& stats);
+
+// One megaflow as `flowclassctl dump-megaflows` prints it (like
+// `ovs-appctl dpctl/dump-flows`), no newline:
+// "pmd=0 in_port=1,udp,...,tp_dst=53, packets:12, used:0.120s, rule:7, actions:output:2".
+std::string FormatMegaflow(const v1::MegaflowEntry& m);
 
 }  // namespace flowclass
 

@@ -212,6 +212,11 @@ class DpdkDataplane final : public Dataplane {
   // current rule set with at least one hit are listed.
   absl::StatusOr<std::vector<RuleHit>> RuleHits() const override;
   absl::StatusOr<TraceResult> Trace(const FlowKey& key) const override;
+  // Each running PMD copies its megaflows in steps between bursts, through
+  // its mailbox (at most 4096 visited and 1024 copied per step); snap_mu is
+  // taken per step.
+  absl::StatusOr<std::vector<MegaflowEntry>> DumpMegaflows(
+      const MegaflowDumpRequest& req) const override;
 
   // Each PMD's loop iterations and installed generation, the published
   // generation and the publication timeouts so far: relaxed loads, no lock,

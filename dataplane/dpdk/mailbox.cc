@@ -13,6 +13,8 @@
 #include <mutex>
 #include <thread>
 
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "dataplane/dpdk/dpdk_dataplane.h"
@@ -21,6 +23,7 @@
 
 namespace flowclass {
 
+using dpdk_internal::kDumpPage;
 using dpdk_internal::kKnobsWait;
 using dpdk_internal::PmdCounterBlock;
 using dpdk_internal::PortState;
@@ -28,13 +31,15 @@ using dpdk_internal::kSnapshotWait;
 using dpdk_internal::Read;
 using dpdk_internal::ReadLoopCounters;
 using dpdk_internal::ReadPipelineCounters;
+using dpdk_internal::SnapshotMailbox;
 
 // One request to the PMD's mailbox (see SnapshotMailbox), under snap_mu:
-// a snapshot, or a trace of `key` when `key` is not null.  True when the PMD
+// what `prepare` writes (a snapshot, a trace, a dump step).  True when the PMD
 // answered; false when it is not running or did not answer in time.  The
 // mailbox fields are written only once the PMD has answered every earlier
 // request, so a request that timed out never races with a new one.
-bool DpdkDataplane::Impl::AskPmd(const Pmd& pmd, const FlowKey* key) const {
+bool DpdkDataplane::Impl::AskPmd(const Pmd& pmd,
+                                 absl::FunctionRef<void(SnapshotMailbox&)> prepare) const {
   SnapshotMailbox& box = *pmd.mailbox;
   if (!box.live.load(std::memory_order_acquire)) return false;
   const auto deadline = std::chrono::steady_clock::now() + kSnapshotWait;
@@ -51,8 +56,9 @@ bool DpdkDataplane::Impl::AskPmd(const Pmd& pmd, const FlowKey* key) const {
   };
   const uint64_t last = box.req.load(std::memory_order_relaxed);
   if (!wait_done(last)) return false;  // an earlier request is still open
-  box.want_trace = key != nullptr;
-  if (key) box.trace_key = *key;
+  box.want_trace = false;
+  box.want_dump = false;
+  prepare(box);
   box.req.store(last + 1, std::memory_order_release);
   return wait_done(last + 1);
 }
@@ -61,7 +67,7 @@ bool DpdkDataplane::Impl::AskPmd(const Pmd& pmd, const FlowKey* key) const {
 void DpdkDataplane::Impl::TakeSnapshot(const Pmd& pmd, PmdCounters* p) const {
   std::lock_guard<std::mutex> lock(snap_mu);
   const SnapshotMailbox& box = *pmd.mailbox;
-  if (box.final.load(std::memory_order_acquire) || AskPmd(pmd, nullptr)) {
+  if (box.final.load(std::memory_order_acquire) || AskPmd(pmd, [](SnapshotMailbox&) {})) {
     p->snapshot = box.snap;
     p->has_snapshot = true;
   }
@@ -103,7 +109,11 @@ absl::StatusOr<TraceResult> DpdkDataplane::Trace(const FlowKey& key) const {
   // that answered ("upcall").  A PMD that does not answer is skipped.
   std::lock_guard<std::mutex> snap_lock(impl_->snap_mu);
   for (const auto& pmd : impl_->pmds) {
-    if (!impl_->AskPmd(pmd, &key)) continue;
+    if (!impl_->AskPmd(pmd, [&key](SnapshotMailbox& box) {
+          box.want_trace = true;
+          box.trace_key = key;
+        }))
+      continue;
     const PipelineTrace& pt = pmd.mailbox->trace;
     if (t.pmd >= 0 && !pt.has_megaflow) continue;  // "upcall"
     t.pmd = pmd.index;
@@ -118,6 +128,47 @@ absl::StatusOr<TraceResult> DpdkDataplane::Trace(const FlowKey& key) const {
     }
   }
   return t;
+}
+
+absl::StatusOr<std::vector<MegaflowEntry>> DpdkDataplane::DumpMegaflows(
+    const MegaflowDumpRequest& req) const {
+  std::vector<MegaflowEntry> out;
+  for (const auto& pmd : impl_->pmds) {
+    if (req.pmd && *req.pmd != static_cast<uint32_t>(pmd.index)) continue;
+    const SnapshotMailbox& box = *pmd.mailbox;
+    // (index, version) of what this PMD listed: a step may see one again.
+    absl::flat_hash_set<uint64_t> seen;
+    uint32_t cursor = UINT32_MAX;
+    do {
+      // snap_mu per step: scrapes go on between the steps of a long dump.
+      std::lock_guard<std::mutex> lock(impl_->snap_mu);
+      if (!impl_->AskPmd(pmd, [&](SnapshotMailbox& b) {
+            b.want_dump = true;
+            b.dump_filter = req.filter;
+            b.dump_cursor = cursor;
+            if (b.dump.size() != kDumpPage) b.dump.resize(kDumpPage);
+          })) {
+        // A PMD that is not running has no megaflows (it flushes them as
+        // it leaves).
+        if (!box.live.load(std::memory_order_acquire)) break;
+        return absl::UnavailableError(
+            absl::StrCat("dump megaflows: ", impl_->PmdName(pmd.index), " did not answer within ",
+                         std::chrono::duration_cast<std::chrono::milliseconds>(kSnapshotWait)
+                             .count(),
+                         " ms"));
+      }
+      for (uint32_t i = 0; i < box.dump_n; ++i) {
+        const MegaflowEntry& e = box.dump[i];
+        if (!seen.insert(uint64_t{e.index} << 32 | e.version).second) continue;
+        if (!req.match.empty() && !absl::StrContains(MegaflowText(e), req.match)) continue;
+        out.push_back(e);
+        out.back().pmd = static_cast<uint32_t>(pmd.index);
+        if (req.limit != 0 && out.size() >= req.limit) return out;
+      }
+      cursor = box.dump_cursor;
+    } while (cursor > 0);
+  }
+  return out;
 }
 
 DataplaneStats DpdkDataplane::Stats() const {

@@ -22,6 +22,7 @@ namespace flowclass {
 
 using dpdk_internal::At;
 using dpdk_internal::Bump;
+using dpdk_internal::kDumpVisitPerStep;
 using dpdk_internal::PublishPipelineCounters;
 
 int DpdkDataplane::Impl::PmdMain(void* arg) {
@@ -56,7 +57,11 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
   uint64_t snap_served = box.req.load(std::memory_order_relaxed);
   auto answer = [&](uint64_t r) {  // control path: allocates
     pipeline.DrainRetiredHits();  // expired megaflows' hits (see Pipeline)
-    if (box.want_trace) {
+    if (box.want_dump) {  // bounded: kDumpVisitPerStep megaflows at most
+      box.dump_n = pipeline.DumpMegaflows(box.dump_filter, &box.dump_cursor, kDumpVisitPerStep,
+                                          box.dump.data(),
+                                          static_cast<uint32_t>(box.dump.size()));
+    } else if (box.want_trace) {
       box.trace = pipeline.Trace(box.trace_key);
     } else {
       box.snap = pipeline.Snapshot();

@@ -1,8 +1,8 @@
 // api_test_fixture.h — what the gRPC API tests of server/api share: a real
 // gRPC server on 127.0.0.1 (port 0, plaintext) over a FakeDataplane (or a
 // dataplane the test wraps around one), the C++ client library connected to
-// it, builders of v1 rules and batches, and ForwardingDataplane, the base of
-// the tests' instrumented dataplanes.  Header-only; each test binary is one
+// it, builders of v1 rules and batches, and InstrumentedDataplane, the base
+// of the tests' instrumented dataplanes.  Header-only; each test binary is one
 // translation unit.
 #ifndef FLOWCLASS_SERVER_API_API_TEST_FIXTURE_H_
 #define FLOWCLASS_SERVER_API_API_TEST_FIXTURE_H_
@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/rpc/flowclass_client.h"
 #include "dataplane/dataplane.h"
+#include "dataplane/forwarding_dataplane.h"
 #include "gtest/gtest.h"
 #include "server/api/grpc_server.h"
 #include "server/testing/fake_dataplane.h"
@@ -129,41 +130,22 @@ class ApiTest : public ::testing::Test {
   std::unique_ptr<FlowclassClient> client_;
 };
 
-// Forwards everything to `inner`, but groups and DeleteAll through this
-// ApplyBatch; the test dataplanes below override the apply path only.
-class ForwardingDataplane : public Dataplane {
+// Forwards everything to `inner` (ForwardingDataplane), but groups (also
+// ApplyBatchesNotifying's) and DeleteAll through this ApplyBatch; the test
+// dataplanes below override the apply path only.
+class InstrumentedDataplane : public ForwardingDataplane {
  public:
-  explicit ForwardingDataplane(Dataplane* inner) : inner_(inner) {}
-  absl::StatusOr<BatchResult> ApplyBatch(absl::Span<const RuleOp> ops) override {
-    return inner_->ApplyBatch(ops);
-  }
+  using ForwardingDataplane::ForwardingDataplane;
   std::vector<absl::StatusOr<BatchResult>> ApplyBatches(
       absl::Span<const absl::Span<const RuleOp>> batches) override {
     return ApplyBatchesOneByOne(*this, batches);
   }
+  // Dataplane's default: this ApplyBatches, then `decided`.
+  std::vector<absl::StatusOr<BatchResult>> ApplyBatchesNotifying(
+      absl::Span<const absl::Span<const RuleOp>> batches, DecidedFn decided) override {
+    return Dataplane::ApplyBatchesNotifying(batches, decided);
+  }
   absl::StatusOr<BatchResult> DeleteAll() override { return DeleteAllByListing(*this); }
-  absl::StatusOr<Rule> GetRule(uint64_t id) const override { return inner_->GetRule(id); }
-  absl::StatusOr<TraceResult> Trace(const FlowKey& key) const override {
-    return inner_->Trace(key);
-  }
-  absl::StatusOr<std::vector<RuleHit>> RuleHits() const override {
-    return inner_->RuleHits();
-  }
-  uint64_t generation() const override { return inner_->generation(); }
-  std::vector<Rule> ListRules() const override { return inner_->ListRules(); }
-  DataplaneStats Stats() const override { return inner_->Stats(); }
-  std::map<std::string, std::string> GetConfig() const override {
-    return inner_->GetConfig();
-  }
-  absl::StatusOr<std::string> GetConfig(absl::string_view k) const override {
-    return inner_->GetConfig(k);
-  }
-  absl::Status ApplySettings(absl::Span<const ConfigValue> values) override {
-    return inner_->ApplySettings(values);
-  }
-
- protected:
-  Dataplane* inner_;
 };
 
 }  // namespace flowclass

@@ -122,19 +122,37 @@ void ConfigFromMap(const std::map<std::string, std::string>& m, v1::Config* out)
 
 }  // namespace
 
+void ClassifierService::SetInstance(const ServerInstanceInfo& in) {
+  server_.set_boot_id(in.boot_id);
+  server_.set_restored_generation(in.restored_generation);
+  server_.set_restored_rules(in.restored_rules);
+  server_.set_durable(in.durable);
+  server_.set_store_path(in.store_path);
+}
+
+grpc::Status ClassifierService::Restoring() const {
+  if (!restoring_.load(std::memory_order_acquire)) return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                      absl::StrCat("flowclassd is ", config_.restoring,
+                                   " from its store; try again once health says SERVING"));
+}
+
+void ClassifierService::Restored(const ServerInstanceInfo& instance) {
+  if (!restoring_.load(std::memory_order_relaxed)) return;
+  // No call reads server_ while restoring_ is set (each checks it first);
+  // the release store publishes the new value to the calls after it.
+  SetInstance(instance);
+  restoring_.store(false, std::memory_order_release);
+}
+
 grpc::Status ToGrpcStatus(const absl::Status& s) {
   if (s.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
 }
 
 ClassifierService::ClassifierService(Dataplane* dp, const GrpcServerConfig& config)
-    : dp_(dp), config_(config) {
-  const ServerInstanceInfo& in = config.instance;
-  server_.set_boot_id(in.boot_id);
-  server_.set_restored_generation(in.restored_generation);
-  server_.set_restored_rules(in.restored_rules);
-  server_.set_durable(in.durable);
-  server_.set_store_path(in.store_path);
+    : dp_(dp), config_(config), restoring_(!config.restoring.empty()) {
+  SetInstance(config.instance);
   // ApplyRules is served on raw ByteBuffers, parsed by ApplyRulesRaw.  The
   // generated service numbers its methods in .proto order, as the
   // descriptor does: find ApplyRules' index there (it is in the service
@@ -173,6 +191,7 @@ std::vector<v1::BatchAck> ClassifierService::ApplyGroup(absl::Span<const GroupBa
 grpc::Status ClassifierService::ApplyRulesRaw(
     grpc::ServerContext* ctx,
     grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
+  if (grpc::Status s = Restoring(); !s.ok()) return s;
   StreamSlot slot(&open_streams_, config_.max_concurrent_streams);
   if (!slot.ok()) return TooManyStreams(config_.max_concurrent_streams);
   return ServeApplyStream(dp_, config_.max_batch_ops, ctx, stream, &server_);
@@ -218,6 +237,7 @@ grpc::Status ClassifierService::ForEachListed(grpc::ServerContext* ctx,
 grpc::Status ClassifierService::ListRules(grpc::ServerContext* ctx,
                                           const v1::ListRulesRequest* req,
                                           grpc::ServerWriter<v1::Rule>* writer) {
+  if (grpc::Status s = Restoring(); !s.ok()) return s;
   StreamSlot slot(&open_streams_, config_.max_concurrent_streams);
   if (!slot.ok()) return TooManyStreams(config_.max_concurrent_streams);
   return ForEachListed(ctx, *req, "ListRules",
@@ -227,6 +247,7 @@ grpc::Status ClassifierService::ListRules(grpc::ServerContext* ctx,
 grpc::Status ClassifierService::ListRulePages(grpc::ServerContext* ctx,
                                               const v1::ListRulesRequest* req,
                                               grpc::ServerWriter<v1::RulePage>* writer) {
+  if (grpc::Status s = Restoring(); !s.ok()) return s;
   StreamSlot slot(&open_streams_, config_.max_concurrent_streams);
   if (!slot.ok()) return TooManyStreams(config_.max_concurrent_streams);
   const size_t max_rules = req->page_size() ? req->page_size() : 1024;
@@ -258,6 +279,7 @@ grpc::Status ClassifierService::ListRulePages(grpc::ServerContext* ctx,
 grpc::Status ClassifierService::GetRule(grpc::ServerContext*,
                                         const v1::GetRuleRequest* req,
                                         v1::Rule* resp) {
+  if (grpc::Status s = Restoring(); !s.ok()) return s;
   if (req->id() == 0)
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "id: rule id 0 is never valid");
@@ -273,6 +295,7 @@ grpc::Status ClassifierService::GetRule(grpc::ServerContext*,
 grpc::Status ClassifierService::DeleteAll(grpc::ServerContext* ctx,
                                           const v1::DeleteAllRequest*,
                                           v1::BatchAck* resp) {
+  if (grpc::Status s = Restoring(); !s.ok()) return s;
   if (grpc::Status s = CheckAlive(ctx, "DeleteAll was applied"); !s.ok()) return s;
   absl::StatusOr<BatchResult> r = dp_->DeleteAll();
   if (!r.ok())  // NOT_FOUND, as for a batch, when the rules kept changing
@@ -286,6 +309,7 @@ grpc::Status ClassifierService::DeleteAll(grpc::ServerContext* ctx,
 grpc::Status ClassifierService::ReplaceRules(grpc::ServerContext* ctx,
                                              grpc::ServerReader<v1::RuleBatch>* reader,
                                              v1::BatchAck* resp) {
+  if (grpc::Status s = Restoring(); !s.ok()) return s;
   StreamSlot slot(&open_streams_, config_.max_concurrent_streams);
   if (!slot.ok()) return TooManyStreams(config_.max_concurrent_streams);
   std::vector<Rule> rules;
@@ -321,7 +345,14 @@ grpc::Status ClassifierService::ReplaceRules(grpc::ServerContext* ctx,
 grpc::Status ClassifierService::GetStats(grpc::ServerContext*,
                                          const v1::GetStatsRequest* req,
                                          v1::Stats* resp) {
-  const DataplaneStats s = dp_->Stats();
+  if (grpc::Status s = Restoring(); !s.ok()) return s;
+  DataplaneStats s = dp_->Stats();
+  std::map<uint64_t, uint64_t> base_hits;
+  {
+    absl::MutexLock lock(&baseline_mu_);
+    if (baseline_) SubtractStatsBaseline(*baseline_, &s);
+    base_hits = baseline_hits_;
+  }
   *resp->mutable_server() = server_;
   resp->set_generation(s.generation);
   resp->set_rules(s.rules.rules);
@@ -362,9 +393,14 @@ grpc::Status ClassifierService::GetStats(grpc::ServerContext*,
       return ToGrpcStatus(h.status());
     if (h.ok())
       for (const RuleHit& rh : *h) {
+        auto b = base_hits.find(rh.id);
+        // Below its baseline: the rule was deleted and inserted again since.
+        const uint64_t hits =
+            b != base_hits.end() && rh.hits >= b->second ? rh.hits - b->second : rh.hits;
+        if (hits == 0) continue;
         v1::RuleHits* out = resp->add_rule_hits();
         out->set_id(rh.id);
-        out->set_hits(rh.hits);
+        out->set_hits(hits);
       }
   }
   return grpc::Status::OK;
@@ -373,6 +409,7 @@ grpc::Status ClassifierService::GetStats(grpc::ServerContext*,
 grpc::Status ClassifierService::GetConfig(grpc::ServerContext*,
                                           const v1::GetConfigRequest*,
                                           v1::Config* resp) {
+  if (grpc::Status s = Restoring(); !s.ok()) return s;
   ConfigFromMap(dp_->GetConfig(), resp);
   *resp->mutable_server() = server_;
   return grpc::Status::OK;
@@ -381,6 +418,7 @@ grpc::Status ClassifierService::GetConfig(grpc::ServerContext*,
 grpc::Status ClassifierService::SetConfig(grpc::ServerContext* ctx,
                                           const v1::SetConfigRequest* req,
                                           v1::Config* resp) {
+  if (grpc::Status s = Restoring(); !s.ok()) return s;
   const v1::Config& c = req->config();
   // The named fields, typed, and spelt as keys by the settings' formatter.
   RuntimeSettingsUpdate named;
@@ -458,6 +496,7 @@ grpc::Status ClassifierService::SetConfig(grpc::ServerContext* ctx,
 grpc::Status ClassifierService::Trace(grpc::ServerContext*,
                                       const v1::TraceRequest* req,
                                       v1::TraceResponse* resp) {
+  if (grpc::Status s = Restoring(); !s.ok()) return s;
   FlowKey key;
   switch (req->what_case()) {
     case v1::TraceRequest::kPacket:
@@ -506,6 +545,69 @@ grpc::Status ClassifierService::Trace(grpc::ServerContext*,
   } else {
     resp->mutable_action()->mutable_drop();
   }
+  return grpc::Status::OK;
+}
+
+grpc::Status ClassifierService::DumpMegaflows(
+    grpc::ServerContext* ctx, const v1::DumpMegaflowsRequest* req,
+    grpc::ServerWriter<v1::DumpMegaflowsResponse>* writer) {
+  if (grpc::Status s = Restoring(); !s.ok()) return s;
+  StreamSlot slot(&open_streams_, config_.max_concurrent_streams);
+  if (!slot.ok()) return TooManyStreams(config_.max_concurrent_streams);
+  MegaflowDumpRequest q;
+  if (req->has_in_port()) q.filter.in_port = req->in_port();
+  if (req->has_rule_id()) q.filter.rule_id = req->rule_id();
+  if (req->has_pmd()) q.pmd = req->pmd();
+  q.match = req->match();
+  q.limit = req->limit();
+  absl::StatusOr<std::vector<MegaflowEntry>> dump = dp_->DumpMegaflows(q);
+  if (!dump.ok()) return ToGrpcStatus(dump.status());
+  constexpr int kPage = 1024;
+  v1::DumpMegaflowsResponse page;
+  auto flush = [&] {
+    *page.mutable_server() = server_;
+    const bool ok = writer->Write(page);
+    page.Clear();
+    return ok;
+  };
+  for (const MegaflowEntry& e : *dump) {
+    if (ctx->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
+    v1::MegaflowEntry* m = page.add_megaflows();
+    m->set_pmd(e.pmd);
+    m->set_in_port(static_cast<uint32_t>(e.value.Get(Field::kInPort)));
+    m->set_match(MegaflowText(e));
+    m->set_rule_id(e.verdict.rule_id);
+    if (e.verdict.rule_id != 0) {
+      ActionToProto(e.verdict.action, m->mutable_action());
+    } else {
+      m->mutable_action()->mutable_drop();
+    }
+    m->set_packets(e.packets);
+    m->set_idle_ms(e.idle_ms);
+    m->set_subtable(e.subtable);
+    if (page.megaflows_size() == kPage && !flush()) return grpc::Status::OK;  // client gone
+  }
+  if (page.megaflows_size() > 0 || dump->empty()) flush();
+  return grpc::Status::OK;
+}
+
+grpc::Status ClassifierService::ClearStats(grpc::ServerContext*, const v1::ClearStatsRequest*,
+                                           v1::ClearStatsResponse* resp) {
+  if (grpc::Status s = Restoring(); !s.ok()) return s;
+  DataplaneStats s = dp_->Stats();
+  std::map<uint64_t, uint64_t> hits;
+  absl::StatusOr<std::vector<RuleHit>> h = dp_->RuleHits();
+  if (!h.ok() && h.status().code() != absl::StatusCode::kUnimplemented)
+    return ToGrpcStatus(h.status());
+  if (h.ok())
+    for (const RuleHit& rh : *h) hits[rh.id] = rh.hits;
+  resp->set_generation(s.generation);
+  {
+    absl::MutexLock lock(&baseline_mu_);
+    baseline_ = std::move(s);
+    baseline_hits_ = std::move(hits);
+  }
+  *resp->mutable_server() = server_;
   return grpc::Status::OK;
 }
 

@@ -24,6 +24,11 @@
 // order; across streams, batches are applied in the order the Dataplane
 // serialises them.
 //
+// Restore window: with GrpcServerConfig::restoring set (flowclassd starts its
+// server before it restores the rule store), every Classifier call answers
+// UNAVAILABLE "flowclassd is restoring N rules ..." until Restored(); health
+// is the server's (grpc_server.h).
+//
 // Threads: gRPC calls the methods from its thread pool, concurrently.  The
 // service's own state is atomics; the Dataplane serialises the rest.
 #ifndef FLOWCLASS_SERVER_API_CLASSIFIER_SERVICE_H_
@@ -31,9 +36,13 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "dataplane/dataplane.h"
@@ -69,6 +78,18 @@ class ClassifierService final : public v1::Classifier::Service {
                          v1::Config* resp) override;
   grpc::Status Trace(grpc::ServerContext* ctx, const v1::TraceRequest* req,
                      v1::TraceResponse* resp) override;
+  // Dataplane::DumpMegaflows, written in pages.  Counts as an open stream.
+  grpc::Status DumpMegaflows(grpc::ServerContext* ctx, const v1::DumpMegaflowsRequest* req,
+                             grpc::ServerWriter<v1::DumpMegaflowsResponse>* writer) override;
+  // Takes a Stats() (and RuleHits()) as the baseline GetStats subtracts
+  // from then on (SubtractStatsBaseline; rule hits per id): the dataplane's
+  // counters, and so /metrics, stay monotonic.
+  grpc::Status ClearStats(grpc::ServerContext* ctx, const v1::ClearStatsRequest* req,
+                          v1::ClearStatsResponse* resp) override;
+
+  // Ends the restore window (GrpcServerConfig::restoring): `instance` is
+  // what every answer carries from now on, and the calls are served.
+  void Restored(const ServerInstanceInfo& instance);
 
   // Processes one batch as ApplyRules does (exposed for tests).
   v1::BatchAck ApplyOne(const v1::RuleBatch& batch);
@@ -102,10 +123,20 @@ class ClassifierService final : public v1::Classifier::Service {
   grpc::Status ForEachListed(grpc::ServerContext* ctx, const v1::ListRulesRequest& req,
                              absl::string_view what, Emit&& emit);
 
+  // UNAVAILABLE "flowclassd is restoring N rules ..." during the restore
+  // window; every Classifier call answers it before anything else.
+  grpc::Status Restoring() const;
+  void SetInstance(const ServerInstanceInfo& instance);
+
   Dataplane* dp_;
   GrpcServerConfig config_;
+  std::atomic<bool> restoring_;  // set until Restored()
   v1::ServerInstance server_;  // config_.instance, on every ack and answer
   std::atomic<uint32_t> open_streams_{0};
+  // ClearStats' baseline (none before the first).
+  absl::Mutex baseline_mu_;
+  std::optional<DataplaneStats> baseline_ ABSL_GUARDED_BY(baseline_mu_);
+  std::map<uint64_t, uint64_t> baseline_hits_ ABSL_GUARDED_BY(baseline_mu_);
 };
 
 // absl::Status -> grpc::Status (same code, same message).

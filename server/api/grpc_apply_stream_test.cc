@@ -132,10 +132,10 @@ TEST_F(ApiTest, LimitsBatchOpsRulesStreamsMessageSize) {
 }
 
 // A dataplane whose ApplyBatch takes `delay`.
-class SlowDataplane final : public ForwardingDataplane {
+class SlowDataplane final : public InstrumentedDataplane {
  public:
   SlowDataplane(Dataplane* inner, std::chrono::milliseconds delay)
-      : ForwardingDataplane(inner), delay_(delay) {}
+      : InstrumentedDataplane(inner), delay_(delay) {}
   absl::StatusOr<BatchResult> ApplyBatch(absl::Span<const RuleOp> ops) override {
     entered.fetch_add(1);
     std::this_thread::sleep_for(delay_);
@@ -174,9 +174,9 @@ TEST_F(ApiTest, DeadlinePassedBatchIsNotApplied) {
 
 // Records the groups ApplyRules hands to the dataplane; the first group
 // waits until `open` is set.
-class GateDataplane final : public ForwardingDataplane {
+class GateDataplane final : public InstrumentedDataplane {
  public:
-  explicit GateDataplane(Dataplane* inner) : ForwardingDataplane(inner) {}
+  explicit GateDataplane(Dataplane* inner) : InstrumentedDataplane(inner) {}
   std::vector<absl::StatusOr<BatchResult>> ApplyBatches(
       absl::Span<const absl::Span<const RuleOp>> batches) override {
     {

@@ -53,6 +53,10 @@ struct GrpcServerConfig {
   uint32_t max_batch_ops = 100000;         // operations per RuleBatch
   uint32_t max_concurrent_streams = 32;    // open streaming calls, server-wide
   ServerInstanceInfo instance;             // not a YAML key (see above)
+  // Not a YAML key: non-empty ("restoring 1000 rules"), the Classifier
+  // answers UNAVAILABLE with it until GrpcServer::Restored (flowclassd's
+  // restore window; health is NOT_SERVING meanwhile: its readiness).
+  std::string restoring;
 };
 
 // True for 127.0.0.0/8, ::1 and "localhost".

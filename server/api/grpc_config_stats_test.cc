@@ -202,9 +202,9 @@ TEST_F(ApiTest, ConfigGetSetAndRollback) {
 }
 
 // Counts the settings requests that reach the dataplane.
-class CountingSettingsDataplane final : public ForwardingDataplane {
+class CountingSettingsDataplane final : public InstrumentedDataplane {
  public:
-  using ForwardingDataplane::ForwardingDataplane;
+  using InstrumentedDataplane::InstrumentedDataplane;
   absl::Status ApplySettings(absl::Span<const ConfigValue> values) override {
     {
       std::lock_guard<std::mutex> lock(mu_);

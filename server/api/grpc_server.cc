@@ -35,6 +35,11 @@ void GrpcServer::Shutdown(std::chrono::milliseconds grace) {
   server_->Wait();
 }
 
+void GrpcServer::Restored(const ServerInstanceInfo& instance) {
+  service_->Restored(instance);
+  if (!readiness_ && !shut_down_) SetServing(true);
+}
+
 absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(
     Dataplane* dp, const GrpcServerConfig& config) {
   if (absl::Status s = ValidateGrpcServerConfig(config); !s.ok()) return s;
@@ -109,7 +114,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(
     GrpcServer* g = server.get();
     server->readiness_sub_ = readiness->Subscribe([g](bool ready) { g->SetServing(ready); });
   } else {
-    server->SetServing(true);
+    server->SetServing(config.restoring.empty());
   }
   return server;
 }

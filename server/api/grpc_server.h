@@ -8,7 +8,9 @@
 //   grpc.health.v1.Health     "" and "flowclass.v1.Classifier": SERVING;
 //                             with a Readiness (server/readiness.h) SERVING
 //                             exactly while it is ready, NOT_SERVING
-//                             otherwise (it follows every change)
+//                             otherwise (it follows every change); without
+//                             one NOT_SERVING during a restore window
+//                             (config.restoring, until Restored())
 //   server reflection         (grpcurl, grpc_cli can list and call methods)
 // and the configured limits: max_message_bytes for receive and send,
 // max_concurrent_streams open streaming calls server-wide (one more is
@@ -52,6 +54,8 @@ class GrpcServer {
   // "127.0.0.1:43121": what a client dials.
   std::string target() const;
   void Shutdown(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
+  // Ends the restore window of config.restoring (ClassifierService::Restored).
+  void Restored(const ServerInstanceInfo& instance);
 
  private:
   friend absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(

@@ -9,20 +9,21 @@
 // histogram is internally synchronised) and is only ever called from control
 // threads, never from a PMD.
 //
-// ObservedDataplane is a decorator: it forwards every Dataplane call to
-// `inner` and times ApplyBatch into an ApplyLatencyMetrics.  Whoever applies
+// ObservedDataplane is a decorator (a ForwardingDataplane): it forwards
+// every Dataplane call to `inner` and times the rule changes (ApplyBatch,
+// ApplyBatches, ApplyBatchesNotifying, DeleteAll) into an
+// ApplyLatencyMetrics.  Whoever applies
 // rule batches (flowclassd's start-up, the gRPC service) should be handed
 // the decorator; Stats() and the rest cost nothing extra.  Both pointers
 // must outlive it.  Thread-safety is the inner dataplane's.
 #ifndef FLOWCLASS_SERVER_METRICS_OBSERVED_DATAPLANE_H_
 #define FLOWCLASS_SERVER_METRICS_OBSERVED_DATAPLANE_H_
 
-#include <map>
 #include <memory>
-#include <string>
 #include <vector>
 
 #include "dataplane/dataplane.h"
+#include "dataplane/forwarding_dataplane.h"
 #include "prometheus/family.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
@@ -49,43 +50,24 @@ class ApplyLatencyMetrics {
   prometheus::Histogram* error_;
 };
 
-class ObservedDataplane final : public Dataplane {
+class ObservedDataplane final : public ForwardingDataplane {
  public:
   ObservedDataplane(Dataplane* inner, ApplyLatencyMetrics* latency)
-      : inner_(inner), latency_(latency) {}
+      : ForwardingDataplane(inner), latency_(latency) {}
 
   absl::StatusOr<BatchResult> ApplyBatch(absl::Span<const RuleOp> ops) override;
   // Forwarded as one group; every batch of it is observed with the group's
   // wall time (from the call to its ack).
   std::vector<absl::StatusOr<BatchResult>> ApplyBatches(
       absl::Span<const absl::Span<const RuleOp>> batches) override;
+  // Forwarded to inner's ApplyBatchesNotifying (its overlap kept), timed
+  // like ApplyBatches.
   std::vector<absl::StatusOr<BatchResult>> ApplyBatchesNotifying(
       absl::Span<const absl::Span<const RuleOp>> batches, DecidedFn decided) override;
-  uint64_t generation() const override { return inner_->generation(); }
   absl::StatusOr<BatchResult> DeleteAll() override;
-  std::vector<Rule> ListRules() const override { return inner_->ListRules(); }
-  DataplaneStats Stats() const override { return inner_->Stats(); }
-  std::map<std::string, std::string> GetConfig() const override {
-    return inner_->GetConfig();
-  }
-  absl::StatusOr<std::string> GetConfig(absl::string_view key) const override {
-    return inner_->GetConfig(key);
-  }
-  absl::Status ApplySettings(absl::Span<const ConfigValue> values) override {
-    return inner_->ApplySettings(values);
-  }
-  absl::StatusOr<Rule> GetRule(uint64_t id) const override {
-    return inner_->GetRule(id);
-  }
-  absl::StatusOr<TraceResult> Trace(const FlowKey& key) const override {
-    return inner_->Trace(key);
-  }
-  absl::StatusOr<std::vector<RuleHit>> RuleHits() const override {
-    return inner_->RuleHits();
-  }
+  // The other calls are ForwardingDataplane's.
 
  private:
-  Dataplane* inner_;
   ApplyLatencyMetrics* latency_;
 };
 

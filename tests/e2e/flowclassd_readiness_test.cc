@@ -15,7 +15,10 @@
 //    (flowclass_publish_timeouts_total 0 -> 1), a later one at once with
 //    UNAVAILABLE and is not applied;
 // 3. the stall ends: ready and live again, batches succeed, and a restart
-//    restores the rule set the daemon ran.
+//    restores the rule set the daemon ran; during that restore, held by the
+//    daemon's other test hook (FLOWCLASS_TESTING_HOLD_RESTORE_FILE), gRPC is
+//    open and says NOT_SERVING, and its calls answer UNAVAILABLE
+//    "restoring N rules" (a batch then is not applied).
 // Bounded: every wait has a deadline; the whole test takes ~20 s.
 #include <signal.h>
 #include <unistd.h>
@@ -231,8 +234,9 @@ TEST(FlowclassdReadinessTest, RestoreThenPmdStallThenRecovery) {
     if (!absl::StrContains(r.body, "rules not restored yet")) continue;  // PMDs not seen yet
     ++restoring_503;
     if (!restoring_grpc_checked) {
-      // gRPC health, the same moment: not SERVING (the server starts only
-      // once the rules are restored, so the port refuses).
+      // gRPC health, the same moment: not SERVING (NOT_SERVING once the
+      // server is open, which it is from the restore's start; a refused
+      // connection just before).
       restoring_grpc_checked = true;
       absl::StatusOr<bool> h = fx.Health();
       EXPECT_FALSE(h.ok() && *h) << "gRPC health SERVING while restoring";
@@ -433,11 +437,50 @@ TEST(FlowclassdReadinessTest, RestoreThenPmdStallThenRecovery) {
   daemon.reset();
 
   // A restart restores the rule set the daemon ran: generation 5, the
-  // timed-out batch (applied, though not acknowledged) included.
+  // timed-out batch (applied, though not acknowledged) included.  The
+  // restore is held (test hook) while the restore window is probed.
+  const std::string hold_file = dir.File("hold");
+  WriteFile(hold_file, "");
+  setenv("FLOWCLASS_TESTING_HOLD_RESTORE_FILE", hold_file.c_str(), 1);
   EalDaemonProcess again(kDaemon, {"-c", dir.File("d.yaml")}, prefix, dir.File("again.txt"));
-  ASSERT_TRUE(WaitForLine(again, "flowclassd: grpc listening on ", 60)) << again.Output();
+  unsetenv("FLOWCLASS_TESTING_HOLD_RESTORE_FILE");
+  ASSERT_TRUE(WaitForLine(again, "flowclassd: testing: restore held", 60)) << again.Output();
+  EXPECT_THAT(again.Output(),
+              HasSubstr(absl::StrCat("flowclassd: grpc open on 127.0.0.1:", fx.grpc_port,
+                                     " (plaintext): restoring ", kRules + 4,
+                                     " rules, health NOT_SERVING")));
+  EXPECT_THAT(again.Output(), Not(HasSubstr("grpc listening on")));
+  for (const char* service : {"", "flowclass.v1.Classifier"}) {
+    absl::StatusOr<bool> h = fx.Health(service);
+    ASSERT_TRUE(h.ok()) << "gRPC must answer during the restore: " << h.status();
+    EXPECT_FALSE(*h) << "gRPC health of \"" << service << "\" SERVING during the restore";
+  }
   client = fx.Client();
   ASSERT_NE(client, nullptr);
+  {
+    const std::string restoring = absl::StrCat("flowclassd is restoring ", kRules + 4, " rules");
+    absl::StatusOr<v1::Stats> s = client->GetStats();
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kUnavailable) << s.status();
+    EXPECT_THAT(std::string(s.status().message()), HasSubstr(restoring));
+    absl::StatusOr<v1::Rule> r = client->GetRule(1000001);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+    absl::StatusOr<v1::BatchAck> b = client->ApplyBatch(InsertBatch(1000006));
+    EXPECT_EQ(b.status().code(), absl::StatusCode::kUnavailable) << b.status();
+    EXPECT_THAT(std::string(b.status().message()), HasSubstr(restoring));
+    absl::StatusOr<std::vector<v1::Rule>> l = client->ListRules();
+    EXPECT_EQ(l.status().code(), absl::StatusCode::kUnavailable) << l.status();
+    const HttpResponse ready = HttpGet("127.0.0.1", fx.metrics_port, "/readyz", 1000);
+    EXPECT_EQ(ready.status, 503);
+    EXPECT_THAT(ready.body, HasSubstr("rules not restored yet"));
+    EXPECT_EQ(HttpGet("127.0.0.1", fx.metrics_port, "/healthz", 1000).status, 200);
+  }
+  ASSERT_EQ(std::remove(hold_file.c_str()), 0);
+  ASSERT_TRUE(WaitForLine(again, "flowclassd: grpc listening on ", 60)) << again.Output();
+  bool serving_again = false;
+  for (auto end = Clock::now() + std::chrono::seconds(10); !serving_again && Clock::now() < end;
+       std::this_thread::sleep_for(std::chrono::milliseconds(20)))
+    serving_again = fx.Health().value_or(false);
+  EXPECT_TRUE(serving_again) << "gRPC health not SERVING after the restore";
   absl::StatusOr<v1::Stats> after = client->GetStats();
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_EQ(after->generation(), 5u);
@@ -445,6 +488,7 @@ TEST(FlowclassdReadinessTest, RestoreThenPmdStallThenRecovery) {
   for (uint64_t id : {1000001, 1000002, 1000004, 1000005})
     EXPECT_TRUE(client->GetRule(id).ok()) << id;
   EXPECT_FALSE(client->GetRule(1000003).ok());
+  EXPECT_FALSE(client->GetRule(1000006).ok()) << "a batch during the restore is not applied";
   client.reset();
   again.Signal(SIGTERM);
   EXPECT_EQ(again.Wait(30), 0) << again.Output();

@@ -37,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "dataplane/dpdk/dpdk_dataplane.h"
@@ -119,7 +120,12 @@ static_assert(sizeof(CounterLine) == 64);
 // The same handshake carries Trace requests: the control thread sets
 // `want_trace` and `trace_key` before it bumps req (release; the PMD's
 // acquire load of req makes them visible), and the PMD answers with
-// Pipeline::Trace(trace_key) into `trace` instead of a snapshot.
+// Pipeline::Trace(trace_key) into `trace` instead of a snapshot.  And the
+// steps of a megaflow dump (DumpMegaflows): with `want_dump` the PMD runs one
+// Pipeline::DumpMegaflows step (dump_filter from dump_cursor, at most
+// kDumpVisitPerStep megaflows visited, at most dump.size() copied into the
+// entries the control thread sized) and answers dump_n and the new cursor:
+// bounded work per iteration, no allocation on the PMD.
 struct alignas(64) SnapshotMailbox {
   std::atomic<uint64_t> req{0};
   std::atomic<uint64_t> done{0};
@@ -129,7 +135,16 @@ struct alignas(64) SnapshotMailbox {
   bool want_trace = false;
   FlowKey trace_key;
   PipelineTrace trace;
+  bool want_dump = false;
+  MegaflowFilter dump_filter;
+  uint32_t dump_cursor = 0;          // in: where to go on; out: where to go on next
+  std::vector<MegaflowEntry> dump;   // sized by the control thread (kDumpPage)
+  uint32_t dump_n = 0;               // entries of `dump` this step filled
 };
+// A dump step visits at most this many megaflows and copies at most
+// kDumpPage of them.
+constexpr uint32_t kDumpVisitPerStep = 4096;
+constexpr uint32_t kDumpPage = 1024;
 
 // Run-time pipeline settings (ApplySettings of "pipeline.*" / "dpcls.*").
 // Same handshake as the snapshot mailbox, the other way round: the control
@@ -253,7 +268,9 @@ struct DpdkDataplane::Impl {
   ~Impl();
   static int PmdMain(void* arg);
   void TakeSnapshot(const Pmd& pmd, PmdCounters* p) const;  // metrics
-  bool AskPmd(const Pmd& pmd, const FlowKey* key) const;    // under snap_mu
+  // Under snap_mu: `prepare` fills the request into the mailbox once the
+  // PMD answered every earlier one.
+  bool AskPmd(const Pmd& pmd, absl::FunctionRef<void(SnapshotMailbox&)> prepare) const;
   // Applies a checked request: pmd.* at once, the pipeline settings
   // published to the PMDs together (one version), waiting until each live
   // PMD runs with them.  Nothing changes when a PMD has not taken the
