@@ -17,6 +17,12 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayOptions& options,
   absl::StatusOr<std::vector<Rule>> rules =
       LoadRuleFile(options.rules_path, options.format);
   if (!rules.ok()) return rules.status();
+  if (rules->empty() && !options.allow_empty_rules) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: no rules (every trace line would count as a match of \"no rule\"; "
+        "--allow-empty-rules replays it anyway)",
+        options.rules_path));
+  }
   absl::StatusOr<std::vector<TraceEntry>> trace =
       LoadTraceFile(options.trace_path);
   if (!trace.ok()) return trace.status();

@@ -34,6 +34,9 @@ struct ReplayOptions {
   // pipeline.dpcls.lookup picks the subtable lookup implementations
   // (`--lookup NAME` is LookupPriorities::Only(NAME); default: best).
   PipelineConfig pipeline;
+  // An empty rule set is refused unless this is set: against no rules every
+  // expected id is "no match", so any trace would pass.
+  bool allow_empty_rules = false;
   // Print at most this many mismatching lines.
   int max_reported_mismatches = 10;
 };
