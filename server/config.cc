@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -558,7 +559,8 @@ absl::StatusOr<DaemonConfig> ParseConfig(const std::string& yaml_text,
     root = YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(
-        origin, ":", e.mark.line + 1, ":", e.mark.column + 1, ": YAML syntax: ", e.msg));
+        origin, ":", e.mark.line + 1, ":", e.mark.column + 1, ": YAML syntax: ",
+        absl::CHexEscape(e.msg.substr(0, 200))));
   }
   try {
     if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
@@ -572,7 +574,8 @@ absl::StatusOr<DaemonConfig> ParseConfig(const std::string& yaml_text,
                           absl::StrCat(origin, ": ", c.status().message()));
     return c;
   } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(origin, ": ", e.what()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, ": ", absl::CHexEscape(std::string(e.what()).substr(0, 200))));
   }
 }
 
