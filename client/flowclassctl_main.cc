@@ -86,7 +86,10 @@ constexpr char kReplayHelp[] =
     "                                    installed (miss with success upcall =\n"
     "                                    packets, megaflows 0) and --emc, --smc\n"
     "                                    and --cd have no effect\n"
-  "  --emc on|off                      exact-match cache (default on)\n"
+    "  --allow-empty-rules               replay a RULES file without rules\n"
+    "                                    (refused otherwise: every trace line\n"
+    "                                    would pass as \"no match\")\n"
+    "  --emc on|off                      exact-match cache (default on)\n"
     "  --emc-insert-inv-prob N           insert into the EMC with\n"
     "                                    probability 1/N (default 100, 0 never)\n"
     "  --smc on|off                      signature match cache (default off)\n"
@@ -132,7 +135,7 @@ int ReplayUsage(const std::string& msg) {
 
 int Replay(const std::vector<std::string_view>& raw) {
   // "--opt=value" is "--opt value", as for every other command (every
-  // replay option but --help takes a value).
+  // replay option but --help and --allow-empty-rules takes a value).
   std::vector<std::string_view> args;
   for (std::string_view a : raw) {
     const size_t eq = a.find('=');
@@ -154,6 +157,8 @@ int Replay(const std::vector<std::string_view>& raw) {
     if (a == "-h" || a == "--help") {
       std::fputs(kReplayHelp, stdout);
       return kExitOk;
+    } else if (a == "--allow-empty-rules") {
+      opts.allow_empty_rules = true;
     } else if (a == "--format") {
       const std::string_view* v = value();
       if (!v) return ReplayUsage("--format needs a value");

@@ -9,14 +9,24 @@
 
 namespace flowclass {
 
+absl::StatusOr<std::vector<Rule>> LoadReplayRules(const ReplayOptions& options) {
+  absl::StatusOr<std::vector<Rule>> rules = LoadRuleFile(options.rules_path, options.format);
+  if (rules.ok() && rules->empty() && !options.allow_empty_rules) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: no rules (every trace line would count as a match of \"no rule\"; "
+        "--allow-empty-rules replays it anyway)",
+        options.rules_path));
+  }
+  return rules;
+}
+
 absl::StatusOr<ReplayResult> RunReplay(const ReplayOptions& options,
                                        std::ostream& out) {
   if (options.repeat < 1) {
     return absl::InvalidArgumentError("--repeat: must be at least 1");
   }
   if (options.kind == PipelineKind::kAcl) return RunAclReplay(options, out);
-  absl::StatusOr<std::vector<Rule>> rules =
-      LoadRuleFile(options.rules_path, options.format);
+  absl::StatusOr<std::vector<Rule>> rules = LoadReplayRules(options);
   if (!rules.ok()) return rules.status();
   absl::StatusOr<std::vector<TraceEntry>> trace =
       LoadTraceFile(options.trace_path);

@@ -41,6 +41,9 @@ struct ReplayOptions {
   PipelineKind kind = PipelineKind::kMegaflow;
   // kAcl: the rte_acl classify implementation (acl_classifier.h names).
   std::string acl_algorithm = "default";
+  // An empty rule set is refused unless this is set: against no rules every
+  // expected id is "no match", so any trace would pass.
+  bool allow_empty_rules = false;
   // Print at most this many mismatching lines.
   int max_reported_mismatches = 10;
 };
@@ -64,6 +67,10 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayOptions& options,
 
 // RunReplay for options.kind == kAcl (replay_acl.cc; without DPDK an
 // UNIMPLEMENTED error).
+// The rule file of a replay: LoadRuleFile, and an empty rule set refused
+// unless options.allow_empty_rules (both pipelines).
+absl::StatusOr<std::vector<Rule>> LoadReplayRules(const ReplayOptions& options);
+
 absl::StatusOr<ReplayResult> RunAclReplay(const ReplayOptions& options,
                                           std::ostream& out);
 

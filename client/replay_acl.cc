@@ -16,7 +16,7 @@ namespace flowclass {
 absl::StatusOr<ReplayResult> RunAclReplay(const ReplayOptions& options, std::ostream& out) {
   absl::StatusOr<AclAlgorithm> alg = ParseAclAlgorithm(options.acl_algorithm);
   if (!alg.ok()) return alg.status();
-  absl::StatusOr<std::vector<Rule>> rules = LoadRuleFile(options.rules_path, options.format);
+  absl::StatusOr<std::vector<Rule>> rules = LoadReplayRules(options);
   if (!rules.ok()) return rules.status();
   absl::StatusOr<std::vector<TraceEntry>> trace = LoadTraceFile(options.trace_path);
   if (!trace.ok()) return trace.status();

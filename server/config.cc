@@ -2,7 +2,9 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <regex>
 #include <set>
@@ -10,11 +12,13 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/quote.h"
 #include "common/text_file.h"
 #include "dataplane/cache/cuckoo_distributor.h"
 #include "dataplane/dataplane.h"
@@ -27,6 +31,22 @@ namespace {
 // DPDK refuses lcore ids from RTE_MAX_LCORE up (CPUs past it go through
 // eal.lcore_map, whose lcore ids are small).
 constexpr int kMaxLcoreId = kMaxEalLcores - 1;
+
+#define FC_RETURN_IF_ERROR(expr)          \
+  do {                                    \
+    absl::Status _st = (expr);            \
+    if (!_st.ok()) return _st;            \
+  } while (0)
+
+// A key as an error names it: as written when it is a short printable
+// word, quoted and escaped otherwise (common/quote.h).
+std::string ShownKey(const std::string& k) {
+  const bool plain = !k.empty() && k.size() <= 64 &&
+                     std::all_of(k.begin(), k.end(), [](char ch) {
+                       return absl::ascii_isgraph(static_cast<unsigned char>(ch));
+                     });
+  return plain ? k : QuoteForMessage(k, '"');
+}
 
 // Reads typed values out of a YAML map, remembering which keys were used so
 // that unknown ones can be reported.  yaml-cpp throws; we convert to Status.
@@ -57,7 +77,7 @@ class MapReader {
     int64_t v = 0;
     if (!n.IsScalar() || !absl::SimpleAtoi(n.Scalar(), &v))
       return absl::InvalidArgumentError(
-          absl::StrCat(Key(k), ": \"", Dump(n), "\" is not an integer"));
+          absl::StrCat(Key(k), ": ", QuoteForMessage(Dump(n), '"'), " is not an integer"));
     if (v < lo || v > hi)
       return absl::InvalidArgumentError(
           absl::StrCat(Key(k), ": ", v, " is outside ", lo, "..", hi));
@@ -72,7 +92,7 @@ class MapReader {
     else if (s == "false" || s == "no" || s == "off") *out = false;
     else
       return absl::InvalidArgumentError(
-          absl::StrCat(Key(k), ": \"", Dump(n), "\" is not a boolean (true/false)"));
+          absl::StrCat(Key(k), ": ", QuoteForMessage(Dump(n), '"'), " is not a boolean (true/false)"));
     return absl::OkStatus();
   }
   absl::Status String(const std::string& k, std::string* out) {
@@ -118,7 +138,7 @@ class MapReader {
       int v = 0;
       if (!absl::SimpleAtoi(items[i], &v) || v < lo || v > hi)
         return absl::InvalidArgumentError(absl::StrCat(
-            Key(k), "[", i, "]: \"", items[i], "\" is not an integer in ", lo, "..", hi));
+            Key(k), "[", i, "]: ", QuoteForMessage(items[i], '"'), " is not an integer in ", lo, "..", hi));
       out->push_back(v);
     }
     return absl::OkStatus();
@@ -129,7 +149,7 @@ class MapReader {
     for (const auto& kv : node_) {
       const std::string k = kv.first.Scalar();
       if (!used_.count(k))
-        return absl::InvalidArgumentError(absl::StrCat(Key(k), ": unknown key"));
+        return absl::InvalidArgumentError(absl::StrCat(Key(ShownKey(k)), ": unknown key"));
     }
     return absl::OkStatus();
   }
@@ -146,11 +166,42 @@ class MapReader {
   std::set<std::string> used_;
 };
 
-#define FC_RETURN_IF_ERROR(expr)          \
-  do {                                    \
-    absl::Status _st = (expr);            \
-    if (!_st.ok()) return _st;            \
-  } while (0)
+// yaml-cpp keeps every pair of a mapping, and node[key] finds the first: a
+// key written twice would silently take its first value.  Refused instead,
+// naming the key's path and both lines, in every mapping of the document.
+// The walk counts the nodes it visits, aliases expanded: a document of
+// nested aliases (a "billion laughs") is refused at kMaxConfigNodes instead
+// of walked for ever.
+constexpr int64_t kMaxConfigNodes = 100000;
+
+absl::Status CheckDuplicateKeys(const YAML::Node& node, const std::string& path,
+                                int64_t* budget) {
+  if (--*budget < 0)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "more than ", kMaxConfigNodes, " YAML nodes (aliases expanded): not a config file"));
+  if (node.IsMap()) {
+    std::map<std::string, int> seen;  // key -> 1-based line
+    for (const auto& kv : node) {
+      const std::string k = kv.first.IsScalar() ? kv.first.Scalar() : "";
+      const std::string where =
+          path.empty() ? ShownKey(k) : absl::StrCat(path, ".", ShownKey(k));
+      if (kv.first.IsScalar()) {
+        const int line = kv.first.Mark().line + 1;
+        auto [it, fresh] = seen.emplace(k, line);
+        if (!fresh)
+          return absl::InvalidArgumentError(absl::StrCat(
+              where, ": duplicate key (line ", line, "; first at line ", it->second, ")"));
+      }
+      FC_RETURN_IF_ERROR(CheckDuplicateKeys(kv.second, where, budget));
+    }
+  } else if (node.IsSequence()) {
+    for (size_t i = 0; i < node.size(); ++i)
+      FC_RETURN_IF_ERROR(
+          CheckDuplicateKeys(node[i], absl::StrCat(path, "[", i, "]"), budget));
+  }
+  return absl::OkStatus();
+}
+
 
 // "a.b.0.c=value": walks (creating maps as needed) and sets the leaf to the
 // value parsed as YAML, so "[1,2]" becomes a list and "true" a boolean.
@@ -169,7 +220,7 @@ absl::Status ValidateEalLogLevel(const std::string& v) {
   if (ok && sep != std::string::npos) ok = sep > 0;  // a type before the separator
   if (!ok)
     return absl::InvalidArgumentError(absl::StrCat(
-        "eal.log_level: \"", v, "\" is not LEVEL, TYPE:LEVEL or TYPE-REGEX,LEVEL with LEVEL "
+        "eal.log_level: ", QuoteForMessage(v, '"'), " is not LEVEL, TYPE:LEVEL or TYPE-REGEX,LEVEL with LEVEL "
         "1..8 or emergency, alert, critical, error, warning, notice, info, debug"));
   return absl::OkStatus();
 }
@@ -178,7 +229,7 @@ absl::Status ApplyOverride(YAML::Node& root, const std::string& ov) {
   const size_t eq = ov.find('=');
   if (eq == std::string::npos || eq == 0)
     return absl::InvalidArgumentError(
-        absl::StrCat("override \"", ov, "\": expected key=value"));
+        absl::StrCat("override ", QuoteForMessage(ov, '"'), ": expected key=value"));
   const std::string key = ov.substr(0, eq);
   const std::string value = ov.substr(eq + 1);
   std::vector<std::string> parts = absl::StrSplit(key, '.');
@@ -201,14 +252,14 @@ absl::Status ApplyOverride(YAML::Node& root, const std::string& ov) {
   for (size_t i = 0; i < parts.size(); ++i) {
     const std::string& p = parts[i];
     if (p.empty())
-      return absl::InvalidArgumentError(absl::StrCat("override \"", ov, "\": empty key part"));
+      return absl::InvalidArgumentError(absl::StrCat("override ", QuoteForMessage(ov, '"'), ": empty key part"));
     const bool last = i + 1 == parts.size();
     size_t index = 0;
     YAML::Node child;
     if (cur.IsSequence()) {
       if (!absl::SimpleAtoi(p, &index) || index > cur.size())
         return absl::InvalidArgumentError(absl::StrCat(
-            "override \"", ov, "\": \"", p, "\" is not an index of a list of ",
+            "override ", QuoteForMessage(ov, '"'), ": ", QuoteForMessage(p, '"'), " is not an index of a list of ",
             cur.size()));
       if (index == cur.size()) cur.push_back(YAML::Node(YAML::NodeType::Map));
       if (last) {
@@ -219,7 +270,7 @@ absl::Status ApplyOverride(YAML::Node& root, const std::string& ov) {
     } else {
       if (cur.IsScalar())
         return absl::InvalidArgumentError(absl::StrCat(
-            "override \"", ov, "\": \"", p, "\" is below a scalar"));
+            "override ", QuoteForMessage(ov, '"'), ": ", QuoteForMessage(p, '"'), " is below a scalar"));
       if (last) {
         cur[p] = value_node;
         return absl::OkStatus();
@@ -348,8 +399,8 @@ absl::StatusOr<DaemonConfig> Convert(const YAML::Node& root) {
                                                   : p.device + "," + p.devargs);
     } else if (p.device.rfind("net_", 0) != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "ports[", i, "].device: \"", p.device,
-          "\" is neither a PCI address nor a vdev name (net_pcap0, net_ring0, ...)"));
+          "ports[", i, "].device: ", QuoteForMessage(p.device, '"'),
+          " is neither a PCI address nor a vdev name (net_pcap0, net_ring0, ...)"));
     } else if (c.eal.pci) {
       // A vdev over PCI devices (net_bonding's slave=0000:3b:00.0,
       // net_failsafe's dev(...)): they are allow-listed so EAL probes them.
@@ -371,7 +422,7 @@ absl::StatusOr<DaemonConfig> Convert(const YAML::Node& root) {
   if (c.rules_format != "auto" && c.rules_format != "native" &&
       c.rules_format != "classbench")
     return absl::InvalidArgumentError(absl::StrCat(
-        "rules.format: \"", c.rules_format, "\" is not auto, native or classbench"));
+        "rules.format: ", QuoteForMessage(c.rules_format, '"'), " is not auto, native or classbench"));
 
   // ---- store: the durable rule store (server/rule_restore.h) ----
   MapReader store(top.Get("store"), "store");
@@ -385,7 +436,7 @@ absl::StatusOr<DaemonConfig> Convert(const YAML::Node& root) {
         "restart)");
   if (!c.store.path.empty() && c.store.path.front() != '/')
     return absl::InvalidArgumentError(absl::StrCat(
-        "store.path: \"", c.store.path, "\" is not an absolute path (a directory, e.g. "
+        "store.path: ", QuoteForMessage(c.store.path, '"'), " is not an absolute path (a directory, e.g. "
         "/var/lib/flowclass)"));
 
   // The run-time pipeline settings' start values: the same dotted keys as
@@ -415,7 +466,7 @@ absl::StatusOr<DaemonConfig> Convert(const YAML::Node& root) {
     pc.cd.mode = *m;
   } else {
     return absl::InvalidArgumentError(
-        absl::StrCat("pipeline.cd: \"", cd_mode, "\" is not on, off or auto"));
+        absl::StrCat("pipeline.cd: ", QuoteForMessage(cd_mode, '"'), " is not on, off or auto"));
   }
   FC_RETURN_IF_ERROR(
       pl.Int("ranking_interval_ms", &pc.ranking_interval_ms, 0, kMaxRankingIntervalMs));
@@ -449,8 +500,8 @@ absl::StatusOr<DaemonConfig> Convert(const YAML::Node& root) {
       int v = 0;
       if (!kv.second.IsScalar() || !absl::SimpleAtoi(kv.second.Scalar(), &v))
         return absl::InvalidArgumentError(
-            absl::StrCat("dpcls.lookup_prio.", name, ": \"", Dump(kv.second),
-                         "\" is not a whole-number priority in 0..", kMaxLookupPriority));
+            absl::StrCat("dpcls.lookup_prio.", name, ": ", QuoteForMessage(Dump(kv.second), '"'),
+                         " is not a whole-number priority in 0..", kMaxLookupPriority));
       if (absl::Status s = pc.dpcls.lookup.Set(name, v); !s.ok())
         return absl::InvalidArgumentError(
             absl::StrCat("dpcls.lookup_prio.", name, ": ", s.message()));
@@ -534,10 +585,14 @@ absl::StatusOr<DaemonConfig> ParseConfig(const std::string& yaml_text,
     root = YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(
-        origin, ":", e.mark.line + 1, ":", e.mark.column + 1, ": YAML syntax: ", e.msg));
+        origin, ":", e.mark.line + 1, ":", e.mark.column + 1, ": YAML syntax: ",
+        absl::CHexEscape(e.msg.substr(0, 200))));
   }
   try {
     if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+    int64_t budget = kMaxConfigNodes;
+    if (absl::Status dup = CheckDuplicateKeys(root, "", &budget); !dup.ok())
+      return absl::Status(dup.code(), absl::StrCat(origin, ": ", dup.message()));
     for (const std::string& ov : overrides) FC_RETURN_IF_ERROR(ApplyOverride(root, ov));
     absl::StatusOr<DaemonConfig> c = Convert(root);
     if (!c.ok())
@@ -545,7 +600,8 @@ absl::StatusOr<DaemonConfig> ParseConfig(const std::string& yaml_text,
                           absl::StrCat(origin, ": ", c.status().message()));
     return c;
   } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(origin, ": ", e.what()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, ": ", absl::CHexEscape(std::string(e.what()).substr(0, 200))));
   }
 }
 

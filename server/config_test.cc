@@ -2,6 +2,7 @@
 
 #include <fstream>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -116,6 +117,52 @@ TEST(ConfigTest, ErrorsNameTheKeyAndTheProblem) {
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << c.ov[0];
     EXPECT_THAT(std::string(r.status().message()), HasSubstr(c.want)) << c.ov[0];
   }
+}
+
+// A key written twice is refused, naming it and both lines (yaml-cpp would
+// take the first silently), in any mapping of the document.
+TEST(ConfigTest, DuplicateKeysAreRefused) {
+  auto r = Parse(std::string(kMinimal) + "pipeline:\n  emc_insert_inv_prob: 5\n"
+                                         "  emc_insert_inv_prob: 7\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().message(),
+            "test.yaml: pipeline.emc_insert_inv_prob: duplicate key (line 9; first at line 8)");
+  r = Parse(std::string(kMinimal) + "pmd: {lcores: [3]}\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("test.yaml: pmd: duplicate key"));
+  r = Parse("ports:\n  - {number: 1, device: net_null0, number: 2}\npmd: {lcores: [1]}\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("ports[0].number: duplicate key"));
+  // The same key in two mappings is two keys.
+  r = Parse(std::string(kMinimal) + "store: {path: /tmp/x}\nrules: {path: x}\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), ::testing::Not(HasSubstr("duplicate")));
+}
+
+// What an error quotes is cut short and escaped: a 20 MB value is not
+// echoed, a NUL does not end the message, and a document of nested aliases
+// is refused instead of expanded.
+TEST(ConfigTest, QuotedInputIsBoundedAndEscaped) {
+  auto r = Parse(kMinimal, {"pipeline.emc_insert_inv_prob=" + std::string(20 << 20, 'x')});
+  ASSERT_FALSE(r.ok());
+  EXPECT_LT(r.status().message().size(), 200u);
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("pipeline.emc_insert_inv_prob: \"xxxxxxxxxx"));
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("x...\" is not an integer"));
+  r = Parse(std::string(kMinimal) + "rules: {format: \"na\\0tive\"}\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "test.yaml: rules.format: \"na\\x00tive\" is not auto, native or classbench");
+  std::string bomb = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i < 9; ++i) {
+    bomb += absl::StrCat("a", i, ": &a", i, " [");
+    for (int j = 0; j < 10; ++j) bomb += absl::StrCat(j ? ", " : "", "*a", i - 1);
+    bomb += "]\n";
+  }
+  r = Parse(bomb);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("more than 100000 YAML nodes"));
 }
 
 // Megaflow expiry and caps: defaults as the pipeline's, the file's values

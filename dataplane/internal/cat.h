@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "absl/strings/string_view.h"
+#include "common/quote.h"
 
 namespace flowclass {
 namespace internal {
@@ -39,12 +40,20 @@ void CatTo(std::string* out, const Args&... args) {
   (AppendPiece(*out, args), ...);
 }
 
-// 'text' for a message, cut short (with "...") so that a garbage input
-// cannot produce a megabyte-long message.
+// 'text' for a message, cut short (with "...") and escaped, so that a
+// garbage input cannot produce a megabyte-long or cut-off message
+// (common/quote.h).
 inline std::string Quote(std::string_view s) {
-  constexpr size_t kMax = 40;
-  if (s.size() > kMax) return Cat("'", s.substr(0, kMax), "...'");
-  return Cat("'", s, "'");
+  return QuoteForMessage(absl::string_view(s.data(), s.size()));
+}
+
+// A name in a message (a key, a field): as written when it is a short run
+// of printable characters, quoted and escaped (Quote) otherwise — an unknown
+// key is user text too.
+inline std::string ShownName(std::string_view s) {
+  bool plain = !s.empty() && s.size() <= kQuoteMaxBytes;
+  for (char ch : s) plain = plain && ch > ' ' && ch < 0x7f;
+  return plain ? std::string(s) : Quote(s);
 }
 
 }  // namespace internal

@@ -163,6 +163,18 @@ absl::Status ParseClassBenchLine(std::string_view line,
   uint64_t v, mask;
   s = ClassBenchHexPair(tok, col, "nw_proto", 8, &v, &mask);
   if (!s.ok()) return s;
+  // ClassBench's protocol is exact (0xFF) or any (0x00/0x00).  Any other
+  // mask, or a value with bits outside it, comes from a cut or edited line
+  // ("0x06/0" of "0x06/0xFF") and would match more than was written.
+  if (mask != 0 && mask != 0xff) {
+    return ColumnError(col, "nw_proto",
+                       Cat("mask ", Quote(tok.substr(tok.find('/') + 1)),
+                           " is neither 0xFF (exact) nor 0x00 (any); a cut line?"));
+  }
+  if ((v & ~mask) != 0) {
+    return ColumnError(col, "nw_proto",
+                       Cat(Quote(tok), " has value bits outside its mask (any protocol is 0x00/0x00); a cut line?"));
+  }
   if (mask != 0) m.SetMasked(Field::kNwProto, v, mask);
 
   c.SkipSpace();
@@ -184,6 +196,10 @@ absl::Status ParseClassBenchLine(std::string_view line,
   if (line_has_flags) {
     s = ClassBenchHexPair(tok, col, "tcp_flags", 16, &v, &mask);
     if (!s.ok()) return s;
+    if ((v & ~mask) != 0) {
+      return ColumnError(col, "tcp_flags",
+                         Cat(Quote(tok), " has value bits outside its mask; a cut line?"));
+    }
     mask &= kClassBenchFlagBits;
     if (mask != 0) m.SetMasked(Field::kTcpFlags, v, mask);
   }

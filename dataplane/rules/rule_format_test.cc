@@ -103,6 +103,19 @@ const BadCase kBadCases[] = {
     {Input::kClassBench,
      "@1.2.3.4/8\t5.6.7.8/32\t0 : 65535\t80 : 80\t0x06/0xFF\t0x0/0x0\tjunk",
      "line 1, column 59: tcp_flags: unexpected text 'junk' after the last field"},
+    // A cut line ("0x06/0" of "0x06/0xFF") would widen the rule to any
+    // protocol; ClassBench writes a protocol exact or any, never a value
+    // outside its mask.
+    {Input::kClassBench, "@1.2.3.4/8 5.6.7.8/32 0 : 65535 80 : 80 0x06/0",
+     "line 1, column 41: nw_proto: '0x06/0' has value bits outside its mask (any protocol is "
+     "0x00/0x00); a cut line?"},
+    {Input::kClassBench, "@1.2.3.4/8 5.6.7.8/32 0 : 65535 80 : 80 0x06/0xF",
+     "line 1, column 41: nw_proto: mask '0xF' is neither 0xFF (exact) nor 0x00 (any); a cut "
+     "line?"},
+    {Input::kClassBench,
+     "@1.2.3.4/8\t5.6.7.8/32\t0 : 65535\t80 : 80\t0x06/0xFF\t0x0200/0x0000\t",
+     "line 1, column 51: tcp_flags: '0x0200/0x0000' has value bits outside its mask; a cut "
+     "line?"},
     {Input::kClassBench, "# header\n\n@1.2.3.4/8 5.6.7.8/32 0 : 65535 80 : 80 0x06/0xZZ",
      "line 3, column 46: nw_proto: bad number '0xZZ'"},
     // ---- Native
@@ -245,6 +258,27 @@ TEST(BadInputTest, MutatedLinesFailCleanly) {
     }
   }
   EXPECT_GT(rejected, n);  // most mutants are rejected by 2 of 3 parsers
+}
+
+// What an error quotes is cut to 40 bytes and escaped: a NUL does not end
+// the message, a newline or a control byte does not break it, a 20 MB value
+// or key is not echoed back.
+TEST(BadInputTest, QuotedTextIsCutAndEscaped) {
+  using namespace std::string_literals;
+  absl::Status s = ParseAny(Input::kNative, "ip,nw_dst=10.0.0.1\0x,actions=drop"s);
+  EXPECT_EQ(std::string(s.message()),
+            "line 1, column 11: nw_dst: bad IPv4 address '10.0.0.1\\x00x'");
+  s = ParseAny(Input::kNative, "ip,nw_dst=1\x01'\\,actions=drop");
+  EXPECT_EQ(std::string(s.message()),
+            "line 1, column 11: nw_dst: bad IPv4 address '1\\x01\\'\\\\'");
+  s = ParseAny(Input::kNative, "ip,nw_dst=" + std::string(20 << 20, '7') + ",actions=drop");
+  EXPECT_EQ(std::string(s.message()),
+            "line 1, column 11: nw_dst: bad IPv4 address '" + std::string(40, '7') + "...'");
+  s = ParseAny(Input::kNative, std::string(20 << 20, 'k') + "=1,actions=drop");
+  EXPECT_EQ(std::string(s.message()),
+            "line 1, column 1: '" + std::string(40, 'k') + "...': unknown key");
+  s = ParseAny(Input::kNative, "f\x7fo=1,actions=drop");
+  EXPECT_EQ(std::string(s.message()), "line 1, column 1: 'f\\x7fo': unknown key");
 }
 
 TEST(BadInputTest, SingleLineApiHasNoLinePrefix) {

@@ -4,6 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/quote.h"
 #include "common/tls_pem.h"
 
 namespace flowclass {
@@ -35,8 +36,8 @@ absl::Status ValidateGrpcServerConfig(const GrpcServerConfig& c) {
     in6_addr v6{};
     if (a != "localhost" && inet_pton(AF_INET, a.c_str(), &v4) != 1 &&
         inet_pton(AF_INET6, a.c_str(), &v6) != 1)
-      return bad("address", absl::StrCat("\"", c.address,
-                                         "\" is not an IP address or localhost"));
+      return bad("address", absl::StrCat(QuoteForMessage(c.address, '"'),
+                                         " is not an IP address or localhost"));
   }
   if (c.port > 65535) return bad("port", absl::StrCat(c.port, " is outside 0..65535"));
   if (c.plaintext) {

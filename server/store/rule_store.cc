@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "common/quote.h"
 #include "dataplane/rules/rule_format.h"
 #include "server/store/internal/sqlite_db.h"
 #include "server/store/internal/store_records.h"
@@ -254,7 +255,8 @@ void ReadStore(sqlite3* db, const std::string& path, ReadResult* out) {
     }
     if (*qc != "ok") {
       out->problem = absl::DataLossError(
-          absl::StrCat(path, ": SQLite integrity check failed: ", *qc));
+          absl::StrCat(path, ": SQLite integrity check failed: ",
+                       QuoteForMessage(*qc, '"', 200)));
       // Go on: the rows may still be readable (recovery keeps what is).
     }
   }

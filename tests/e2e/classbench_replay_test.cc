@@ -187,6 +187,22 @@ TEST(FlowclassctlReplay, MegaflowsOffCountersSaySlowPathOnly) {
   EXPECT_THAT(bad.out, ::testing::StartsWith("flowclassctl replay: --megaflows takes on or off"));
 }
 
+// Against no rules every expected id reads as "no match", so any trace
+// would pass: an empty rule file is refused unless asked for.
+TEST(FlowclassctlReplay, EmptyRuleFileIsRefusedUnlessAsked) {
+  const std::string empty = ::testing::TempDir() + "/empty.rules";
+  std::ofstream(empty) << "# nothing but a comment\n\n";
+  CmdResult r = RunCmd(kCtl + " replay " + empty + " " + kDir + "acl1_100_trace");
+  EXPECT_EQ(r.code, 3) << r.out;
+  EXPECT_THAT(r.out, ::testing::StartsWith("flowclassctl replay: " + empty + ": no rules"));
+  EXPECT_THAT(r.out, ::testing::Not(::testing::HasSubstr("replay: packets=")));
+  r = RunCmd(kCtl + " replay --allow-empty-rules " + empty + " " + kDir + "acl1_100_trace");
+  // Every id the trace expects is past the (no) rules: all 1000 are misses.
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, ::testing::HasSubstr("  no rule matched: 1000\n"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("replay: packets=1000 mismatches=0 "));
+}
+
 TEST(FlowclassctlReplay, BadInputsAreClearErrors) {
   CmdResult r = RunCmd(kCtl + " replay /nonexistent/rules " + kDir + "acl1_100_trace");
   EXPECT_EQ(r.code, 3) << r.out;

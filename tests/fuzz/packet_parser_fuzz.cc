@@ -1,12 +1,9 @@
 // libFuzzer target for the packet parser (OVS tests/oss-fuzz style: parse,
 // then check invariants and a round trip).
 //
-// Not built by CMake yet.  From the repository root:
-//   clang++-14 -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -I. \
-//     -o /tmp/packet_parser_fuzz tests/fuzz/packet_parser_fuzz.cc \
-//     dataplane/flow/packet_parser.cc dataplane/flow/flow.cc \
-//     tests/common/packet_builder.cc
-//   /tmp/packet_parser_fuzz -max_len=256 -max_total_time=60
+// Built by tests/fuzz/CMakeLists.txt: with libFuzzer in the clang fuzz build
+// (`make fuzz`, and a short run in `make test`), and as a replay of the seed
+// corpus and regression inputs in the other builds (tests/fuzz/README.md).
 // libFuzzer hands over a buffer of exactly `size` bytes, so ASan reports any
 // read past the end of the frame.
 //

@@ -20,7 +20,7 @@ namespace internal {
 inline absl::Status ColumnError(size_t col, std::string_view field,
                          std::string_view problem) {
   return absl::InvalidArgumentError(
-      Cat("column ", col, ": ", field, ": ", problem));
+      Cat("column ", col, ": ", ShownName(field), ": ", problem));
 }
 
 // Prefixes "line L, " to an error from a line parser.

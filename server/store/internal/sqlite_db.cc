@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -36,20 +37,23 @@ absl::Status SqlStatus(int rc, const std::string& msg) {
 
 absl::Status SqlError(sqlite3* db, int rc, const std::string& path,
                       absl::string_view what) {
-  std::string detail = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  // SQLite's message may quote bytes of a damaged file (a schema's text):
+  // cut and escaped, as every quoted input (common/quote.h).
+  const std::string raw = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  std::string detail = absl::CHexEscape(absl::string_view(raw).substr(0, 200));
   if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED)
     detail += " (the store is in use by another process)";
   return SqlStatus(rc, absl::StrCat(path, ": ", what, ": ", detail));
 }
-
 
 absl::Status Exec(sqlite3* db, const std::string& path, const char* sql,
                   const char* what) {
   char* err = nullptr;
   const int rc = sqlite3_exec(db, sql, nullptr, nullptr, &err);
   if (rc != SQLITE_OK) {
-    std::string msg = err != nullptr ? err : sqlite3_errstr(rc);
+    const std::string raw = err != nullptr ? err : sqlite3_errstr(rc);
     sqlite3_free(err);
+    std::string msg = absl::CHexEscape(absl::string_view(raw).substr(0, 200));
     if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED)
       msg += " (the store is in use by another process)";
     return SqlStatus(rc, absl::StrCat(path, ": ", what != nullptr ? what : sql, ": ", msg));

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "common/quote.h"
 #include "dataplane/rules/rule_format.h"
 
 namespace flowclass {
@@ -105,7 +106,7 @@ absl::StatusOr<std::vector<RuleOp>> DecodeOpsText(std::string_view body, uint64_
       case '~': {
         uint64_t v = 0;
         if (!ParseNativeNumber(rest, &v))
-          return fail(absl::StrCat("bad number \"", std::string(rest.substr(0, 40)), "\""));
+          return fail(absl::StrCat("bad number ", QuoteForMessage(absl::string_view(rest.data(), rest.size()), '"')));
         ops.push_back(line[0] == '-' ? RuleOp::Delete(v) : RuleOp::DeleteByCookie(v));
         break;
       }
