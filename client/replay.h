@@ -65,12 +65,12 @@ struct ReplayResult {
 absl::StatusOr<ReplayResult> RunReplay(const ReplayOptions& options,
                                        std::ostream& out);
 
-// RunReplay for options.kind == kAcl (replay_acl.cc; without DPDK an
-// UNIMPLEMENTED error).
 // The rule file of a replay: LoadRuleFile, and an empty rule set refused
 // unless options.allow_empty_rules (both pipelines).
 absl::StatusOr<std::vector<Rule>> LoadReplayRules(const ReplayOptions& options);
 
+// RunReplay for options.kind == kAcl (replay_acl.cc; without DPDK an
+// UNIMPLEMENTED error).
 absl::StatusOr<ReplayResult> RunAclReplay(const ReplayOptions& options,
                                           std::ostream& out);
 
