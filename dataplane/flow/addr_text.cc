@@ -183,7 +183,9 @@ absl::Status ParseMasked(std::string_view text, typename K::T* value, typename K
       if (len <= K::kBits) len = len * 10 + (m[digits] - '0');
     if (digits == m.size() && digits > 0) {
       if (len > K::kBits)
-        return Fail(at, error_at, Cat("prefix length ", m, " exceeds ", K::kBits));
+        return Fail(at, error_at,
+                    Cat("prefix length ", m.size() <= 12 ? std::string(m) : Quote(m),
+                        " exceeds ", K::kBits));
       *mask = PrefixMask<K>(len);
     } else if (m.find(K::kSeparator) != std::string_view::npos) {
       if (!K::Parse(m, mask, &zero)) return Bad<K>("mask", m, zero, at, error_at);
