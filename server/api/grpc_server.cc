@@ -6,9 +6,12 @@
 #include <grpcpp/security/server_credentials.h>
 
 
+#include <cstdio>
+
 #include "absl/strings/str_cat.h"
 #include "grpc/health/v1/health.pb.h"
 #include "server/api/classifier_service.h"
+#include "server/api/grpc_auth.h"
 #include "server/readiness.h"
 
 namespace flowclass {
@@ -43,6 +46,26 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(
   return StartGrpcServer(dp, config, *pem);
 }
 
+absl::Status GrpcServer::ReloadAuth(const GrpcServerConfig& config) {
+  if (!auth_) return absl::OkStatus();  // nothing to reload: auth is off
+  absl::StatusOr<std::shared_ptr<const AuthPolicy>> policy = AuthPolicy::Load(config);
+  if (!policy.ok()) return policy.status();  // the old policy stays
+  auth_->SetPolicy(*std::move(policy));
+  return absl::OkStatus();
+}
+
+std::vector<std::string> GrpcServer::Reload(const GrpcServerConfig& config) {
+  std::vector<std::string> out;
+  if (auth_) {
+    if (absl::Status s = ReloadAuth(config); s.ok())
+      out.push_back(absl::StrCat("grpc.auth: reloaded (", auth_->policy()->token_count(),
+                                 " tokens)"));
+    else
+      out.push_back(absl::StrCat("grpc.auth: kept the previous tokens: ", s.message()));
+  }
+  return out;
+}
+
 void GrpcServer::SetServing(bool serving) {
   if (auto* h = server_->GetHealthCheckService()) {
     h->SetServingStatus("", serving);
@@ -60,10 +83,21 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(
   if (!config.plaintext && config.require_client_cert && tls.ca.empty())
     return absl::InvalidArgumentError(
         "grpc: require_client_cert is set but no CA certificates were given (LoadGrpcTlsFiles)");
+  std::shared_ptr<AuthProcessor> auth;
+  if (GrpcAuthEnabled(config)) {
+    absl::StatusOr<std::shared_ptr<const AuthPolicy>> policy = AuthPolicy::Load(config);
+    if (!policy.ok()) return policy.status();
+    auth = std::make_shared<AuthProcessor>(*std::move(policy));
+  }
   const GrpcTlsPem* pem = &tls;
   std::shared_ptr<grpc::ServerCredentials> creds;
   if (config.plaintext) {
-    creds = grpc::InsecureServerCredentials();
+    // gRPC runs an AuthMetadataProcessor only on secure credentials.  Local
+    // TCP credentials are those of plaintext on loopback (no handshake
+    // bytes: plaintext clients connect as before) and accept only loopback
+    // peers, which is all a loopback listener has.
+    creds = auth ? grpc::experimental::LocalServerCredentials(LOCAL_TCP)
+                 : grpc::InsecureServerCredentials();
   } else {
     grpc::SslServerCredentialsOptions opts(
         config.require_client_cert
@@ -73,6 +107,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(
     opts.pem_key_cert_pairs.push_back({pem->key, pem->cert});
     creds = grpc::SslServerCredentials(opts);
   }
+  if (auth) creds->SetAuthMetadataProcessor(auth);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -85,6 +120,16 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(
   auto server = std::unique_ptr<GrpcServer>(new GrpcServer());
   server->config_ = config;
   server->service_ = std::make_unique<ClassifierService>(dp, config);
+  server->auth_ = auth;
+  std::function<void(const std::string&)> sink = config.audit_sink;
+  if (!sink)
+    sink = [](const std::string& line) {
+      std::printf("flowclassd: %s\n", line.c_str());
+      std::fflush(stdout);
+    };
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> icpt;
+  icpt.push_back(std::make_unique<AuditInterceptorFactory>(
+      [dp] { return dp->generation(); }, std::move(sink)));
 
   grpc::ServerBuilder builder;
   int port = 0;
@@ -98,6 +143,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                              static_cast<int>(config.max_concurrent_streams) +
                                  kUnaryStreamHeadroom);
+  builder.experimental().SetInterceptorCreators(std::move(icpt));
   server->server_ = builder.BuildAndStart();
   if (!server->server_ || port == 0)
     return absl::UnavailableError(absl::StrCat(

@@ -28,6 +28,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "dataplane/dataplane.h"
@@ -39,6 +40,7 @@ class Server;
 
 namespace flowclass {
 
+class AuthProcessor;
 class ClassifierService;
 class Readiness;
 
@@ -53,6 +55,14 @@ class GrpcServer {
   std::string target() const;
   void Shutdown(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
 
+  // Re-reads grpc.auth.token_file (the lists come from `config` too): new
+  // calls see the new tokens.  On an error the old policy stays and the
+  // error says why.  Turning authorization on or off needs a restart.
+  absl::Status ReloadAuth(const GrpcServerConfig& config);
+  // What flowclassd runs on SIGHUP: ReloadAuth and ReloadTls; one line per
+  // part saying what it loaded, or why it kept the old material.
+  std::vector<std::string> Reload(const GrpcServerConfig& config);
+
  private:
   friend absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(
       Dataplane*, const GrpcServerConfig&, const GrpcTlsPem&, Readiness*);
@@ -64,6 +74,7 @@ class GrpcServer {
 
   GrpcServerConfig config_;
   std::unique_ptr<ClassifierService> service_;
+  std::shared_ptr<AuthProcessor> auth_;  // null: authorization off
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   bool shut_down_ = false;

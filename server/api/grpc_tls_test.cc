@@ -19,6 +19,16 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// TLS without client certificates (now spelled out) and nobody to check:
+// these tests are about the transport (grpc_auth_test.cc is about roles).
+GrpcServerConfig ServerOnlyTls() {
+  GrpcServerConfig c;
+  c.port = 0;
+  c.require_client_cert = false;
+  c.auth.disabled = true;
+  return c;
+}
+
 class TlsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -64,13 +74,14 @@ class TlsTest : public ::testing::Test {
   static std::string F(const std::string& name) { return *dir_ + "/" + name; }
 
   std::unique_ptr<GrpcServer> Start(bool mutual) {
-    GrpcServerConfig c;
-    c.port = 0;
+    GrpcServerConfig c = ServerOnlyTls();
     c.tls_cert_file = F("server.pem");
     c.tls_key_file = F("server.key");
     if (mutual) {
       c.tls_ca_file = F("ca.pem");
       c.require_client_cert = true;
+      c.auth.disabled = false;
+      c.auth.admin = {"flowclass-controller"};
     }
     auto s = StartGrpcServer(&fake_, c);
     EXPECT_TRUE(s.ok()) << s.status();
@@ -116,8 +127,7 @@ TEST_F(TlsTest, ServerTlsClientVerifiesTheServer) {
 // Given the PEM already read, the server reads no file: it starts and
 // serves TLS with config paths that do not exist.
 TEST_F(TlsTest, ServerGivenThePemReadsNoFile) {
-  GrpcServerConfig c;
-  c.port = 0;
+  GrpcServerConfig c = ServerOnlyTls();
   c.tls_cert_file = F("server.pem");
   c.tls_key_file = F("server.key");
   absl::StatusOr<GrpcTlsPem> pem = LoadGrpcTlsFiles(c);
@@ -157,8 +167,7 @@ TEST_F(TlsTest, MutualTlsNeedsAClientCertificateFromTheCa) {
 
 // TLS to a plaintext server: the hint says so.
 TEST_F(TlsTest, TlsClientToPlaintextServerGetsAHint) {
-  GrpcServerConfig c;
-  c.port = 0;
+  GrpcServerConfig c = ServerOnlyTls();
   c.plaintext = true;
   auto s = StartGrpcServer(&fake_, c);
   ASSERT_TRUE(s.ok()) << s.status();
@@ -171,8 +180,7 @@ TEST_F(TlsTest, TlsClientToPlaintextServerGetsAHint) {
 }
 
 TEST_F(TlsTest, BadFilesAreConfigErrorsNamingTheKey) {
-  GrpcServerConfig c;
-  c.port = 0;
+  GrpcServerConfig c = ServerOnlyTls();
   c.tls_cert_file = F("missing.pem");
   c.tls_key_file = F("server.key");
   auto s = StartGrpcServer(&fake_, c);
@@ -189,13 +197,14 @@ TEST_F(TlsTest, BadFilesAreConfigErrorsNamingTheKey) {
 // later) is refused before the server starts, naming the key and the file.
 TEST_F(TlsTest, WrongTlsFileContentsAreConfigErrors) {
   auto start = [&](const std::string& cert, const std::string& key, const std::string& ca) {
-    GrpcServerConfig c;
-    c.port = 0;
+    GrpcServerConfig c = ServerOnlyTls();
     c.tls_cert_file = F(cert);
     c.tls_key_file = F(key);
     if (!ca.empty()) {
       c.tls_ca_file = F(ca);
       c.require_client_cert = true;
+      c.auth.disabled = false;
+      c.auth.admin = {"flowclass-controller"};
     }
     // LoadGrpcTlsFiles (what --check-config runs) and StartGrpcServer agree.
     absl::Status checked = LoadGrpcTlsFiles(c).status();

@@ -303,10 +303,23 @@ def check_manifests(src, rendered, values_file):
             check("plaintext" not in g and "allow_plaintext_remote" not in g, "plaintext keys with TLS on")
             if v["grpc"]["tls"]["requireClientCert"]:
                 check(g.get("require_client_cert") is True and g.get("tls_ca_file") == mp + "/ca.crt", "mTLS keys")
+            else:
+                check(g.get("require_client_cert") is False and "tls_ca_file" not in g,
+                      "TLS without client certificates must say require_client_cert: false")
+            a, va = g.get("auth") or {}, v["grpc"].get("auth") or {}
+            if va.get("disabled"):
+                check(a == {"disabled": True}, f"grpc.auth {a}, values say disabled")
+            else:
+                check(a.get("admin", []) == (va.get("admin") or []) and
+                      a.get("reader", []) == (va.get("reader") or []) and
+                      ("token_file" in a) == bool(va.get("tokenSecretName")) and a,
+                      f"grpc.auth {a} does not follow the values {va}")
         else:
             check(g.get("plaintext") is True and g.get("allow_plaintext_remote") is True,
                   "plaintext must be explicit (plaintext, allow_plaintext_remote)")
             check(not any(k.startswith("tls_") for k in g), "TLS files with TLS off")
+            check(g.get("auth") == {"disabled": True},
+                  "plaintext on the pod network must render grpc.auth.disabled: true")
     else:
         check(g is None, "grpc section although grpc.enabled is false")
     m = cfg.get("metrics", {})
@@ -387,7 +400,7 @@ def check_drift(src):
     owned = {  # keys the chart sets itself (values.yaml, `config:` comment)
         "eal": {"hugepages"},
         "grpc": {"enabled", "address", "port", "plaintext", "allow_plaintext_remote",
-                 "tls_cert_file", "tls_key_file", "tls_ca_file", "require_client_cert"},
+                 "tls_cert_file", "tls_key_file", "tls_ca_file", "require_client_cert", "auth"},
         "metrics": {"enabled", "address"},
     }
     docs = documented_keys(src)
