@@ -5,7 +5,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <fstream>
 #include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
 #include "client/rpc/flowclass_client.h"
@@ -47,6 +52,11 @@ class TlsTest : public ::testing::Test {
         "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > san.ext && ",
         "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
         "-out server.pem -days 2 -extfile san.ext && ",
+        // the server's next certificate (rotation), another CN
+        "openssl req -newkey rsa:2048 -nodes -keyout server2.key -out server2.csr "
+        "-subj /CN=localhost-2 && ",
+        "openssl x509 -req -in server2.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
+        "-out server2.pem -days 2 -extfile san.ext && ",
         // client
         "openssl req -newkey rsa:2048 -nodes -keyout client.key -out client.csr "
         "-subj /CN=flowclass-controller && ",
@@ -163,6 +173,96 @@ TEST_F(TlsTest, MutualTlsNeedsAClientCertificateFromTheCa) {
   self_signed.cert_file = F("other.pem");
   self_signed.key_file = F("other.key");
   EXPECT_EQ(Call(*s, self_signed).status().code(), absl::StatusCode::kUnavailable);
+}
+
+// The CN of the certificate a new connection is served (a fresh
+// connection each time: no shared subchannel), or the error.
+std::string ServedCn(const GrpcServer& s, const std::string& dir) {
+  auto read = [](const std::string& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  grpc::SslCredentialsOptions o;
+  o.pem_root_certs = read(dir + "/ca.pem");
+  o.pem_cert_chain = read(dir + "/client.pem");
+  o.pem_private_key = read(dir + "/client.key");
+  grpc::ChannelArguments args;
+  args.SetSslTargetNameOverride("localhost");
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  auto ch = grpc::CreateCustomChannel(s.target(), grpc::SslCredentials(o), args);
+  auto stub = v1::Classifier::NewStub(ch);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
+  v1::Stats out;
+  grpc::Status st = stub->GetStats(&ctx, v1::GetStatsRequest(), &out);
+  if (!st.ok()) return absl::StrCat("error ", st.error_code(), ": ", st.error_message());
+  auto v = ctx.auth_context()->FindPropertyValues("x509_common_name");
+  return v.empty() ? "no CN" : std::string(v.front().data(), v.front().size());
+}
+
+// ReloadTls (what SIGHUP runs): new connections get the new certificate, a
+// running stream goes on, and a bad new file keeps what is served.
+TEST_F(TlsTest, ReloadServesTheNewCertificateAndKeepsStreams) {
+  std::filesystem::copy_file(F("server.pem"), F("rot.pem"),
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(F("server.key"), F("rot.key"),
+                             std::filesystem::copy_options::overwrite_existing);
+  GrpcServerConfig c = ServerOnlyTls();
+  c.tls_cert_file = F("rot.pem");
+  c.tls_key_file = F("rot.key");
+  c.tls_ca_file = F("ca.pem");
+  c.require_client_cert = true;
+  c.auth.disabled = false;
+  c.auth.admin = {"flowclass-controller"};
+  auto started = StartGrpcServer(&fake_, c);
+  ASSERT_TRUE(started.ok()) << started.status();
+  GrpcServer& s = **started;
+  EXPECT_EQ(ServedCn(s, *dir_), "localhost");
+
+  ClientOptions o;
+  o.target = s.target();
+  o.ca_file = F("ca.pem");
+  o.server_name = "localhost";
+  o.cert_file = F("client.pem");
+  o.key_file = F("client.key");
+  auto client = FlowclassClient::Connect(o);
+  ASSERT_TRUE(client.ok());
+  grpc::ClientContext ctx;
+  auto stream = (*client)->stub()->ApplyRules(&ctx);
+  v1::RuleBatch b;
+  b.set_batch_id(1);
+  ASSERT_TRUE(stream->Write(b));
+  v1::BatchAck ack;
+  ASSERT_TRUE(stream->Read(&ack));
+
+  std::filesystem::copy_file(F("server2.pem"), F("rot.pem"),
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(F("server2.key"), F("rot.key"),
+                             std::filesystem::copy_options::overwrite_existing);
+  ASSERT_TRUE(s.ReloadTls(c).ok());
+  std::string cn;
+  for (int i = 0; i < 50 && (cn = ServedCn(s, *dir_)) != "localhost-2"; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(cn, "localhost-2");
+  b.set_batch_id(2);
+  ASSERT_TRUE(stream->Write(b));  // the stream opened before goes on
+  ASSERT_TRUE(stream->Read(&ack));
+  EXPECT_EQ(ack.batch_id(), 2u);
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
+
+  // A damaged certificate: refused, naming the key; the served one stays.
+  {
+    std::ofstream(F("rot.pem"), std::ios::trunc) << "-----BEGIN CERTIFICATE-----\nAAAA\n";
+  }
+  absl::Status bad = s.ReloadTls(c);
+  EXPECT_THAT(bad.message(), HasSubstr("grpc.tls_cert_file"));
+  const std::vector<std::string> lines = s.Reload(c);
+  ASSERT_EQ(lines.size(), 2u);  // the tokens (none here), then TLS
+  EXPECT_EQ(lines[0], "grpc.auth: reloaded (0 tokens)");
+  EXPECT_THAT(lines[1], HasSubstr("grpc TLS: kept the previous certificate: grpc.tls_cert_file"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // past a poll
+  EXPECT_EQ(ServedCn(s, *dir_), "localhost-2");
 }
 
 // TLS to a plaintext server: the hint says so.
