@@ -89,7 +89,30 @@ def check_manifests(src, rendered, values_file):
         want.append("PrometheusRule")
     if v["grafanaDashboard"]["enabled"]:
         want.append("ConfigMap")
+    if v["networkPolicy"]["enabled"]:
+        want.append("NetworkPolicy")
+    if grpc_on and tls_on and v["grpc"]["tls"]["certManager"]["enabled"]:
+        want.append("Certificate")
     check(kinds == sorted(want), f"rendered kinds {kinds}, expected {sorted(want)}")
+
+    if v["networkPolicy"]["enabled"]:
+        np = one(docs, "NetworkPolicy")
+        rules = {r["ports"][0]["port"]: r["from"] for r in np["spec"].get("ingress", [])}
+        want_np = {}
+        if grpc_on and v["networkPolicy"]["grpcFrom"]:
+            want_np[v["grpc"]["port"]] = v["networkPolicy"]["grpcFrom"]
+        if metrics_on and v["networkPolicy"]["metricsFrom"]:
+            want_np[v["metrics"]["port"]] = v["networkPolicy"]["metricsFrom"]
+        check(rules == want_np and np["spec"]["policyTypes"] == ["Ingress"],
+              f"NetworkPolicy ingress {rules}, expected {want_np}")
+    if grpc_on and tls_on and v["grpc"]["tls"]["certManager"]["enabled"]:
+        cert = one(docs, "Certificate")
+        secret = v["grpc"]["tls"]["secretName"] or cert["metadata"]["name"][:-len("-grpc")] + "-grpc-tls"
+        check(cert["spec"]["secretName"] == secret and
+              cert["spec"]["issuerRef"]["name"] == v["grpc"]["tls"]["certManager"]["issuerRef"]["name"],
+              f"Certificate {cert['spec']}")
+    check(spec_of(docs).get("securityContext", {}) == v["podSecurityContext"],
+          "pod securityContext does not follow podSecurityContext")
 
     ds = one(docs, "DaemonSet")
     pod = ds["spec"]["template"]
@@ -391,6 +414,10 @@ def documented_keys(src):
     listed = re.search(r"Keys \((.*?)\)", grpc, re.S).group(1)
     keys["grpc"] = set(re.findall(r"`([a-z_]+)`", listed)) | {"enabled"}  # enabled: docs/api.md
     return keys
+
+
+def spec_of(docs):
+    return one(docs, "DaemonSet")["spec"]["template"]["spec"]
 
 
 def check_drift(src):
