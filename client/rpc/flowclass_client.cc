@@ -115,6 +115,10 @@ absl::StatusOr<std::unique_ptr<FlowclassClient>> FlowclassClient::Connect(
 void FlowclassClient::SetDeadline(grpc::ClientContext* ctx) const {
   if (options_.timeout.count() > 0)
     ctx->set_deadline(std::chrono::system_clock::now() + options_.timeout);
+  AddToken(ctx);
+}
+
+void FlowclassClient::AddToken(grpc::ClientContext* ctx) const {
   // Metadata rather than call credentials: gRPC refuses call credentials on
   // a plaintext channel, and a loopback plaintext server takes tokens.
   if (!options_.token.empty()) ctx->AddMetadata("authorization", "Bearer " + options_.token);
@@ -158,6 +162,7 @@ absl::StatusOr<ApplyResult> FlowclassClient::ApplyOps(absl::Span<const RuleOp> o
   }
 
   grpc::ClientContext ctx;
+  AddToken(&ctx);
   // A stream has no natural deadline: one of `timeout` x (1 + batches/window).
   if (options_.timeout.count() > 0)
     ctx.set_deadline(std::chrono::system_clock::now() +

@@ -131,7 +131,9 @@ class FlowclassClient {
 
  private:
   FlowclassClient() = default;
+  // Every call's context: the per-call deadline and the token (AddToken).
   void SetDeadline(grpc::ClientContext* ctx) const;
+  void AddToken(grpc::ClientContext* ctx) const;
 
   ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;

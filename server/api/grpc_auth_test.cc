@@ -26,6 +26,7 @@
 #include "absl/strings/str_join.h"
 #include "server/api/auth_policy.h"
 #include "server/api/classifier_service.h"
+#include "proto/rule_convert.h"
 #include "server/api/grpc_server.h"
 #include "server/testing/fake_dataplane.h"
 
@@ -372,16 +373,24 @@ TEST_F(AuthTest, AdminCallsAreAudited) {
   auto c = FlowclassClient::Connect(o);
   ASSERT_TRUE(c.ok());
   ASSERT_TRUE((*c)->ApplyBatch(Batch(1, {Insert(MakeRule(1)), Insert(MakeRule(2))})).ok());
+  // The streaming path of add-rules (ApplyOps) carries the token too.
+  RuleOp op;
+  ASSERT_TRUE(RuleOpFromProto(Insert(MakeRule(3)), &op).ok());
+  auto applied = (*c)->ApplyOps({op}, ApplyOptions{});
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  EXPECT_EQ(applied->ops_applied, 1u);
   ASSERT_TRUE((*c)->GetStats().ok());  // a reader method: no audit line
   auto del = (*c)->DeleteAll();
   ASSERT_TRUE(del.ok()) << del.status();
   std::lock_guard<std::mutex> g(mu_);
-  ASSERT_EQ(audit_.size(), 2u) << absl::StrJoin(audit_, "\n");
+  ASSERT_EQ(audit_.size(), 3u) << absl::StrJoin(audit_, "\n");
   EXPECT_THAT(audit_[0], HasSubstr("audit: identity=token:ci-admin "
                                    "method=/flowclass.v1.Classifier/ApplyRules peer=ipv4:127.0.0.1:"));
   EXPECT_THAT(audit_[0], HasSubstr(" batches=1 code=OK generation=1"));
-  EXPECT_THAT(audit_[1], HasSubstr("method=/flowclass.v1.Classifier/DeleteAll"));
-  EXPECT_THAT(audit_[1], HasSubstr(absl::StrCat(" code=OK generation=", del->generation())));
+  EXPECT_THAT(audit_[1], HasSubstr("method=/flowclass.v1.Classifier/ApplyRules"));
+  EXPECT_THAT(audit_[1], HasSubstr(" batches=1 code=OK generation=2"));
+  EXPECT_THAT(audit_[2], HasSubstr("method=/flowclass.v1.Classifier/DeleteAll"));
+  EXPECT_THAT(audit_[2], HasSubstr(absl::StrCat(" code=OK generation=", del->generation())));
 }
 
 // A revoked token stops working after ReloadAuth (what SIGHUP runs); a stream
