@@ -546,6 +546,21 @@ absl::StatusOr<DaemonConfig> Convert(const YAML::Node& root) {
     FC_RETURN_IF_ERROR(g.String("tls_key_file", &gc.tls_key_file));
     FC_RETURN_IF_ERROR(g.String("tls_ca_file", &gc.tls_ca_file));
     FC_RETURN_IF_ERROR(g.Bool("require_client_cert", &gc.require_client_cert));
+    {
+      YAML::Node rc = g.Get("require_client_cert");
+      if (gc.plaintext && rc && !rc.IsNull() && gc.require_client_cert)
+        return absl::InvalidArgumentError(
+            "grpc.require_client_cert: needs TLS (plaintext is true)");
+    }
+    {
+      MapReader a(g.Get("auth"), "grpc.auth");
+      FC_RETURN_IF_ERROR(a.CheckIsMap());
+      FC_RETURN_IF_ERROR(a.Bool("disabled", &gc.auth.disabled));
+      FC_RETURN_IF_ERROR(a.StringList("admin", &gc.auth.admin));
+      FC_RETURN_IF_ERROR(a.StringList("reader", &gc.auth.reader));
+      FC_RETURN_IF_ERROR(a.String("token_file", &gc.auth.token_file));
+      FC_RETURN_IF_ERROR(a.CheckNoUnknownKeys());
+    }
     FC_RETURN_IF_ERROR(g.Int("max_message_bytes", &gc.max_message_bytes, 1024, 1 << 30));
     FC_RETURN_IF_ERROR(g.Int("max_batch_ops", &gc.max_batch_ops, 1, 1 << 24));
     FC_RETURN_IF_ERROR(g.Int("max_concurrent_streams", &gc.max_concurrent_streams, 1, 10000));
@@ -657,7 +672,18 @@ std::string DescribeConfig(const DaemonConfig& c) {
   if (c.grpc.enabled)
     absl::StrAppend(&s, "grpc: ", GrpcListenAddress(c.grpc),
                     c.grpc.plaintext ? " plaintext" : " tls",
-                    c.grpc.require_client_cert ? " (client certificates required)" : "",
+                    !c.grpc.plaintext && c.grpc.require_client_cert
+                        ? " (client certificates required)"
+                        : "",
+                    "\n",
+                    "grpc auth: ",
+                    GrpcAuthEnabled(c.grpc)
+                        ? absl::StrCat(c.grpc.auth.admin.size(), " admin and ",
+                                       c.grpc.auth.reader.size(), " reader certificate names",
+                                       c.grpc.auth.token_file.empty()
+                                           ? ""
+                                           : absl::StrCat(", tokens from ", c.grpc.auth.token_file))
+                        : absl::StrCat("off (", GrpcAuthWarning(c.grpc), ")"),
                     "\n");
   return s;
 }

@@ -26,6 +26,7 @@
 #include "dataplane/dpdk/dpdk_dataplane.h"
 #include "dataplane/pmd_counters.h"
 #include "dataplane/rules/rule_format.h"
+#include "server/api/auth_policy.h"
 #include "server/api/grpc_server.h"
 #include "server/cap_log.h"
 #include "server/config.h"
@@ -52,6 +53,8 @@ constexpr int kExitStore = 10;   // the rule store cannot be opened, read or res
 
 std::atomic<int> g_signal{0};
 void OnSignal(int sig) { g_signal.store(sig); }
+std::atomic<bool> g_reload{false};
+void OnHangup(int) { g_reload.store(true); }
 
 void Usage(FILE* out) {
   std::fputs(
@@ -292,6 +295,12 @@ int Main(int argc, char** argv) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, nullptr);
     sigaction(SIGTERM, &sa, nullptr);
+    // SIGHUP re-reads the API's credentials (grpc.auth.token_file, the TLS
+    // files); it never stops the daemon.
+    struct sigaction hup = {};
+    hup.sa_handler = OnHangup;
+    sigemptyset(&hup.sa_mask);
+    sigaction(SIGHUP, &hup, nullptr);
   }
   auto signal_name = [] {
     return g_signal.load() == SIGINT ? "SIGINT" : "SIGTERM";
@@ -317,6 +326,13 @@ int Main(int argc, char** argv) {
       return kExitConfig;
     }
     tls = *std::move(pem);
+    // The token file too (StartGrpcServer reads it again, after EAL).
+    if (absl::StatusOr<std::shared_ptr<const AuthPolicy>> p = AuthPolicy::Load(config->grpc);
+        !p.ok()) {
+      std::fprintf(stderr, "flowclassd: config error: %s\n",
+                   std::string(p.status().message()).c_str());
+      return kExitConfig;
+    }
   }
   absl::StatusOr<std::vector<RuleOp>> rules = LoadRules(*config);
   if (!rules.ok()) {
@@ -503,6 +519,8 @@ int Main(int argc, char** argv) {
     grpc_server->Restored(store->instance);
     std::printf("flowclassd: grpc listening on %s (%s)\n", grpc_server->target().c_str(),
                 config->grpc.plaintext ? "plaintext" : "tls");
+    if (std::string w = GrpcAuthWarning(config->grpc); !w.empty())
+      std::printf("flowclassd: warning: grpc authorization is off: %s\n", w.c_str());
   }
   readiness.SetRulesRestored(true);  // the store is restored (or the empty store seeded)
   std::fflush(stdout);
@@ -521,6 +539,11 @@ int Main(int argc, char** argv) {
   while (g_signal.load() == 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     if (stall_hook.enabled()) stall_hook.Poll(dataplane);
+    if (g_reload.exchange(false) && grpc_server) {
+      for (const std::string& line : grpc_server->Reload(config->grpc))
+        std::printf("flowclassd: SIGHUP: %s\n", line.c_str());
+      std::fflush(stdout);
+    }
     const auto now = Clock::now();
     if (cap_log.Due(now)) {
       for (const std::string& line : cap_log.Report(dataplane.Stats(), dataplane.GetConfig(), now))

@@ -46,6 +46,10 @@ constexpr char kConnHelp[] =
     "  --ca FILE            PEM CA that signed the server certificate\n"
     "  --cert FILE --key FILE  client certificate and key (mutual TLS)\n"
     "  --server-name NAME   TLS name to verify instead of HOST\n"
+    "  --token-file FILE    bearer token (the file's first line) sent on every\n"
+    "                       call, for a server with grpc.auth.token_file\n"
+    "  Unset options come from the environment: FLOWCLASS_CA, FLOWCLASS_CERT,\n"
+    "  FLOWCLASS_KEY, FLOWCLASS_SERVER_NAME, FLOWCLASS_TOKEN_FILE.\n"
     "  --timeout-ms N       deadline per call (default 30000, 0 = none; add-rules:\n"
     "                       one for the stream, N x (1 + batches/window))\n"
     "An option given twice is refused (but --cookie of del-rules).\n"
@@ -179,12 +183,14 @@ struct Args {
   std::map<std::string, std::vector<std::string>> values;
   std::vector<std::string> positional;
   bool help = false;
+  std::string token_file;  // --token-file / $FLOWCLASS_TOKEN_FILE, read by Dial
 };
 
 // Options that take a value (for every command).
 bool TakesValue(absl::string_view a) {
   static const char* const kWithValue[] = {
-      "--server", "--ca", "--cert", "--key", "--server-name", "--timeout-ms", "--format",
+      "--server", "--ca", "--cert", "--key", "--server-name", "--token-file", "--timeout-ms",
+      "--format",
       "--batch-size", "--window", "--cookie", "--classbench-ports", "--progress",
       "--min-priority", "--max-priority", "--limit", "--watch", "--count",
       "--packet-hex", "--in-port", "--rule-id", "--pmd", "--match"};
@@ -219,6 +225,18 @@ bool IsServerTarget(absl::string_view t) {
 absl::Status ParseArgs(const std::vector<absl::string_view>& in, Args* out) {
   std::string target_from = "$FLOWCLASS_SERVER";
   if (const char* env = std::getenv("FLOWCLASS_SERVER")) out->conn.target = env;
+  // The TLS files and the token from the environment (a flag wins); empty
+  // values count as unset.
+  const struct {
+    const char* env;
+    std::string* field;
+  } kEnv[] = {{"FLOWCLASS_CA", &out->conn.ca_file},
+              {"FLOWCLASS_CERT", &out->conn.cert_file},
+              {"FLOWCLASS_KEY", &out->conn.key_file},
+              {"FLOWCLASS_SERVER_NAME", &out->conn.server_name},
+              {"FLOWCLASS_TOKEN_FILE", &out->token_file}};
+  for (const auto& e : kEnv)
+    if (const char* v = std::getenv(e.env); v && *v) *e.field = v;
   std::set<std::string> seen;  // options given so far (each at most once, but --cookie)
   for (size_t i = 0; i < in.size(); ++i) {
     const std::string a(in[i]);
@@ -253,6 +271,7 @@ absl::Status ParseArgs(const std::vector<absl::string_view>& in, Args* out) {
       else if (name == "--cert") out->conn.cert_file = value;
       else if (name == "--key") out->conn.key_file = value;
       else if (name == "--server-name") out->conn.server_name = value;
+      else if (name == "--token-file") out->token_file = value;
       else if (name == "--timeout-ms") {
         int64_t ms = 0;
         if (!absl::SimpleAtoi(value, &ms) || ms < 0)
@@ -312,7 +331,13 @@ std::string FlagString(const Args& a, const char* name, std::string dflt) {
 bool HasFlag(const Args& a, const char* name) { return a.values.count(name) > 0; }
 
 absl::StatusOr<std::unique_ptr<FlowclassClient>> Dial(const Args& a) {
-  return FlowclassClient::Connect(a.conn);
+  ClientOptions o = a.conn;
+  if (!a.token_file.empty()) {
+    absl::StatusOr<std::string> t = ReadTokenFile("--token-file", a.token_file);
+    if (!t.ok()) return t.status();
+    o.token = *std::move(t);
+  }
+  return FlowclassClient::Connect(o);
 }
 
 // ------------------------------------------------------------------ commands

@@ -8,9 +8,12 @@
 #include <mutex>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "common/text_file.h"
 #include "common/tls_pem.h"
 #include "dataplane/pmd_counters.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -112,6 +115,29 @@ absl::StatusOr<std::unique_ptr<FlowclassClient>> FlowclassClient::Connect(
 void FlowclassClient::SetDeadline(grpc::ClientContext* ctx) const {
   if (options_.timeout.count() > 0)
     ctx->set_deadline(std::chrono::system_clock::now() + options_.timeout);
+  AddToken(ctx);
+}
+
+void FlowclassClient::AddToken(grpc::ClientContext* ctx) const {
+  // Metadata rather than call credentials: gRPC refuses call credentials on
+  // a plaintext channel, and a loopback plaintext server takes tokens.
+  if (!options_.token.empty()) ctx->AddMetadata("authorization", "Bearer " + options_.token);
+}
+
+absl::StatusOr<std::string> ReadTokenFile(absl::string_view what, const std::string& path) {
+  absl::StatusOr<std::string> text = ReadTextFile(path);
+  if (!text.ok())
+    return absl::Status(text.status().code(), absl::StrCat(what, ": ", text.status().message()));
+  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty() || line.front() == '#') continue;
+    if (line.find_first_of(" \t") != absl::string_view::npos)
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": \"", path, "\": the token line has spaces (write the bare token, not "
+          "the server's ROLE TOKEN line)"));
+    return std::string(line);
+  }
+  return absl::InvalidArgumentError(absl::StrCat(what, ": \"", path, "\" holds no token"));
 }
 
 absl::Status FlowclassClient::WaitForReady(std::chrono::milliseconds timeout) {
@@ -136,6 +162,7 @@ absl::StatusOr<ApplyResult> FlowclassClient::ApplyOps(absl::Span<const RuleOp> o
   }
 
   grpc::ClientContext ctx;
+  AddToken(&ctx);
   // A stream has no natural deadline: one of `timeout` x (1 + batches/window).
   if (options_.timeout.count() > 0)
     ctx.set_deadline(std::chrono::system_clock::now() +

@@ -55,9 +55,18 @@ struct ClientOptions {
   std::string cert_file;      // PEM client certificate (mutual TLS)
   std::string key_file;       // PEM client key (mutual TLS)
   std::string server_name;    // TLS name to check instead of the target host
+  // Bearer token sent on every call (`authorization: Bearer …`); "" = none.
+  // ReadTokenFile reads one from a file.
+  std::string token;
   std::chrono::milliseconds timeout{30000};  // per call; 0 = none
   int max_message_bytes = 64 << 20;          // receive limit on the client side
 };
+
+// The token in `path`: its first non-blank line without a leading "#",
+// trimmed (a bare token, as Kubernetes Secrets hold them).  `what` names the
+// option in messages ("--token-file").  NOT_FOUND when it cannot be read,
+// INVALID_ARGUMENT when it holds no token or the token has spaces.
+absl::StatusOr<std::string> ReadTokenFile(absl::string_view what, const std::string& path);
 
 struct ApplyOptions {
   size_t batch_size = 1000;   // operations per RuleBatch (>= 1)
@@ -126,7 +135,9 @@ class FlowclassClient {
 
  private:
   FlowclassClient() = default;
+  // Every call's context: the per-call deadline and the token (AddToken).
   void SetDeadline(grpc::ClientContext* ctx) const;
+  void AddToken(grpc::ClientContext* ctx) const;
 
   ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;

@@ -24,6 +24,60 @@ bool IsLoopbackAddress(absl::string_view address) {
   return false;
 }
 
+namespace {
+
+bool HasAuthKeys(const GrpcServerConfig& c) {
+  return !c.auth.admin.empty() || !c.auth.reader.empty() || !c.auth.token_file.empty();
+}
+
+absl::Status ValidateGrpcAuth(const GrpcServerConfig& c) {
+  auto bad = [](absl::string_view key, absl::string_view problem) {
+    return absl::InvalidArgumentError(absl::StrCat("grpc.auth.", key, ": ", problem));
+  };
+  const bool mutual = !c.plaintext && c.require_client_cert;
+  const bool loopback = IsLoopbackAddress(c.address);
+  if (c.auth.disabled) {
+    if (HasAuthKeys(c))
+      return bad("disabled", "true together with admin/reader/token_file: remove one of them");
+    return absl::OkStatus();
+  }
+  for (const auto* list : {&c.auth.admin, &c.auth.reader}) {
+    const char* key = list == &c.auth.admin ? "admin" : "reader";
+    for (const std::string& n : *list)
+      if (n.empty()) return bad(key, "an empty identity");
+    if (!list->empty() && !mutual)
+      return bad(key, c.plaintext ? "names client certificates, which need TLS (plaintext is true)"
+                                  : "names client certificates, but require_client_cert is false");
+  }
+  if (!HasAuthKeys(c)) {
+    if (c.plaintext && loopback) return absl::OkStatus();  // off, with a warning
+    return absl::InvalidArgumentError(absl::StrCat(
+        "grpc.auth: nobody is named who may call the API: set grpc.auth.admin / "
+        "grpc.auth.reader (client certificates) or grpc.auth.token_file, or write "
+        "grpc.auth.disabled: true to let every client that reaches ",
+        GrpcListenAddress(c), " change the rules"));
+  }
+  if (c.plaintext && !loopback)
+    return bad("token_file",
+               absl::StrCat("tokens over plaintext on the non-loopback address ", c.address,
+                            " would cross the network in clear: use TLS, or "
+                            "grpc.auth.disabled: true if something else secures the link"));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool GrpcAuthEnabled(const GrpcServerConfig& c) { return !c.auth.disabled && HasAuthKeys(c); }
+
+std::string GrpcAuthWarning(const GrpcServerConfig& c) {
+  if (GrpcAuthEnabled(c)) return "";
+  if (c.auth.disabled)
+    return absl::StrCat("grpc.auth.disabled: true: every client that reaches ",
+                        GrpcListenAddress(c), " is admin (may change rules and config)");
+  return absl::StrCat("no grpc.auth keys on plaintext ", GrpcListenAddress(c),
+                      ": every local process is admin (may change rules and config)");
+}
+
 absl::Status ValidateGrpcServerConfig(const GrpcServerConfig& c) {
   auto bad = [](absl::string_view key, absl::string_view problem) {
     return absl::InvalidArgumentError(absl::StrCat("grpc.", key, ": ", problem));
@@ -41,10 +95,10 @@ absl::Status ValidateGrpcServerConfig(const GrpcServerConfig& c) {
   }
   if (c.port > 65535) return bad("port", absl::StrCat(c.port, " is outside 0..65535"));
   if (c.plaintext) {
+    // require_client_cert (true by default) means nothing without TLS; the
+    // YAML reader refuses `require_client_cert: true` written with plaintext.
     if (!c.tls_cert_file.empty() || !c.tls_key_file.empty())
       return bad("plaintext", "true together with tls_cert_file/tls_key_file");
-    if (c.require_client_cert)
-      return bad("require_client_cert", "needs TLS (plaintext is true)");
     if (!c.tls_ca_file.empty())
       return bad("tls_ca_file", "set, but plaintext is true (no TLS): remove one of them");
     if (!IsLoopbackAddress(c.address) && !c.allow_plaintext_remote)
@@ -56,12 +110,15 @@ absl::Status ValidateGrpcServerConfig(const GrpcServerConfig& c) {
       return bad("tls_cert_file", "required unless plaintext: true");
     if (c.tls_key_file.empty()) return bad("tls_key_file", "required with tls_cert_file");
     if (c.require_client_cert && c.tls_ca_file.empty())
-      return bad("tls_ca_file", "required with require_client_cert: true");
+      return bad("tls_ca_file",
+                 "required: with TLS, client certificates are required (mutual TLS) unless "
+                 "require_client_cert: false");
     if (!c.require_client_cert && !c.tls_ca_file.empty())
       return bad("tls_ca_file",
                  "only verifies client certificates: set require_client_cert: true "
                  "(mutual TLS) or remove tls_ca_file");
   }
+  if (absl::Status s = ValidateGrpcAuth(c); !s.ok()) return s;
   if (c.max_message_bytes < 1024)
     return bad("max_message_bytes", absl::StrCat(c.max_message_bytes, " is below 1024"));
   if (c.max_batch_ops < 1) return bad("max_batch_ops", "must be at least 1");

@@ -13,6 +13,17 @@
 // (or with plaintext) it is refused rather than silently unused.
 // ValidateGrpcServerConfig checks all of this without touching the files;
 // every error names the key ("grpc.tls_key_file: required with tls_cert_file").
+// With TLS, client certificates are required (mutual TLS) unless
+// `require_client_cert: false` is written.
+//
+// Authorization (grpc.auth.*, auth_policy.h for the roles and the method
+// table) is on whenever grpc.auth.admin, grpc.auth.reader or
+// grpc.auth.token_file is set.  With none of them it must be turned off
+// explicitly (`grpc.auth.disabled: true`), except for plaintext on a loopback
+// address, where it is off by default (the daemon warns at start-up: anyone
+// on the host may change the rules).  The lists name client certificates, so
+// they need require_client_cert; tokens over plaintext are only accepted on
+// loopback (elsewhere they would cross the network in clear).
 // LoadGrpcTlsFiles then reads the files and checks that they are PEM
 // certificates / an unencrypted key, and that the key is the certificate's
 // (OpenSSL; still no gRPC).  Plain values: any thread.
@@ -20,7 +31,9 @@
 #define FLOWCLASS_SERVER_API_GRPC_CONFIG_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 #include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
@@ -39,6 +52,13 @@ struct ServerInstanceInfo {
   std::string store_path;            // its rules.db, "" in memory
 };
 
+struct GrpcAuthConfig {
+  bool disabled = false;            // grpc.auth.disabled: everyone is admin
+  std::vector<std::string> admin;   // certificate identities (SAN URI/DNS, CN)
+  std::vector<std::string> reader;
+  std::string token_file;           // ROLE TOKEN lines (auth_policy.h)
+};
+
 struct GrpcServerConfig {
   bool enabled = false;              // the daemon starts a server only if set
   std::string address = "127.0.0.1"; // IPv4/IPv6 literal or "localhost"
@@ -48,16 +68,25 @@ struct GrpcServerConfig {
   std::string tls_cert_file;         // PEM server certificate (chain)
   std::string tls_key_file;          // PEM private key
   std::string tls_ca_file;           // PEM CA for client certificates
-  bool require_client_cert = false;  // mutual TLS
+  bool require_client_cert = true;   // mutual TLS (with TLS: the default)
   uint32_t max_message_bytes = 4u << 20;   // per message, both directions
   uint32_t max_batch_ops = 100000;         // operations per RuleBatch
   uint32_t max_concurrent_streams = 32;    // open streaming calls, server-wide
+  GrpcAuthConfig auth;
   ServerInstanceInfo instance;             // not a YAML key (see above)
   // Not a YAML key: non-empty ("restoring 1000 rules"), the Classifier
   // answers UNAVAILABLE with it until GrpcServer::Restored (flowclassd's
   // restore window; health is NOT_SERVING meanwhile: its readiness).
   std::string restoring;
+  // Not a YAML key: where the audit lines of admin calls go (grpc_auth.h);
+  // unset = stdout.
+  std::function<void(const std::string&)> audit_sink;
 };
+
+// Whether calls are authenticated and role-checked (see above).
+bool GrpcAuthEnabled(const GrpcServerConfig& config);
+// The start-up warning for a server that checks nobody ("" when it does).
+std::string GrpcAuthWarning(const GrpcServerConfig& config);
 
 // True for 127.0.0.0/8, ::1 and "localhost".
 bool IsLoopbackAddress(absl::string_view address);

@@ -373,6 +373,10 @@ TEST(GrpcConfigTest, PlaintextNeedsLoopbackOrExplicitRemote) {
   c.address = "0.0.0.0";
   EXPECT_THAT(ValidateGrpcServerConfig(c).message(), HasSubstr("grpc.allow_plaintext_remote"));
   c.allow_plaintext_remote = true;
+  // Off the loopback, nobody can be authenticated over plaintext: saying so
+  // is part of choosing it.
+  EXPECT_THAT(ValidateGrpcServerConfig(c).message(), HasSubstr("grpc.auth: nobody is named"));
+  c.auth.disabled = true;
   EXPECT_TRUE(ValidateGrpcServerConfig(c).ok());
   c = GrpcServerConfig();
   EXPECT_THAT(ValidateGrpcServerConfig(c).message(), HasSubstr("grpc.tls_cert_file: required"));
@@ -382,6 +386,7 @@ TEST(GrpcConfigTest, PlaintextNeedsLoopbackOrExplicitRemote) {
   c.require_client_cert = true;
   EXPECT_THAT(ValidateGrpcServerConfig(c).message(), HasSubstr("grpc.tls_ca_file"));
   c.tls_ca_file = "ca.pem";
+  c.auth.admin = {"controller"};
   EXPECT_TRUE(ValidateGrpcServerConfig(c).ok());
   // A CA without mutual TLS would be silently unused: refused.
   c.require_client_cert = false;

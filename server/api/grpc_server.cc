@@ -6,19 +6,87 @@
 #include <grpcpp/security/server_credentials.h>
 
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_credentials_options.h>
+
 #include "absl/strings/str_cat.h"
 #include "grpc/health/v1/health.pb.h"
 #include "server/api/classifier_service.h"
+#include "server/api/grpc_auth.h"
 #include "server/readiness.h"
 
 namespace flowclass {
 namespace {
 
 constexpr int kUnaryStreamHeadroom = 16;
+// How often gRPC looks at the private TLS copies (its minimum is 1 s).
+constexpr unsigned kTlsPollSeconds = 1;
+
+// Writes `text` to dir/name through a temporary file and rename(), mode 0600.
+absl::Status WriteAtomically(const std::string& dir, const std::string& name,
+                             const std::string& text) {
+  const std::string path = absl::StrCat(dir, "/", name), tmp = path + ".new";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return absl::FailedPreconditionError(
+        absl::StrCat("grpc: cannot write ", tmp, ": ", std::strerror(errno)));
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n <= 0) {
+      const int e = errno;
+      ::close(fd);
+      return absl::FailedPreconditionError(
+          absl::StrCat("grpc: cannot write ", tmp, ": ", std::strerror(e)));
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0)
+    return absl::FailedPreconditionError(
+        absl::StrCat("grpc: cannot rename ", tmp, ": ", std::strerror(errno)));
+  return absl::OkStatus();
+}
 
 }  // namespace
 
-GrpcServer::~GrpcServer() { Shutdown(); }
+absl::Status WriteTlsCopies(const std::string& dir, const GrpcTlsPem& pem) {
+  // CA first, then the pair: a poll between the two renames may read a new
+  // key with the old certificate; gRPC's watcher then finds the files
+  // changed again on its next poll, one second later.
+  if (!pem.ca.empty())
+    if (absl::Status s = WriteAtomically(dir, "ca.pem", pem.ca); !s.ok()) return s;
+  if (absl::Status s = WriteAtomically(dir, "cert.pem", pem.cert); !s.ok()) return s;
+  return WriteAtomically(dir, "key.pem", pem.key);
+}
+
+void RemoveTlsCopies(const std::string& dir) {
+  if (dir.empty()) return;
+  for (const char* f : {"key.pem", "cert.pem", "ca.pem", "key.pem.new", "cert.pem.new",
+                        "ca.pem.new"})
+    ::unlink(absl::StrCat(dir, "/", f).c_str());
+  ::rmdir(dir.c_str());
+}
+
+GrpcServer::~GrpcServer() {
+  Shutdown();
+  RemoveTlsCopies(tls_dir_);
+}
+
+absl::Status GrpcServer::ReloadTls(const GrpcServerConfig& config) {
+  if (tls_dir_.empty()) return absl::OkStatus();  // plaintext
+  absl::StatusOr<GrpcTlsPem> pem = LoadGrpcTlsFiles(config);
+  if (!pem.ok()) return pem.status();  // the served material stays
+  return WriteTlsCopies(tls_dir_, *pem);
+}
 
 std::string GrpcServer::target() const {
   GrpcServerConfig c = config_;
@@ -48,6 +116,35 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(
   return StartGrpcServer(dp, config, *pem);
 }
 
+absl::Status GrpcServer::ReloadAuth(const GrpcServerConfig& config) {
+  if (!auth_) return absl::OkStatus();  // nothing to reload: auth is off
+  absl::StatusOr<std::shared_ptr<const AuthPolicy>> policy = AuthPolicy::Load(config);
+  if (!policy.ok()) return policy.status();  // the old policy stays
+  auth_->SetPolicy(*std::move(policy));
+  return absl::OkStatus();
+}
+
+std::vector<std::string> GrpcServer::Reload(const GrpcServerConfig& config) {
+  std::vector<std::string> out;
+  if (auth_) {
+    if (absl::Status s = ReloadAuth(config); s.ok())
+      out.push_back(absl::StrCat("grpc.auth: reloaded (", auth_->policy()->token_count(),
+                                 " tokens)"));
+    else
+      out.push_back(absl::StrCat("grpc.auth: kept the previous tokens: ", s.message()));
+  }
+  if (!tls_dir_.empty()) {
+    if (absl::Status s = ReloadTls(config); s.ok())
+      out.push_back(absl::StrCat("grpc TLS: reloaded ", config.tls_cert_file,
+                                 config.require_client_cert ? " and " + config.tls_ca_file : "",
+                                 " (served to new connections within ", kTlsPollSeconds + 1,
+                                 " s)"));
+    else
+      out.push_back(absl::StrCat("grpc TLS: kept the previous certificate: ", s.message()));
+  }
+  return out;
+}
+
 void GrpcServer::SetServing(bool serving) {
   if (auto* h = server_->GetHealthCheckService()) {
     h->SetServingStatus("", serving);
@@ -65,19 +162,52 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(
   if (!config.plaintext && config.require_client_cert && tls.ca.empty())
     return absl::InvalidArgumentError(
         "grpc: require_client_cert is set but no CA certificates were given (LoadGrpcTlsFiles)");
+  std::string tls_dir;
+  std::shared_ptr<AuthProcessor> auth;
+  if (GrpcAuthEnabled(config)) {
+    absl::StatusOr<std::shared_ptr<const AuthPolicy>> policy = AuthPolicy::Load(config);
+    if (!policy.ok()) return policy.status();
+    auth = std::make_shared<AuthProcessor>(*std::move(policy));
+  }
   const GrpcTlsPem* pem = &tls;
   std::shared_ptr<grpc::ServerCredentials> creds;
   if (config.plaintext) {
-    creds = grpc::InsecureServerCredentials();
+    // gRPC runs an AuthMetadataProcessor only on secure credentials.  Local
+    // TCP credentials are those of plaintext on loopback (no handshake
+    // bytes: plaintext clients connect as before) and accept only loopback
+    // peers, which is all a loopback listener has.
+    creds = auth ? grpc::experimental::LocalServerCredentials(LOCAL_TCP)
+                 : grpc::InsecureServerCredentials();
   } else {
-    grpc::SslServerCredentialsOptions opts(
-        config.require_client_cert
-            ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
-            : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
-    opts.pem_root_certs = pem->ca;
-    opts.pem_key_cert_pairs.push_back({pem->key, pem->cert});
-    creds = grpc::SslServerCredentials(opts);
+    // The server is served from private copies of the checked PEM, which a
+    // FileWatcherCertificateProvider polls: ReloadTls replaces the copies
+    // only with material that passed the same checks, so a bad new file
+    // never reaches gRPC (its watcher would serve whatever it reads).
+    char tmpl[] = "/tmp/flowclassd-tls-XXXXXX";
+    const char* tmpdir = std::getenv("TMPDIR");
+    std::string dir_tmpl = tmpdir && *tmpdir ? absl::StrCat(tmpdir, "/flowclassd-tls-XXXXXX")
+                                             : std::string(tmpl);
+    if (!mkdtemp(dir_tmpl.data()))
+      return absl::FailedPreconditionError(
+          absl::StrCat("grpc: cannot create a private directory for the TLS material (",
+                       dir_tmpl, "): ", std::strerror(errno)));
+    tls_dir = dir_tmpl;
+    if (absl::Status s = WriteTlsCopies(tls_dir, *pem); !s.ok()) {
+      RemoveTlsCopies(tls_dir);
+      return s;
+    }
+    auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+        tls_dir + "/key.pem", tls_dir + "/cert.pem",
+        config.require_client_cert ? tls_dir + "/ca.pem" : std::string(), kTlsPollSeconds);
+    grpc::experimental::TlsServerCredentialsOptions opts(provider);
+    opts.watch_identity_key_cert_pairs();
+    if (config.require_client_cert) opts.watch_root_certs();
+    opts.set_cert_request_type(config.require_client_cert
+                                   ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                                   : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+    creds = grpc::experimental::TlsServerCredentials(opts);
   }
+  if (auth) creds->SetAuthMetadataProcessor(auth);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -90,6 +220,17 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(
   auto server = std::unique_ptr<GrpcServer>(new GrpcServer());
   server->config_ = config;
   server->service_ = std::make_unique<ClassifierService>(dp, config);
+  server->auth_ = auth;
+  server->tls_dir_ = tls_dir;
+  std::function<void(const std::string&)> sink = config.audit_sink;
+  if (!sink)
+    sink = [](const std::string& line) {
+      std::printf("flowclassd: %s\n", line.c_str());
+      std::fflush(stdout);
+    };
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> icpt;
+  icpt.push_back(std::make_unique<AuditInterceptorFactory>(
+      [dp] { return dp->generation(); }, std::move(sink)));
 
   grpc::ServerBuilder builder;
   int port = 0;
@@ -103,8 +244,12 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                              static_cast<int>(config.max_concurrent_streams) +
                                  kUnaryStreamHeadroom);
+  builder.experimental().SetInterceptorCreators(std::move(icpt));
   server->server_ = builder.BuildAndStart();
-  if (!server->server_ || port == 0)
+  if (!server->server_ || port == 0) {
+    server.reset();  // removes the TLS copies
+  }
+  if (!server)
     return absl::UnavailableError(absl::StrCat(
         "grpc.address/port: cannot listen on ", GrpcListenAddress(config),
         " (in use, or not an address of this host)"));

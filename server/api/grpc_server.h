@@ -20,6 +20,12 @@
 // key; NOT_FOUND for a TLS file that cannot be read; UNAVAILABLE when the
 // address cannot be bound.
 //
+// With authorization on (grpc_config.h, GrpcAuthEnabled), every call of
+// every service is checked first (grpc_auth.h; roles in auth_policy.h);
+// admin calls are audited either way.  TLS is served from private copies of
+// the checked PEM that gRPC's file watcher polls, so ReloadTls can rotate
+// the certificate without a restart.
+//
 // Threads: gRPC's own pool serves calls; Start/Shutdown/the destructor from
 // one control thread.  `dp` must outlive the server.  Shutdown() stops
 // accepting calls, lets running calls finish for up to `grace`, then cancels
@@ -30,6 +36,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "dataplane/dataplane.h"
@@ -41,6 +48,7 @@ class Server;
 
 namespace flowclass {
 
+class AuthProcessor;
 class ClassifierService;
 class Readiness;
 
@@ -57,6 +65,19 @@ class GrpcServer {
   // Ends the restore window of config.restoring (ClassifierService::Restored).
   void Restored(const ServerInstanceInfo& instance);
 
+  // Re-reads grpc.auth.token_file (the lists come from `config` too): new
+  // calls see the new tokens.  On an error the old policy stays and the
+  // error says why.  Turning authorization on or off needs a restart.
+  absl::Status ReloadAuth(const GrpcServerConfig& config);
+  // Re-reads and checks the TLS files (LoadGrpcTlsFiles): new connections
+  // get the new certificate (and CA) within about two seconds; open
+  // connections and streams keep theirs.  On an error the served material
+  // stays and the error says why.  OK with nothing to do for plaintext.
+  absl::Status ReloadTls(const GrpcServerConfig& config);
+  // What flowclassd runs on SIGHUP: ReloadAuth and ReloadTls; one line per
+  // part saying what it loaded, or why it kept the old material.
+  std::vector<std::string> Reload(const GrpcServerConfig& config);
+
  private:
   friend absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(
       Dataplane*, const GrpcServerConfig&, const GrpcTlsPem&, Readiness*);
@@ -68,6 +89,8 @@ class GrpcServer {
 
   GrpcServerConfig config_;
   std::unique_ptr<ClassifierService> service_;
+  std::shared_ptr<AuthProcessor> auth_;  // null: authorization off
+  std::string tls_dir_;  // private copies of the served PEM ("" plaintext)
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   bool shut_down_ = false;
@@ -75,6 +98,10 @@ class GrpcServer {
 
 absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(
     Dataplane* dp, const GrpcServerConfig& config);
+// The private copies the server serves TLS from (mode 0600, under $TMPDIR or
+// /tmp, removed with the server).
+absl::Status WriteTlsCopies(const std::string& dir, const GrpcTlsPem& pem);
+void RemoveTlsCopies(const std::string& dir);
 // The same with the TLS files already read (LoadGrpcTlsFiles): the server
 // uses `pem` and reads no file, so a daemon that checked its files before
 // starting serves what it checked.  Ignored with plaintext.

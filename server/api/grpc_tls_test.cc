@@ -5,7 +5,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <fstream>
 #include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
 #include "client/rpc/flowclass_client.h"
@@ -18,6 +23,16 @@ namespace flowclass {
 namespace {
 
 using ::testing::HasSubstr;
+
+// TLS without client certificates (now spelled out) and nobody to check:
+// these tests are about the transport (grpc_auth_test.cc is about roles).
+GrpcServerConfig ServerOnlyTls() {
+  GrpcServerConfig c;
+  c.port = 0;
+  c.require_client_cert = false;
+  c.auth.disabled = true;
+  return c;
+}
 
 class TlsTest : public ::testing::Test {
  protected:
@@ -37,6 +52,11 @@ class TlsTest : public ::testing::Test {
         "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > san.ext && ",
         "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
         "-out server.pem -days 2 -extfile san.ext && ",
+        // the server's next certificate (rotation), another CN
+        "openssl req -newkey rsa:2048 -nodes -keyout server2.key -out server2.csr "
+        "-subj /CN=localhost-2 && ",
+        "openssl x509 -req -in server2.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
+        "-out server2.pem -days 2 -extfile san.ext && ",
         // client
         "openssl req -newkey rsa:2048 -nodes -keyout client.key -out client.csr "
         "-subj /CN=flowclass-controller && ",
@@ -64,13 +84,14 @@ class TlsTest : public ::testing::Test {
   static std::string F(const std::string& name) { return *dir_ + "/" + name; }
 
   std::unique_ptr<GrpcServer> Start(bool mutual) {
-    GrpcServerConfig c;
-    c.port = 0;
+    GrpcServerConfig c = ServerOnlyTls();
     c.tls_cert_file = F("server.pem");
     c.tls_key_file = F("server.key");
     if (mutual) {
       c.tls_ca_file = F("ca.pem");
       c.require_client_cert = true;
+      c.auth.disabled = false;
+      c.auth.admin = {"flowclass-controller"};
     }
     auto s = StartGrpcServer(&fake_, c);
     EXPECT_TRUE(s.ok()) << s.status();
@@ -116,8 +137,7 @@ TEST_F(TlsTest, ServerTlsClientVerifiesTheServer) {
 // Given the PEM already read, the server reads no file: it starts and
 // serves TLS with config paths that do not exist.
 TEST_F(TlsTest, ServerGivenThePemReadsNoFile) {
-  GrpcServerConfig c;
-  c.port = 0;
+  GrpcServerConfig c = ServerOnlyTls();
   c.tls_cert_file = F("server.pem");
   c.tls_key_file = F("server.key");
   absl::StatusOr<GrpcTlsPem> pem = LoadGrpcTlsFiles(c);
@@ -155,10 +175,99 @@ TEST_F(TlsTest, MutualTlsNeedsAClientCertificateFromTheCa) {
   EXPECT_EQ(Call(*s, self_signed).status().code(), absl::StatusCode::kUnavailable);
 }
 
+// The CN of the certificate a new connection is served (a fresh
+// connection each time: no shared subchannel), or the error.
+std::string ServedCn(const GrpcServer& s, const std::string& dir) {
+  auto read = [](const std::string& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  grpc::SslCredentialsOptions o;
+  o.pem_root_certs = read(dir + "/ca.pem");
+  o.pem_cert_chain = read(dir + "/client.pem");
+  o.pem_private_key = read(dir + "/client.key");
+  grpc::ChannelArguments args;
+  args.SetSslTargetNameOverride("localhost");
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  auto ch = grpc::CreateCustomChannel(s.target(), grpc::SslCredentials(o), args);
+  auto stub = v1::Classifier::NewStub(ch);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
+  v1::Stats out;
+  grpc::Status st = stub->GetStats(&ctx, v1::GetStatsRequest(), &out);
+  if (!st.ok()) return absl::StrCat("error ", st.error_code(), ": ", st.error_message());
+  auto v = ctx.auth_context()->FindPropertyValues("x509_common_name");
+  return v.empty() ? "no CN" : std::string(v.front().data(), v.front().size());
+}
+
+// ReloadTls (what SIGHUP runs): new connections get the new certificate, a
+// running stream goes on, and a bad new file keeps what is served.
+TEST_F(TlsTest, ReloadServesTheNewCertificateAndKeepsStreams) {
+  std::filesystem::copy_file(F("server.pem"), F("rot.pem"),
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(F("server.key"), F("rot.key"),
+                             std::filesystem::copy_options::overwrite_existing);
+  GrpcServerConfig c = ServerOnlyTls();
+  c.tls_cert_file = F("rot.pem");
+  c.tls_key_file = F("rot.key");
+  c.tls_ca_file = F("ca.pem");
+  c.require_client_cert = true;
+  c.auth.disabled = false;
+  c.auth.admin = {"flowclass-controller"};
+  auto started = StartGrpcServer(&fake_, c);
+  ASSERT_TRUE(started.ok()) << started.status();
+  GrpcServer& s = **started;
+  EXPECT_EQ(ServedCn(s, *dir_), "localhost");
+
+  ClientOptions o;
+  o.target = s.target();
+  o.ca_file = F("ca.pem");
+  o.server_name = "localhost";
+  o.cert_file = F("client.pem");
+  o.key_file = F("client.key");
+  auto client = FlowclassClient::Connect(o);
+  ASSERT_TRUE(client.ok());
+  grpc::ClientContext ctx;
+  auto stream = (*client)->stub()->ApplyRules(&ctx);
+  v1::RuleBatch b;
+  b.set_batch_id(1);
+  ASSERT_TRUE(stream->Write(b));
+  v1::BatchAck ack;
+  ASSERT_TRUE(stream->Read(&ack));
+
+  std::filesystem::copy_file(F("server2.pem"), F("rot.pem"),
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(F("server2.key"), F("rot.key"),
+                             std::filesystem::copy_options::overwrite_existing);
+  ASSERT_TRUE(s.ReloadTls(c).ok());
+  std::string cn;
+  for (int i = 0; i < 50 && (cn = ServedCn(s, *dir_)) != "localhost-2"; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(cn, "localhost-2");
+  b.set_batch_id(2);
+  ASSERT_TRUE(stream->Write(b));  // the stream opened before goes on
+  ASSERT_TRUE(stream->Read(&ack));
+  EXPECT_EQ(ack.batch_id(), 2u);
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
+
+  // A damaged certificate: refused, naming the key; the served one stays.
+  {
+    std::ofstream(F("rot.pem"), std::ios::trunc) << "-----BEGIN CERTIFICATE-----\nAAAA\n";
+  }
+  absl::Status bad = s.ReloadTls(c);
+  EXPECT_THAT(bad.message(), HasSubstr("grpc.tls_cert_file"));
+  const std::vector<std::string> lines = s.Reload(c);
+  ASSERT_EQ(lines.size(), 2u);  // the tokens (none here), then TLS
+  EXPECT_EQ(lines[0], "grpc.auth: reloaded (0 tokens)");
+  EXPECT_THAT(lines[1], HasSubstr("grpc TLS: kept the previous certificate: grpc.tls_cert_file"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // past a poll
+  EXPECT_EQ(ServedCn(s, *dir_), "localhost-2");
+}
+
 // TLS to a plaintext server: the hint says so.
 TEST_F(TlsTest, TlsClientToPlaintextServerGetsAHint) {
-  GrpcServerConfig c;
-  c.port = 0;
+  GrpcServerConfig c = ServerOnlyTls();
   c.plaintext = true;
   auto s = StartGrpcServer(&fake_, c);
   ASSERT_TRUE(s.ok()) << s.status();
@@ -171,8 +280,7 @@ TEST_F(TlsTest, TlsClientToPlaintextServerGetsAHint) {
 }
 
 TEST_F(TlsTest, BadFilesAreConfigErrorsNamingTheKey) {
-  GrpcServerConfig c;
-  c.port = 0;
+  GrpcServerConfig c = ServerOnlyTls();
   c.tls_cert_file = F("missing.pem");
   c.tls_key_file = F("server.key");
   auto s = StartGrpcServer(&fake_, c);
@@ -189,13 +297,14 @@ TEST_F(TlsTest, BadFilesAreConfigErrorsNamingTheKey) {
 // later) is refused before the server starts, naming the key and the file.
 TEST_F(TlsTest, WrongTlsFileContentsAreConfigErrors) {
   auto start = [&](const std::string& cert, const std::string& key, const std::string& ca) {
-    GrpcServerConfig c;
-    c.port = 0;
+    GrpcServerConfig c = ServerOnlyTls();
     c.tls_cert_file = F(cert);
     c.tls_key_file = F(key);
     if (!ca.empty()) {
       c.tls_ca_file = F(ca);
       c.require_client_cert = true;
+      c.auth.disabled = false;
+      c.auth.admin = {"flowclass-controller"};
     }
     // LoadGrpcTlsFiles (what --check-config runs) and StartGrpcServer agree.
     absl::Status checked = LoadGrpcTlsFiles(c).status();

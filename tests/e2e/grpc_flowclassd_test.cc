@@ -502,7 +502,9 @@ TEST(GrpcFlowclassdTest, UnreachableServerAndPlaintextRemoteConfig) {
   WriteFile(dir.File("d.yaml"), DaemonConfig(dir, ""));
   const std::string prefix = absl::StrCat("fcgrpc_tls_", getpid());
   const std::string tls = absl::StrCat(" ", dir.File("d.yaml"),
-                                       " --set grpc.plaintext=false --set grpc.tls_key_file=",
+                                       " --set grpc.plaintext=false"
+                                       " --set grpc.require_client_cert=false"
+                                       " --set grpc.auth.disabled=true --set grpc.tls_key_file=",
                                        dir.File("missing.key"), " --set grpc.tls_cert_file=",
                                        dir.File("missing.pem"), " 2>&1");
   EXPECT_EQ(RunCommand(absl::StrCat(kDaemon, " --check-config", tls)).code, 0);
@@ -520,7 +522,8 @@ TEST(GrpcFlowclassdTest, UnreachableServerAndPlaintextRemoteConfig) {
   ASSERT_EQ(made.code, 0) << "openssl (make test installs it): " << made.out;
   const CmdResult wrong = RunCommand(absl::StrCat(
       kDaemon, " --file-prefix ", prefix, " --set run.duration_s=5 -c ", dir.File("d.yaml"),
-      " --set grpc.plaintext=false --set grpc.tls_key_file=", dir.File("cert.pem"),
+      " --set grpc.plaintext=false --set grpc.require_client_cert=false"
+      " --set grpc.auth.disabled=true --set grpc.tls_key_file=", dir.File("cert.pem"),
       " --set grpc.tls_cert_file=", dir.File("cert.pem"), " 2>&1"));
   RemoveEalRuntimeDir(prefix);
   EXPECT_EQ(wrong.code, 3) << wrong.out;

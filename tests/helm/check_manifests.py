@@ -89,7 +89,30 @@ def check_manifests(src, rendered, values_file):
         want.append("PrometheusRule")
     if v["grafanaDashboard"]["enabled"]:
         want.append("ConfigMap")
+    if v["networkPolicy"]["enabled"]:
+        want.append("NetworkPolicy")
+    if grpc_on and tls_on and v["grpc"]["tls"]["certManager"]["enabled"]:
+        want.append("Certificate")
     check(kinds == sorted(want), f"rendered kinds {kinds}, expected {sorted(want)}")
+
+    if v["networkPolicy"]["enabled"]:
+        np = one(docs, "NetworkPolicy")
+        rules = {r["ports"][0]["port"]: r["from"] for r in np["spec"].get("ingress", [])}
+        want_np = {}
+        if grpc_on and v["networkPolicy"]["grpcFrom"]:
+            want_np[v["grpc"]["port"]] = v["networkPolicy"]["grpcFrom"]
+        if metrics_on and v["networkPolicy"]["metricsFrom"]:
+            want_np[v["metrics"]["port"]] = v["networkPolicy"]["metricsFrom"]
+        check(rules == want_np and np["spec"]["policyTypes"] == ["Ingress"],
+              f"NetworkPolicy ingress {rules}, expected {want_np}")
+    if grpc_on and tls_on and v["grpc"]["tls"]["certManager"]["enabled"]:
+        cert = one(docs, "Certificate")
+        secret = v["grpc"]["tls"]["secretName"] or cert["metadata"]["name"][:-len("-grpc")] + "-grpc-tls"
+        check(cert["spec"]["secretName"] == secret and
+              cert["spec"]["issuerRef"]["name"] == v["grpc"]["tls"]["certManager"]["issuerRef"]["name"],
+              f"Certificate {cert['spec']}")
+    check(spec_of(docs).get("securityContext", {}) == v["podSecurityContext"],
+          "pod securityContext does not follow podSecurityContext")
 
     ds = one(docs, "DaemonSet")
     pod = ds["spec"]["template"]
@@ -303,10 +326,23 @@ def check_manifests(src, rendered, values_file):
             check("plaintext" not in g and "allow_plaintext_remote" not in g, "plaintext keys with TLS on")
             if v["grpc"]["tls"]["requireClientCert"]:
                 check(g.get("require_client_cert") is True and g.get("tls_ca_file") == mp + "/ca.crt", "mTLS keys")
+            else:
+                check(g.get("require_client_cert") is False and "tls_ca_file" not in g,
+                      "TLS without client certificates must say require_client_cert: false")
+            a, va = g.get("auth") or {}, v["grpc"].get("auth") or {}
+            if va.get("disabled"):
+                check(a == {"disabled": True}, f"grpc.auth {a}, values say disabled")
+            else:
+                check(a.get("admin", []) == (va.get("admin") or []) and
+                      a.get("reader", []) == (va.get("reader") or []) and
+                      ("token_file" in a) == bool(va.get("tokenSecretName")) and a,
+                      f"grpc.auth {a} does not follow the values {va}")
         else:
             check(g.get("plaintext") is True and g.get("allow_plaintext_remote") is True,
                   "plaintext must be explicit (plaintext, allow_plaintext_remote)")
             check(not any(k.startswith("tls_") for k in g), "TLS files with TLS off")
+            check(g.get("auth") == {"disabled": True},
+                  "plaintext on the pod network must render grpc.auth.disabled: true")
     else:
         check(g is None, "grpc section although grpc.enabled is false")
     m = cfg.get("metrics", {})
@@ -380,6 +416,10 @@ def documented_keys(src):
     return keys
 
 
+def spec_of(docs):
+    return one(docs, "DaemonSet")["spec"]["template"]["spec"]
+
+
 def check_drift(src):
     chart = os.path.join(src, "helm", "flowclass")
     schema = json.load(open(os.path.join(chart, "values.schema.json")))
@@ -387,7 +427,7 @@ def check_drift(src):
     owned = {  # keys the chart sets itself (values.yaml, `config:` comment)
         "eal": {"hugepages"},
         "grpc": {"enabled", "address", "port", "plaintext", "allow_plaintext_remote",
-                 "tls_cert_file", "tls_key_file", "tls_ca_file", "require_client_cert"},
+                 "tls_cert_file", "tls_key_file", "tls_ca_file", "require_client_cert", "auth"},
         "metrics": {"enabled", "address"},
     }
     docs = documented_keys(src)

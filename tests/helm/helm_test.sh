@@ -262,11 +262,18 @@ else
           ! grep -q -- '--no-huge\|--no-pci' <<<"$out" &&
           grep -q '^port 1: 0000:3b:02.1 ' <<<"$out" &&
           grep -q '^metrics: http://0.0.0.0:9464/metrics' <<<"$out" &&
-          grep -q '^grpc: 0.0.0.0:50051 tls$' <<<"$out" &&
-          pass "[$set] hugepages, PCI allow-list, pinned lcores, metrics on 0.0.0.0, gRPC TLS" ||
+          grep -q '^grpc: 0.0.0.0:50051 tls (client certificates required)$' <<<"$out" &&
+          grep -q '^grpc auth: 1 admin and 0 reader certificate names$' <<<"$out" &&
+          pass "[$set] hugepages, PCI allow-list, pinned lcores, metrics on 0.0.0.0, gRPC mTLS with an admin name" ||
           fail "[$set] --check-config summary:"$'\n'"$out" ;;
       plaintext)
-        grep -q '^grpc: 0.0.0.0:50051 plaintext$' <<<"$out" && pass "[$set] gRPC plaintext on 0.0.0.0" ||
+        grep -q '^grpc: 0.0.0.0:50051 plaintext$' <<<"$out" && grep -q '^grpc auth: off (grpc.auth.disabled: true' <<<"$out" &&
+          pass "[$set] gRPC plaintext on 0.0.0.0, authorization off explicitly" ||
+          fail "[$set] --check-config summary:"$'\n'"$out" ;;
+      tokens)
+        grep -q '^grpc: 0.0.0.0:50051 tls$' <<<"$out" &&
+          grep -q '^grpc auth: 0 admin and 0 reader certificate names, tokens from /etc/flowclass-auth/tokens$' <<<"$out" &&
+          pass "[$set] gRPC TLS without client certificates, bearer tokens" ||
           fail "[$set] --check-config summary:"$'\n'"$out" ;;
       multi-resource)
         grep -q '^port 7: 0000:d8:0a.1 rx_queues 4' <<<"$out" && grep -q '^port 9: 0000:af:00.3,rxq_pkt_split=0 tx-only' <<<"$out" &&
@@ -304,6 +311,10 @@ reject() {
   fi
 }
 reject "negative grpc.port (schema)" "grpc.port" --set grpc.port=-1
+reject "an API nobody may call (no admin, reader or token Secret)" \
+  "grpc.auth: name who may call the API" --set "grpc.auth.admin=null"
+reject "certificate names without client certificates" \
+  "they need grpc.tls.requireClientCert=true" --set grpc.tls.requireClientCert=false
 reject "metrics.port 70000 (schema)" "metrics.port" --set metrics.port=70000
 reject "IPv6 metrics.bindAddress (schema: no IPv6 in civetweb)" "bindAddress" --set metrics.bindAddress=::
 reject "a host name as grpc.bindAddress (schema: flowclassd takes IP literals)" "bindAddress" \

@@ -257,10 +257,31 @@ flowclassd rejects; the entrypoint replaces it with the VF's PCI address.
 {{- if $v.grpc.tls.requireClientCert }}
 {{- $_ := set $g "tls_ca_file" (printf "%s/ca.crt" $v.grpc.tls.mountPath) }}
 {{- $_ := set $g "require_client_cert" true }}
+{{- else }}
+{{- $_ := set $g "require_client_cert" false }}
 {{- end }}
+{{- $a := $v.grpc.auth | default dict }}
+{{- $auth := dict }}
+{{- if $a.disabled }}
+{{- $_ := set $auth "disabled" true }}
+{{- else }}
+{{- if and (or $a.admin $a.reader) (not $v.grpc.tls.requireClientCert) }}
+{{- fail "grpc.auth.admin/reader name client certificates: they need grpc.tls.requireClientCert=true" }}
+{{- end }}
+{{- if $a.admin }}{{- $_ := set $auth "admin" $a.admin }}{{- end }}
+{{- if $a.reader }}{{- $_ := set $auth "reader" $a.reader }}{{- end }}
+{{- if $a.tokenSecretName }}
+{{- $_ := set $auth "token_file" (printf "%s/tokens" (default "/etc/flowclass-auth" $a.mountPath)) }}
+{{- end }}
+{{- if not (or $a.admin $a.reader $a.tokenSecretName) }}
+{{- fail "grpc.auth: name who may call the API (grpc.auth.admin, grpc.auth.reader or grpc.auth.tokenSecretName), or set grpc.auth.disabled=true" }}
+{{- end }}
+{{- end }}
+{{- $_ := set $g "auth" $auth }}
 {{- else }}
 {{- $_ := set $g "plaintext" true }}
 {{- $_ := set $g "allow_plaintext_remote" true }}
+{{- $_ := set $g "auth" (dict "disabled" true) }}
 {{- end }}
 {{- $_ := set $cfg "grpc" $g }}
 {{- else }}
