@@ -25,6 +25,7 @@ constexpr MethodRole kMethodRoles[] = {
     {"/flowclass.v1.Classifier/ListRulePages", Role::kReader},
     {"/flowclass.v1.Classifier/GetRule", Role::kReader},
     {"/flowclass.v1.Classifier/Trace", Role::kReader},
+    {"/flowclass.v1.Classifier/DumpMegaflows", Role::kReader},
     {"/grpc.health.v1.Health/*", Role::kReader},
     {"/grpc.reflection.v1alpha.ServerReflection/*", Role::kReader},
     {"/grpc.reflection.v1.ServerReflection/*", Role::kReader},

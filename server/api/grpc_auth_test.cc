@@ -64,6 +64,7 @@ Role ExpectedRole(const std::string& method) {
       "/flowclass.v1.Classifier/GetStats",    "/flowclass.v1.Classifier/GetConfig",
       "/flowclass.v1.Classifier/ListRules",   "/flowclass.v1.Classifier/ListRulePages",
       "/flowclass.v1.Classifier/GetRule",     "/flowclass.v1.Classifier/Trace",
+      "/flowclass.v1.Classifier/DumpMegaflows",
       "/grpc.health.v1.Health/Check",
       "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"};
   for (const char* m : kReader)
