@@ -116,7 +116,7 @@ const Example kExamples[] = {
     {k4, "10.0.0.0 /8", "@0: bad IPv4 address '10.0.0.0 '"},
     {k4, "0x0a.0.0.1", "@0: bad IPv4 address '0x0a.0.0.1'"},
     {k4, "10.0.0.0/33", "@9: prefix length 33 exceeds 32"},
-    {k4, "10.0.0.0/99999999999999999999", "@9: prefix length 99999999999999999999 exceeds 32"},
+    {k4, "10.0.0.0/99999999999999999999", "@9: prefix length '99999999999999999999' exceeds 32"},
     {k4, "10.0.0.0/", "@9: bad prefix length ''"},
     {k4, "10.0.0.0/+8", "@9: bad prefix length '+8'"},
     {k4, "10.0.0.0/-0", "@9: bad prefix length '-0'"},
