@@ -9,6 +9,67 @@
 
 namespace flowclass {
 
+ReplayInput PrepareReplayInput(absl::Span<const Rule> rules,
+                               const std::vector<TraceEntry>& trace) {
+  // "Past the end" is past every rule id: ClassBench ids are 1..N, but a
+  // native file's ids are line numbers (comments and blank lines count) or
+  // its own id= values, which may exceed the number of rules.
+  uint64_t max_id = 0;
+  for (const Rule& r : rules) max_id = std::max(max_id, r.id);
+  ReplayInput in;
+  in.keys.resize(trace.size());
+  in.expected.resize(trace.size());
+  in.trace_expected.resize(trace.size());
+  for (size_t i = 0; i < trace.size(); ++i) {
+    in.keys[i] = trace[i].key;
+    const uint64_t e = trace[i].expected;
+    in.trace_expected[i] = trace[i].expected;
+    in.expected[i] = (e == 0 || e > max_id) ? 0 : e;
+  }
+  return in;
+}
+
+ReplayResult RunTimedPasses(
+    const ReplayOptions& options, const ReplayInput& input,
+    absl::FunctionRef<void(const FlowKey* keys, int n, Verdict* out)> process,
+    std::ostream& out) {
+  const size_t n = input.keys.size();
+  std::vector<Verdict> verdicts(n);
+  ReplayResult result;
+  for (int pass = 0; pass < options.repeat; ++pass) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < n; i += kMaxBurst) {
+      const int burst = static_cast<int>(std::min<size_t>(kMaxBurst, n - i));
+      process(&input.keys[i], burst, &verdicts[i]);
+    }
+    const auto t1 = std::chrono::steady_clock::now();
+    result.seconds += std::chrono::duration<double>(t1 - t0).count();
+    // Checking is outside the timed loop.
+    for (size_t i = 0; i < n; ++i) {
+      if (verdicts[i].rule_id == input.expected[i]) continue;
+      if (result.mismatches < static_cast<uint64_t>(options.max_reported_mismatches)) {
+        out << absl::StrFormat(
+            "mismatch: pass %d trace line %d: %s expected rule %d%s got %d\n",
+            pass + 1, i + 1, input.keys[i].ToString(), input.expected[i],
+            input.expected[i] == input.trace_expected[i]
+                ? ""
+                : absl::StrFormat(" (no match: the trace says %d, past every rule id)",
+                                  input.trace_expected[i]),
+            verdicts[i].rule_id);
+      }
+      ++result.mismatches;
+    }
+    result.packets += n;
+  }
+  if (result.mismatches > static_cast<uint64_t>(options.max_reported_mismatches))
+    out << absl::StrFormat("(%d more mismatches not listed)\n",
+                           result.mismatches - options.max_reported_mismatches);
+  result.mpps = result.seconds > 0
+                    ? static_cast<double>(result.packets) / result.seconds / 1e6
+                    : 0;
+  return result;
+}
+
 absl::StatusOr<std::vector<Rule>> LoadReplayRules(const ReplayOptions& options) {
   absl::StatusOr<std::vector<Rule>> rules = LoadRuleFile(options.rules_path, options.format);
   if (rules.ok() && rules->empty() && !options.allow_empty_rules) {
@@ -45,22 +106,7 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayOptions& options,
     }
   }
   const uint64_t n_rules = rules->size();
-  // "Past the end" is past every rule id: ClassBench ids are 1..N, but a
-  // native file's ids are line numbers (comments and blank lines count) or
-  // its own id= values, which may exceed the number of rules.
-  uint64_t max_id = 0;
-  for (const Rule& r : *rules) max_id = std::max(max_id, r.id);
-
-  // Keys and expected ids prepared before the timed loop.
-  const size_t n = trace->size();
-  std::vector<FlowKey> keys(n);
-  std::vector<uint64_t> expected(n);
-  for (size_t i = 0; i < n; ++i) {
-    keys[i] = (*trace)[i].key;
-    const uint64_t e = (*trace)[i].expected;
-    expected[i] = (e == 0 || e > max_id) ? 0 : e;
-  }
-  std::vector<Verdict> verdicts(n);
+  const ReplayInput input = PrepareReplayInput(*rules, *trace);
 
   absl::StatusOr<std::unique_ptr<Pipeline>> created =
       Pipeline::Create(options.pipeline);
@@ -68,43 +114,14 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayOptions& options,
   Pipeline& pipeline = **created;
   pipeline.SetRuleTable(&table);
 
-  ReplayResult result;
-  for (int pass = 0; pass < options.repeat; ++pass) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (size_t i = 0; i < n; i += kMaxBurst) {
-      const int burst = static_cast<int>(std::min<size_t>(kMaxBurst, n - i));
-      pipeline.ProcessBurst(&keys[i], burst, &verdicts[i]);
-    }
-    const auto t1 = std::chrono::steady_clock::now();
-    result.seconds += std::chrono::duration<double>(t1 - t0).count();
-    // Checking is outside the timed loop.
-    for (size_t i = 0; i < n; ++i) {
-      if (verdicts[i].rule_id == expected[i]) continue;
-      if (result.mismatches < static_cast<uint64_t>(options.max_reported_mismatches)) {
-        out << absl::StrFormat(
-            "mismatch: pass %d trace line %d: %s expected rule %d%s got %d\n",
-            pass + 1, i + 1, keys[i].ToString(), expected[i],
-            expected[i] == (*trace)[i].expected
-                ? ""
-                : absl::StrFormat(" (no match: the trace says %d, past every rule id)",
-                                  (*trace)[i].expected),
-            verdicts[i].rule_id);
-      }
-      ++result.mismatches;
-    }
-    result.packets += n;
-  }
-  if (result.mismatches > static_cast<uint64_t>(options.max_reported_mismatches))
-    out << absl::StrFormat("(%d more mismatches not listed)\n",
-                           result.mismatches - options.max_reported_mismatches);
+  ReplayResult result = RunTimedPasses(
+      options, input,
+      [&](const FlowKey* k, int burst, Verdict* v) { pipeline.ProcessBurst(k, burst, v); }, out);
   const PipelineSnapshot snap = pipeline.Snapshot();
   result.stats = snap.stats;
   result.lookup_mismatches = pipeline.lookup_mismatches();
-  result.mpps = result.seconds > 0
-                    ? static_cast<double>(result.packets) / result.seconds / 1e6
-                    : 0;
   out << absl::StrFormat("rules: %d  trace lines: %d  passes: %d\n", n_rules,
-                         n, options.repeat);
+                         input.keys.size(), options.repeat);
   // mpps in the summary line has two decimals; a slow path needs more.
   out << absl::StrFormat("classified: %d packets in %.6f s (%.0f packets/s)\n",
                          result.packets, result.seconds,

@@ -18,7 +18,9 @@
 #include <ostream>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "dataplane/pipeline.h"
 #include "dataplane/pipeline_kind.h"
 #include "dataplane/rules/rule_format.h"
@@ -68,6 +70,25 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayOptions& options,
 // The rule file of a replay: LoadRuleFile, and an empty rule set refused
 // unless options.allow_empty_rules (both pipelines).
 absl::StatusOr<std::vector<Rule>> LoadReplayRules(const ReplayOptions& options);
+
+// What both replays classify: the trace's keys and the rule id each must
+// get (0 = no match: the trace's 0, or an id past every rule's).
+struct ReplayInput {
+  std::vector<FlowKey> keys;
+  std::vector<uint64_t> expected;
+  std::vector<uint32_t> trace_expected;  // the trace's own column
+};
+ReplayInput PrepareReplayInput(absl::Span<const Rule> rules,
+                               const std::vector<TraceEntry>& trace);
+
+// The passes both replays time: `process` classifies each burst of up to
+// 32 keys inside the timer; verdicts are checked after it (mismatches
+// listed up to options.max_reported_mismatches).  Fills packets,
+// mismatches, seconds and mpps.
+ReplayResult RunTimedPasses(
+    const ReplayOptions& options, const ReplayInput& input,
+    absl::FunctionRef<void(const FlowKey* keys, int n, Verdict* out)> process,
+    std::ostream& out);
 
 // RunReplay for options.kind == kAcl (replay_acl.cc; without DPDK an
 // UNIMPLEMENTED error).

@@ -29,17 +29,8 @@ absl::StatusOr<ReplayResult> RunAclReplay(const ReplayOptions& options, std::ost
     return absl::Status(acl.status().code(), absl::StrFormat("%s: %s", options.rules_path,
                                                              acl.status().message()));
   }
-  uint64_t max_id = 0;
-  for (const Rule& r : *rules) max_id = std::max(max_id, r.id);
-  const size_t n = trace->size();
-  std::vector<FlowKey> keys(n);
-  std::vector<uint64_t> expected(n);
-  for (size_t i = 0; i < n; ++i) {
-    keys[i] = (*trace)[i].key;
-    const uint64_t e = (*trace)[i].expected;
-    expected[i] = (e == 0 || e > max_id) ? 0 : e;
-  }
-  std::vector<Verdict> verdicts(n);
+  const ReplayInput input = PrepareReplayInput(*rules, *trace);
+  const size_t n = input.keys.size();
 
   AclPipelineConfig pc;
   pc.emc = options.pipeline.emc;
@@ -50,33 +41,10 @@ absl::StatusOr<ReplayResult> RunAclReplay(const ReplayOptions& options, std::ost
   AclPipeline& pipeline = **created;
   pipeline.SetClassifier(acl->get());
 
-  ReplayResult result;
-  for (int pass = 0; pass < options.repeat; ++pass) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (size_t i = 0; i < n; i += kMaxBurst) {
-      const int burst = static_cast<int>(std::min<size_t>(kMaxBurst, n - i));
-      pipeline.ProcessBurst(&keys[i], burst, &verdicts[i]);
-    }
-    const auto t1 = std::chrono::steady_clock::now();
-    result.seconds += std::chrono::duration<double>(t1 - t0).count();
-    for (size_t i = 0; i < n; ++i) {
-      if (verdicts[i].rule_id == expected[i]) continue;
-      if (result.mismatches < static_cast<uint64_t>(options.max_reported_mismatches)) {
-        out << absl::StrFormat("mismatch: pass %d trace line %d: %s expected rule %d got %d\n",
-                               pass + 1, i + 1, keys[i].ToString(), expected[i],
-                               verdicts[i].rule_id);
-      }
-      ++result.mismatches;
-    }
-    result.packets += n;
-  }
-  if (result.mismatches > static_cast<uint64_t>(options.max_reported_mismatches))
-    out << absl::StrFormat("(%d more mismatches not listed)\n",
-                           result.mismatches - options.max_reported_mismatches);
+  ReplayResult result = RunTimedPasses(
+      options, input,
+      [&](const FlowKey* k, int burst, Verdict* v) { pipeline.ProcessBurst(k, burst, v); }, out);
   result.lookup_mismatches = (*acl)->autovalidator_mismatches();
-  result.mpps = result.seconds > 0
-                    ? static_cast<double>(result.packets) / result.seconds / 1e6
-                    : 0;
   const AclBuildStats& bs = (*acl)->stats();
   out << absl::StrFormat("rules: %d  trace lines: %d  passes: %d\n", rules->size(), n,
                          options.repeat);
