@@ -131,7 +131,7 @@ test: build build-asan build-fuzz
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(BUILD_ASAN) --output-on-failure -j $(JOBS) -L unit
 	@echo "== fuzz smoke: every libFuzzer target for $(FUZZ_SMOKE_SECONDS) s"
-	FLOWCLASS_FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS) ctest --test-dir $(BUILD_FUZZ) --output-on-failure -j $(JOBS) -L fuzz
+	FLOWCLASS_FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS) FLOWCLASS_FUZZ_SEED=1 ctest --test-dir $(BUILD_FUZZ) --output-on-failure -j $(JOBS) -L fuzz
 
 test-unit: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -L unit

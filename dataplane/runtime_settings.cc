@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/quote.h"
 
 namespace flowclass {
 namespace {
@@ -46,7 +47,8 @@ absl::Status ReadOnlyError(absl::string_view key) {
 
 absl::Status UnknownConfigKeyError(absl::string_view key) {
   return absl::NotFoundError(absl::StrCat(
-      "config key \"", key, "\": unknown (config get lists the keys of the running daemon)"));
+      "config key ", QuoteForMessage(key, '"'),
+      ": unknown (config get lists the keys of the running daemon)"));
 }
 
 RuntimeSettingsUpdate RuntimeSettingsUpdate::All(const RuntimeSettings& s) {
@@ -102,7 +104,8 @@ void RuntimeSettingsUpdate::ApplyTo(RuntimeSettings* s) const {
 absl::Status ParseRuntimeSetting(absl::string_view key, absl::string_view value,
                                  RuntimeSettingsUpdate* out) {
   auto bad = [&](absl::string_view want) {
-    return absl::InvalidArgumentError(absl::StrCat(key, ": \"", value, "\" is not ", want));
+    return absl::InvalidArgumentError(
+        absl::StrCat(key, ": ", QuoteForMessage(value, '"'), " is not ", want));
   };
   auto whole = [&](uint32_t max, absl::string_view want, std::optional<uint32_t>* field,
                    uint32_t min = 0) {

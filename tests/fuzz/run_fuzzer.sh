@@ -7,9 +7,13 @@
 # WORKDIR/corpus (the committed corpus is read, never written) and a crash
 # to WORKDIR/crash-*, which is named on failure with the line that makes it
 # a regression input.  Fails when the corpus directory is missing or empty.
+# FLOWCLASS_FUZZ_SEED=N fixes libFuzzer's seed (make test's smoke run does,
+# so that a CI run explores what the last one did; make fuzz does not).
 set -eu -o pipefail
 fuzzer=$1 work=$2 corpus=$3 regressions=$4
 seconds=${FLOWCLASS_FUZZ_SECONDS:-10}
+seed_arg=()
+if [ -n "${FLOWCLASS_FUZZ_SEED:-}" ]; then seed_arg=(-seed="$FLOWCLASS_FUZZ_SEED"); fi
 name=$(basename "$fuzzer")
 for d in "$corpus" "$regressions"; do
   if [ -z "$(find "$d" -maxdepth 1 -type f ! -name README.md 2>/dev/null | head -1)" ]; then
@@ -20,7 +24,7 @@ done
 mkdir -p "$work/corpus"
 rm -f "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$work"/oom-*
 set +e
-"$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+"$fuzzer" "${seed_arg[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
   -print_final_stats=1 -artifact_prefix="$work/" "$work/corpus" "$corpus" "$regressions" \
   > "$work/log" 2>&1
 rc=$?
