@@ -20,6 +20,8 @@
 namespace flowclass {
 
 inline constexpr size_t kQuoteMaxBytes = 40;
+// A file path or a device spec is kept whole up to this length.
+inline constexpr size_t kQuotePathMaxBytes = 256;
 
 inline std::string QuoteForMessage(absl::string_view text, char quote = '\'',
                                    size_t max = kQuoteMaxBytes) {

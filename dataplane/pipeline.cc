@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/quote.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>
@@ -60,8 +61,9 @@ absl::StatusOr<UpcallLimitAction> ParseUpcallLimitAction(std::string_view s) {
   if (s == "drop") return UpcallLimitAction::kDrop;
   if (s == "classify") return UpcallLimitAction::kClassify;
   return absl::InvalidArgumentError(
-      absl::StrCat("upcall_limit_action: \"", absl::string_view(s.data(), s.size()),
-                   "\" is not drop or classify"));
+      absl::StrCat("upcall_limit_action: ",
+                   QuoteForMessage(absl::string_view(s.data(), s.size()), '"'),
+                   " is not drop or classify"));
 }
 
 absl::Status ValidatePipelineConfig(const PipelineConfig& c) {

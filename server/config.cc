@@ -448,7 +448,7 @@ absl::StatusOr<DaemonConfig> Convert(const YAML::Node& root) {
   FC_RETURN_IF_ERROR(pl.String("kind", &kind));
   if (std::optional<PipelineKind> k = ParsePipelineKind(kind); !k) {
     return absl::InvalidArgumentError(
-        absl::StrCat("pipeline.kind: \"", kind, "\" is not megaflow or acl"));
+        absl::StrCat("pipeline.kind: ", QuoteForMessage(kind, '"'), " is not megaflow or acl"));
   } else if (*k == PipelineKind::kAcl) {
     return absl::InvalidArgumentError(
         "pipeline.kind: acl is not served by flowclassd yet (its rebuild-and-publish side "
@@ -483,7 +483,8 @@ absl::StatusOr<DaemonConfig> Convert(const YAML::Node& root) {
     pc.upcall_limit_action = *a;
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
-        "pipeline.upcall_limit_action: \"", limit_action, "\" is not drop or classify"));
+        "pipeline.upcall_limit_action: ", QuoteForMessage(limit_action, '"'),
+        " is not drop or classify"));
   }
   FC_RETURN_IF_ERROR(
       pl.Int("rare_mask_subtables", &pc.rare_mask_subtables, 0, kMaxMaxSubtablesPerPort));

@@ -19,6 +19,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "client/rpc/flowclass_client.h"
+#include "common/quote.h"
 #include "dataplane/rules/rule_format.h"
 #include "proto/rule_convert.h"
 
@@ -662,8 +663,8 @@ int Config(absl::string_view cmd, const Args& a) {
     if (a.positional.size() == 2) {
       auto it = sorted.find(a.positional[1]);
       if (it == sorted.end())
-        return Fail(cmd, absl::NotFoundError(absl::StrCat("config key \"", a.positional[1],
-                                                          "\": unknown")));
+        return Fail(cmd, absl::NotFoundError(absl::StrCat("config key ", QuoteForMessage(a.positional[1], '"'),
+                                                          ": unknown")));
       std::printf("%s\n", it->second.c_str());
       return kCtlExitOk;
     }

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/quote.h"
 #include "dataplane/rules/rule_error.h"
 
 namespace flowclass {
@@ -248,8 +249,9 @@ absl::StatusOr<AclAlgorithm> ParseAclAlgorithm(std::string_view name) {
                          AclAlgorithm::kAvx512x32, AclAlgorithm::kAutovalidator})
     if (name == AclAlgorithmName(a)) return a;
   return absl::InvalidArgumentError(absl::StrCat(
-      "acl algorithm: unknown \"", std::string(name),
-      "\" (default, scalar, sse, avx2, avx512x16, avx512x32, autovalidator)"));
+      "acl algorithm: unknown ",
+      QuoteForMessage(absl::string_view(name.data(), name.size()), '"'),
+      " (default, scalar, sse, avx2, avx512x16, avx512x32, autovalidator)"));
 }
 
 void MakeAclKeyImage(const FlowKey& key, AclKeyImage* out) {

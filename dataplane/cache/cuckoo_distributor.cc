@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/quote.h"
 #include "dataplane/dpcls/megaflow.h"
 
 namespace flowclass {
@@ -224,7 +225,9 @@ absl::StatusOr<CdMode> ParseCdMode(std::string_view text) {
   for (CdMode m : {CdMode::kOff, CdMode::kOn, CdMode::kAuto})
     if (text == CdModeName(m)) return m;
   return absl::InvalidArgumentError(absl::StrCat(
-      "cd_mode: unknown mode \"", std::string(text), "\" (expected on, off or auto)"));
+      "cd_mode: unknown mode ",
+      QuoteForMessage(absl::string_view(text.data(), text.size()), '"'),
+      " (expected on, off or auto)"));
 }
 
 absl::Status ValidateCdControllerConfig(const CdControllerConfig& config) {

@@ -17,6 +17,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/quote.h"
 #include "dataplane/dpdk/dpdk_dataplane.h"
 #include "dataplane/dpdk/internal/dpdk_dataplane_impl.h"
 #include "dataplane/dpdk/rule_publisher.h"
@@ -149,10 +150,12 @@ absl::StatusOr<std::unique_ptr<DpdkDataplane>> DpdkDataplane::Create(
       int rc = rte_dev_probe(spec.c_str());
       if (rc != 0)
         return absl::NotFoundError(absl::StrCat(
-            where, ": cannot probe device \"", spec, "\": ", rte_strerror(-rc)));
+            where, ": cannot probe device ", QuoteForMessage(spec, '"', kQuotePathMaxBytes),
+            ": ", rte_strerror(-rc)));
       if (rte_eth_dev_get_port_by_name(po.device.c_str(), &pid) != 0)
         return absl::NotFoundError(absl::StrCat(
-            where, ": probed but no ethdev named \"", po.device, "\""));
+            where, ": probed but no ethdev named ",
+            QuoteForMessage(po.device, '"', kQuotePathMaxBytes)));
       ps.probed_by_us = true;
     }
     for (const PortState& other : impl->ports)
