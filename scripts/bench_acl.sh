@@ -42,79 +42,24 @@ rounds="${ACLBENCH_ROUNDS:-3}"
 cpu="${ACLBENCH_CPU:-1}"
 acl_mb="${ACLBENCH_ACL_MB:-2048}"
 seed="${ACLBENCH_SEED:-1}"
-ctl="$build/client/flowclassctl"
-conv="$here/scripts/classbench_acl.py"
 work="$build/bench/acl"
-
-die() { echo "bench_acl: $*" >&2; exit 1; }
-[ -x "$ctl" ] || die "no $ctl: build the flowclassctl target first"
-acl_bin="$(command -v dpdk-test-acl)" || die "no dpdk-test-acl (Debian: apt-get install dpdk-dev)"
-command -v taskset >/dev/null || die "no taskset (util-linux)"
-mkdir -p "$work"
-
-# dpdk-test-acl RULES TRACE VERBOSE ITERATIONS (--tracenum one more than the
-# trace's lines, as bench_slowpath.sh explains).
-run_acl() {
-  "$acl_bin" --no-huge -m "$acl_mb" --file-prefix="aclbench$$" -l "$cpu" --no-pci \
-    --no-telemetry --log-level=lib.eal:warning -- \
-    --rulesf="$1" --tracef="$2" --tracenum="$((packets + 1))" --iter="$4" --verbose="$3" 2>&1
-}
-field() { sed -n "$1" <<<"$2" | tail -n 1; }
-ratio() { if [ -n "$1" ]; then awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; else echo n/a; fi; }
-median() { tr ' ' '\n' | awk 'NF' | sort -g | awk '{v[NR]=$1} END {if (NR==0) print ""; else if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
-
-# replay_one NAME RULES TRACE NRULES ARGS...: packets/s, checked.
-replay_one() {
-  local name="$1" rules="$2" trace="$3" nrules="$4"; shift 4
-  local out lr pk mm pps
-  out="$(taskset -c "$cpu" "$ctl" replay --repeat="$iter" "$@" "$rules" "$trace")" ||
-    die "$name: flowclassctl replay $* failed:"$'\n'"$out"
-  lr="$(field 's/^rules: \([0-9]*\) .*/\1/p' "$out")"
-  pk="$(field 's/^replay: packets=\([0-9]*\) .*/\1/p' "$out")"
-  mm="$(field 's/^replay: .*mismatches=\([0-9]*\) .*/\1/p' "$out")"
-  pps="$(field 's/^classified: .*(\([0-9]*\) packets\/s)$/\1/p' "$out")"
-  [ "$lr" = "$nrules" ] || die "$name: replay loaded $lr rules, not $nrules"
-  [ "$pk" = "$((packets * iter))" ] || die "$name: replay classified $pk packets"
-  [ "$mm" = 0 ] || die "$name: replay $* disagrees with dpdk-test-acl on $mm packets"
-  [ -n "$pps" ] || die "$name: no classified: line in replay's output"
-  echo "$pps"
-}
-
-acl_one() {
-  local out nr pk pps
-  out="$(run_acl "$2" "$3" 0 "$iter")" || die "$1: dpdk-test-acl failed:"$'\n'"$out"
-  nr="$(field 's/^ *num_rules=\([0-9]*\)$/\1/p' "$out")"
-  pk="$(field 's/.* iterations, \([0-9]*\) pkts, .*/\1/p' "$out")"
-  pps="$(field 's/.*cycles\/pkt, \([0-9.]*\) pkt\/sec$/\1/p' "$out")"
-  [ "$nr" = "$4" ] || die "$1: dpdk-test-acl loaded $nr rules, not $4"
-  [ "$pk" = "$((packets * iter))" ] || die "$1: dpdk-test-acl classified $pk packets"
-  [ -n "$pps" ] || die "$1: no pkt/sec in dpdk-test-acl's output"
-  printf '%.0f\n' "$pps"
-}
+# shellcheck source=scripts/bench_acl_common.sh
+. "$here/scripts/bench_acl_common.sh"
+bench_acl_setup bench_acl
 
 echo "acl pipeline vs dpdk-test-acl vs megaflow pipeline: $packets packets x $iter passes per set, median of $rounds rounds, CPU $cpu"
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-10s %6s %10s %10s %10s %10s %10s %8s %8s %8s %8s\n' set rules dpdk_pps acl_pps \
   acl_ne_pps mf_pps mf_ne_pps acl/dpdk acl_ne/dp mf/dpdk mf_ne/dp
 for set in $sets; do
-  src="$set"
-  [ -f "$src" ] || src="$classbench/neurocuts/$set"
-  [ -f "$src" ] || die "missing rule set $src (configure $build first, or name CLASSBENCH_DIR)"
-  name="$(basename "$set")"
-  rules="$work/$name.rules"
-  nrules="$(python3 "$conv" rules "$src" "$rules")"
-  python3 "$conv" trace "$rules" "$work/$name.points" "$packets" "$seed"
-  run_acl "$rules" "$work/$name.points" 2 1 >"$work/$name.acl_verdicts" ||
-    die "$name: dpdk-test-acl --verbose=2 failed (see $work/$name.acl_verdicts)"
-  python3 "$conv" expect "$work/$name.points" "$work/$name.acl_verdicts" "$work/${name}_trace"
-  trace="$work/${name}_trace"
+  prepare_set "$set"
   dp="" ac="" an="" mf="" mn=""
   for ((r = 1; r <= rounds; r++)); do
-    dp+=" $(acl_one "$name" "$rules" "$trace" "$nrules")"
-    ac+=" $(replay_one "$name" "$rules" "$trace" "$nrules" --pipeline=acl)"
-    an+=" $(replay_one "$name" "$rules" "$trace" "$nrules" --pipeline=acl --emc=off)"
-    mf+=" $(replay_one "$name" "$rules" "$trace" "$nrules")"
-    mn+=" $(replay_one "$name" "$rules" "$trace" "$nrules" --emc=off)"
+    dp+=" $(acl_one "$name" "$rules" "$trace" "$nrules" default "$iter")"
+    ac+=" $(replay_one "$name" "$rules" "$trace" "$nrules" --repeat="$iter" --pipeline=acl)"
+    an+=" $(replay_one "$name" "$rules" "$trace" "$nrules" --repeat="$iter" --pipeline=acl --emc=off)"
+    mf+=" $(replay_one "$name" "$rules" "$trace" "$nrules" --repeat="$iter")"
+    mn+=" $(replay_one "$name" "$rules" "$trace" "$nrules" --repeat="$iter" --emc=off)"
   done
   m_dp="$(median <<<"$dp")" m_ac="$(median <<<"$ac")" m_an="$(median <<<"$an")"
   m_mf="$(median <<<"$mf")" m_mn="$(median <<<"$mn")"

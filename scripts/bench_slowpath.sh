@@ -53,15 +53,10 @@ rounds="${SLOWPATH_ROUNDS:-3}"
 cpu="${SLOWPATH_CPU:-1}"
 acl_mb="${SLOWPATH_ACL_MB:-2048}"
 seed="${SLOWPATH_SEED:-1}"
-ctl="$build/client/flowclassctl"
-conv="$here/scripts/classbench_acl.py"
 work="$build/bench/slowpath"
-
-die() { echo "bench_slowpath: $*" >&2; exit 1; }
-[ -x "$ctl" ] || die "no $ctl: build the flowclassctl target first"
-acl_bin="$(command -v dpdk-test-acl)" || die "no dpdk-test-acl (Debian: apt-get install dpdk-dev; make deps-bench)"
-command -v taskset >/dev/null || die "no taskset (util-linux)"
-mkdir -p "$work"
+# shellcheck source=scripts/bench_acl_common.sh
+. "$here/scripts/bench_acl_common.sh"
+bench_acl_setup bench_slowpath
 
 algs="default"
 if grep -qw avx512f /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo &&
@@ -69,92 +64,19 @@ if grep -qw avx512f /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo &&
   algs="default avx512x16"
 fi
 
-# dpdk-test-acl RULES TRACE ALG VERBOSE ITERATIONS: its output on stdout.
-# --tracenum is one more than the trace's lines: dpdk-test-acl 22.11 writes
-# one record past its buffer when the file has more lines than --tracenum.
-run_acl() {
-  local eal=() app=()
-  if [ "$3" != default ]; then  # DPDK uses AVX-512 only when allowed to
-    eal=(--force-max-simd-bitwidth=512)
-    app=(--alg="$3")
-  fi
-  "$acl_bin" --no-huge -m "$acl_mb" --file-prefix="slowpath$$" -l "$cpu" --no-pci \
-    --no-telemetry --log-level=lib.eal:warning "${eal[@]}" -- "${app[@]}" \
-    --rulesf="$1" --tracef="$2" --tracenum="$((packets + 1))" --iter="$5" --verbose="$4" 2>&1
-}
-
-# Values from the tools' output (the last match; "" if none).
-field() { sed -n "$1" <<<"$2" | tail -n 1; }
-
-ratio() { if [ -n "$1" ]; then awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; else echo n/a; fi; }
-
-median() { tr ' ' '\n' | awk 'NF' | sort -g | awk '{v[NR]=$1} END {if (NR==0) print ""; else if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
-
-# One replay: prints packets/s; checks rules, packets, mismatches (and, with
-# megaflows off, the counters).  replay_one NAME RULES TRACE NRULES ARGS...
-replay_one() {
-  local name="$1" rules="$2" trace="$3" nrules="$4"; shift 4
-  local out repeat=1 a
-  for a in "$@"; do [[ "$a" == --repeat=* ]] && repeat="${a#--repeat=}"; done
-  out="$(taskset -c "$cpu" "$ctl" replay "$@" "$rules" "$trace")" ||
-    die "$name: flowclassctl replay $* failed:"$'\n'"$out"
-  local lr lt pk mm pps
-  lr="$(field 's/^rules: \([0-9]*\) .*/\1/p' "$out")"
-  lt="$(field 's/^rules: [0-9]*  trace lines: \([0-9]*\) .*/\1/p' "$out")"
-  pk="$(field 's/^replay: packets=\([0-9]*\) .*/\1/p' "$out")"
-  mm="$(field 's/^replay: .*mismatches=\([0-9]*\) .*/\1/p' "$out")"
-  pps="$(field 's/^classified: .*(\([0-9]*\) packets\/s)$/\1/p' "$out")"
-  [ "$lr" = "$nrules" ] || die "$name: replay loaded $lr rules, not $nrules"
-  [ "$lt" = "$packets" ] || die "$name: replay read $lt trace lines, not $packets"
-  [ "$pk" = "$((packets * repeat))" ] || die "$name: replay classified $pk packets"
-  [ "$mm" = 0 ] || die "$name: replay disagrees with dpdk-test-acl on $mm packets"
-  if [[ " $* " == *" --megaflows off "* ]]; then
-    grep -qx "  miss with success upcall: $pk" <<<"$out" ||
-      die "$name: --megaflows off: not every packet was an upcall"
-    grep -qx "  megaflows: 0 in 0 subtables" <<<"$out" ||
-      die "$name: --megaflows off: megaflows were installed"
-  fi
-  [ -n "$pps" ] || die "$name: no classified: line in replay's output"
-  echo "$pps"
-}
-
-# One dpdk-test-acl timing run: prints pkt/sec.  acl_one NAME RULES TRACE NRULES ALG
-acl_one() {
-  local out nr pk pps
-  out="$(run_acl "$2" "$3" "$5" 0 "$acl_iter")" || die "$1: dpdk-test-acl --alg=$5 failed:"$'\n'"$out"
-  nr="$(field 's/^ *num_rules=\([0-9]*\)$/\1/p' "$out")"
-  pk="$(field 's/.* iterations, \([0-9]*\) pkts, .*/\1/p' "$out")"
-  pps="$(field 's/.*cycles\/pkt, \([0-9.]*\) pkt\/sec$/\1/p' "$out")"
-  [ "$nr" = "$4" ] || die "$1: dpdk-test-acl loaded $nr rules, not $4"
-  [ "$pk" = "$((packets * acl_iter))" ] ||
-    die "$1: dpdk-test-acl classified $pk packets, not $packets x $acl_iter"
-  [ -n "$pps" ] || die "$1: no pkt/sec in dpdk-test-acl's output"
-  printf '%.0f\n' "$pps"
-}
-
 echo "slow path vs dpdk-test-acl: $packets packets per set (dpdk-test-acl: $acl_iter passes), median of $rounds rounds, CPU $cpu"
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "dpdk-test-acl algorithms: $algs  ($(dpkg-query -W -f='dpdk-dev ${Version}' dpdk-dev 2>/dev/null || echo 'dpdk-dev ?'))"
 printf '%-10s %6s %10s %10s %10s %10s %10s %8s %8s %8s %8s\n' set rules off_pps acl_pps \
   avx512_pps on1_pps on10_pps acl/off avx/off on1/off on10/off
 for set in $sets; do
-  src="$set"
-  [ -f "$src" ] || src="$classbench/neurocuts/$set"
-  [ -f "$src" ] || die "missing rule set $src (configure $build first, or name CLASSBENCH_DIR)"
-  name="$(basename "$set")"
-  rules="$work/$name.rules"
-  nrules="$(python3 "$conv" rules "$src" "$rules")"
-  python3 "$conv" trace "$rules" "$work/$name.points" "$packets" "$seed"
-  run_acl "$rules" "$work/$name.points" default 2 1 >"$work/$name.acl_verdicts" ||
-    die "$name: dpdk-test-acl --verbose=2 failed (see $work/$name.acl_verdicts)"
-  python3 "$conv" expect "$work/$name.points" "$work/$name.acl_verdicts" "$work/${name}_trace"
-  trace="$work/${name}_trace"
+  prepare_set "$set"
   off="" acl="" avx="" on1="" on10=""
   for ((r = 1; r <= rounds; r++)); do
     off+=" $(replay_one "$name" "$rules" "$trace" "$nrules" --megaflows off)"
-    acl+=" $(acl_one "$name" "$rules" "$trace" "$nrules" default)"
+    acl+=" $(acl_one "$name" "$rules" "$trace" "$nrules" default "$acl_iter")"
     if [[ " $algs " == *" avx512x16 "* ]]; then
-      avx+=" $(acl_one "$name" "$rules" "$trace" "$nrules" avx512x16)"
+      avx+=" $(acl_one "$name" "$rules" "$trace" "$nrules" avx512x16 "$acl_iter")"
     fi
     on1+=" $(replay_one "$name" "$rules" "$trace" "$nrules" --repeat=1)"
     on10+=" $(replay_one "$name" "$rules" "$trace" "$nrules" --repeat=10)"
