@@ -8,6 +8,7 @@
 // 3 bad input (a file that cannot be read or parsed, a rejected rule set);
 // 4 the server rejected the request; 5 the server could not be reached.
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -46,7 +47,7 @@ constexpr char kMainHelp[] =
     "usage: flowclassctl <command> [options]\n"
     "\n"
     "commands:\n"
-    "  replay      classify a ClassBench trace offline against a rule file\n"
+    "  replay      classify a ClassBench trace or a pcap offline against a rule file\n"
     "%s"
     "\n"
     "Run 'flowclassctl <command> --help' for the options of a command.\n"
@@ -65,6 +66,7 @@ const std::string& MainHelp() {
 
 constexpr char kReplayHelp[] =
     "usage: flowclassctl replay [options] RULES TRACE\n"
+    "       flowclassctl replay [options] RULES --pcap FILE\n"
     "\n"
     "Loads RULES (ClassBench filter file or native rule text), builds one flow\n"
     "key per line of TRACE (ClassBench trace: sip dip sport dport proto\n"
@@ -75,11 +77,23 @@ constexpr char kReplayHelp[] =
     "rule id = no match.  Only the classification loop is timed, on one\n"
     "thread.\n"
     "\n"
+    "With --pcap FILE instead of TRACE: every frame of the capture (libpcap;\n"
+    "Ethernet link type) is parsed by the PMD's parser, and its expected rule\n"
+    "is the rule table's own lookup of the parsed key (the slow path, no\n"
+    "cache): a mismatch is a cache or pipeline that disagrees with it.\n"
+    "\n"
     "options:\n"
     "  --format auto|classbench|native   rule file format (default auto:\n"
     "                                    ClassBench when the first rule line\n"
     "                                    starts with '@')\n"
     "  --repeat N                        passes over the trace (default 1)\n"
+    "  --pcap FILE                       classify the frames of FILE (above)\n"
+    "  --in-port N                       with --pcap: the frames' in_port\n"
+    "                                    (default 0)\n"
+    "  --top-rules N                     print the N rules with the most hits\n"
+    "                                    over all passes, and the packets no\n"
+    "                                    rule matched (default 10 with --pcap,\n"
+    "                                    0 with a trace)\n"
     "  --megaflows on|off                the cache hierarchy (default on); off:\n"
     "                                    every packet is a slow-path lookup\n"
     "                                    (RuleTable), nothing is cached or\n"
@@ -113,7 +127,7 @@ constexpr char kReplayHelp[] =
     "                                    difference); default: the best\n"
     "  -h, --help                        this text\n"
     "\n"
-    "Prints the rule and trace line counts, the timed loop's rate\n"
+    "Prints the rule and trace line (or pcap frame) counts, the timed loop's rate\n"
     "(classified: N packets in S s (P packets/s)), the pipeline counters,\n"
     "then exactly one summary line:\n"
     "  replay: packets=N mismatches=M mpps=X.XX\n"
@@ -148,6 +162,7 @@ int Replay(const std::vector<std::string_view>& raw) {
   }
   ReplayOptions opts;
   std::vector<std::string_view> positional;
+  int top_rules = -1;  // default: 10 with --pcap, 0 with a trace
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
     // The value of an option that takes one, or nullptr at the end.
@@ -171,6 +186,22 @@ int Replay(const std::vector<std::string_view>& raw) {
       } else {
         return ReplayUsage("--format: unknown format '" + std::string(*v) +
                            "' (auto, classbench or native)");
+      }
+    } else if (a == "--pcap") {
+      const std::string_view* v = value();
+      if (!v || v->empty()) return ReplayUsage("--pcap needs a file");
+      opts.pcap_path = std::string(*v);
+    } else if (a == "--in-port" || a == "--top-rules") {
+      const std::string_view* v = value();
+      uint32_t n = 0;
+      const uint32_t max = a == "--in-port" ? UINT32_MAX : 1000000;
+      if (!v || !absl::SimpleAtoi(absl::string_view(v->data(), v->size()), &n) || n > max) {
+        return ReplayUsage(absl::StrCat(std::string(a), " needs a whole number in 0..", max));
+      }
+      if (a == "--in-port") {
+        opts.pcap_in_port = n;
+      } else {
+        top_rules = static_cast<int>(n);
       }
     } else if (a == "--repeat") {
       const std::string_view* v = value();
@@ -243,11 +274,17 @@ int Replay(const std::vector<std::string_view>& raw) {
       positional.push_back(a);
     }
   }
-  if (positional.size() != 2) {
-    return ReplayUsage("expected RULES and TRACE");
+  if (!opts.pcap_path.empty()) {
+    if (positional.size() != 1) return ReplayUsage("with --pcap FILE: expected RULES only");
+  } else if (positional.size() != 2) {
+    return ReplayUsage("expected RULES and TRACE (or RULES --pcap FILE)");
+  }
+  if (opts.pcap_path.empty() && opts.pcap_in_port != 0) {
+    return ReplayUsage("--in-port applies to --pcap (a trace's keys have in_port 0)");
   }
   opts.rules_path = std::string(positional[0]);
-  opts.trace_path = std::string(positional[1]);
+  if (positional.size() == 2) opts.trace_path = std::string(positional[1]);
+  opts.top_rules = top_rules >= 0 ? top_rules : (opts.pcap_path.empty() ? 0 : 10);
   absl::StatusOr<ReplayResult> r = RunReplay(opts, std::cout);
   if (!r.ok()) {
     std::fprintf(stderr, "flowclassctl replay: %s\n",

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
 #include "dataplane/rules/rule_table.h"
 
@@ -26,7 +27,41 @@ ReplayInput PrepareReplayInput(absl::Span<const Rule> rules,
     in.trace_expected[i] = trace[i].expected;
     in.expected[i] = (e == 0 || e > max_id) ? 0 : e;
   }
+  in.described = absl::StrFormat("trace lines: %d", trace.size());
   return in;
+}
+
+absl::StatusOr<ReplayInput> LoadReplayInput(const ReplayOptions& options,
+                                            absl::Span<const Rule> rules) {
+  if (!options.pcap_path.empty()) {
+    PcapReplayCounts c;
+    absl::StatusOr<ReplayInput> in = LoadPcapReplayInput(options, rules, &c);
+    if (!in.ok()) return in.status();
+    in->unit = "frame";
+    in->described = absl::StrFormat(
+        "pcap frames: %d (in_port %d; %d captured short, %d truncated or malformed)",
+        c.frames, options.pcap_in_port, c.snapped, c.parse_flagged);
+    return in;
+  }
+  absl::StatusOr<std::vector<TraceEntry>> trace = LoadTraceFile(options.trace_path);
+  if (!trace.ok()) return trace.status();
+  return PrepareReplayInput(rules, *trace);
+}
+
+std::string FormatRuleHits(const ReplayResult& result, int top) {
+  if (result.rule_hits.empty() || top <= 0) return "";
+  const size_t shown = std::min<size_t>(static_cast<size_t>(top), result.rule_hits.size());
+  std::string s = absl::StrFormat("rule hits (all passes; top %d of %d):\n", shown,
+                                  result.rule_hits.size());
+  for (size_t i = 0; i < shown; ++i) {
+    const auto& [id, n] = result.rule_hits[i];
+    if (id == 0) {
+      absl::StrAppendFormat(&s, "  no rule: %d\n", n);
+    } else {
+      absl::StrAppendFormat(&s, "  rule %d: %d\n", id, n);
+    }
+  }
+  return s;
 }
 
 ReplayResult RunTimedPasses(
@@ -36,6 +71,7 @@ ReplayResult RunTimedPasses(
   const size_t n = input.keys.size();
   std::vector<Verdict> verdicts(n);
   ReplayResult result;
+  absl::flat_hash_map<uint64_t, uint64_t> hits;
   for (int pass = 0; pass < options.repeat; ++pass) {
     const auto t0 = std::chrono::steady_clock::now();
     for (size_t i = 0; i < n; i += kMaxBurst) {
@@ -46,11 +82,12 @@ ReplayResult RunTimedPasses(
     result.seconds += std::chrono::duration<double>(t1 - t0).count();
     // Checking is outside the timed loop.
     for (size_t i = 0; i < n; ++i) {
+      if (options.top_rules > 0) ++hits[verdicts[i].rule_id];
       if (verdicts[i].rule_id == input.expected[i]) continue;
       if (result.mismatches < static_cast<uint64_t>(options.max_reported_mismatches)) {
         out << absl::StrFormat(
-            "mismatch: pass %d trace line %d: %s expected rule %d%s got %d\n",
-            pass + 1, i + 1, input.keys[i].ToString(), input.expected[i],
+            "mismatch: pass %d %s %d: %s expected rule %d%s got %d\n",
+            pass + 1, input.unit, i + 1, input.keys[i].ToString(), input.expected[i],
             input.expected[i] == input.trace_expected[i]
                 ? ""
                 : absl::StrFormat(" (no match: the trace says %d, past every rule id)",
@@ -64,6 +101,10 @@ ReplayResult RunTimedPasses(
   if (result.mismatches > static_cast<uint64_t>(options.max_reported_mismatches))
     out << absl::StrFormat("(%d more mismatches not listed)\n",
                            result.mismatches - options.max_reported_mismatches);
+  result.rule_hits.assign(hits.begin(), hits.end());
+  std::sort(result.rule_hits.begin(), result.rule_hits.end(), [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  });
   result.mpps = result.seconds > 0
                     ? static_cast<double>(result.packets) / result.seconds / 1e6
                     : 0;
@@ -89,9 +130,9 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayOptions& options,
   if (options.kind == PipelineKind::kAcl) return RunAclReplay(options, out);
   absl::StatusOr<std::vector<Rule>> rules = LoadReplayRules(options);
   if (!rules.ok()) return rules.status();
-  absl::StatusOr<std::vector<TraceEntry>> trace =
-      LoadTraceFile(options.trace_path);
-  if (!trace.ok()) return trace.status();
+  absl::StatusOr<ReplayInput> loaded = LoadReplayInput(options, *rules);
+  if (!loaded.ok()) return loaded.status();
+  const ReplayInput& input = *loaded;
 
   RuleTable table;
   {
@@ -106,7 +147,6 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayOptions& options,
     }
   }
   const uint64_t n_rules = rules->size();
-  const ReplayInput input = PrepareReplayInput(*rules, *trace);
 
   absl::StatusOr<std::unique_ptr<Pipeline>> created =
       Pipeline::Create(options.pipeline);
@@ -120,8 +160,8 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayOptions& options,
   const PipelineSnapshot snap = pipeline.Snapshot();
   result.stats = snap.stats;
   result.lookup_mismatches = pipeline.lookup_mismatches();
-  out << absl::StrFormat("rules: %d  trace lines: %d  passes: %d\n", n_rules,
-                         input.keys.size(), options.repeat);
+  out << absl::StrFormat("rules: %d  %s  passes: %d\n", n_rules, input.described,
+                         options.repeat);
   // mpps in the summary line has two decimals; a slow path needs more.
   out << absl::StrFormat("classified: %d packets in %.6f s (%.0f packets/s)\n",
                          result.packets, result.seconds,
@@ -131,6 +171,7 @@ absl::StatusOr<ReplayResult> RunReplay(const ReplayOptions& options,
   out << absl::StrFormat("  lookup: %s; autovalidator differences: %d\n",
                          pipeline.lookup_priorities().ToString(),
                          result.lookup_mismatches);
+  out << FormatRuleHits(result, options.top_rules);
   return result;
 }
 

@@ -1,7 +1,7 @@
 // replay_acl.cc — `flowclassctl replay --pipeline acl`: the trace through
 // EMC -> rte_acl -> action (dataplane/acl), offline, on one thread.  The
 // same rule and trace files, expected column and output shape as the
-// megaflow replay (replay.cc); EAL is initialised without hugepages first.
+// megaflow replay (replay.cc), a trace or a pcap (replay_pcap.cc); EAL is initialised without hugepages first.
 #include <algorithm>
 #include <chrono>
 #include <vector>
@@ -18,8 +18,9 @@ absl::StatusOr<ReplayResult> RunAclReplay(const ReplayOptions& options, std::ost
   if (!alg.ok()) return alg.status();
   absl::StatusOr<std::vector<Rule>> rules = LoadReplayRules(options);
   if (!rules.ok()) return rules.status();
-  absl::StatusOr<std::vector<TraceEntry>> trace = LoadTraceFile(options.trace_path);
-  if (!trace.ok()) return trace.status();
+  absl::StatusOr<ReplayInput> loaded = LoadReplayInput(options, *rules);
+  if (!loaded.ok()) return loaded.status();
+  const ReplayInput& input = *loaded;
   if (absl::Status s = InitOfflineEal("flowclassctl", 2048); !s.ok()) return s;
 
   AclOptions ao;
@@ -29,8 +30,6 @@ absl::StatusOr<ReplayResult> RunAclReplay(const ReplayOptions& options, std::ost
     return absl::Status(acl.status().code(), absl::StrFormat("%s: %s", options.rules_path,
                                                              acl.status().message()));
   }
-  const ReplayInput input = PrepareReplayInput(*rules, *trace);
-  const size_t n = input.keys.size();
 
   AclPipelineConfig pc;
   pc.emc = options.pipeline.emc;
@@ -46,7 +45,7 @@ absl::StatusOr<ReplayResult> RunAclReplay(const ReplayOptions& options, std::ost
       [&](const FlowKey* k, int burst, Verdict* v) { pipeline.ProcessBurst(k, burst, v); }, out);
   result.lookup_mismatches = (*acl)->autovalidator_mismatches();
   const AclBuildStats& bs = (*acl)->stats();
-  out << absl::StrFormat("rules: %d  trace lines: %d  passes: %d\n", rules->size(), n,
+  out << absl::StrFormat("rules: %d  %s  passes: %d\n", rules->size(), input.described,
                          options.repeat);
   out << absl::StrFormat("acl: algorithm %s; build %.6f s; rte_acl rules ipv4 %d, ipv6 %d, "
                          "other %d\n",
@@ -58,6 +57,7 @@ absl::StatusOr<ReplayResult> RunAclReplay(const ReplayOptions& options, std::ost
                                             : 0.0);
   out << "acl pipeline (replay):\n" << pipeline.FormatStats();
   out << absl::StrFormat("  acl autovalidator differences: %d\n", result.lookup_mismatches);
+  out << FormatRuleHits(result, options.top_rules);
   return result;
 }
 
