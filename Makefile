@@ -43,6 +43,10 @@ NODE_PACKAGES := nodejs npm
 # What `make bench` needs beyond the build: dpdk-testpmd and dpdk-test-acl,
 # the I/O and classification baselines it runs in the same process.
 BENCH_PACKAGES := dpdk-dev
+# What make bench-peer adds: the peer (OVS 3.1 with DPDK) and the plots.
+PEER_PACKAGES := openvswitch-switch-dpdk python3-matplotlib
+# Debian's python3, the one python3-matplotlib installs for.
+PEER_PYTHON ?= /usr/bin/python3
 # What `make build-types` needs beyond the build: the second compiler.
 BUILD_TYPES_PACKAGES := clang
 # What the fuzz build needs: clang and its runtime (libFuzzer, ASan, UBSan).
@@ -50,7 +54,7 @@ FUZZ_PACKAGES := clang libclang-rt-14-dev
 
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: all deps deps-bench configure build build-asan build-fuzz fuzz test test-unit demo bench build-types clean help
+.PHONY: all deps deps-bench configure build build-asan build-fuzz fuzz test test-unit demo bench bench-peer build-types clean help
 
 all: build
 
@@ -59,6 +63,7 @@ help:
 	@echo "make test    install missing packages, build (normal, ASan/UBSan, libFuzzer), run all tests"
 	@echo "make build   configure and build into $(BUILD)/"
 	@echo "make bench   build and run the benchmarks (see tests/bench/README.md)"
+	@echo "make bench-peer  flowclassd vs OVS-DPDK vs dpdk-testpmd, same pcaps (tests/bench/peer)"
 	@echo "make fuzz    build the libFuzzer targets (clang) and run each FUZZ_SECONDS=$(FUZZ_SECONDS) s"
 	@echo "make build-types  compile Debug/RelWithDebInfo/Release/MinSizeRel with g++ and clang++, -Werror"
 	@echo "make clean   remove $(BUILD)/, $(BUILD_ASAN)/ and $(BUILD_FUZZ)/"
@@ -141,6 +146,12 @@ demo: build
 
 bench: deps-bench build
 	@scripts/bench.sh $(BUILD) $(CLASSBENCH)
+
+# flowclassd beside OVS-DPDK and dpdk-testpmd on the same pcaps
+# (tests/bench/peer/README.md); PEER_ARGS go to peer_bench.py.
+bench-peer: deps-bench build
+	$(call install-missing,$(PEER_PACKAGES))
+	$(PEER_PYTHON) tests/bench/peer/peer_bench.py --build $(BUILD) $(PEER_ARGS)
 
 # Every CMake build type with both compilers, warnings as errors, each in
 # build-types/<compiler>-<type>/ (long: eight full builds; not part of test).

@@ -1,0 +1,489 @@
+#!/usr/bin/env python3
+"""peer_bench.py — flowclassd beside OVS-DPDK and dpdk-testpmd, same pcaps.
+
+Each system is started here, fed the same pcap on a net_pcap rx port
+(infinite_rx=1) with one PMD on CPU PMD_CPU, forwards to a net_pcap tx port
+writing /dev/null, and is stopped by its PID.  Rounds interleave the
+systems; the tables show medians (this VM drifts +-20-30 % between runs, so
+only ratios from one run mean anything).  README.md beside this file has the
+scenarios, the systems, what each row verifies and how to rerun.
+
+  tests/bench/peer/peer_bench.py [--build BUILD] [--out DIR] [--scenarios rfc,emc]
+                                 [--ks 1,10,20,30] [--rounds 3] [--seconds 5]
+
+Writes DIR/results.csv (every run), DIR/summary.md (medians, ratios) and
+DIR/peer.png (Mpps by K); exits non-zero when any run fails or a system
+does not hold the number of megaflow masks / subtables its row claims.
+"""
+import argparse
+import csv
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+import gen_pcap  # noqa: E402  (the repository's frame packer)
+
+OVS_VSWITCHD = "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk"
+OVS_SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
+# OVS replays at most this many distinct packets from one rx port: its
+# shared pool has 262,144 mbufs and infinite_rx holds the whole pcap in it.
+RFC_FLOWS = 262112
+SYSTEMS = ["testpmd", "ovs_smc", "ovs_default", "fc_default", "fc_smc"]
+
+
+def die(msg):
+    sys.exit("peer_bench: " + msg)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---------------------------------------------------------------- workloads
+
+def rfc_prefix(j):
+    """Rule j's nw_src prefix: length 32-j, (length-1) one bits then a zero,
+    so the K prefixes are disjoint and every packet matches exactly one."""
+    length = 32 - j
+    value = ((1 << (length - 1)) - 1) << (33 - length) if length > 1 else 0
+    return value & 0xFFFFFFFF, length
+
+
+def ip_text(v):
+    return ".".join(str((v >> s) & 255) for s in (24, 16, 8, 0))
+
+
+def rfc_rules(k):
+    """K rules nw_src=P_j/(32-j); the shorter prefix has the higher priority
+    (so a packet of rule j un-wildcards 32-j bits: exactly K megaflow masks)."""
+    rules = []
+    for j in range(k):
+        p, length = rfc_prefix(j)
+        rules.append((1000 + j, "%s/%d" % (ip_text(p), length)))
+    return rules
+
+
+def write_pcap(path, frames):
+    with open(path, "wb") as f:
+        f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
+        for fr in frames:
+            f.write(struct.pack("<IIII", 0, 0, len(fr), len(fr)))
+            f.write(fr)
+
+
+def rfc_pcap(path, k, flows, seed=1):
+    """`flows` distinct UDP flows spread evenly over the K rules: flow i has
+    a random source inside rule (i mod K)'s prefix and destination
+    172.16.0.0 + i (so every 5-tuple differs)."""
+    import random
+    rnd = random.Random(seed)
+    frames = []
+    for i in range(flows):
+        p, length = rfc_prefix(i % k)
+        host_bits = 32 - length
+        src = p | (rnd.getrandbits(host_bits) if host_bits else 0)
+        dst = 0xAC100000 + i
+        frames.append(gen_pcap.frame(src, dst, 17, 1024 + rnd.randrange(60000),
+                                     1024 + rnd.randrange(60000)))
+    write_pcap(path, frames)
+
+
+# ------------------------------------------------------------------ systems
+
+class Proc:
+    """A child process with its output in a file; stopped by PID."""
+
+    def __init__(self, argv, log, env=None):
+        self.log = log
+        self.f = open(log, "w")
+        self.p = subprocess.Popen(argv, stdout=self.f, stderr=subprocess.STDOUT, env=env,
+                                  start_new_session=True)
+
+    def alive(self):
+        return self.p.poll() is None
+
+    def stop(self, sig=signal.SIGTERM, wait=20):
+        if self.alive():
+            self.p.send_signal(sig)
+            try:
+                self.p.wait(wait)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+        self.f.close()
+        return self.p.returncode
+
+    def output(self):
+        with open(self.log, errors="replace") as f:
+            return f.read()
+
+
+def wait_for(cond, timeout, what):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if cond():
+            return
+        time.sleep(0.2)
+    raise RuntimeError("timed out after %d s waiting for %s" % (timeout, what))
+
+
+class Bench:
+    def __init__(self, args):
+        self.a = args
+        self.build = os.path.abspath(args.build)
+        self.work = tempfile.mkdtemp(prefix="peer_bench.")
+        self.tag = "peer%d" % os.getpid()
+
+    def cleanup(self):
+        shutil.rmtree(self.work, ignore_errors=True)
+        for d in ("/var/run/dpdk",):
+            for n in os.listdir(d) if os.path.isdir(d) else []:
+                if n.startswith(self.tag):
+                    shutil.rmtree(os.path.join(d, n), ignore_errors=True)
+
+    # -- dpdk-testpmd: io forwarding, the I/O ceiling
+    def run_testpmd(self, pcap, nflows, k):
+        mbufs = nflows + 16384
+        p = Proc([shutil.which("dpdk-testpmd"), "--no-huge", "-m", "2048", "--no-pci",
+                  "--file-prefix=%s_tp" % self.tag, "--lcores=0@0,1@%d" % self.a.pmd_cpu,
+                  "--log-level=error",
+                  "--vdev=net_pcap0,rx_pcap=%s,infinite_rx=1" % pcap,
+                  "--vdev=net_pcap1,tx_pcap=/dev/null", "--", "--forward-mode=io",
+                  "--total-num-mbufs=%d" % mbufs, "--mbuf-size=512", "--stats-period=1",
+                  "--nb-cores=1"], os.path.join(self.work, "testpmd.log"))
+        # Its per-second prints reach the file in 4 KB blocks: wait until one
+        # shows traffic, then for the warm-up and the window (and a block more).
+        forwarding = re.compile(r"Rx-pps:\s+[1-9]")
+        try:
+            wait_for(lambda: forwarding.search(p.output()) or not p.alive(), 120,
+                     "testpmd to forward")
+            time.sleep(self.a.warmup + self.a.seconds + 3)
+        finally:
+            p.stop(signal.SIGINT)
+        pps = [int(x) for x in re.findall(r"NIC statistics for port 0.*?Rx-pps:\s+(\d+)",
+                                          p.output(), re.S)]
+        pps = [x for x in pps if x > 0][-self.a.seconds:]
+        if not pps:
+            raise RuntimeError("testpmd printed no Rx-pps (see %s)" % p.log)
+        return {"mpps": statistics.median(pps) / 1e6, "cycles_per_pkt": "", "masks": ""}
+
+    # -- flowclassd
+    def run_flowclassd(self, pcap, nflows, k, smc, rules):
+        port = free_port()
+        rfile = os.path.join(self.work, "fc_rules.txt")
+        with open(rfile, "w") as f:
+            for prio, src in rules:
+                f.write("priority=%d,in_port=1,udp,nw_src=%s,actions=output:2\n" % (prio, src))
+        cfg = os.path.join(self.work, "fc.yaml")
+        with open(cfg, "w") as f:
+            f.write(f"""eal: {{hugepages: false, memory_mb: 2048, pci: false,
+      lcore_map: "0@0,1@{self.a.pmd_cpu}", file_prefix: {self.tag}_fc, log_level: error}}
+pmd: {{lcores: [1]}}
+mempool: {{mbufs: {nflows + 16384}, data_room: 512}}
+ports:
+  - {{number: 1, device: net_pcap0, args: "rx_pcap={pcap},infinite_rx=1"}}
+  - {{number: 2, device: net_pcap1, args: "tx_pcap=/dev/null", poll: false}}
+rules: {{file: {rfile}}}
+pipeline: {{smc: {"on" if smc else "off"}}}
+stats: {{interval_ms: 0, final: false}}
+metrics: {{enabled: true, address: "127.0.0.1:{port}"}}
+""")
+        p = Proc([os.path.join(self.build, "server", "flowclassd"), "-c", cfg],
+                 os.path.join(self.work, "flowclassd.log"))
+        url = "http://127.0.0.1:%d/metrics" % port
+
+        def scrape():
+            with urllib.request.urlopen(url, timeout=5) as r:
+                text = r.read().decode()
+            m = {}
+            for line in text.splitlines():
+                if line.startswith("#"):
+                    continue
+                mm = re.match(r"(flowclass_pmd_[a-z_]+)(\{[^}]*\})? ([0-9.e+]+)$", line)
+                if mm:
+                    key = mm.group(1) + (mm.group(2) or "")
+                    m[key] = float(mm.group(3))
+            return m
+
+        def total(m, name, label=""):
+            return sum(v for key, v in m.items()
+                       if key.split("{")[0] == name and label in key)
+
+        def ready():
+            if not p.alive():
+                raise RuntimeError("flowclassd exited:\n" + p.output()[-2000:])
+            try:
+                return total(scrape(), "flowclass_pmd_rx_packets_total") > 0
+            except OSError:
+                return False
+
+        try:
+            wait_for(ready, 120, "flowclassd to forward")
+            time.sleep(self.a.warmup)
+            m1, t1 = scrape(), time.time()
+            time.sleep(self.a.seconds)
+            m2, t2 = scrape(), time.time()
+        finally:
+            rc = p.stop()
+        if rc not in (0, None):
+            raise RuntimeError("flowclassd exit %s:\n%s" % (rc, p.output()[-2000:]))
+        rx = total(m2, "flowclass_pmd_rx_packets_total") - total(m1, "flowclass_pmd_rx_packets_total")
+        busy = (total(m2, "flowclass_pmd_cycles_total", 'state="busy"') -
+                total(m1, "flowclass_pmd_cycles_total", 'state="busy"'))
+        return {"mpps": rx / (t2 - t1) / 1e6,
+                "cycles_per_pkt": "%.0f" % (busy / rx) if rx and busy else "",
+                "masks": int(total(m2, "flowclass_pmd_subtables"))}
+
+    # -- OVS-DPDK: ovsdb-server and ovs-vswitchd-dpdk with private dirs
+    def run_ovs(self, pcap, nflows, k, smc, rules):
+        d = os.path.join(self.work, "ovs")
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        env = dict(os.environ, OVS_RUNDIR=d, OVS_DBDIR=d, OVS_LOGDIR=d, OVS_SYSCONFDIR=d,
+                   OVS_PKGDATADIR="/usr/share/openvswitch")
+        db = "unix:" + os.path.join(d, "db.sock")
+
+        def run(*argv, timeout=60):
+            r = subprocess.run(list(argv), env=env, capture_output=True, text=True,
+                               timeout=timeout)
+            if r.returncode != 0:
+                raise RuntimeError("%s: %s%s" % (" ".join(argv), r.stdout, r.stderr))
+            return r.stdout
+
+        run("ovsdb-tool", "create", os.path.join(d, "conf.db"), OVS_SCHEMA)
+        dbs = Proc(["ovsdb-server", os.path.join(d, "conf.db"), "--remote=p" + db,
+                    "--unixctl=" + os.path.join(d, "ovsdb.ctl"),
+                    "--log-file=" + os.path.join(d, "ovsdb.log")],
+                   os.path.join(d, "ovsdb.out"), env)
+        vsd = None
+        try:
+            wait_for(lambda: os.path.exists(os.path.join(d, "db.sock")), 30, "ovsdb-server")
+            vsctl = lambda *a: run("ovs-vsctl", "--db=" + db, "--timeout=60", *a)
+            vsctl("--no-wait", "init")
+            cfg = {"dpdk-init": "true", "dpdk-lcore-mask": "0x1",
+                   "pmd-cpu-mask": hex(1 << self.a.pmd_cpu),
+                   "dpdk-extra": "--no-huge -m 2048 --no-pci --legacy-mem "
+                                 "--file-prefix=%s_ovs" % self.tag,
+                   "emc-insert-inv-prob": "0" if smc else "100",
+                   "smc-enable": "true" if smc else "false"}
+            vsctl("--no-wait", "set", "Open_vSwitch", ".",
+                  *['other_config:%s="%s"' % kv for kv in cfg.items()])
+            # Its own network namespace: the bridge's internal port is a tap.
+            vsd = Proc(["unshare", "-n", OVS_VSWITCHD, db,
+                        "--unixctl=" + os.path.join(d, "vswitchd.ctl"),
+                        "--log-file=" + os.path.join(d, "vswitchd.log")],
+                       os.path.join(d, "vswitchd.out"), env)
+            appctl = lambda *a: run("ovs-appctl", "-t", os.path.join(d, "vswitchd.ctl"), *a)
+            wait_for(lambda: os.path.exists(os.path.join(d, "vswitchd.ctl")) or not vsd.alive(),
+                     60, "ovs-vswitchd")
+            if not vsd.alive():
+                raise RuntimeError("ovs-vswitchd exited: " + vsd.output()[-2000:])
+            vsctl("add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev")
+            vsctl("add-port", "br0", "p0", "--", "set", "Interface", "p0", "type=dpdk",
+                  "options:dpdk-devargs=net_pcap0,rx_pcap=%s,infinite_rx=1" % pcap,
+                  "ofport_request=1")
+            vsctl("add-port", "br0", "p1", "--", "set", "Interface", "p1", "type=dpdk",
+                  "options:dpdk-devargs=net_pcap1,tx_pcap=/dev/null", "ofport_request=2")
+            flows = os.path.join(d, "flows.txt")
+            with open(flows, "w") as f:
+                for prio, src in rules:
+                    f.write("priority=%d,in_port=1,udp,nw_src=%s,actions=output:2\n" % (prio, src))
+            mgmt = "unix:" + os.path.join(d, "br0.mgmt")
+            run("ovs-ofctl", "del-flows", mgmt)
+            run("ovs-ofctl", "add-flows", mgmt, flows)
+
+            def received():
+                out = appctl("dpif-netdev/pmd-stats-show")
+                m = re.search(r"packets received: (\d+)", out)
+                return int(m.group(1)) if m else 0
+
+            wait_for(lambda: received() > 0, 120, "OVS to receive")
+            time.sleep(self.a.warmup)
+            appctl("dpif-netdev/pmd-stats-clear")
+            t1 = time.time()
+            time.sleep(self.a.seconds)
+            out = appctl("dpif-netdev/pmd-stats-show")
+            t2 = time.time()
+            pk = int(re.search(r"packets received: (\d+)", out).group(1))
+            cpp = re.search(r"avg processing cycles per packet: ([0-9.]+)", out)
+            masks = self.ovs_masks(appctl("dpctl/dump-flows"))
+            return {"mpps": pk / (t2 - t1) / 1e6,
+                    "cycles_per_pkt": "%.0f" % float(cpp.group(1)) if cpp else "",
+                    "masks": masks}
+        finally:
+            if vsd is not None:
+                vsd.stop()
+            dbs.stop()
+
+    @staticmethod
+    def ovs_masks(dump):
+        """Distinct megaflow masks of `ovs-appctl dpctl/dump-flows`: each
+        flow's match with the values taken out, masks kept."""
+        shapes = set()
+        for line in dump.splitlines():
+            match = line.split(", packets:")[0]
+            if not match.strip() or match.startswith("flow-dump"):
+                continue
+            shapes.add(re.sub(r"=([^,/()]+)(/[^,()]+)?", lambda m: "=" + (m.group(2) or "x"),
+                              match))
+        return len(shapes)
+
+    def one(self, system, pcap, nflows, k, rules):
+        if system == "testpmd":
+            return self.run_testpmd(pcap, nflows, k)
+        if system.startswith("ovs"):
+            return self.run_ovs(pcap, nflows, k, system == "ovs_smc", rules)
+        return self.run_flowclassd(pcap, nflows, k, system == "fc_smc", rules)
+
+
+def median_of(rows, **key):
+    v = [float(r["mpps"]) for r in rows if all(r[k] == str(x) for k, x in key.items())]
+    return statistics.median(v) if v else None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default=os.path.join(REPO, "build"))
+    ap.add_argument("--out", default=None, help="default: BUILD/bench/peer")
+    ap.add_argument("--scenarios", default="rfc,emc")
+    ap.add_argument("--ks", default="1,10,20,30")
+    ap.add_argument("--systems", default=",".join(SYSTEMS))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=int, default=5, help="measured window per run")
+    ap.add_argument("--warmup", type=int, default=3, help="seconds before the window")
+    ap.add_argument("--pmd-cpu", type=int, default=1)
+    ap.add_argument("--no-plot", action="store_true")
+    a = ap.parse_args()
+    out = a.out or os.path.join(a.build, "bench", "peer")
+    os.makedirs(out, exist_ok=True)
+    systems = a.systems.split(",")
+    for s in systems:
+        if s not in SYSTEMS:
+            die("unknown system %r (%s)" % (s, ", ".join(SYSTEMS)))
+    need = {"testpmd": ["dpdk-testpmd"], "ovs": ["ovsdb-tool", "ovsdb-server", "ovs-vsctl",
+                                                 "ovs-appctl", "ovs-ofctl", "unshare"]}
+    for s in systems:
+        for tool in need.get(s.split("_")[0], []):
+            if shutil.which(tool) is None:
+                die("%s needs %s (make bench-peer installs it)" % (s, tool))
+    if any(s.startswith("ovs") for s in systems) and not os.access(OVS_VSWITCHD, os.X_OK):
+        die("no %s (Debian openvswitch-switch-dpdk)" % OVS_VSWITCHD)
+    if any(s.startswith("fc") for s in systems) and not os.access(
+            os.path.join(a.build, "server", "flowclassd"), os.X_OK):
+        die("no flowclassd in %s (build it first)" % a.build)
+    if not a.no_plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            die("no matplotlib for the plot (apt-get install python3-matplotlib, or --no-plot)")
+
+    b = Bench(a)
+    rows = []
+    cases = []  # (scenario, k, flows, expected masks)
+    for sc in a.scenarios.split(","):
+        if sc == "rfc":
+            cases += [("rfc", int(k), RFC_FLOWS, int(k)) for k in a.ks.split(",")]
+        elif sc == "emc":
+            cases.append(("emc", 1, 100, 1))
+        else:
+            die("unknown scenario %r (rfc, emc)" % sc)
+    failures = []
+    print("load average at start: %s" % open("/proc/loadavg").read().split()[:3])
+    try:
+        for sc, k, nflows, want in cases:
+            pcap = os.path.join(b.work, "%s_k%d.pcap" % (sc, k))
+            rfc_pcap(pcap, k, nflows)
+            rules = rfc_rules(k)
+            for rnd in range(1, a.rounds + 1):
+                # Alternate the order from round to round.
+                order = systems if rnd % 2 else list(reversed(systems))
+                for s in order:
+                    try:
+                        r = b.one(s, pcap, nflows, k, rules)
+                    except (RuntimeError, OSError, subprocess.SubprocessError) as e:
+                        failures.append("%s K=%d %s round %d: %s" % (sc, k, s, rnd, e))
+                        print(failures[-1], file=sys.stderr)
+                        continue
+                    ok = r["masks"] == "" or r["masks"] == want
+                    if not ok:
+                        failures.append("%s K=%d %s round %d: %s masks, not %d" %
+                                        (sc, k, s, rnd, r["masks"], want))
+                        print(failures[-1], file=sys.stderr)
+                    row = {"scenario": sc, "k": str(k), "flows": str(nflows), "system": s,
+                           "round": str(rnd), "mpps": "%.3f" % r["mpps"],
+                           "cycles_per_pkt": r["cycles_per_pkt"], "masks": str(r["masks"]),
+                           "masks_expected": str(want)}
+                    rows.append(row)
+                    print("%(scenario)s K=%(k)s flows=%(flows)s %(system)-11s round %(round)s: "
+                          "%(mpps)s Mpps, %(cycles_per_pkt)s cycles/pkt, masks %(masks)s" % row,
+                          flush=True)
+    finally:
+        b.cleanup()
+    print("load average at end: %s" % open("/proc/loadavg").read().split()[:3])
+
+    with open(os.path.join(out, "results.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()) if rows else ["scenario"])
+        w.writeheader()
+        w.writerows(rows)
+    lines = ["| scenario | K | flows | " + " | ".join(systems) +
+             " | fc_default / ovs_smc | fc_default / ovs_default |",
+             "|---|---:|---:|" + "---:|" * (len(systems) + 2)]
+    for sc, k, nflows, _ in cases:
+        med = {s: median_of(rows, scenario=sc, k=k, system=s) for s in systems}
+
+        def ratio(x, y):
+            return "%.2f" % (med[x] / med[y]) if med.get(x) and med.get(y) else "n/a"
+
+        lines.append("| %s | %d | %d | " % (sc, k, nflows) +
+                     " | ".join("%.2f" % med[s] if med[s] else "n/a" for s in systems) +
+                     " | %s | %s |" % (ratio("fc_default", "ovs_smc"),
+                                       ratio("fc_default", "ovs_default")))
+    rfc_k = [c[1] for c in cases if c[0] == "rfc"]
+    if len(rfc_k) > 1:
+        lines.append("")
+        for s in systems:
+            lo = median_of(rows, scenario="rfc", k=min(rfc_k), system=s)
+            hi = median_of(rows, scenario="rfc", k=max(rfc_k), system=s)
+            if lo and hi:
+                lines.append("- %s: rfc K%d/K%d = %.2f" % (s, max(rfc_k), min(rfc_k), hi / lo))
+    summary = "\n".join(lines) + "\n"
+    with open(os.path.join(out, "summary.md"), "w") as f:
+        f.write("Mpps, medians of %d rounds of %d s (warm-up %d s), PMD on CPU %d\n\n"
+                % (a.rounds, a.seconds, a.warmup, a.pmd_cpu) + summary)
+    print(summary)
+    if not a.no_plot and rfc_k:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(figsize=(7, 4))
+        for s in systems:
+            ys = [median_of(rows, scenario="rfc", k=k, system=s) for k in rfc_k]
+            ax.plot(rfc_k, [y or 0 for y in ys], marker="o", label=s)
+        ax.set_xlabel("K (megaflow masks)")
+        ax.set_ylabel("Mpps (median)")
+        ax.set_title("RFC setup, %d flows, 1 PMD" % RFC_FLOWS)
+        ax.legend()
+        ax.grid(True, alpha=0.3)
+        fig.savefig(os.path.join(out, "peer.png"), dpi=100, bbox_inches="tight")
+    print("peer_bench: results in %s" % out)
+    if failures:
+        die("%d runs failed or held the wrong masks:\n  " % len(failures) +
+            "\n  ".join(failures))
+
+
+if __name__ == "__main__":
+    main()
