@@ -171,14 +171,21 @@ class MapReader {
 // naming the key's path and both lines, in every mapping of the document.
 // The walk counts the nodes it visits, aliases expanded: a document of
 // nested aliases (a "billion laughs") is refused at kMaxConfigNodes instead
-// of walked for ever.
+// of walked for ever, and so is one nested deeper than kMaxConfigDepth (an
+// alias inside its own anchor nests for ever; each level would lengthen
+// the key path it carries).
 constexpr int64_t kMaxConfigNodes = 100000;
+constexpr int kMaxConfigDepth = 32;
 
 absl::Status CheckDuplicateKeys(const YAML::Node& node, const std::string& path,
-                                int64_t* budget) {
+                                int64_t* budget, int depth = 0) {
   if (--*budget < 0)
     return absl::InvalidArgumentError(absl::StrCat(
         "more than ", kMaxConfigNodes, " YAML nodes (aliases expanded): not a config file"));
+  if (depth > kMaxConfigDepth)
+    return absl::InvalidArgumentError(absl::StrCat(
+        QuoteForMessage(path, '"'), ": nested deeper than ", kMaxConfigDepth,
+        " levels (aliases expanded): not a config file"));
   if (node.IsMap()) {
     std::map<std::string, int> seen;  // key -> 1-based line
     for (const auto& kv : node) {
@@ -192,12 +199,12 @@ absl::Status CheckDuplicateKeys(const YAML::Node& node, const std::string& path,
           return absl::InvalidArgumentError(absl::StrCat(
               where, ": duplicate key (line ", line, "; first at line ", it->second, ")"));
       }
-      FC_RETURN_IF_ERROR(CheckDuplicateKeys(kv.second, where, budget));
+      FC_RETURN_IF_ERROR(CheckDuplicateKeys(kv.second, where, budget, depth + 1));
     }
   } else if (node.IsSequence()) {
     for (size_t i = 0; i < node.size(); ++i)
       FC_RETURN_IF_ERROR(
-          CheckDuplicateKeys(node[i], absl::StrCat(path, "[", i, "]"), budget));
+          CheckDuplicateKeys(node[i], absl::StrCat(path, "[", i, "]"), budget, depth + 1));
   }
   return absl::OkStatus();
 }

@@ -163,6 +163,21 @@ TEST(ConfigTest, QuotedInputIsBoundedAndEscaped) {
   r = Parse(bomb);
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("more than 100000 YAML nodes"));
+  // An alias inside its own anchor nests for ever: refused at a depth, at
+  // once, and the key path it names is cut short.
+  r = Parse(std::string(kMinimal) + "a: &a [x, *a]\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("\"a[1][1][1]"));
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("...\": nested deeper than 32 levels (aliases expanded)"));
+  EXPECT_LT(r.status().message().size(), 200u);
+  // A config nested 30 levels deep is still read (and refused for its key).
+  std::string deep = "x: ";
+  for (int i = 0; i < 30; ++i) deep += "{a: ";
+  deep += "1" + std::string(30, '}') + "\n";
+  r = Parse(std::string(kMinimal) + deep);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), ::testing::Not(HasSubstr("nested deeper")));
 }
 
 // Megaflow expiry and caps: defaults as the pipeline's, the file's values
