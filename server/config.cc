@@ -175,6 +175,9 @@ class MapReader {
 // alias inside its own anchor nests for ever; each level would lengthen
 // the key path it carries).
 constexpr int64_t kMaxConfigNodes = 100000;
+// rules.max_rules / rules.max_entries: 2^28 rules would need 90-230 GB of
+// table (330-840 bytes a rule), far past any node.
+constexpr int64_t kMaxRuleCap = int64_t{1} << 28;
 constexpr int kMaxConfigDepth = 32;
 
 absl::Status CheckDuplicateKeys(const YAML::Node& node, const std::string& path,
@@ -425,6 +428,11 @@ absl::StatusOr<DaemonConfig> Convert(const YAML::Node& root) {
   FC_RETURN_IF_ERROR(rules.CheckIsMap());
   FC_RETURN_IF_ERROR(rules.String("file", &c.rules_file));
   FC_RETURN_IF_ERROR(rules.String("format", &c.rules_format));
+  // The rule table's caps (RuleTableLimits): a batch that would leave more
+  // is refused whole (RESOURCE_EXHAUSTED naming the cap).
+  FC_RETURN_IF_ERROR(rules.Int("max_rules", &c.dataplane.limits.max_rules, 1, kMaxRuleCap));
+  FC_RETURN_IF_ERROR(
+      rules.Int("max_entries", &c.dataplane.limits.max_entries, 1, kMaxRuleCap));
   FC_RETURN_IF_ERROR(rules.CheckNoUnknownKeys());
   if (c.rules_format != "auto" && c.rules_format != "native" &&
       c.rules_format != "classbench")
@@ -665,7 +673,8 @@ std::string DescribeConfig(const DaemonConfig& c) {
                   " rare_mask_subtables ", pc.rare_mask_subtables, "\n");
   absl::StrAppend(&s, "dpcls: ", pc.dpcls.lookup.ToString(), "\n");
   absl::StrAppend(&s, "rules: ", c.rules_file.empty() ? "(none)" : c.rules_file,
-                  " format ", c.rules_format, "\n");
+                  " format ", c.rules_format, " max_rules ", c.dataplane.limits.max_rules,
+                  " max_entries ", c.dataplane.limits.max_entries, "\n");
   absl::StrAppend(&s, "store: ",
                   c.store.path.empty() ? "(none: in memory, rules do not survive a restart)"
                                        : c.store.path + "/rules.db",

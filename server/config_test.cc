@@ -180,6 +180,29 @@ TEST(ConfigTest, QuotedInputIsBoundedAndEscaped) {
   EXPECT_THAT(std::string(r.status().message()), ::testing::Not(HasSubstr("nested deeper")));
 }
 
+// The rule table's caps: RuleTableLimits' defaults, the file's values, the
+// range, and the start-up summary.
+TEST(ConfigTest, RuleTableCapsAreConfigKeys) {
+  auto d = Parse(kMinimal);
+  ASSERT_TRUE(d.ok()) << d.status();
+  const RuleTableLimits dflt;
+  EXPECT_EQ(d->dataplane.limits.max_rules, dflt.max_rules);
+  EXPECT_EQ(d->dataplane.limits.max_entries, dflt.max_entries);
+  auto c = Parse(std::string(kMinimal) + "rules: {max_rules: 1000, max_entries: 2000}\n");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->dataplane.limits.max_rules, 1000u);
+  EXPECT_EQ(c->dataplane.limits.max_entries, 2000u);
+  EXPECT_THAT(DescribeConfig(*c), HasSubstr("max_rules 1000 max_entries 2000\n"));
+  auto z = Parse(kMinimal, {"rules.max_rules=0"});
+  ASSERT_FALSE(z.ok());
+  EXPECT_THAT(std::string(z.status().message()),
+              HasSubstr("rules.max_rules: 0 is outside 1..268435456"));
+  z = Parse(kMinimal, {"rules.max_entries=268435457"});
+  ASSERT_FALSE(z.ok());
+  EXPECT_THAT(std::string(z.status().message()),
+              HasSubstr("rules.max_entries: 268435457 is outside 1..268435456"));
+}
+
 // Megaflow expiry and caps: defaults as the pipeline's, the file's values
 // reach PipelineConfig and the start-up summary.
 TEST(ConfigTest, MegaflowExpiryAndCapsReachThePipeline) {

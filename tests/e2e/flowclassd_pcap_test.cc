@@ -369,6 +369,10 @@ TEST(FlowclassdPcapTest, CheckConfigAndExitCodes) {
        "mempool.cache: a cache of 256 mbufs needs a pool of at least 384"},
       {{"--check-config", dir.File("good.yaml"), "--rules", dir.File("none.txt")}, 7,
        "rules error"},
+      // The rule table's cap is the config's: 6 rules do not fit in 5.
+      {{"--check-config", dir.File("good.yaml"), "--set", "rules.max_rules=5"}, 7,
+       "the table would hold 6 rules, limit 5"},
+      {{"--check-config", dir.File("good.yaml"), "--set", "rules.max_rules=6"}, 0, "6 rules ok"},
       {{"--bogus"}, 2, "unknown argument"},
       {{"--check-config", dir.File("good.yaml"), "--set", "novalue"}, 2,
        "--set needs KEY=VALUE, got \"novalue\""},
