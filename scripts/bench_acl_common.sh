@@ -17,6 +17,8 @@ bench_acl_setup() {
     die "no dpdk-test-acl (Debian: apt-get install dpdk-dev; make deps-bench)"
   command -v taskset >/dev/null || die "no taskset (util-linux)"
   mkdir -p "$work"
+  # dpdk-test-acl leaves its runtime directory (--file-prefix) behind.
+  trap 'rm -rf "/var/run/dpdk/${bench_name}$$"' EXIT
 }
 
 die() { echo "${bench_name:-bench}: $*" >&2; exit 1; }

@@ -11,7 +11,9 @@
 #include <atomic>
 #include <bit>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <mutex>
 
 #include "absl/container/flat_hash_set.h"
@@ -486,6 +488,11 @@ absl::Status InitOfflineEal(std::string_view program, int memory_mb) {
                                             absl::StrJoin(args, " "), ")"));
   }
   done = true;
+  // EAL made /var/run/dpdk/<prefix> (empty with --no-shconf) and never
+  // removes it: one left behind per offline run, unless removed at exit.
+  static std::string runtime_dir;
+  runtime_dir = rte_eal_get_runtime_dir();
+  std::atexit([] { rmdir(runtime_dir.c_str()); });
   return absl::OkStatus();
 }
 
