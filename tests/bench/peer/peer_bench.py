@@ -9,7 +9,8 @@ only ratios from one run mean anything).  README.md beside this file has the
 scenarios, the systems, what each row verifies and how to rerun.
 
   tests/bench/peer/peer_bench.py [--build BUILD] [--out DIR] [--scenarios rfc,emc]
-                                 [--ks 1,10,20,30] [--rounds 3] [--seconds 5]
+                                 [--ks 1,10,20,30] [--streams 100,...,11000]
+                                 [--rounds 3] [--seconds 5]
 
 Writes DIR/results.csv (every run), DIR/summary.md (medians, ratios) and
 DIR/peer.png (Mpps by K); exits non-zero when any run fails or a system
@@ -361,6 +362,8 @@ def main():
     ap.add_argument("--out", default=None, help="default: BUILD/bench/peer")
     ap.add_argument("--scenarios", default="rfc,emc")
     ap.add_argument("--ks", default="1,10,20,30")
+    ap.add_argument("--streams", default="100,1000,4000,8000,11000",
+                    help="flows of the emc scenario")
     ap.add_argument("--systems", default=",".join(SYSTEMS))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=5, help="measured window per run")
@@ -398,7 +401,8 @@ def main():
         if sc == "rfc":
             cases += [("rfc", int(k), RFC_FLOWS, int(k)) for k in a.ks.split(",")]
         elif sc == "emc":
-            cases.append(("emc", 1, 100, 1))
+            # EMC-resident (100) up to EMC thrashing (its 8,192 entries).
+            cases += [("emc", 1, int(n), 1) for n in a.streams.split(",")]
         else:
             die("unknown scenario %r (rfc, emc)" % sc)
     failures = []
@@ -443,7 +447,7 @@ def main():
              " | fc_default / ovs_smc | fc_default / ovs_default |",
              "|---|---:|---:|" + "---:|" * (len(systems) + 2)]
     for sc, k, nflows, _ in cases:
-        med = {s: median_of(rows, scenario=sc, k=k, system=s) for s in systems}
+        med = {s: median_of(rows, scenario=sc, k=k, flows=nflows, system=s) for s in systems}
 
         def ratio(x, y):
             return "%.2f" % (med[x] / med[y]) if med.get(x) and med.get(y) else "n/a"
