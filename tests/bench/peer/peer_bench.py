@@ -70,12 +70,74 @@ def ip_text(v):
 
 def rfc_rules(k):
     """K rules nw_src=P_j/(32-j); the shorter prefix has the higher priority
-    (so a packet of rule j un-wildcards 32-j bits: exactly K megaflow masks)."""
+    (so a packet of rule j un-wildcards 32-j bits: exactly K megaflow masks).
+    The same text for both systems: {"fc": [...], "ovs": [...]}, each a
+    flow without its actions."""
     rules = []
     for j in range(k):
         p, length = rfc_prefix(j)
-        rules.append((1000 + j, "%s/%d" % (ip_text(p), length)))
-    return rules
+        rules.append("priority=%d,in_port=1,udp,nw_src=%s/%d" % (1000 + j, ip_text(p), length))
+    return {"fc": rules, "ovs": rules}
+
+
+def port_prefixes(lo, hi):
+    """The fewest value/mask pairs covering lo..hi (16-bit), for OVS, which
+    has no port ranges."""
+    out = []
+    while lo <= hi:
+        size = lo & -lo if lo else 1 << 16
+        while size > hi - lo + 1:
+            size //= 2
+        out.append((lo, (0xFFFF ^ (size - 1)) & 0xFFFF))
+        lo += size
+    return out
+
+
+def classbench_case(path, packets, seed=1):
+    """A ClassBench set (scripts/classbench_acl.py reads it) as rules for both
+    systems, first match first, and `packets` random points inside random
+    rules (TCP and UDP only) as frames.  flowclassd gets the port ranges as
+    they are; OVS gets each range as its prefixes, and a rule with ports
+    under any protocol as a tcp and a udp flow (the traffic is TCP and UDP
+    only), as tests/e2e/ovs_differential_test.cc translates them."""
+    import random
+    import classbench_acl
+    rules = classbench_acl.read_rules(path)
+    fc, ovs = [], []
+    n = len(rules)
+    for i, (src, slen, dst, dlen, splo, sphi, dplo, dphi, proto, pmask) in enumerate(rules):
+        prio = n - i + 1
+        if pmask == 0xFF:
+            protos = ["ip,nw_proto=%d" % proto] if proto not in (6, 17) else [
+                "tcp" if proto == 6 else "udp"]
+        elif pmask == 0:
+            full = (splo, sphi, dplo, dphi) == (0, 65535, 0, 65535)
+            protos = ["ip"] if full else ["tcp", "udp"]
+        else:
+            die("%s: rule %d: protocol mask 0x%02x is neither exact nor any" % (path, i + 1, pmask))
+        base = "in_port=1,%%s,nw_src=%s/%d,nw_dst=%s/%d" % (ip_text(src), slen, ip_text(dst), dlen)
+        for pr in protos:
+            has_ports = pr in ("tcp", "udp")
+            m = "priority=%d," % prio + base % pr
+            fc.append(m + (",tp_src=%d-%d,tp_dst=%d-%d" % (splo, sphi, dplo, dphi)
+                           if has_ports else ""))
+            if not has_ports:
+                ovs.append(m)
+                continue
+            for sv, sm in port_prefixes(splo, sphi):
+                for dv, dm in port_prefixes(dplo, dphi):
+                    ovs.append(m + ",tp_src=0x%04x/0x%04x,tp_dst=0x%04x/0x%04x" % (sv, sm, dv, dm))
+    rng = random.Random(seed)
+    frames = []
+    while len(frames) < packets:
+        src, slen, dst, dlen, splo, sphi, dplo, dphi, proto, pmask = rng.choice(rules)
+        p = proto if pmask == 0xFF else rng.choice((6, 17))
+        if p not in (6, 17):
+            continue
+        frames.append(gen_pcap.frame(classbench_acl.point(rng, src, slen),
+                                     classbench_acl.point(rng, dst, dlen), p,
+                                     rng.randint(splo, sphi), rng.randint(dplo, dphi)))
+    return {"fc": fc, "ovs": ovs}, frames
 
 
 def write_pcap(path, frames):
@@ -187,8 +249,8 @@ class Bench:
         port = free_port()
         rfile = os.path.join(self.work, "fc_rules.txt")
         with open(rfile, "w") as f:
-            for prio, src in rules:
-                f.write("priority=%d,in_port=1,udp,nw_src=%s,actions=output:2\n" % (prio, src))
+            for m in rules["fc"]:
+                f.write(m + ",actions=output:2\n")
         cfg = os.path.join(self.work, "fc.yaml")
         with open(cfg, "w") as f:
             f.write(f"""eal: {{hugepages: false, memory_mb: 2048, pci: false,
@@ -301,8 +363,8 @@ metrics: {{enabled: true, address: "127.0.0.1:{port}"}}
                   "options:dpdk-devargs=net_pcap1,tx_pcap=/dev/null", "ofport_request=2")
             flows = os.path.join(d, "flows.txt")
             with open(flows, "w") as f:
-                for prio, src in rules:
-                    f.write("priority=%d,in_port=1,udp,nw_src=%s,actions=output:2\n" % (prio, src))
+                for m in rules["ovs"]:
+                    f.write(m + ",actions=output:2\n")
             mgmt = "unix:" + os.path.join(d, "br0.mgmt")
             run("ovs-ofctl", "del-flows", mgmt)
             run("ovs-ofctl", "add-flows", mgmt, flows)
@@ -360,10 +422,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default=os.path.join(REPO, "build"))
     ap.add_argument("--out", default=None, help="default: BUILD/bench/peer")
-    ap.add_argument("--scenarios", default="rfc,emc")
+    ap.add_argument("--scenarios", default="rfc,emc,classbench")
     ap.add_argument("--ks", default="1,10,20,30")
     ap.add_argument("--streams", default="100,1000,4000,8000,11000",
                     help="flows of the emc scenario")
+    ap.add_argument("--classbench-sets", default="acl1_1k,fw1_1k,ipc1_1k",
+                    help="names under BUILD/classbench/neurocuts, or paths")
+    ap.add_argument("--classbench-packets", type=int, default=100000,
+                    help="frames of each classbench pcap (random points inside random rules)")
     ap.add_argument("--systems", default=",".join(SYSTEMS))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=5, help="measured window per run")
@@ -396,22 +462,49 @@ def main():
 
     b = Bench(a)
     rows = []
-    cases = []  # (scenario, k, flows, expected masks)
+    # (scenario, k, flows, expected masks or None, what makes rules + pcap).
+    # k is K for rfc and emc, and the number of rules for classbench.
+    cases = []
+
+    def rfc_make(k, nflows):
+        def make(pcap):
+            rfc_pcap(pcap, k, nflows)
+            return rfc_rules(k)
+        return make
+
+    def classbench_make(path):
+        def make(pcap):
+            rules, frames = classbench_case(path, a.classbench_packets)
+            write_pcap(pcap, frames)
+            return rules
+        return make
+
     for sc in a.scenarios.split(","):
         if sc == "rfc":
-            cases += [("rfc", int(k), RFC_FLOWS, int(k)) for k in a.ks.split(",")]
+            cases += [("rfc", int(k), RFC_FLOWS, int(k), rfc_make(int(k), RFC_FLOWS))
+                      for k in a.ks.split(",")]
         elif sc == "emc":
             # EMC-resident (100) up to EMC thrashing (its 8,192 entries).
-            cases += [("emc", 1, int(n), 1) for n in a.streams.split(",")]
+            cases += [("emc", 1, int(n), 1, rfc_make(1, int(n))) for n in a.streams.split(",")]
+        elif sc == "classbench":
+            import classbench_acl
+            for name in a.classbench_sets.split(","):
+                path = name if os.path.isfile(name) else os.path.join(
+                    a.build, "classbench", "neurocuts", name)
+                if not os.path.isfile(path):
+                    die("no ClassBench set %s (configure the build first)" % path)
+                # No intended mask count: the row reports what each holds.
+                cases.append(("classbench:" + os.path.basename(name),
+                              len(classbench_acl.read_rules(path)), a.classbench_packets, None,
+                              classbench_make(path)))
         else:
-            die("unknown scenario %r (rfc, emc)" % sc)
+            die("unknown scenario %r (rfc, emc, classbench)" % sc)
     failures = []
     print("load average at start: %s" % open("/proc/loadavg").read().split()[:3])
     try:
-        for sc, k, nflows, want in cases:
-            pcap = os.path.join(b.work, "%s_k%d.pcap" % (sc, k))
-            rfc_pcap(pcap, k, nflows)
-            rules = rfc_rules(k)
+        for sc, k, nflows, want, make in cases:
+            pcap = os.path.join(b.work, "case.pcap")
+            rules = make(pcap)
             for rnd in range(1, a.rounds + 1):
                 # Alternate the order from round to round.
                 order = systems if rnd % 2 else list(reversed(systems))
@@ -422,7 +515,7 @@ def main():
                         failures.append("%s K=%d %s round %d: %s" % (sc, k, s, rnd, e))
                         print(failures[-1], file=sys.stderr)
                         continue
-                    ok = r["masks"] == "" or r["masks"] == want
+                    ok = r["masks"] == "" or want is None or r["masks"] == want
                     if not ok:
                         failures.append("%s K=%d %s round %d: %s masks, not %d" %
                                         (sc, k, s, rnd, r["masks"], want))
@@ -430,7 +523,7 @@ def main():
                     row = {"scenario": sc, "k": str(k), "flows": str(nflows), "system": s,
                            "round": str(rnd), "mpps": "%.3f" % r["mpps"],
                            "cycles_per_pkt": r["cycles_per_pkt"], "masks": str(r["masks"]),
-                           "masks_expected": str(want)}
+                           "masks_expected": "" if want is None else str(want)}
                     rows.append(row)
                     print("%(scenario)s K=%(k)s flows=%(flows)s %(system)-11s round %(round)s: "
                           "%(mpps)s Mpps, %(cycles_per_pkt)s cycles/pkt, masks %(masks)s" % row,
@@ -446,7 +539,7 @@ def main():
     lines = ["| scenario | K | flows | " + " | ".join(systems) +
              " | fc_default / ovs_smc | fc_default / ovs_default |",
              "|---|---:|---:|" + "---:|" * (len(systems) + 2)]
-    for sc, k, nflows, _ in cases:
+    for sc, k, nflows, _, _ in cases:
         med = {s: median_of(rows, scenario=sc, k=k, flows=nflows, system=s) for s in systems}
 
         def ratio(x, y):
@@ -457,6 +550,12 @@ def main():
                      " | %s | %s |" % (ratio("fc_default", "ovs_smc"),
                                        ratio("fc_default", "ovs_default")))
     rfc_k = [c[1] for c in cases if c[0] == "rfc"]
+    masks_note = ["", "Masks held (medians): " + "; ".join(
+        "%s %s" % (sc, ", ".join("%s %s" % (s, statistics.median(
+            [int(r["masks"]) for r in rows if r["scenario"] == sc and r["system"] == s
+             and r["masks"] not in ("", "None")] or [0])) for s in systems
+            if not s == "testpmd"))
+        for sc, _, _, _, _ in cases if sc.startswith("classbench"))]
     if len(rfc_k) > 1:
         lines.append("")
         for s in systems:
@@ -464,6 +563,8 @@ def main():
             hi = median_of(rows, scenario="rfc", k=max(rfc_k), system=s)
             if lo and hi:
                 lines.append("- %s: rfc K%d/K%d = %.2f" % (s, max(rfc_k), min(rfc_k), hi / lo))
+    if any(c[0].startswith("classbench") for c in cases):
+        lines += masks_note
     summary = "\n".join(lines) + "\n"
     with open(os.path.join(out, "summary.md"), "w") as f:
         f.write("Mpps, medians of %d rounds of %d s (warm-up %d s), PMD on CPU %d\n\n"
