@@ -516,11 +516,12 @@ absl::StatusOr<DaemonConfig> Convert(const YAML::Node& root) {
       int v = 0;
       if (!kv.second.IsScalar() || !absl::SimpleAtoi(kv.second.Scalar(), &v))
         return absl::InvalidArgumentError(
-            absl::StrCat("dpcls.lookup_prio.", name, ": ", QuoteForMessage(Dump(kv.second), '"'),
+            absl::StrCat("dpcls.lookup_prio.", ShownKey(name), ": ",
+                         QuoteForMessage(Dump(kv.second), '"'),
                          " is not a whole-number priority in 0..", kMaxLookupPriority));
       if (absl::Status s = pc.dpcls.lookup.Set(name, v); !s.ok())
         return absl::InvalidArgumentError(
-            absl::StrCat("dpcls.lookup_prio.", name, ": ", s.message()));
+            absl::StrCat("dpcls.lookup_prio.", ShownKey(name), ": ", s.message()));
     }
   }
   FC_RETURN_IF_ERROR(dl.CheckNoUnknownKeys());

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/quote.h"
 #include "dataplane/dpcls/internal/subtable.h"
 
 namespace flowclass {
@@ -87,8 +88,8 @@ absl::StatusOr<LookupImplId> ParseLookupImpl(std::string_view name) {
   for (int i = 0; i < kLookupImplCount; ++i)
     if (name == kNames[i]) return static_cast<LookupImplId>(i);
   return absl::InvalidArgumentError(absl::StrCat(
-      "lookup implementation: unknown name '", std::string(name),
-      "' (generic, specialised, avx512 or autovalidator)"));
+      "lookup implementation: unknown name ",
+      QuoteForMessage(absl::string_view(name.data(), name.size())), " (generic, specialised, avx512 or autovalidator)"));
 }
 
 absl::Status LookupPriorities::Set(std::string_view name, int prio) {
