@@ -21,6 +21,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "client/replay.h"
+#include "common/version.h"
 #if FLOWCLASS_WITH_RPC
 #include "client/rpc/ctl_commands.h"
 #else
@@ -49,6 +50,8 @@ constexpr char kMainHelp[] =
     "commands:\n"
     "  replay      classify a ClassBench trace or a pcap offline against a rule file\n"
     "%s"
+    "\n"
+    "  version     print flowclassctl's version (also --version)\n"
     "\n"
     "Run 'flowclassctl <command> --help' for the options of a command.\n"
     "Exit codes: 0 ok, 1 replay mismatches, 2 usage error, 3 bad input,\n"
@@ -312,6 +315,10 @@ int main(int argc, char** argv) {
   std::vector<std::string_view> args(argv + 2, argv + argc);
   if (cmd == "-h" || cmd == "--help" || cmd == "help") {
     std::fputs(MainHelp().c_str(), stdout);
+    return kExitOk;
+  }
+  if (cmd == "--version" || cmd == "version") {
+    std::printf("flowclassctl %s\n", kFlowclassVersion);
     return kExitOk;
   }
   if (cmd == "replay") return Replay(args);

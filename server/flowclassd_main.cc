@@ -23,6 +23,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/version.h"
 #include "dataplane/dpdk/dpdk_dataplane.h"
 #include "dataplane/pmd_counters.h"
 #include "dataplane/rules/rule_format.h"
@@ -79,6 +80,7 @@ void Usage(FILE* out) {
       "                           a damaged store starts from its last consistent\n"
       "                           state instead of refusing to start\n"
       "  -h, --help               this text\n"
+      "  --version                print flowclassd's version and exit\n"
       "exit codes: 0 ok, 1 internal, 2 usage, 3 config, 4 EAL, 5 port,\n"
       "            6 mempool, 7 rules, 8 lcore, 9 metrics, 10 store\n",
       out);
@@ -240,6 +242,9 @@ int Main(int argc, char** argv) {
     std::string v;
     if (a == "-h" || a == "--help") {
       Usage(stdout);
+      return kExitOk;
+    } else if (a == "--version") {
+      std::printf("flowclassd %s\n", kFlowclassVersion);
       return kExitOk;
     } else if (a == "-c" || a == "--config") {
       if (!value(&config_path)) return kExitUsage;
@@ -492,10 +497,10 @@ int Main(int argc, char** argv) {
   }
   readiness.Start([&dataplane] { return dataplane.Heartbeat(); });
   std::printf("flowclassd: running, %zu PMD(s), %zu port(s), generation %llu "
-              "(%zu rules); pid %d\n",
+              "(%zu rules); pid %d; version %s\n",
               config->dataplane.pmd_lcores.size(), config->dataplane.ports.size(),
               static_cast<unsigned long long>(dataplane.generation()),
-              static_cast<size_t>(start_rules), static_cast<int>(getpid()));
+              static_cast<size_t>(start_rules), static_cast<int>(getpid()), kFlowclassVersion);
   for (size_t i = 0; i < config->dataplane.pmd_lcores.size(); ++i) {
     std::string qs;
     for (auto [port, q] : dataplane.RxQueuesOf(static_cast<int>(i)))

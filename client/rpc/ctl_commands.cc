@@ -21,6 +21,7 @@
 #include "client/rpc/flowclass_client.h"
 #include "common/quote.h"
 #include "dataplane/rules/rule_format.h"
+#include "google/protobuf/util/json_util.h"
 #include "proto/rule_convert.h"
 
 namespace flowclass {
@@ -53,6 +54,12 @@ constexpr char kConnHelp[] =
     "  FLOWCLASS_KEY, FLOWCLASS_SERVER_NAME, FLOWCLASS_TOKEN_FILE.\n"
     "  --timeout-ms N       deadline per call (default 30000, 0 = none; add-rules:\n"
     "                       one for the stream, N x (1 + batches/window))\n"
+    "  -o, --output text|json  dump-rules, dump-megaflows, stats, config, trace,\n"
+    "                       lookup-impl: json prints the API's own message\n"
+    "                       (protobuf JSON, proto field names, zero values\n"
+    "                       included, 64-bit numbers as strings) on one line;\n"
+    "                       stats --watch prints one line per report\n"
+    "                       (default $FLOWCLASS_OUTPUT, else text)\n"
     "An option given twice is refused (but --cookie of del-rules).\n"
     "exit codes: 0 ok, 2 usage, 3 bad input file, 4 rejected by the server,\n"
     "            5 server unreachable (connect, TLS, deadline)\n";
@@ -185,13 +192,15 @@ struct Args {
   std::vector<std::string> positional;
   bool help = false;
   std::string token_file;  // --token-file / $FLOWCLASS_TOKEN_FILE, read by Dial
+  bool json = false;       // -o json / --output json / $FLOWCLASS_OUTPUT=json
+  bool output_given = false;
 };
 
 // Options that take a value (for every command).
 bool TakesValue(absl::string_view a) {
   static const char* const kWithValue[] = {
       "--server", "--ca", "--cert", "--key", "--server-name", "--token-file", "--timeout-ms",
-      "--format",
+      "--output", "--format",
       "--batch-size", "--window", "--cookie", "--classbench-ports", "--progress",
       "--min-priority", "--max-priority", "--limit", "--watch", "--count",
       "--packet-hex", "--in-port", "--rule-id", "--pmd", "--match"};
@@ -238,9 +247,14 @@ absl::Status ParseArgs(const std::vector<absl::string_view>& in, Args* out) {
               {"FLOWCLASS_TOKEN_FILE", &out->token_file}};
   for (const auto& e : kEnv)
     if (const char* v = std::getenv(e.env); v && *v) *e.field = v;
+  std::string output = "text", output_from = "$FLOWCLASS_OUTPUT";
+  if (const char* v = std::getenv("FLOWCLASS_OUTPUT"); v && *v) output = v;
   std::set<std::string> seen;  // options given so far (each at most once, but --cookie)
   for (size_t i = 0; i < in.size(); ++i) {
-    const std::string a(in[i]);
+    // -o is --output's short form (-o json, -ojson).
+    std::string a(in[i]);
+    if (a == "-o") a = "--output";
+    else if (absl::StartsWith(a, "-o") && !absl::StartsWith(a, "--")) a = "--output=" + a.substr(2);
     if (a == "-h" || a == "--help") {
       out->help = true;
     } else if (a.rfind("--", 0) == 0 && a.size() > 2) {
@@ -273,6 +287,11 @@ absl::Status ParseArgs(const std::vector<absl::string_view>& in, Args* out) {
       else if (name == "--key") out->conn.key_file = value;
       else if (name == "--server-name") out->conn.server_name = value;
       else if (name == "--token-file") out->token_file = value;
+      else if (name == "--output") {
+        output = value;
+        output_from = "--output";
+        out->output_given = true;
+      }
       else if (name == "--timeout-ms") {
         int64_t ms = 0;
         if (!absl::SimpleAtoi(value, &ms) || ms < 0)
@@ -286,6 +305,10 @@ absl::Status ParseArgs(const std::vector<absl::string_view>& in, Args* out) {
       out->positional.push_back(a);
     }
   }
+  if (output != "text" && output != "json")
+    return absl::InvalidArgumentError(absl::StrCat(
+        output_from, " ", QuoteForMessage(output, '"'), ": expected text or json"));
+  out->json = output == "json";
   if (!out->help && !IsServerTarget(out->conn.target))
     return absl::InvalidArgumentError(
         absl::StrCat(target_from, " '", out->conn.target,
@@ -330,6 +353,34 @@ std::string FlagString(const Args& a, const char* name, std::string dflt) {
 }
 
 bool HasFlag(const Args& a, const char* name) { return a.values.count(name) > 0; }
+
+// `m` as protobuf's JSON on one line, with the .proto field names (stable
+// across languages: what a script keys on) and zero values printed (a
+// counter at 0 is there, not missing).
+std::string ToJson(const google::protobuf::Message& m) {
+  google::protobuf::util::JsonPrintOptions o;
+  o.preserve_proto_field_names = true;
+  o.always_print_primitive_fields = true;
+  std::string out;
+  if (const auto s = google::protobuf::util::MessageToJsonString(m, &out, o); !s.ok())
+    return absl::StrCat("{\"error\":\"", absl::CEscape(std::string(s.message())), "\"}");
+  return out;
+}
+
+void PrintJson(const google::protobuf::Message& m) {
+  std::string out = ToJson(m);
+  out += '\n';
+  std::fputs(out.c_str(), stdout);
+}
+
+// A command that prints no result to format: -o json is refused, not ignored.
+absl::Status NoOutputFormat(const Args& a) {
+  if (a.output_given && a.json)
+    return absl::InvalidArgumentError(
+        "-o json: this command prints a one-line summary only (json is for dump-rules, "
+        "dump-megaflows, stats, config, trace, lookup-impl)");
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::unique_ptr<FlowclassClient>> Dial(const Args& a) {
   ClientOptions o = a.conn;
@@ -607,6 +658,12 @@ int DumpRules(absl::string_view cmd, const Args& a) {
   if (!client.ok()) return Usage(cmd, std::string(client.status().message()));
   absl::StatusOr<std::vector<v1::Rule>> rules = (*client)->ListRules(req);
   if (!rules.ok()) return Fail(cmd, rules.status());
+  if (a.json) {  // one RulePage with every rule (hits included)
+    v1::RulePage page;
+    for (v1::Rule& p : *rules) *page.add_rules() = std::move(p);
+    PrintJson(page);
+    return kCtlExitOk;
+  }
   std::string out;
   for (const v1::Rule& p : *rules) {
     Rule r;
@@ -640,8 +697,12 @@ int Stats(absl::string_view cmd, const Args& a) {
   for (uint64_t n = 1;; ++n) {
     absl::StatusOr<v1::Stats> st = (*client)->GetStats(false, HasFlag(a, "--rule-hits"));
     if (!st.ok()) return Fail(cmd, st.status());
-    if (watch > 0 && isatty(STDOUT_FILENO)) std::fputs("\033[H\033[2J", stdout);
-    std::fputs(FormatStats(*st).c_str(), stdout);
+    if (a.json) {
+      PrintJson(*st);  // JSON lines: one Stats a report, no screen clearing
+    } else {
+      if (watch > 0 && isatty(STDOUT_FILENO)) std::fputs("\033[H\033[2J", stdout);
+      std::fputs(FormatStats(*st).c_str(), stdout);
+    }
     std::fflush(stdout);
     if (watch <= 0 || (count && n >= count)) break;
     std::this_thread::sleep_for(std::chrono::duration<double>(watch));
@@ -665,7 +726,18 @@ int Config(absl::string_view cmd, const Args& a) {
       if (it == sorted.end())
         return Fail(cmd, absl::NotFoundError(absl::StrCat("config key ", QuoteForMessage(a.positional[1], '"'),
                                                           ": unknown")));
+      if (a.json) {  // the Config with that one key in values
+        v1::Config one;
+        (*one.mutable_values())[it->first] = it->second;
+        *one.mutable_server() = c->server();
+        PrintJson(one);
+        return kCtlExitOk;
+      }
       std::printf("%s\n", it->second.c_str());
+      return kCtlExitOk;
+    }
+    if (a.json) {
+      PrintJson(*c);
       return kCtlExitOk;
     }
     for (const auto& [k, v] : sorted) std::printf("%s=%s\n", k.c_str(), v.c_str());
@@ -683,6 +755,10 @@ int Config(absl::string_view cmd, const Args& a) {
     }
     absl::StatusOr<v1::Config> c = (*client)->SetConfig(set);
     if (!c.ok()) return Fail(cmd, c.status());
+    if (a.json) {  // the whole Config after the change
+      PrintJson(*c);
+      return kCtlExitOk;
+    }
     for (const auto& [k, v] : set.values())
       std::printf("%s=%s\n", k.c_str(), c->values().count(k) ? c->values().at(k).c_str() : "?");
     return kCtlExitOk;
@@ -716,6 +792,10 @@ int Trace(absl::string_view cmd, const Args& a) {
   if (!client.ok()) return Usage(cmd, std::string(client.status().message()));
   absl::StatusOr<v1::TraceResponse> t = (*client)->Trace(req);
   if (!t.ok()) return Fail(cmd, t.status());
+  if (a.json) {
+    PrintJson(*t);
+    return kCtlExitOk;
+  }
   std::printf("key: %s\n", t->key().c_str());
   // The parser's flags for a frame: what the key is missing and why (a PMD
   // counts such frames as parse_errors and classifies what it could read).
@@ -766,6 +846,12 @@ int DumpMegaflows(absl::string_view cmd, const Args& a) {
   if (!client.ok()) return Usage(cmd, std::string(client.status().message()));
   absl::StatusOr<std::vector<v1::MegaflowEntry>> mfs = (*client)->DumpMegaflows(req);
   if (!mfs.ok()) return Fail(cmd, mfs.status());
+  if (a.json) {  // one DumpMegaflowsResponse with every megaflow
+    v1::DumpMegaflowsResponse all;
+    for (v1::MegaflowEntry& m : *mfs) *all.add_megaflows() = std::move(m);
+    PrintJson(all);
+    return kCtlExitOk;
+  }
   std::string out;
   for (const v1::MegaflowEntry& m : *mfs) absl::StrAppend(&out, FormatMegaflow(m), "\n");
   std::fputs(out.c_str(), stdout);
@@ -805,6 +891,12 @@ int LookupImpl(absl::string_view cmd, const Args& a) {
     return Usage(cmd, "expected 'get' or 'set NAME PRIORITY'");
   }
   if (!c.ok()) return Fail(cmd, c.status());
+  if (a.json) {  // the Config's lookup_impls
+    v1::Config impls;
+    *impls.mutable_lookup_impls() = c->lookup_impls();
+    PrintJson(impls);
+    return kCtlExitOk;
+  }
   if (c->lookup_impls_size() == 0) std::printf("(the dataplane reports no lookup implementations)\n");
   for (const v1::LookupImpl& li : c->lookup_impls())
     std::printf("%-16s priority %u%s\n", li.name().c_str(), li.priority(),
@@ -823,6 +915,8 @@ int RunRpcCommand(absl::string_view cmd, const std::vector<absl::string_view>& r
     std::printf("%s\n%s", Helps().find(cmd)->second, kConnHelp);
     return kCtlExitOk;
   }
+  if (cmd == "add-rules" || cmd == "del-rules" || cmd == "replace-rules" || cmd == "stats-clear")
+    if (absl::Status s = NoOutputFormat(a); !s.ok()) return Usage(cmd, std::string(s.message()));
   if (cmd == "add-rules") return AddRules(cmd, a);
   if (cmd == "del-rules") return DelRules(cmd, a);
   if (cmd == "replace-rules") return ReplaceRules(cmd, a);

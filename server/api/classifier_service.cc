@@ -12,6 +12,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/version.h"
 #include "dataplane/flow/packet_parser.h"
 #include "dataplane/rules/rule_format.h"
 #include "grpcpp/support/method_handler.h"
@@ -128,6 +129,7 @@ void ClassifierService::SetInstance(const ServerInstanceInfo& in) {
   server_.set_restored_rules(in.restored_rules);
   server_.set_durable(in.durable);
   server_.set_store_path(in.store_path);
+  server_.set_version(kFlowclassVersion);
 }
 
 grpc::Status ClassifierService::Restoring() const {

@@ -21,13 +21,16 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "client/rpc/flowclass_client.h"
 #include "dataplane/flow/packet_parser.h"
 #include "dataplane/rules/rule_format.h"
+#include "proto/rule_convert.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/common/packet_builder.h"
 #include "tests/common/e2e_util.h"
@@ -422,6 +425,146 @@ TEST(GrpcFlowclassdTest, FlowclassctlAgainstARealDaemon) {
   ASSERT_GT(f["rx"], 0u) << out;
   EXPECT_EQ(f["rx"], f["tx"] + f["tx_dropped"] + f["rule_drops"] + f["no_match"] + f["bad_port"])
       << out;
+}
+
+// `-o json` on the commands that read, parsed back with protobuf's own JSON
+// parser into the API's messages and compared with the text output and the
+// client library; `--version` of both binaries and GetConfig's version agree.
+TEST(GrpcFlowclassdTest, JsonOutputAndVersion) {
+  TempDir dir("flowclass_grpc_json");
+  std::vector<std::vector<uint8_t>> frames;
+  for (int i = 0; i < 64; ++i)
+    frames.push_back(PacketBuilder()
+                         .Eth(0x020000000001, 0x020000000002)
+                         .Ipv4(0xc0a80001, 0x0a000000 | static_cast<uint32_t>(i))
+                         .Udp(1024, static_cast<uint16_t>(1000 + i))
+                         .PadTo(64)
+                         .Build());
+  WritePcap(dir.File("in.pcap"), frames);
+  WriteFile(dir.File("d.yaml"), DaemonConfig(dir, ""));
+  Daemon d(dir, {"-c", dir.File("d.yaml")});
+  const std::string target = d.WaitForGrpc(30);
+  ASSERT_FALSE(target.empty()) << d.Output();
+  const std::string conn = absl::StrCat("--plaintext --server ", target);
+  WriteFile(dir.File("rules.txt"), RuleFile(50, 1));
+  CmdResult r = Ctl(absl::StrCat("add-rules ", conn, " --batch-size 10 --progress off ",
+                                 dir.File("rules.txt")));
+  ASSERT_EQ(r.code, 0) << r.out;
+  ASSERT_THAT(r.out, HasSubstr("generation=5 "));
+  auto parse = [](const std::string& json, google::protobuf::Message* m) {
+    google::protobuf::util::JsonParseOptions o;
+    o.ignore_unknown_fields = false;  // every field printed is one of the message's
+    return google::protobuf::util::JsonStringToMessage(json, m, o);
+  };
+
+  // Versions: both binaries and the running daemon say the same.
+  const CmdResult cv = Ctl("--version"), dv = RunCommand(absl::StrCat(kDaemon, " --version"));
+  ASSERT_EQ(cv.code, 0) << cv.out;
+  ASSERT_EQ(dv.code, 0) << dv.out;
+  ASSERT_TRUE(absl::StartsWith(cv.out, "flowclassctl ")) << cv.out;
+  const std::string version(absl::StripAsciiWhitespace(cv.out.substr(13)));
+  EXPECT_THAT(version, ::testing::MatchesRegex("[0-9]+\\.[0-9]+\\.[0-9]+"));
+  EXPECT_EQ(dv.out, absl::StrCat("flowclassd ", version, "\n"));
+  EXPECT_THAT(d.Output(), HasSubstr(absl::StrCat("; version ", version, "\n")));
+
+  // dump-rules: one RulePage, the same rules as the text, hits included.
+  r = Ctl("dump-rules -o json " + conn);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << "one line";
+  v1::RulePage page;
+  ASSERT_TRUE(parse(r.out, &page).ok()) << r.out.substr(0, 300);
+  ASSERT_EQ(page.rules_size(), 50);
+  EXPECT_THAT(r.out, HasSubstr("\"hits\":"));  // zero values are printed
+  const CmdResult text = Ctl("dump-rules " + conn);
+  ASSERT_EQ(text.code, 0);
+  std::string from_json;
+  for (const v1::Rule& p : page.rules()) {
+    Rule x;
+    ASSERT_TRUE(RuleFromProto(p, &x).ok());
+    absl::StrAppend(&from_json, x.ToString(), "\n");
+  }
+  EXPECT_EQ(from_json, text.out);
+
+  // stats: a Stats at the acked generation; --watch gives one line a report.
+  r = Ctl("stats --output=json " + conn);
+  ASSERT_EQ(r.code, 0) << r.out;
+  v1::Stats st;
+  ASSERT_TRUE(parse(r.out, &st).ok()) << r.out.substr(0, 300);
+  EXPECT_EQ(st.generation(), 5u);
+  EXPECT_EQ(st.rules(), 50u);
+  ASSERT_EQ(st.pmd_size(), 1);
+  EXPECT_EQ(st.server().version(), version);
+  r = Ctl("stats -ojson --watch 0.05 --count 3 " + conn);
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::vector<std::string> lines = absl::StrSplit(r.out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 3u) << r.out.substr(0, 300);
+  uint64_t last = 0;
+  for (const std::string& l : lines) {
+    v1::Stats s;
+    ASSERT_TRUE(parse(l, &s).ok()) << l.substr(0, 300);
+    EXPECT_GE(s.total().packets(), last);
+    last = s.total().packets();
+  }
+  EXPECT_GT(last, 0u) << "traffic loops from the pcap";
+  // $FLOWCLASS_OUTPUT picks the format too; a flag wins over it.
+  r = RunCommand(absl::StrCat("FLOWCLASS_OUTPUT=json ", kCtl, " stats ", conn, " 2>&1"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(parse(r.out, &st).ok()) << r.out.substr(0, 300);
+  r = RunCommand(absl::StrCat("FLOWCLASS_OUTPUT=json ", kCtl, " stats -o text ", conn, " 2>&1"));
+  EXPECT_THAT(r.out, HasSubstr("pmd thread 0 (lcore 1)"));
+
+  // config: all keys, one key, and the version in the server field.
+  r = Ctl("config get -o json " + conn);
+  ASSERT_EQ(r.code, 0) << r.out;
+  v1::Config cfg;
+  ASSERT_TRUE(parse(r.out, &cfg).ok()) << r.out.substr(0, 300);
+  EXPECT_EQ(cfg.server().version(), version);
+  ASSERT_TRUE(cfg.values().count("pmd.tx_retries"));
+  EXPECT_EQ(Ctl("config get " + conn + " pmd.tx_retries").out,
+            cfg.values().at("pmd.tx_retries") + "\n");
+  r = Ctl("config get -o json " + conn + " pmd.tx_retries");
+  ASSERT_EQ(r.code, 0) << r.out;
+  v1::Config one;
+  ASSERT_TRUE(parse(r.out, &one).ok()) << r.out;
+  EXPECT_EQ(one.values_size(), 1);
+  EXPECT_EQ(one.values().at("pmd.tx_retries"), cfg.values().at("pmd.tx_retries"));
+
+  // trace: the TraceResponse, the same rule and layer as the text.
+  const std::string flow = "in_port=1,udp,nw_src=192.168.0.1,nw_dst=10.0.3.9,tp_src=5,tp_dst=1500";
+  r = Ctl(absl::StrCat("trace -o json ", conn, " ", flow));
+  ASSERT_EQ(r.code, 0) << r.out;
+  v1::TraceResponse tr;
+  ASSERT_TRUE(parse(r.out, &tr).ok()) << r.out;
+  const CmdResult ttext = Ctl(absl::StrCat("trace ", conn, " ", flow));
+  ASSERT_EQ(ttext.code, 0) << ttext.out;
+  EXPECT_THAT(ttext.out, HasSubstr(absl::StrCat("layer: ", tr.layer(), "\n")));
+  EXPECT_THAT(ttext.out, HasSubstr(absl::StrCat("rule: id=", tr.rule_id(), ",")));
+  EXPECT_EQ(tr.rule_id(), 3u);  // 10.0.3.0/24 is rule 3's only destination
+
+  // dump-megaflows and lookup-impl: their messages.
+  r = Ctl("dump-megaflows -o json " + conn);
+  ASSERT_EQ(r.code, 0) << r.out;
+  v1::DumpMegaflowsResponse mfs;
+  ASSERT_TRUE(parse(r.out, &mfs).ok()) << r.out.substr(0, 300);
+  EXPECT_GT(mfs.megaflows_size(), 0) << "the looping traffic installed megaflows";
+  r = Ctl("lookup-impl get -o json " + conn);
+  ASSERT_EQ(r.code, 0) << r.out;
+  v1::Config impls;
+  ASSERT_TRUE(parse(r.out, &impls).ok()) << r.out;
+  EXPECT_GT(impls.lookup_impls_size(), 0);
+
+  // Refused, not ignored: an unknown format, json on a command that only
+  // prints a summary.  Nothing changes.
+  r = Ctl("stats -o yaml " + conn);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("--output \"yaml\": expected text or json"));
+  r = Ctl(absl::StrCat("add-rules -o json ", conn, " --progress off ", dir.File("rules.txt")));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("-o json: this command prints a one-line summary only"));
+  r = Ctl("stats -o json " + conn);
+  ASSERT_TRUE(parse(r.out, &st).ok());
+  EXPECT_EQ(st.generation(), 5u);
+  EXPECT_EQ(d.Stop(30), 0) << d.Output();
 }
 
 TEST(GrpcFlowclassdTest, UnreachableServerAndPlaintextRemoteConfig) {
