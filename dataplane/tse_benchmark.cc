@@ -132,8 +132,8 @@ Result RunCase(Case c, const Options& o, const RuleTable& table,
   while (t - t0 < std::chrono::duration<double>(o.seconds)) {
     for (int b = 0; b < 64; ++b) {
       pl.ProcessBurst(&victim[vi], kMaxBurst, v);
-      for (int k = 0; k < kMaxBurst; ++k) r.victim_forwarded += v[k].rule_id != 0 &&
-                                                               v[k].action.kind == Action::Kind::kOutput;
+      for (int k = 0; k < kMaxBurst; ++k)
+        r.victim_forwarded += v[k].rule_id != 0 && v[k].action.kind == Action::Kind::kOutput;
       r.victim_packets += kMaxBurst;
       vi += kMaxBurst;
       if (vi + kMaxBurst > victim.size()) vi = 0;
