@@ -255,14 +255,31 @@ bool Pipeline::RetireHitsNoAlloc(const Megaflow& mf) {
     it->second += mf.hits;
     return true;
   }
-  if (n_pending_retired_ == kPendingRetired) return false;
-  pending_retired_[n_pending_retired_++] = {mf.verdict.rule_id, mf.hits};
-  return true;
+  // One entry per rule: linear probing from the id's hash, at most half
+  // the slots used, so a probe ends at the rule's entry or an empty slot.
+  static_assert(std::has_single_bit(kPendingRetiredSlots));
+  const uint64_t id = mf.verdict.rule_id;
+  for (uint64_t h = id * 0x9e3779b97f4a7c15ull >> 32;; ++h) {
+    std::pair<uint64_t, uint64_t>& e = pending_retired_[h & (kPendingRetiredSlots - 1)];
+    if (e.first == id) {
+      e.second += mf.hits;
+      return true;
+    }
+    if (e.first == 0) {
+      if (n_pending_retired_ == kPendingRetired) return false;
+      ++n_pending_retired_;
+      e = {id, mf.hits};
+      return true;
+    }
+  }
 }
 
 void Pipeline::DrainRetiredHits() {
-  for (uint32_t i = 0; i < n_pending_retired_; ++i)
-    retired_rule_hits_[pending_retired_[i].first] += pending_retired_[i].second;
+  if (n_pending_retired_ == 0) return;
+  for (auto& e : pending_retired_) {
+    if (e.first != 0) retired_rule_hits_[e.first] += e.second;
+    e = {0, 0};
+  }
   n_pending_retired_ = 0;
 }
 
@@ -358,6 +375,30 @@ uint32_t Pipeline::TakeUpcallTokens(uint32_t in_port, uint32_t want) {
   return grant;
 }
 
+// TakeUpcallTokens(in_port, 1) == 0 at `now`, without taking or claiming
+// anything: a port without a bucket yet would get a full one (or the shared
+// one, when all are taken).
+bool Pipeline::UpcallWouldBeLimited(uint32_t in_port, uint64_t now) const {
+  const uint64_t rate = config_.upcall_rate;
+  if (rate == 0) return false;
+  const uint32_t h = (in_port * 0x9e3779b1u) >> 26;
+  const UpcallBucket* b = &upcall_buckets_[kUpcallBuckets];
+  for (uint32_t k = 0; k < kUpcallBuckets; ++k) {
+    const UpcallBucket& c = upcall_buckets_[(h + k) % kUpcallBuckets];
+    if (!c.used) return false;  // a new bucket, full
+    if (c.port == in_port) {
+      b = &c;
+      break;
+    }
+  }
+  if (!b->full) return false;
+  const uint64_t cap = uint64_t{config_.upcall_burst} * 1000;
+  uint64_t milli = b->milli_tokens;
+  if (now > b->last_ms)
+    milli = std::min(cap, milli + std::min<uint64_t>(now - b->last_ms, cap) * rate);
+  return milli < 1000;
+}
+
 // A direct-mapped table of the masks kept out lately, by (in_port, mask)
 // hash: a mask counts as popular once it has missed kRareMaskMinMisses times
 // since its entry's window started (kRareMaskWindowMs); a colliding mask
@@ -392,7 +433,7 @@ std::chrono::steady_clock::time_point Pipeline::CalibrateClock(uint64_t tsc) {
   return now;
 }
 
-uint64_t Pipeline::ReadNowMs(uint64_t tsc) {
+uint64_t Pipeline::ReadNowMs(uint64_t tsc) const {
   if (clock_ != nullptr) return clock_->NowMs();
   uint64_t now = anchor_ms_;
   // One 64x64->128 multiply: no overflow whatever the time since the anchor
@@ -608,7 +649,11 @@ PipelineTrace Pipeline::Trace(const FlowKey& key) const {
   if (!mf && (mf = dpcls_->Trace(key, &t.subtables_visited)) != nullptr)
     t.layer = "megaflow";
   if (!mf) {
-    t.layer = "upcall";
+    // The clock as the next burst would read it (the bucket refills on it).
+    t.layer = UpcallWouldBeLimited(static_cast<uint32_t>(key.Get(Field::kInPort)),
+                                   ReadNowMs(Cycles()))
+                  ? "upcall_limited"
+                  : "upcall";
     return t;
   }
   t.has_megaflow = true;
@@ -794,8 +839,8 @@ PipelineSnapshot Pipeline::Snapshot() const {
   s.subtables = dpcls_->subtable_count();
   s.subtable = dpcls_->Subtables();
   absl::flat_hash_map<uint64_t, uint64_t> hits = retired_rule_hits_;
-  for (uint32_t i = 0; i < n_pending_retired_; ++i)
-    hits[pending_retired_[i].first] += pending_retired_[i].second;
+  for (const auto& e : pending_retired_)
+    if (e.first != 0) hits[e.first] += e.second;
   for (uint32_t k = 0; k < pool_.live(); ++k) {
     const Megaflow& mf = pool_.Get(pool_.LiveIndex(k));
     if (mf.verdict.rule_id != 0 && mf.hits != 0) hits[mf.verdict.rule_id] += mf.hits;

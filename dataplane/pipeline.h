@@ -161,10 +161,12 @@ class PipelineClock {
 // Where this pipeline would classify a key right now (Pipeline::Trace).
 struct PipelineTrace {
   // "emc", "smc", "cd" (the Cuckoo Distributor's suggested subtable hit),
-  // "megaflow" (the ranked subtable search) or "upcall" (a miss: the slow
-  // path decides and installs a megaflow).
+  // "megaflow" (the ranked subtable search), "upcall" (a miss: the slow
+  // path decides and installs a megaflow) or "upcall_limited" (a miss that
+  // its port's upcall budget would refuse now: upcall_limit_action decides,
+  // dropped or classified, and nothing is installed).
   std::string layer;
-  bool has_megaflow = false;  // false for "upcall"
+  bool has_megaflow = false;  // false for "upcall" and "upcall_limited"
   Flow megaflow_value;
   Flow megaflow_mask;
   Verdict verdict;
@@ -262,8 +264,10 @@ class Pipeline {
   static constexpr uint32_t kExpiryPerTick = 64;
   uint32_t Housekeep();
   // Expiry never allocates: the hits of an expired megaflow whose rule has
-  // no retired hits yet wait in a fixed buffer (256 rules), and expiry
-  // skips such megaflows while it is full.  This moves them into the
+  // no retired hits yet wait in a fixed table, one entry per rule (256
+  // rules; the expired megaflows of one rule add up in its entry, so a scan
+  // whose megaflows all name a few rules never fills it), and expiry skips
+  // megaflows of further rules while it is full.  This moves them into the
   // retired hits (allocates: control path; SetRuleTable does it too, and
   // the DPDK PMD before answering a Stats() snapshot).
   void DrainRetiredHits();
@@ -318,6 +322,8 @@ class Pipeline {
   uint64_t lookup_mismatches() const { return dpcls_->lookup_mismatches(); }
 
   const PmdStats& stats() const { return stats_; }
+  // Live megaflows (Snapshot().megaflows without the walk).
+  uint64_t megaflow_count() const { return dpcls_->megaflow_count(); }
   const PipelineConfig& config() const { return config_; }
   const RuleTable* rule_table() const { return table_; }
   bool cd_enabled() const { return cd_ctl_.enabled(); }
@@ -361,7 +367,7 @@ class Pipeline {
   void ForgetDeletedRules(const RuleChangeSet* changes);
   void MaybePeriodic(uint64_t tsc);
   // The coarse clock at TSC reading `tsc` (SetClock's clock when set).
-  uint64_t ReadNowMs(uint64_t tsc);
+  uint64_t ReadNowMs(uint64_t tsc) const;
   // Re-anchors the TSC clock on steady_clock (every kBurstsPerClockCheck
   // bursts); returns steady_clock's now.
   std::chrono::steady_clock::time_point CalibrateClock(uint64_t tsc);
@@ -374,6 +380,9 @@ class Pipeline {
   struct UpcallBucket;
   // in_port's entry of upcall_buckets_ (the shared last one when full).
   UpcallBucket& BucketOf(uint32_t in_port);
+  // Whether a miss on in_port would find its bucket empty at `now_ms`
+  // (Trace; takes nothing).
+  bool UpcallWouldBeLimited(uint32_t in_port, uint64_t now_ms) const;
   // Whether a mask that needs a new subtable on a port past
   // rare_mask_subtables has missed often enough (counts this miss).
   bool MaskIsPopular(uint32_t in_port, const Flow& mask);
@@ -399,9 +408,12 @@ class Pipeline {
   // point), never per packet.
   absl::flat_hash_map<uint64_t, uint64_t> retired_rule_hits_;
   // Hits of expired megaflows whose rule retired_rule_hits_ has no entry
-  // for yet (adding one may allocate); DrainRetiredHits moves them there.
+  // for yet (adding one may allocate), by rule id: open addressing over
+  // kPendingRetiredSlots slots (rule id 0: empty), at most kPendingRetired
+  // rules.  DrainRetiredHits moves them there.
   static constexpr uint32_t kPendingRetired = 256;
-  std::pair<uint64_t, uint64_t> pending_retired_[kPendingRetired];
+  static constexpr uint32_t kPendingRetiredSlots = 2 * kPendingRetired;
+  std::pair<uint64_t, uint64_t> pending_retired_[kPendingRetiredSlots] = {};
   uint32_t n_pending_retired_ = 0;
   // Verdict carriers for packets whose upcall could not install a megaflow.
   Megaflow uncached_[kMaxBurst];

@@ -771,6 +771,65 @@ TEST(Pipeline, TraceFollowsTheLayersAndCountsNothing) {
   }
 }
 
+class StoppedClock : public PipelineClock {
+ public:
+  uint64_t NowMs() const override { return now; }
+  uint64_t now = 5000;
+};
+
+// With the upcall rate limit on, Trace of a miss says "upcall_limited" while
+// the port's bucket is empty (what ProcessBurst would then do: drop, or
+// classify without installing), "upcall" once it has refilled or on another
+// port; tracing takes no token.
+TEST(Pipeline, TraceSaysUpcallLimitedWhenThePortsBudgetIsSpent) {
+  const Rule a = Ipv4SrcRule(1, 10, 0x0a000000, 8, Action::Output(1));
+  RuleTable table;
+  ASSERT_TRUE(table.ApplyBatch({RuleOp::Insert(a)}).ok());
+  for (UpcallLimitAction action : {UpcallLimitAction::kDrop, UpcallLimitAction::kClassify}) {
+    SCOPED_TRACE(std::string(UpcallLimitActionName(action)));
+    PipelineConfig cfg;
+    cfg.emc_config.insert_inv_prob = 1;
+    cfg.upcall_rate = 1000;  // one per ms
+    cfg.upcall_burst = 2;
+    cfg.upcall_limit_action = action;
+    auto p = Pipeline::Create(cfg);
+    ASSERT_TRUE(p.ok()) << p.status();
+    StoppedClock clock;
+    (*p)->SetClock(&clock);
+    (*p)->SetRuleTable(&table);
+    // Three keys of three megaflows (10/8 matches; 11/8 and 12/8 do not).
+    const FlowKey k1 = MakeFiveTupleKey(0x0a000001, 1, 1, 1, 6);
+    const FlowKey k2 = MakeFiveTupleKey(0x0b000001, 1, 1, 1, 6);
+    const FlowKey k3 = MakeFiveTupleKey(0x0c000001, 1, 1, 1, 6);
+    const FlowKey k3_port2 = MakeFiveTupleKey(0x0c000001, 1, 1, 1, 6, 2);
+    EXPECT_EQ((*p)->Trace(k3).layer, "upcall");  // a new port's bucket is full
+    const FlowKey two[2] = {k1, k2};
+    Verdict v[2];
+    (*p)->ProcessBurst(two, 2, v);  // the burst of 2 is spent
+    ASSERT_EQ((*p)->stats().upcall_ok, 2u);
+    const std::string before = (*p)->DebugString();
+    PipelineTrace t = (*p)->Trace(k3);
+    EXPECT_EQ(t.layer, "upcall_limited");
+    EXPECT_FALSE(t.has_megaflow);
+    EXPECT_EQ((*p)->Trace(k3).layer, "upcall_limited");  // the trace took nothing
+    EXPECT_EQ((*p)->Trace(k1).layer, "emc");             // cached: no upcall needed
+    EXPECT_EQ((*p)->Trace(k3_port2).layer, "upcall");    // its own bucket
+    EXPECT_EQ((*p)->DebugString(), before);
+    // What the trace said: limited, nothing installed.
+    (*p)->ProcessBurst(&k3, 1, v);
+    EXPECT_EQ((*p)->stats().upcalls_rate_limited, 1u);
+    EXPECT_EQ(IsUpcallLimited(v[0]), action == UpcallLimitAction::kDrop);
+    EXPECT_EQ((*p)->Snapshot().megaflows, 2u);
+    // One ms later one token is back: an upcall again, and it installs.
+    clock.now += 1;
+    EXPECT_EQ((*p)->Trace(k3).layer, "upcall");
+    (*p)->ProcessBurst(&k3, 1, v);
+    EXPECT_EQ((*p)->stats().upcall_ok, 3u);
+    EXPECT_EQ((*p)->Trace(k3).layer, "emc");
+    (*p)->SetRuleTable(nullptr);
+  }
+}
+
 TEST(Pipeline, BadConfigIsRejectedNamingTheField) {
   PipelineConfig cfg;
   cfg.max_megaflows = 0;

@@ -28,13 +28,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <fstream>
 #include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "dataplane/bench_common.h"
 #include "dataplane/pipeline.h"
 #include "dataplane/rules/rule_table.h"
 
@@ -51,65 +50,19 @@ struct Options {
   int repeat = 1;
 };
 
-constexpr uint32_t kSrc = 0x0a000000u;  // 10.0.0.0/16
-constexpr uint32_t kDst = 0xc0a80000u;  // 192.168.0.0/16
-
-Rule AclRule(uint64_t id, uint32_t prio, int src_len, uint32_t src, int dst_len, uint32_t dst,
-             int tp_dst, int tp_src, Action a) {
-  Rule r;
-  r.id = id;
-  r.priority = prio;
-  r.action = a;
-  r.match.SetExact(Field::kInPort, 1);
-  r.match.SetExact(Field::kEthType, kEthTypeIpv4);
-  auto prefix = [](int len) { return len == 0 ? 0u : ~uint32_t{0} << (32 - len); };
-  if (src_len) r.match.SetMasked(Field::kIpv4Src, src & prefix(src_len), prefix(src_len));
-  if (dst_len) r.match.SetMasked(Field::kIpv4Dst, dst & prefix(dst_len), prefix(dst_len));
-  if (tp_dst >= 0) r.match.SetExact(Field::kTpDst, static_cast<uint64_t>(tp_dst));
-  if (tp_src >= 0) r.match.SetExact(Field::kTpSrc, static_cast<uint64_t>(tp_src));
-  return r;
-}
-
-std::vector<Rule> AclRules() {
-  const Action out = Action::Output(2);
-  return {
-      AclRule(1, 40, 24, kSrc | 0x100, 16, kDst, -1, -1, out),  // 10.0.1.0/24
-      AclRule(2, 30, 16, kSrc, 24, kDst | 0x100, -1, -1, out),  // 192.168.1.0/24
-      AclRule(3, 20, 16, kSrc, 16, kDst, 80, -1, out),
-      AclRule(4, 10, 16, kSrc, 16, kDst, -1, 53, out),
-      AclRule(5, 0, 0, 0, 0, 0, -1, -1, Action::Drop()),  // default deny
-  };
-}
-
-uint64_t Rng(uint64_t* s) {  // splitmix64
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
+using bench::AclRules;
+using bench::Flag;
+using bench::LoadAverage;
+using bench::Median;
+using bench::Rng;
+constexpr uint32_t kSrc = bench::kAclSrc;  // 10.0.0.0/16
+constexpr uint32_t kDst = bench::kAclDst;  // 192.168.0.0/16
 
 // 3 x 20000 flows the allow rules 1, 2 and 3 forward.
 std::vector<FlowKey> VictimKeys() {
   std::vector<FlowKey> keys;
   uint64_t s = 1;
-  for (int i = 0; i < 60000; ++i) {
-    const uint64_t r = Rng(&s);
-    const uint16_t sport = static_cast<uint16_t>(1024 + r % 60000);
-    const uint8_t lo = static_cast<uint8_t>(r >> 20);
-    switch (i % 3) {
-      case 0:  // rule 1
-        keys.push_back(MakeFiveTupleKey(kSrc | 0x100 | lo, kDst | (r >> 32 & 0xffff), sport,
-                                        static_cast<uint16_t>(r >> 48), 6, 1));
-        break;
-      case 1:  // rule 2
-        keys.push_back(MakeFiveTupleKey(kSrc | lo, kDst | 0x100 | (r >> 40 & 0xff), sport,
-                                        static_cast<uint16_t>(r >> 48), 6, 1));
-        break;
-      default:  // rule 3
-        keys.push_back(MakeFiveTupleKey(kSrc | lo, kDst | (r >> 40 & 0xff), sport, 80, 6, 1));
-        break;
-    }
-  }
+  for (int i = 0; i < 60000; ++i) keys.push_back(bench::AclVictimKey(i, &s));
   // Interleaved, so that a burst has all three.
   for (size_t i = keys.size() - 1; i > 0; --i) std::swap(keys[i], keys[Rng(&s) % (i + 1)]);
   return keys;
@@ -179,8 +132,8 @@ Result RunCase(Case c, const Options& o, const RuleTable& table,
   while (t - t0 < std::chrono::duration<double>(o.seconds)) {
     for (int b = 0; b < 64; ++b) {
       pl.ProcessBurst(&victim[vi], kMaxBurst, v);
-      for (int k = 0; k < kMaxBurst; ++k) r.victim_forwarded += v[k].rule_id != 0 &&
-                                                               v[k].action.kind == Action::Kind::kOutput;
+      for (int k = 0; k < kMaxBurst; ++k)
+        r.victim_forwarded += v[k].rule_id != 0 && v[k].action.kind == Action::Kind::kOutput;
       r.victim_packets += kMaxBurst;
       vi += kMaxBurst;
       if (vi + kMaxBurst > victim.size()) vi = 0;
@@ -202,26 +155,6 @@ Result RunCase(Case c, const Options& o, const RuleTable& table,
   r.stats -= before;
   pl.SetRuleTable(nullptr);
   return r;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-std::string LoadAverage() {
-  std::ifstream f("/proc/loadavg");
-  std::string a, b, c;
-  f >> a >> b >> c;
-  return a + " " + b + " " + c;
-}
-
-bool Flag(const char* arg, const char* name, std::string* value) {
-  const size_t n = std::strlen(name);
-  if (std::strncmp(arg, name, n) != 0 || arg[n] != '=') return false;
-  *value = arg + n + 1;
-  return true;
 }
 
 int Main(int argc, char** argv) {
