@@ -20,6 +20,7 @@
 #include "absl/strings/str_format.h"
 #include "client/rpc/flowclass_client.h"
 #include "common/quote.h"
+#include "common/text_file.h"
 #include "dataplane/rules/rule_format.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/rule_convert.h"
@@ -70,7 +71,8 @@ struct Command {
 };
 
 constexpr char kAddHelp[] =
-    "usage: flowclassctl add-rules [options] FILE\n"
+    "usage: flowclassctl add-rules [options] FILE|-\n"
+    "       flowclassctl add-rules [options] --rule TEXT [--rule TEXT]...\n"
     "Streams the rules of FILE in batches on one ApplyRules stream and waits\n"
     "for every ack.  Each batch is atomic; at the first rejected batch no\n"
     "more are sent (up to --window - 1 batches behind it may still apply;\n"
@@ -82,9 +84,12 @@ constexpr char kAddHelp[] =
     "  --cookie C            set this cookie on every rule (decimal or 0x hex)\n"
     "  --classbench-ports N  ClassBench rule L gets output:((L-1)%N)+1\n"
     "  --progress auto|on|off  progress bar on stderr (auto: on a terminal)\n"
+    "FILE - reads standard input; --rule TEXT is one native rule (repeatable;\n"
+    "one without id= gets its position, 1, 2, ...).\n"
     "Prints: add-rules: rules=N batches=B generation=G seconds=S rules_per_s=R\n";
 constexpr char kReplaceHelp[] =
-    "usage: flowclassctl replace-rules [options] FILE\n"
+    "usage: flowclassctl replace-rules [options] FILE|-\n"
+    "       flowclassctl replace-rules [options] --rule TEXT [--rule TEXT]...\n"
     "Replaces the whole rule set with the rules of FILE as ONE batch (one\n"
     "generation, all or nothing; like ovs-ofctl replace-flows): rules of FILE\n"
     "whose id exists are replaced, new ids inserted, ids not in FILE deleted,\n"
@@ -200,7 +205,7 @@ struct Args {
 bool TakesValue(absl::string_view a) {
   static const char* const kWithValue[] = {
       "--server", "--ca", "--cert", "--key", "--server-name", "--token-file", "--timeout-ms",
-      "--output", "--format",
+      "--output", "--format", "--rule",
       "--batch-size", "--window", "--cookie", "--classbench-ports", "--progress",
       "--min-priority", "--max-priority", "--limit", "--watch", "--count",
       "--packet-hex", "--in-port", "--rule-id", "--pmd", "--match"};
@@ -275,7 +280,7 @@ absl::Status ParseArgs(const std::vector<absl::string_view>& in, Args* out) {
       }
       // Given twice, one value would silently win: refused (del-rules takes
       // several --cookie, one delete per cookie).
-      if (!seen.insert(name).second && name != "--cookie")
+      if (!seen.insert(name).second && name != "--cookie" && name != "--rule")
         return absl::InvalidArgumentError(absl::StrCat(name, " is given more than once"));
       if (name == "--server") {
         out->conn.target = value;
@@ -463,10 +468,51 @@ absl::Status RuleFileFlags(const Args& a, uint32_t cb_ports, RuleFormat* rf) {
   return absl::OkStatus();
 }
 
+// The rules a command reads: FILE, `-` (standard input) or every --rule TEXT
+// (one rule each, as line 1, 2, ... of a native rule file).  `source` names
+// the input in messages.  `*usage` tells a usage error (exit 2) from input
+// that cannot be read or parsed (exit 3).
+absl::StatusOr<std::vector<Rule>> LoadRulesInput(const Args& a, RuleFormat rf,
+                                                 const ClassBenchOptions& cbo,
+                                                 std::vector<size_t>* lines, RuleFormat* used,
+                                                 std::string* source, bool* usage) {
+  *usage = true;
+  auto it = a.values.find("--rule");
+  if (it != a.values.end()) {
+    if (!a.positional.empty())
+      return absl::InvalidArgumentError("give FILE, - or --rule TEXT, not both");
+    if (rf == RuleFormat::kClassBench)
+      return absl::InvalidArgumentError("--rule takes native rule text, not --format classbench");
+    std::string text;
+    for (const std::string& r : it->second) {
+      if (r.find('\n') != std::string::npos)
+        return absl::InvalidArgumentError("--rule: one rule, on one line (give --rule again)");
+      absl::StrAppend(&text, r, "\n");
+    }
+    *source = "--rule";
+    *usage = false;
+    absl::StatusOr<std::vector<Rule>> rules =
+        ParseRuleText(std::move(text), *source, RuleFormat::kNative, cbo, lines, used);
+    if (rules.ok() && rules->size() != it->second.size())  // a blank or '#' --rule
+      return absl::InvalidArgumentError("--rule: a blank or comment rule");
+    return rules;
+  }
+  if (a.positional.size() != 1)
+    return absl::InvalidArgumentError("expected one FILE (or -, or --rule TEXT)");
+  *usage = false;
+  *source = a.positional[0];
+  if (*source == "-") {
+    *source = "stdin";
+    absl::StatusOr<std::string> text = ReadTextFile("/dev/stdin");
+    if (!text.ok()) return text.status();
+    return ParseRuleText(*std::move(text), *source, rf, cbo, lines, used);
+  }
+  return LoadRuleFile(*source, rf, cbo, lines, used);
+}
+
 int ReplaceRules(absl::string_view cmd, const Args& a) {
-  if (absl::Status s = OnlyFlags(a, {"--format", "--classbench-ports"}); !s.ok())
+  if (absl::Status s = OnlyFlags(a, {"--format", "--classbench-ports", "--rule"}); !s.ok())
     return Usage(cmd, std::string(s.message()));
-  if (a.positional.size() != 1) return Usage(cmd, "expected one FILE");
   uint32_t cb_ports = 0;
   if (absl::Status s = FlagNumber(a, "--classbench-ports", &cb_ports); !s.ok())
     return Usage(cmd, std::string(s.message()));
@@ -477,9 +523,12 @@ int ReplaceRules(absl::string_view cmd, const Args& a) {
   cbo.num_ports = cb_ports;
   std::vector<size_t> lines;
   RuleFormat used = rf;
+  std::string source;
+  bool usage = false;
   absl::StatusOr<std::vector<Rule>> rules =
-      LoadRuleFile(a.positional[0], rf, cbo, &lines, &used);
+      LoadRulesInput(a, rf, cbo, &lines, &used, &source, &usage);
   if (!rules.ok()) {
+    if (usage) return Usage(cmd, std::string(rules.status().message()));
     std::fprintf(stderr, "flowclassctl replace-rules: %s\n",
                  std::string(rules.status().message()).c_str());
     return kCtlExitBadInput;
@@ -496,10 +545,9 @@ int ReplaceRules(absl::string_view cmd, const Args& a) {
 
 int AddRules(absl::string_view cmd, const Args& a) {
   if (absl::Status s = OnlyFlags(a, {"--format", "--batch-size", "--window", "--replace",
-                                      "--cookie", "--classbench-ports", "--progress"});
+                                      "--cookie", "--classbench-ports", "--progress", "--rule"});
       !s.ok())
     return Usage(cmd, std::string(s.message()));
-  if (a.positional.size() != 1) return Usage(cmd, "expected one FILE");
   ApplyOptions ao;
   uint64_t cookie = 0;
   uint32_t cb_ports = 0;
@@ -522,16 +570,19 @@ int AddRules(absl::string_view cmd, const Args& a) {
 
   std::vector<size_t> lines;  // of each rule, for the report of a rejected one
   RuleFormat used = rf;
+  std::string source;  // FILE, stdin or --rule
+  bool usage = false;
   absl::StatusOr<std::vector<Rule>> rules =
-      LoadRuleFile(a.positional[0], rf, cbo, &lines, &used);
+      LoadRulesInput(a, rf, cbo, &lines, &used, &source, &usage);
   if (!rules.ok()) {
+    if (usage) return Usage(cmd, std::string(rules.status().message()));
     std::fprintf(stderr, "flowclassctl add-rules: %s\n",
                  std::string(rules.status().message()).c_str());
     return kCtlExitBadInput;
   }
   // Native rules carry their own actions: the option would be ignored.
   if (HasFlag(a, "--classbench-ports") && used == RuleFormat::kNative)
-    return Usage(cmd, absl::StrCat("--classbench-ports: ", a.positional[0],
+    return Usage(cmd, absl::StrCat("--classbench-ports: ", source,
                                    " is a native rule file (its rules have their own actions); "
                                    "the option is only for ClassBench files"));
   std::vector<RuleOp> ops;
@@ -582,7 +633,7 @@ int AddRules(absl::string_view cmd, const Args& a) {
       const size_t idx = (e.batch_id() - ao.first_batch_id) * ao.batch_size + oe.op_index();
       if (idx < ops.size())
         std::fprintf(stderr, "  rule #%zu of %s (line %zu, field %s): %s\n", idx + 1,
-                     a.positional[0].c_str(), idx < lines.size() ? lines[idx] : idx + 1,
+                     source.c_str(), idx < lines.size() ? lines[idx] : idx + 1,
                      oe.field().empty() ? "-" : oe.field().c_str(),
                      ops[idx].rule.ToString().c_str());
     }

@@ -598,16 +598,22 @@ absl::StatusOr<std::vector<Rule>> LoadRuleFile(const std::string& path,
                                                RuleFormat* used) {
   absl::StatusOr<std::string> text = ReadTextFile(path);
   if (!text.ok()) return text.status();
-  StripUtf8Bom(&*text);
+  return ParseRuleText(*std::move(text), path, fmt, opts, lines, used);
+}
+
+absl::StatusOr<std::vector<Rule>> ParseRuleText(std::string text, const std::string& name,
+                                                RuleFormat fmt, const ClassBenchOptions& opts,
+                                                std::vector<size_t>* lines, RuleFormat* used) {
+  StripUtf8Bom(&text);
   if (fmt == RuleFormat::kAuto) {
-    fmt = LooksLikeClassBench(*text) ? RuleFormat::kClassBench
-                                     : RuleFormat::kNative;
+    fmt = LooksLikeClassBench(text) ? RuleFormat::kClassBench
+                                    : RuleFormat::kNative;
   }
   if (used != nullptr) *used = fmt;
   absl::StatusOr<std::vector<Rule>> rules =
-      fmt == RuleFormat::kClassBench ? ParseClassBench(*text, opts, lines)
-                                     : ParseNativeRules(*text, lines);
-  if (!rules.ok()) return WithPath(path, rules.status());
+      fmt == RuleFormat::kClassBench ? ParseClassBench(text, opts, lines)
+                                     : ParseNativeRules(text, lines);
+  if (!rules.ok()) return WithPath(name, rules.status());
   return rules;
 }
 

@@ -124,6 +124,13 @@ absl::StatusOr<std::vector<Rule>> LoadRuleFile(
     const ClassBenchOptions& opts = {}, std::vector<size_t>* lines = nullptr,
     RuleFormat* used = nullptr);
 
+// LoadRuleFile's parsing of rule text read elsewhere (stdin, a command
+// line): `name` stands for the path in error messages.
+absl::StatusOr<std::vector<Rule>> ParseRuleText(
+    std::string text, const std::string& name, RuleFormat fmt = RuleFormat::kAuto,
+    const ClassBenchOptions& opts = {}, std::vector<size_t>* lines = nullptr,
+    RuleFormat* used = nullptr);
+
 // -------------------------------------------------------------------- Traces
 
 struct TraceEntry {

@@ -567,6 +567,69 @@ TEST(GrpcFlowclassdTest, JsonOutputAndVersion) {
   EXPECT_EQ(d.Stop(30), 0) << d.Output();
 }
 
+// add-rules / replace-rules read `-` (stdin) and --rule TEXT as well as a
+// FILE: `dump-rules | replace-rules -` resynchronises as one generation.
+TEST(GrpcFlowclassdTest, RulesFromStdinAndCommandLine) {
+  TempDir dir("flowclass_grpc_stdin");
+  WritePcap(dir.File("in.pcap"), {PacketBuilder()
+                                      .Eth(0x020000000001, 0x020000000002)
+                                      .Ipv4(0xc0a80001, 0x0a000001)
+                                      .Udp(1024, 1000)
+                                      .PadTo(64)
+                                      .Build()});
+  WriteFile(dir.File("d.yaml"), DaemonConfig(dir, ""));
+  Daemon d(dir, {"-c", dir.File("d.yaml")});
+  const std::string target = d.WaitForGrpc(30);
+  ASSERT_FALSE(target.empty()) << d.Output();
+  const std::string conn = absl::StrCat("--plaintext --server ", target);
+  ClientOptions co;
+  co.target = target;
+  co.plaintext = true;
+  auto client = FlowclassClient::Connect(co);
+  ASSERT_TRUE(client.ok());
+
+  WriteFile(dir.File("rules.txt"), RuleFile(30, 1));
+  CmdResult r = Ctl(absl::StrCat("add-rules ", conn, " --progress off --batch-size 10 - < ",
+                                 dir.File("rules.txt")));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("add-rules: rules=30 batches=3 generation=3 "));
+  r = Ctl(absl::StrCat("add-rules ", conn, " --progress off",
+                       " --rule 'id=900,priority=5,udp,nw_dst=10.9.9.0/24,actions=drop'",
+                       " --rule 'id=901,priority=6,tcp,tp_dst=22,actions=output:2'"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("add-rules: rules=2 batches=1 generation=4 "));
+  auto g900 = (*client)->GetRule(900);
+  ASSERT_TRUE(g900.ok()) << g900.status();
+  EXPECT_EQ(g900->priority(), 5u);
+  EXPECT_TRUE((*client)->GetRule(901).ok());
+  auto st = (*client)->GetStats();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->rules(), 32u);
+
+  // A bad --rule is bad input naming it; --rule with a FILE is a usage error;
+  // nothing changes.
+  r = Ctl(absl::StrCat("add-rules ", conn, " --progress off --rule 'udp,nw_dst=300.1.1.1'"));
+  EXPECT_EQ(r.code, 3) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("--rule"));
+  r = Ctl(absl::StrCat("add-rules ", conn, " --rule 'udp,actions=drop' ", dir.File("rules.txt")));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("not both"));
+  r = Ctl(absl::StrCat("add-rules ", conn, " --progress off - < /dev/null"));
+  EXPECT_EQ(r.code, 0) << r.out;  // an empty input adds nothing
+  st = (*client)->GetStats();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->generation(), 4u);
+
+  // dump-rules | replace-rules -: the same set, one generation, nothing deleted.
+  r = RunCommand(absl::StrCat("timeout 60 ", kCtl, " dump-rules ", conn, " | timeout 60 ", kCtl,
+                              " replace-rules ", conn, " - 2>&1"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat("replace-rules: rules=", st->rules(),
+                                            " inserted=0 replaced=", st->rules(),
+                                            " deleted=0 generation=5")));
+  EXPECT_EQ(d.Stop(30), 0) << d.Output();
+}
+
 TEST(GrpcFlowclassdTest, UnreachableServerAndPlaintextRemoteConfig) {
   // Nothing listens on port 1 of loopback: exit 5.
   CmdResult r = Ctl("stats --plaintext --server 127.0.0.1:1 --timeout-ms 2000");
