@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -18,6 +19,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "client/rpc/flowclass_client.h"
 #include "common/quote.h"
 #include "common/text_file.h"
@@ -111,7 +114,9 @@ constexpr char kDumpHelp[] =
     "  --hits      append '# hits=N' to each line\n";
 constexpr char kStatsHelp[] =
     "usage: flowclassctl stats [options]\n"
-    "  --watch SECONDS   repeat every SECONDS (0.001..86400) until interrupted\n"
+    "  --watch SECONDS   repeat every SECONDS (0.001..86400) until interrupted;\n"
+    "                    each report starts with 'time: <UTC>' and, from the\n"
+    "                    second on, ends with 'rates over S s: rx_pps=...'\n"
     "  --count N         with --watch: stop after N >= 1 reports\n"
     "  --rule-hits       also per-rule hit counts (rules with hits; dump-rules\n"
     "                    --hits lists every rule)\n";
@@ -358,6 +363,31 @@ std::string FlagString(const Args& a, const char* name, std::string dflt) {
 }
 
 bool HasFlag(const Args& a, const char* name) { return a.values.count(name) > 0; }
+
+// stats --watch: what the totals did per second since the previous report.
+// A counter that went down (stats-clear, a restarted daemon) starts again.
+std::string WatchRates(const v1::Stats& prev, const v1::Stats& now, double seconds) {
+  const v1::PmdStats &p = prev.total(), &n = now.total();
+  if (n.packets() < p.packets() || n.tx_packets() < p.tx_packets() ||
+      now.server().boot_id() != prev.server().boot_id())
+    return "rates: counters were reset (stats-clear or a restart); from the next report\n";
+  auto rate = [seconds](uint64_t a, uint64_t b) {
+    return b >= a && seconds > 0 ? static_cast<double>(b - a) / seconds : 0.0;
+  };
+  const uint64_t drops_p = p.tx_dropped() + p.rule_drops() + p.no_match() + p.bad_port() +
+                           p.upcall_limit_drops();
+  const uint64_t drops_n = n.tx_dropped() + n.rule_drops() + n.no_match() + n.bad_port() +
+                           n.upcall_limit_drops();
+  return absl::StrFormat(
+      "rates over %.3f s: rx_pps=%.0f tx_pps=%.0f drops_pps=%.0f upcalls_per_s=%.0f "
+      "emc_hits_per_s=%.0f megaflow_hits_per_s=%.0f rules=%llu generation=%llu\n",
+      seconds, rate(p.packets(), n.packets()), rate(p.tx_packets(), n.tx_packets()),
+      rate(drops_p, drops_n),
+      rate(p.upcall_ok() + p.upcall_failed(), n.upcall_ok() + n.upcall_failed()),
+      rate(p.emc_hits(), n.emc_hits()), rate(p.megaflow_hits(), n.megaflow_hits()),
+      static_cast<unsigned long long>(now.rules()),
+      static_cast<unsigned long long>(now.generation()));
+}
 
 // `m` as protobuf's JSON on one line, with the .proto field names (stable
 // across languages: what a script keys on) and zero values printed (a
@@ -745,15 +775,28 @@ int Stats(absl::string_view cmd, const Args& a) {
     return Usage(cmd, "--count needs a number of reports >= 1 (leave it out to repeat until interrupted)");
   auto client = Dial(a);
   if (!client.ok()) return Usage(cmd, std::string(client.status().message()));
+  std::optional<v1::Stats> prev;
+  std::chrono::steady_clock::time_point prev_at;
   for (uint64_t n = 1;; ++n) {
     absl::StatusOr<v1::Stats> st = (*client)->GetStats(false, HasFlag(a, "--rule-hits"));
     if (!st.ok()) return Fail(cmd, st.status());
+    const auto at = std::chrono::steady_clock::now();
     if (a.json) {
       PrintJson(*st);  // JSON lines: one Stats a report, no screen clearing
     } else {
       if (watch > 0 && isatty(STDOUT_FILENO)) std::fputs("\033[H\033[2J", stdout);
+      if (watch > 0)
+        std::printf("time: %s\n",
+                    absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone())
+                        .c_str());
       std::fputs(FormatStats(*st).c_str(), stdout);
+      if (prev.has_value())
+        std::fputs(
+            WatchRates(*prev, *st, std::chrono::duration<double>(at - prev_at).count()).c_str(),
+            stdout);
     }
+    prev = *std::move(st);
+    prev_at = at;
     std::fflush(stdout);
     if (watch <= 0 || (count && n >= count)) break;
     std::this_thread::sleep_for(std::chrono::duration<double>(watch));

@@ -506,6 +506,24 @@ TEST(GrpcFlowclassdTest, JsonOutputAndVersion) {
     last = s.total().packets();
   }
   EXPECT_GT(last, 0u) << "traffic loops from the pcap";
+  // Text --watch: a UTC timestamp on each report, rates from the second on.
+  r = Ctl("stats --watch 0.2 --count 3 " + conn);
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::smatch m;
+  const std::string watched = r.out;
+  int times = 0, rates = 0;
+  const std::regex time_line("time: 20[0-9]{2}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9.]+Z");
+  for (absl::string_view l : absl::StrSplit(watched, '\n')) {
+    times += std::regex_match(std::string(l), time_line);
+    rates += absl::StartsWith(l, "rates over ");
+  }
+  EXPECT_EQ(times, 3) << watched;
+  EXPECT_EQ(rates, 2) << watched;
+  ASSERT_TRUE(std::regex_search(watched, m,
+                                std::regex("rates over ([0-9.]+) s: rx_pps=([0-9]+) tx_pps=")))
+      << watched;
+  EXPECT_GT(std::stod(m[1].str()), 0.1);
+  EXPECT_GT(std::stoull(m[2].str()), 0u) << "the looping pcap gives a packet rate";
   // $FLOWCLASS_OUTPUT picks the format too; a flag wins over it.
   r = RunCommand(absl::StrCat("FLOWCLASS_OUTPUT=json ", kCtl, " stats ", conn, " 2>&1"));
   ASSERT_EQ(r.code, 0) << r.out;
