@@ -118,7 +118,7 @@ TEST(DpdkDataplaneAclTest, AfterEachAckEveryPacketFollowsTheNewRule) {
 
   // Before the ack: with a slow build, packets sent (and classified) while
   // the new generation is not yet published follow the old rule.
-  dp.SetAclBuildDelayForTesting(std::chrono::milliseconds(400));
+  dp.SetAclBuildDelayForTesting(std::chrono::milliseconds(1500));
   std::atomic<bool> acked{false};
   absl::StatusOr<BatchResult> late = absl::UnknownError("not run");
   std::thread applier([&] {
@@ -164,7 +164,7 @@ TEST(DpdkDataplaneAclTest, BatchesDuringASlowBuildAreCoalescedAndAckedInOrder) {
     std::lock_guard<std::mutex> l(mu);
     acks.push_back(g);
   });
-  dp.SetAclBuildDelayForTesting(std::chrono::milliseconds(500));
+  dp.SetAclBuildDelayForTesting(std::chrono::milliseconds(1000));
   const uint64_t builds0 = dp.Stats().acl.builds;
 
   // The first batch starts a build; 15 more, one per caller, arrive while it
@@ -209,8 +209,10 @@ TEST(DpdkDataplaneAclTest, BatchesDuringASlowBuildAreCoalescedAndAckedInOrder) {
   EXPECT_EQ(s.coalesced_batches, static_cast<uint64_t>(kCallers - 2));
   EXPECT_EQ(s.last_build_rules, static_cast<uint64_t>(kCallers));
   EXPECT_EQ(s.queue_depth, 0u);
-  EXPECT_GE(s.le_ms[AclBuilderStats::kNumBuckets - 1], 0u);
-  EXPECT_GE(s.build_ns, 2 * 500'000'000ull);
+  // Both slowed builds took >= 1 s: in the 2 s and 10 s buckets, not below.
+  EXPECT_EQ(s.le_ms[AclBuilderStats::kNumBuckets - 1], s.builds);
+  EXPECT_LE(s.le_ms[AclBuilderStats::kNumBuckets - 3], s.builds - 2);
+  EXPECT_GE(s.build_ns, 2 * 1'000'000'000ull);
 
   // A group of batches in one call is one build, each batch its own ack.
   dp.SetAclBuildDelayForTesting(std::chrono::milliseconds(0));
