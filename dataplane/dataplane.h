@@ -38,7 +38,9 @@
 #ifndef FLOWCLASS_DATAPLANE_DATAPLANE_H_
 #define FLOWCLASS_DATAPLANE_DATAPLANE_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <string>
@@ -127,9 +129,31 @@ struct PortCounters {
   uint64_t rx_packets = 0;   // received from this port's queues, summed over PMDs
 };
 
+// The acl pipeline's builder (pipeline.kind acl; docs/acl-pipeline.md):
+// what it compiled and published.  All zero (enabled false) for megaflow.
+struct AclBuilderStats {
+  bool enabled = false;
+  uint64_t builds = 0;             // classifiers built and published
+  uint64_t build_failures = 0;     // builds that failed (their batches too)
+  uint64_t build_ns = 0;           // total time of the builds (rte_acl_add_rules + build)
+  uint64_t last_build_ns = 0;
+  uint64_t last_build_rules = 0;   // rules of the last build
+  uint64_t rules_built = 0;        // rules over every build
+  uint64_t batches = 0;            // rule-changing batches the builds covered
+  uint64_t coalesced_batches = 0;  // of those, past the first of their build
+  uint64_t queue_depth = 0;        // batches applied, waiting for a build now
+  uint64_t live_generation = 0;    // generation every PMD classifies with
+  // Builds by duration: le_ms[i] counts builds of at most kBucketsMs[i]
+  // ms (cumulative, Prometheus style); `builds` is the +Inf bucket.
+  static constexpr double kBucketsMs[] = {1, 5, 20, 100, 500, 2000, 10000};
+  static constexpr size_t kNumBuckets = std::size(kBucketsMs);
+  uint64_t le_ms[kNumBuckets] = {};
+};
+
 struct DataplaneStats {
   uint64_t generation = 0;  // last acknowledged rule set
   RuleTableStats rules;
+  AclBuilderStats acl;
   std::vector<PmdCounters> pmds;
   std::vector<PortCounters> ports;
   uint64_t tsc_hz = 0;      // to turn cycles into time (0 if unknown)

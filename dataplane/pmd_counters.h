@@ -112,6 +112,15 @@
   /* verdict "no rule" (dropped), at whatever layer */                         \
   X(kNoMatch, no_match, "no_match", "no rule matched", nullptr, true,          \
     kCounter, kPackets, nullptr, nullptr)                                      \
+  /* pipeline.kind acl: EMC misses the ACL matched to a rule, and those */    \
+  /* no rule matches (also counted in no_match) */                             \
+  X(kAclHits, acl_hits, "acl_hits", "acl hits", "acl_hits", true, kCounter,    \
+    kPackets, "flowclass_pmd_acl_hits_total",                                  \
+    "pipeline.kind acl: packets the EMC missed that rte_acl matched to a rule.") \
+  X(kAclMisses, acl_misses, "acl_misses", "acl misses", "acl_misses", true,    \
+    kCounter, kPackets, "flowclass_pmd_acl_misses_total",                      \
+    "pipeline.kind acl: packets the EMC missed that no rule matches (dropped; "\
+    "part of no_match).")                                                      \
   /* TSC cycles spent in ProcessBurst */                                       \
   X(kCycles, cycles, "cycles_classifier", "classifier cycles", nullptr, true,  \
     kCounter, kCycles, "flowclass_pmd_classifier_cycles_total",                \
@@ -257,7 +266,7 @@ enum class PmdCounterUnit : uint8_t { kPackets, kCycles, kEvents };
 // plus the Cuckoo Distributor's and the rule changes' (see the table above
 // for each one).  Plain uint64_t written by the owning thread only.
 // Add up: packets = emc_hits + smc_hits + megaflow_hits + upcall_ok +
-// upcall_failed.
+// upcall_failed (megaflow), packets = emc_hits + acl_hits + acl_misses (acl).
 struct PmdStats {
 #define FLOWCLASS_PMD_COUNTER_FIELD(id, field, ...) uint64_t field = 0;
   FLOWCLASS_PMD_COUNTERS(FLOWCLASS_PMD_COUNTER_FIELD)

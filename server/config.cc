@@ -459,18 +459,13 @@ absl::StatusOr<DaemonConfig> Convert(const YAML::Node& root) {
   PipelineConfig& pc = c.dataplane.pipeline;
   MapReader pl(top.Get("pipeline"), "pipeline");
   FC_RETURN_IF_ERROR(pl.CheckIsMap());
-  std::string kind(PipelineKindName(c.pipeline_kind));
+  std::string kind(PipelineKindName(c.dataplane.kind));
   FC_RETURN_IF_ERROR(pl.String("kind", &kind));
   if (std::optional<PipelineKind> k = ParsePipelineKind(kind); !k) {
     return absl::InvalidArgumentError(
         absl::StrCat("pipeline.kind: ", QuoteForMessage(kind, '"'), " is not megaflow or acl"));
-  } else if (*k == PipelineKind::kAcl) {
-    return absl::InvalidArgumentError(
-        "pipeline.kind: acl is not served by flowclassd yet (its rebuild-and-publish side "
-        "is not built; `flowclassctl replay --pipeline acl` runs the acl pipeline offline, "
-        "docs/acl-pipeline.md)");
   } else {
-    c.pipeline_kind = *k;
+    c.dataplane.kind = *k;
   }
   FC_RETURN_IF_ERROR(
       pl.Int("emc_insert_inv_prob", &pc.emc_config.insert_inv_prob, 0, kMaxEmcInsertInvProb));
@@ -662,7 +657,7 @@ std::string DescribeConfig(const DaemonConfig& c) {
                     p.poll ? absl::StrCat(" rx_queues ", p.rx_queues) : " tx-only",
                     " rss ", p.rss ? "true" : "false", "\n");
   const PipelineConfig& pc = c.dataplane.pipeline;
-  absl::StrAppend(&s, "pipeline.kind: ", PipelineKindName(c.pipeline_kind), "\n");
+  absl::StrAppend(&s, "pipeline.kind: ", PipelineKindName(c.dataplane.kind), "\n");
   absl::StrAppend(&s, "pipeline: emc_insert_inv_prob ", pc.emc_config.insert_inv_prob, " smc ",
                   pc.smc ? "on" : "off", " cd ", std::string(CdModeName(pc.cd.mode)),
                   " ranking_interval_ms ", pc.ranking_interval_ms, "\n");

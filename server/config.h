@@ -43,6 +43,8 @@ struct StoreConfig {
 
 struct DaemonConfig {
   EalOptions eal;
+  // dataplane.kind is pipeline.kind: megaflow | acl (start-up only, not a
+  // run-time setting; docs/acl-pipeline.md).
   DpdkDataplaneOptions dataplane;
   std::string rules_file;             // rules.file; empty = start with no rules
   std::string rules_format = "auto";  // rules.format: auto | native | classbench
@@ -60,11 +62,6 @@ struct DaemonConfig {
   // stalled (readiness and liveness fail).  pmd.publish_timeout_ms is
   // dataplane.publish_timeout_ms.
   uint32_t pmd_stall_timeout_ms = 2000;
-  // pipeline.kind: megaflow | acl (start-up only, not a run-time setting).
-  // flowclassd serves megaflow; acl is refused until the daemon side of the
-  // acl pipeline exists (docs/acl-pipeline.md: flowclassctl replay --pipeline
-  // acl runs it offline).
-  PipelineKind pipeline_kind = PipelineKind::kMegaflow;
 };
 
 // Parses YAML text (`origin` names it in errors) with overrides applied.

@@ -282,16 +282,19 @@ dpcls: {force_scalar: true, lookup_prio: {generic: 7, autovalidator: 1}}
 TEST(ConfigTest, PipelineKind) {
   auto d = Parse(kMinimal);
   ASSERT_TRUE(d.ok()) << d.status();
-  EXPECT_EQ(d->pipeline_kind, PipelineKind::kMegaflow);
+  EXPECT_EQ(d->dataplane.kind, PipelineKind::kMegaflow);
   EXPECT_THAT(DescribeConfig(*d), HasSubstr("\npipeline.kind: megaflow\n"));
   auto m = Parse(std::string(kMinimal) + "pipeline: {kind: megaflow}\n");
   ASSERT_TRUE(m.ok()) << m.status();
-  EXPECT_EQ(m->pipeline_kind, PipelineKind::kMegaflow);
-  // acl is a known kind the daemon does not serve yet: refused, not ignored.
+  EXPECT_EQ(m->dataplane.kind, PipelineKind::kMegaflow);
+  // acl: the dataplane runs the acl pipeline; --check-config shows it.
   auto a = Parse(std::string(kMinimal) + "pipeline: {kind: acl}\n");
-  ASSERT_FALSE(a.ok());
-  EXPECT_THAT(std::string(a.status().message()),
-              HasSubstr("pipeline.kind: acl is not served by flowclassd yet"));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->dataplane.kind, PipelineKind::kAcl);
+  EXPECT_THAT(DescribeConfig(*a), HasSubstr("\npipeline.kind: acl\n"));
+  auto o = Parse(kMinimal, {"pipeline.kind=acl"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->dataplane.kind, PipelineKind::kAcl);
   auto x = Parse(kMinimal, {"pipeline.kind=tss"});
   ASSERT_FALSE(x.ok());
   EXPECT_THAT(std::string(x.status().message()),

@@ -125,6 +125,14 @@ void PrintStats(const char* tag, const DataplaneStats& s, bool ports) {
         t.rule_drops, t.no_match, t.bad_port, t.busy_cycles, t.idle_cycles,
         s.tsc_hz);
   }
+  if (s.acl.enabled)  // pipeline.kind acl: the builder
+    absl::StrAppendFormat(
+        &out,
+        "%s acl builds=%d build_failures=%d last_build_ms=%.3f last_build_rules=%d "
+        "batches=%d coalesced_batches=%d queue_depth=%d live_gen=%d\n",
+        tag, s.acl.builds, s.acl.build_failures, static_cast<double>(s.acl.last_build_ns) / 1e6,
+        s.acl.last_build_rules, s.acl.batches, s.acl.coalesced_batches, s.acl.queue_depth,
+        s.acl.live_generation);
   std::fputs(out.c_str(), stdout);
   std::fflush(stdout);
 }

@@ -432,6 +432,25 @@ std::string FormatStats(const v1::Stats& s) {
                           p.tx_dropped(), p.rx_errors(), p.rx_missed());
   for (const v1::RuleHits& h : s.rule_hits())
     absl::StrAppendFormat(&out, "rule %d: %d hits\n", h.id(), h.hits());
+  if (s.has_acl()) {
+    const v1::AclBuilderStats& a = s.acl();
+    absl::StrAppendFormat(
+        &out,
+        "acl builder:\n"
+        "  builds: %d (failed: %d)\n"
+        "  last build: %.3f ms, %d rules\n"
+        "  avg build: %.3f ms, %.1f rules\n"
+        "  batches built: %d (coalesced: %d)\n"
+        "  build queue depth: %d\n"
+        "  live generation: %d\n",
+        a.builds(), a.build_failures(), static_cast<double>(a.last_build_ns()) / 1e6,
+        a.last_build_rules(),
+        a.builds() ? static_cast<double>(a.build_ns()) / 1e6 / static_cast<double>(a.builds())
+                   : 0.0,
+        a.builds() ? static_cast<double>(a.rules_built()) / static_cast<double>(a.builds())
+                   : 0.0,
+        a.batches(), a.coalesced_batches(), a.queue_depth(), a.live_generation());
+  }
   return out;
 }
 

@@ -54,28 +54,57 @@
 //   freed (retired rule memory, deleted rules, the old table of a DeleteAll
 //   stay allocated; see internal/dpdk_dataplane_impl.h).  Heartbeat() tells
 //   a watchdog whether each PMD still passes its loop (server/readiness.h).
+// * pipeline.kind: acl (docs/acl-pipeline.md, "Daemon side").  Each PMD
+//   runs an AclPipeline (EMC -> rte_acl_classify) instead of the megaflow
+//   Pipeline.  A batch is checked (CheckAclExpressible: a rule the ACL
+//   cannot express refuses the whole batch, INVALID_ARGUMENT naming the
+//   operation's index; nothing changes) and applied to the rule table under
+//   apply_mu as for megaflow (same validation, ids, duplicates,
+//   replacements); then the caller waits, without apply_mu, for the builder
+//   thread (acl_builder.h), which compiles the table's newest generation into
+//   a fresh AclClassifier off the PMDs and publishes it through the same
+//   RulePublisher (each PMD installs it at a quiescent point, which
+//   invalidates its EMC).  Batches applied while a build runs are coalesced
+//   into the next build.  Each batch's result is returned (its ack) once its
+//   generation is live on every PMD; the builder acks in generation order.
+//   The old classifier is freed after the grace period (with a publication
+//   timeout: once the lagging PMD has caught up, as the megaflow path keeps
+//   retired memory).  A build that fails (rte_acl out of memory) fails every
+//   batch it covered (INTERNAL / RESOURCE_EXHAUSTED, "applied but not
+//   live"): the table keeps them, the PMDs keep the last live classifier,
+//   and the next batch's build covers them again.  generation() and Stats()
+//   report the live generation.  pipeline.* run-time settings are accepted
+//   but only pmd.* ones change an acl PMD; Trace answers from the live
+//   classifier (layer "acl"); no megaflows (DumpMegaflows is empty).
 // * Threads: all public methods from non-PMD threads; ApplyBatch and
 //   ApplySettings are serialised internally.
 #ifndef FLOWCLASS_DATAPLANE_DPDK_DPDK_DATAPLANE_H_
 #define FLOWCLASS_DATAPLANE_DPDK_DPDK_DATAPLANE_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "dataplane/dataplane.h"
 #include "dataplane/pipeline.h"
+#include "dataplane/pipeline_kind.h"
 #include "dataplane/rules/rule_table.h"
 
 namespace flowclass {
+
+namespace dpdk_internal {
+class AclBuilder;
+}  // namespace dpdk_internal
 
 // Ports a dataplane can have (rule port numbers are free in [0, 65535]).
 inline constexpr int kMaxDataplanePorts = 32;
@@ -137,6 +166,10 @@ struct DpdkDataplaneOptions {
   uint32_t mbufs = 0;             // pool size; 0 = computed from the ports
   uint32_t mbuf_cache = 256;
   uint16_t mbuf_data_room = 2048 + 128;  // RTE_MBUF_DEFAULT_BUF_SIZE
+  // pipeline.kind: which pipeline each PMD runs (see "pipeline.kind: acl"
+  // above).  `pipeline` configures the megaflow one; the acl one takes its
+  // EMC settings (emc on/off, emc_config.entries, insert_inv_prob).
+  PipelineKind kind = PipelineKind::kMegaflow;
   PipelineConfig pipeline;
   RuleTableLimits limits;
   // pmd.publish_timeout_ms: how long a rule batch waits for every PMD to
@@ -228,9 +261,16 @@ class DpdkDataplane final : public Dataplane {
   // still leaves when the dataplane stops.  Returns once the running PMD is
   // in (or out of) the stall (at most 5 s).  Tests only.
   void StallPmdForTesting(int pmd, bool stalled);
+  // Test hooks of pipeline.kind acl: the builder sleeps `delay` in each
+  // build, after it took the table's rules (a slow build), and `observer`
+  // is called on the builder thread with each batch's generation as the
+  // batch is acknowledged, in ack order.
+  void SetAclBuildDelayForTesting(std::chrono::milliseconds delay);
+  void SetAclAckObserverForTesting(std::function<void(uint64_t generation)> observer);
 
  private:
   struct Impl;
+  friend class dpdk_internal::AclBuilder;
   explicit DpdkDataplane(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
   std::atomic<bool> running_{false};

@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "dataplane/dpdk/acl_builder.h"
 #include "dataplane/dpdk/dpdk_dataplane.h"
 #include "dataplane/dpdk/internal/dpdk_dataplane_impl.h"
 #include "dataplane/dpdk/rule_publisher.h"
@@ -99,6 +100,17 @@ absl::StatusOr<TraceResult> DpdkDataplane::Trace(const FlowKey& key) const {
   const PublishedTable* cur = impl_->publisher->Current();
   TraceResult t;
   t.generation = cur->generation;
+  if (impl_->acl()) {
+    // The classifier the PMDs run (the builder's live one); no PMD caches
+    // but the EMC, which holds only answers of that classifier.
+    t.layer = "acl";
+    Rule copy;
+    if (impl_->acl_builder->ClassifyLive(key, &copy, &t.generation) != nullptr) {
+      t.matched = true;
+      t.rule = copy;
+    }
+    return t;
+  }
   const Rule* r = impl_->table->Lookup(key, &t.megaflow_mask, &t.rule_subtables_visited,
                                       cur->generation);
   if (r) {
@@ -180,6 +192,7 @@ DataplaneStats DpdkDataplane::Stats() const {
     s.generation = cur->generation;
     s.rules = d.table->Stats();
   }
+  if (d.acl_builder) s.acl = d.acl_builder->Stats();
   s.tsc_hz = rte_get_tsc_hz();
   for (const auto& pmd : d.pmds) {
     const PmdCounterBlock& c = *pmd.counters;

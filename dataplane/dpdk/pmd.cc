@@ -32,10 +32,41 @@ int DpdkDataplane::Impl::PmdMain(void* arg) {
 }
 
 void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
+  if (acl()) {
+    PmdLoopOf<true>(pmd);
+  } else {
+    PmdLoopOf<false>(pmd);
+  }
+}
+
+namespace {
+
+// The acl pipeline's counters in the PmdStats the counter block mirrors:
+// packets, emc_hits, acl_hits, acl_misses (= no_match), revalidations (the
+// classifiers installed) and the cycles the PMD timed around ProcessBurst.
+void AclToPmdStats(const AclPipelineStats& a, uint64_t cycles, PmdStats* s) {
+  s->packets = a.packets;
+  s->emc_hits = a.emc_hits;
+  s->acl_hits = a.acl_hits;
+  s->acl_misses = a.acl_misses;
+  s->no_match = a.acl_misses;
+  s->revalidations = a.generation;
+  s->cycles = cycles;
+}
+
+}  // namespace
+
+// kAcl: the PMD runs pmd.acl_pipeline (pmd.pipeline is null); otherwise the
+// megaflow pmd.pipeline.  The loop around the pipeline is the same.
+template <bool kAcl>
+void DpdkDataplane::Impl::PmdLoopOf(Pmd& pmd) {
   const int burst = opts.burst;
   const uint16_t txq = static_cast<uint16_t>(pmd.index);
   PmdCounterBlock& c = *pmd.counters;
-  Pipeline& pipeline = *pmd.pipeline;
+  Pipeline* const mf = pmd.pipeline.get();
+  AclPipeline* const acl_pl = pmd.acl_pipeline.get();
+  PmdStats acl_stats;        // kAcl: the mirror's source
+  uint64_t acl_cycles = 0;   // kAcl: TSC cycles in AclPipeline::ProcessBurst
   const int8_t* port_index = port_index_by_number.data();
   const int n_ports = static_cast<int>(ports.size());
   std::array<uint16_t, kMaxDataplanePorts> eth_of{};
@@ -55,24 +86,50 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
   uint64_t current_generation = 0;
   SnapshotMailbox& box = *pmd.mailbox;
   uint64_t snap_served = box.req.load(std::memory_order_relaxed);
-  auto answer = [&](uint64_t r) {  // control path: allocates
-    pipeline.DrainRetiredHits();  // expired megaflows' hits (see Pipeline)
-    if (box.want_dump) {  // bounded: kDumpVisitPerStep megaflows at most
-      box.dump_n = pipeline.DumpMegaflows(box.dump_filter, &box.dump_cursor, kDumpVisitPerStep,
-                                          box.dump.data(),
-                                          static_cast<uint32_t>(box.dump.size()));
-    } else if (box.want_trace) {
-      box.trace = pipeline.Trace(box.trace_key);
+  auto snapshot = [&]() -> PipelineSnapshot {
+    if constexpr (kAcl) {
+      PipelineSnapshot s;  // no caches but the EMC, no megaflows
+      AclToPmdStats(acl_pl->stats(), acl_cycles, &s.stats);
+      s.emc_entries = acl_pl->config().emc ? acl_pl->config().emc_entries : 0;
+      return s;
     } else {
-      box.snap = pipeline.Snapshot();
+      return mf->Snapshot();
+    }
+  };
+  auto answer = [&](uint64_t r) {  // control path: allocates
+    if constexpr (kAcl) {
+      if (box.want_dump) {  // no megaflows
+        box.dump_n = 0;
+        box.dump_cursor = 0;
+      } else if (box.want_trace) {
+        box.trace = PipelineTrace{};
+        box.trace.layer = "acl";
+      } else {
+        box.snap = snapshot();
+      }
+    } else {
+      mf->DrainRetiredHits();  // expired megaflows' hits (see Pipeline)
+      if (box.want_dump) {  // bounded: kDumpVisitPerStep megaflows at most
+        box.dump_n = mf->DumpMegaflows(box.dump_filter, &box.dump_cursor, kDumpVisitPerStep,
+                                       box.dump.data(), static_cast<uint32_t>(box.dump.size()));
+      } else if (box.want_trace) {
+        box.trace = mf->Trace(box.trace_key);
+      } else {
+        box.snap = snapshot();
+      }
     }
     snap_served = r;
     box.done.store(r, std::memory_order_release);
   };
   // The pipeline's counters as readers see them: after each busy iteration,
   // after a rule change (an idle PMD revalidates too) and at the end.
-  auto publish_pipeline_counters = [&c, &pipeline] {
-    PublishPipelineCounters(pipeline.stats(), c);
+  auto publish_pipeline_counters = [&] {
+    if constexpr (kAcl) {
+      AclToPmdStats(acl_pl->stats(), acl_cycles, &acl_stats);
+      PublishPipelineCounters(acl_stats, c);
+    } else {
+      PublishPipelineCounters(mf->stats(), c);
+    }
   };
   box.live.store(true, std::memory_order_release);
   CounterLine* rxq_lines = pmd.rxq_counters.get();
@@ -84,16 +141,18 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
     // Run-time pipeline settings (see KnobsMailbox).
     if (const uint64_t kv = knobs_version.load(std::memory_order_acquire);
         kv != knobs_seen) {
-      pipeline.SetEmcInsertInvProb(knobs.emc_insert_inv_prob);
-      pipeline.SetSmcEnabled(knobs.smc);
-      pipeline.SetCdMode(knobs.cd);
-      pipeline.SetRankingIntervalMs(knobs.ranking_interval_ms);
-      pipeline.SetMegaflowMaxIdleMs(knobs.megaflow_max_idle_ms);
-      pipeline.SetMaxMegaflows(knobs.max_megaflows);
-      pipeline.SetMaxSubtablesPerPort(knobs.max_subtables_per_port);
-      pipeline.SetUpcallLimit(knobs.upcall_rate, knobs.upcall_burst, knobs.upcall_limit_action);
-      pipeline.SetRareMaskSubtables(knobs.rare_mask_subtables);
-      pipeline.SetLookupPriorities(knobs.lookup);
+      if constexpr (!kAcl) {  // the acl pipeline has none of these
+        mf->SetEmcInsertInvProb(knobs.emc_insert_inv_prob);
+        mf->SetSmcEnabled(knobs.smc);
+        mf->SetCdMode(knobs.cd);
+        mf->SetRankingIntervalMs(knobs.ranking_interval_ms);
+        mf->SetMegaflowMaxIdleMs(knobs.megaflow_max_idle_ms);
+        mf->SetMaxMegaflows(knobs.max_megaflows);
+        mf->SetMaxSubtablesPerPort(knobs.max_subtables_per_port);
+        mf->SetUpcallLimit(knobs.upcall_rate, knobs.upcall_burst, knobs.upcall_limit_action);
+        mf->SetRareMaskSubtables(knobs.rare_mask_subtables);
+        mf->SetLookupPriorities(knobs.lookup);
+      }
       knobs_seen = kv;
       pmd.knobs_box->ack.store(kv, std::memory_order_release);
     }
@@ -107,9 +166,13 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
       // The change set describes the step from base_generation (one batch,
       // or a group commit of several): use it only when this PMD had exactly
       // that generation installed.
-      const bool one_step = current != nullptr && v->has_changes &&
-                            v->base_generation == current_generation;
-      pipeline.SetRuleTable(v->table, one_step ? &v->changes : nullptr, v->generation);
+      if constexpr (kAcl) {
+        acl_pl->SetClassifier(v->acl);  // invalidates the EMC
+      } else {
+        const bool one_step = current != nullptr && v->has_changes &&
+                              v->base_generation == current_generation;
+        mf->SetRuleTable(v->table, one_step ? &v->changes : nullptr, v->generation);
+      }
       publish_pipeline_counters();  // the revalidation's counters
       current = v;
       current_generation = v->generation;
@@ -131,10 +194,17 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
         frames[i] = rte_pktmbuf_mtod(rx[i], const uint8_t*);
         lens[i] = rte_pktmbuf_data_len(rx[i]);
       }  // ParseBurst prefetches the frames it is about to parse
-      const int parse_errors =
-          ParseBurst(frames, lens, n, q.number, keys, pipeline.parse_prefetch());
-      const bool uniform =
-          pipeline.ProcessBurst(keys, n, verdicts, /*emc_prefetched=*/true);
+      bool uniform;
+      int parse_errors;
+      if constexpr (kAcl) {
+        parse_errors = ParseBurst(frames, lens, n, q.number, keys, HashPrefetch{});
+        const uint64_t pb0 = rte_rdtsc();
+        uniform = acl_pl->ProcessBurst(keys, n, verdicts);
+        acl_cycles += rte_rdtsc() - pb0;
+      } else {
+        parse_errors = ParseBurst(frames, lens, n, q.number, keys, mf->parse_prefetch());
+        uniform = mf->ProcessBurst(keys, n, verdicts, /*emc_prefetched=*/true);
+      }
 
       int n_drop = 0, n_used = 0;
       uint64_t rule_drops = 0, no_match = 0, bad_port = 0, limit_drops = 0;
@@ -217,7 +287,9 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
     } else {
       Bump(At(c, PmdLoopCounter::kIdleCycles), dt);
       // Idle expiry without packets (a bounded budget, once per clock tick).
-      if (pipeline.Housekeep() != 0) publish_pipeline_counters();
+      if constexpr (!kAcl) {
+        if (mf->Housekeep() != 0) publish_pipeline_counters();
+      }
       const uint32_t sleep = idle_sleep_us.load(std::memory_order_relaxed);
       if (sleep) {
         rte_delay_us_sleep(sleep);
@@ -239,12 +311,16 @@ void DpdkDataplane::Impl::PmdLoop(Pmd& pmd) {
       answer(r);
     rte_pause();
   }
-  box.snap = pipeline.Snapshot();
+  box.snap = snapshot();
   box.final.store(true, std::memory_order_release);
   box.live.store(false, std::memory_order_release);
   snap_mu.unlock();
   // Going offline: hold no table pointer while not reporting quiescence.
-  pipeline.SetRuleTable(nullptr);
+  if constexpr (kAcl) {
+    acl_pl->SetClassifier(nullptr);
+  } else {
+    mf->SetRuleTable(nullptr);
+  }
   publisher->Offline(pmd.index);
 }
 

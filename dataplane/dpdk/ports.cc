@@ -18,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/quote.h"
+#include "dataplane/dpdk/acl_builder.h"
 #include "dataplane/dpdk/dpdk_dataplane.h"
 #include "dataplane/dpdk/internal/dpdk_dataplane_impl.h"
 #include "dataplane/dpdk/rule_publisher.h"
@@ -33,6 +34,7 @@ using dpdk_internal::RxQueue;
 using dpdk_internal::SnapshotMailbox;
 
 DpdkDataplane::Impl::~Impl() {
+  acl_builder.reset();  // joins the builder thread, which reads what follows
   for (PortState& p : ports) {
     if (p.started) rte_eth_dev_stop(p.eth_port);
     // Devices that existed before Create (EAL-probed PCI devices, ethdevs a
@@ -271,12 +273,26 @@ absl::StatusOr<std::unique_ptr<DpdkDataplane>> DpdkDataplane::Create(
     auto& pmd = impl->pmds[i];
     pmd.index = i;
     pmd.lcore = o.pmd_lcores[i];
-    absl::StatusOr<std::unique_ptr<Pipeline>> pipeline = Pipeline::Create(o.pipeline);
-    if (!pipeline.ok()) {
-      stage = SetupStage::kOptions;
-      return pipeline.status();
+    if (o.kind == PipelineKind::kAcl) {
+      AclPipelineConfig ac;
+      ac.emc = o.pipeline.emc;
+      ac.emc_entries = o.pipeline.emc_config.entries;
+      ac.emc_insert_inv_prob = o.pipeline.emc_config.insert_inv_prob;
+      absl::StatusOr<std::unique_ptr<AclPipeline>> acl = AclPipeline::Create(ac);
+      if (!acl.ok()) {
+        stage = SetupStage::kOptions;
+        return absl::InvalidArgumentError(
+            absl::StrCat("pipeline (kind acl): ", acl.status().message()));
+      }
+      pmd.acl_pipeline = std::move(*acl);
+    } else {
+      absl::StatusOr<std::unique_ptr<Pipeline>> pipeline = Pipeline::Create(o.pipeline);
+      if (!pipeline.ok()) {
+        stage = SetupStage::kOptions;
+        return pipeline.status();
+      }
+      pmd.pipeline = std::move(*pipeline);
     }
-    pmd.pipeline = std::move(*pipeline);
     pmd.counters = std::make_unique<PmdCounterBlock>();
     pmd.mailbox = std::make_unique<SnapshotMailbox>();
     pmd.knobs_box = std::make_unique<KnobsMailbox>();
@@ -293,6 +309,8 @@ absl::StatusOr<std::unique_ptr<DpdkDataplane>> DpdkDataplane::Create(
   }
   for (auto& pmd : impl->pmds)  // metrics: per-rxq counters
     pmd.rxq_counters = std::make_unique<CounterLine[]>(pmd.rxq.size() / 8 + 1);
+  if (o.kind == PipelineKind::kAcl)
+    impl->acl_builder = std::make_unique<dpdk_internal::AclBuilder>(impl.get());
   stage = SetupStage::kNone;
   return std::unique_ptr<DpdkDataplane>(new DpdkDataplane(std::move(impl)));
 }

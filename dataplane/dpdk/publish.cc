@@ -2,6 +2,7 @@
 // the calling control thread, then published to the PMDs (RulePublisher:
 // one publication, one grace period per group of batches), and the reads of
 // the table (ListRules, GetRule, generation).  Control thread only.
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -9,6 +10,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "dataplane/acl/acl_classifier.h"
+#include "dataplane/dpdk/acl_builder.h"
 #include "dataplane/dpdk/dpdk_dataplane.h"
 #include "dataplane/dpdk/internal/dpdk_dataplane_impl.h"
 #include "dataplane/dpdk/rule_publisher.h"
@@ -31,7 +34,7 @@ std::vector<absl::StatusOr<BatchResult>> DpdkDataplane::ApplyBatchesNotifying(
   Impl& d = *impl_;
   std::vector<absl::StatusOr<BatchResult>> results;
   results.reserve(batches.size());
-  std::lock_guard<std::mutex> lock(d.apply_mu);
+  std::unique_lock<std::mutex> lock(d.apply_mu);
   if (d.stopped) {
     for (size_t i = 0; i < batches.size(); ++i)
       results.push_back(absl::FailedPreconditionError("dataplane: stopped"));
@@ -44,6 +47,7 @@ std::vector<absl::StatusOr<BatchResult>> DpdkDataplane::ApplyBatchesNotifying(
     decided(results);
     return results;
   }
+  if (d.acl()) return d.ApplyAclLocked(batches, decided, std::move(lock));
   const PublishedTable* cur = d.publisher->Current();
   RuleTable& table = *d.table;
   RuleChangeSet changes;
@@ -78,6 +82,50 @@ std::vector<absl::StatusOr<BatchResult>> DpdkDataplane::ApplyBatchesNotifying(
   return results;
 }
 
+// pipeline.kind acl: each batch checked for what the ACL can express, then
+// applied to the table as for megaflow (under apply_mu, held in `lock`);
+// the builder builds and publishes (acl_builder.h) while this caller waits
+// without apply_mu, so batches of other callers applied meanwhile go into
+// the same or the next build.
+std::vector<absl::StatusOr<BatchResult>> DpdkDataplane::Impl::ApplyAclLocked(
+    absl::Span<const absl::Span<const RuleOp>> batches, DecidedFn decided,
+    std::unique_lock<std::mutex> lock) {
+  std::vector<absl::StatusOr<BatchResult>> results;
+  results.reserve(batches.size());
+  std::vector<uint64_t> generations;  // of the batches that changed the table
+  for (absl::Span<const RuleOp> ops : batches) {
+    absl::Status expressible;
+    for (size_t i = 0; i < ops.size() && expressible.ok(); ++i)
+      if (ops[i].kind == RuleOp::Kind::kInsert || ops[i].kind == RuleOp::Kind::kReplace)
+        expressible = CheckAclExpressible(ops[i].rule, i);
+    if (!expressible.ok()) {  // the whole batch refused, nothing applied
+      results.push_back(std::move(expressible));
+      continue;
+    }
+    const uint64_t before = table->generation();
+    absl::StatusOr<BatchResult> r = table->ApplyBatch(ops);
+    if (r.ok() && r->generation != before) generations.push_back(r->generation);
+    results.push_back(std::move(r));
+  }
+  // No PMD reads the table (they run classifiers): nothing it retired or
+  // deleted needs a grace period.
+  table->FreeRetired();
+  table->RemoveDeleted();
+  decided(results);
+  if (generations.empty()) return results;
+  std::shared_ptr<dpdk_internal::AclBuilder::Ticket> ticket =
+      acl_builder->Enqueue(std::move(generations));
+  lock.unlock();
+  if (absl::Status st = acl_builder->Wait(ticket); !st.ok()) {
+    for (absl::StatusOr<BatchResult>& r : results)
+      if (r.ok() && r->generation > 0 &&
+          std::find(ticket->generations.begin(), ticket->generations.end(), r->generation) !=
+              ticket->generations.end())
+        r = st;
+  }
+  return results;
+}
+
 std::string DpdkDataplane::Impl::PmdName(int index) const {
   return absl::StrCat("pmd ", index, " (lcore ", pmds[static_cast<size_t>(index)].lcore, ")");
 }
@@ -97,6 +145,7 @@ absl::Status DpdkDataplane::Impl::SettleOwedGrace() {
   // Every online PMD reports owed_generation: the owed grace period is over.
   owed_views.clear();
   owed_tables.clear();
+  owed_classifiers.clear();
   table->FreeRetired();
   table->RemoveDeleted();
   grace_owed = false;
@@ -160,7 +209,7 @@ absl::Status DpdkDataplane::Impl::Publish(const PublishedTable* cur, RuleChangeS
 // reads it, is freed: the cost is freeing the rules, under apply_mu.
 absl::StatusOr<BatchResult> DpdkDataplane::DeleteAll() {
   Impl& d = *impl_;
-  std::lock_guard<std::mutex> lock(d.apply_mu);
+  std::unique_lock<std::mutex> lock(d.apply_mu);
   if (d.stopped) return absl::FailedPreconditionError("dataplane: stopped");
   if (absl::Status owed = d.SettleOwedGrace(); !owed.ok()) return owed;
   const PublishedTable* cur = d.publisher->Current();
@@ -171,6 +220,15 @@ absl::StatusOr<BatchResult> DpdkDataplane::DeleteAll() {
   ++result.generation;
   auto fresh = std::make_unique<RuleTable>(d.opts.limits, /*concurrent_readers=*/true);
   fresh->Clear(result.generation);
+  if (d.acl()) {  // no PMD reads the table: swapped at once, then built
+    d.table.swap(fresh);
+    std::shared_ptr<dpdk_internal::AclBuilder::Ticket> ticket =
+        d.acl_builder->Enqueue({result.generation});
+    lock.unlock();
+    fresh.reset();
+    if (absl::Status st = d.acl_builder->Wait(ticket); !st.ok()) return st;
+    return result;
+  }
   if (absl::Status st = d.Publish(cur, /*changes=*/nullptr, std::move(fresh)); !st.ok())
     return st;
   return result;
@@ -207,6 +265,14 @@ void DpdkDataplane::StallPmdForTesting(int pmd, bool stalled) {
          box.stalled_for_testing.load(std::memory_order_acquire) != stalled &&
          std::chrono::steady_clock::now() < end)
     std::this_thread::sleep_for(std::chrono::microseconds(100));
+}
+
+void DpdkDataplane::SetAclBuildDelayForTesting(std::chrono::milliseconds delay) {
+  if (impl_->acl_builder) impl_->acl_builder->SetDelayForTesting(delay);
+}
+
+void DpdkDataplane::SetAclAckObserverForTesting(std::function<void(uint64_t)> observer) {
+  if (impl_->acl_builder) impl_->acl_builder->SetAckObserverForTesting(std::move(observer));
 }
 
 uint64_t DpdkDataplane::generation() const {

@@ -59,6 +59,8 @@
 
 namespace flowclass {
 
+class AclClassifier;
+
 // A rule table at a generation: the dataplane's one table (written in place
 // by the control thread, read by PMDs at the generation they installed; see
 // RuleTable's concurrent readers) or any table no writer changes.  The
@@ -73,6 +75,11 @@ struct PublishedTable {
   RuleChangeSet changes;
   bool has_changes = false;
   uint64_t base_generation = 0;
+  // pipeline.kind acl: the classifier compiled from the table at
+  // `generation` (what the PMDs install; they do not read `table`).  It
+  // outlives every view of it a reader may hold.  nullptr: no rule (every
+  // key misses).
+  const AclClassifier* acl = nullptr;
 };
 
 class RulePublisher {

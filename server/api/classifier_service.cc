@@ -379,6 +379,19 @@ grpc::Status ClassifierService::GetStats(grpc::ServerContext*,
   }
   FillPmd(s.Total(), resp->mutable_total());  // Total() sums every pipeline counter
   if (any_snapshot) FillPmdSnapshot(sum, /*include_subtables=*/false, resp->mutable_total());
+  if (s.acl.enabled) {
+    v1::AclBuilderStats* a = resp->mutable_acl();
+    a->set_builds(s.acl.builds);
+    a->set_build_failures(s.acl.build_failures);
+    a->set_build_ns(s.acl.build_ns);
+    a->set_last_build_ns(s.acl.last_build_ns);
+    a->set_last_build_rules(s.acl.last_build_rules);
+    a->set_rules_built(s.acl.rules_built);
+    a->set_batches(s.acl.batches);
+    a->set_coalesced_batches(s.acl.coalesced_batches);
+    a->set_queue_depth(s.acl.queue_depth);
+    a->set_live_generation(s.acl.live_generation);
+  }
   for (const PortCounters& p : s.ports) {
     v1::PortStats* ps = resp->add_port();
     ps->set_port(p.number);

@@ -1,8 +1,10 @@
 #include "server/metrics/dataplane_collector.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "dataplane/pmd_counters.h"
@@ -38,6 +40,18 @@ class Families {
              double value) {
     Get(name, help, MetricType::Gauge).metric.push_back(
         Metric(labels, [&](ClientMetric& m) { m.gauge.value = value; }));
+  }
+  // `buckets`: (upper bound, cumulative count), ascending; +Inf is added
+  // with `count`.
+  void Histogram(const char* name, const char* help, const Labels& labels, uint64_t count,
+                 double sum, const std::vector<std::pair<double, uint64_t>>& buckets) {
+    Get(name, help, MetricType::Histogram).metric.push_back(
+        Metric(labels, [&](ClientMetric& m) {
+          m.histogram.sample_count = count;
+          m.histogram.sample_sum = sum;
+          for (const auto& [le, n] : buckets) m.histogram.bucket.push_back({n, le});
+          m.histogram.bucket.push_back({count, std::numeric_limits<double>::infinity()});
+        }));
   }
 
  private:
@@ -75,13 +89,14 @@ void AddPmd(const PmdCounters& p, const CollectorOptions& o, Families& f) {
   // sum over `layer` is every packet the pipeline classified.
   const char* kLayerHelp =
       "Packets classified, by the layer that found the answer (emc, smc, cd, "
-      "megaflow = dpcls search without the CD, upcall_ok, upcall_failed); the "
-      "layers add up to all packets.";
+      "megaflow = dpcls search without the CD, upcall_ok, upcall_failed; "
+      "pipeline.kind acl: emc, acl); the layers add up to all packets.";
   const uint64_t dpcls = s.megaflow_hits >= s.cd_hits ? s.megaflow_hits - s.cd_hits : 0;
   const std::pair<const char*, uint64_t> layers[] = {
       {"emc", s.emc_hits},       {"smc", s.smc_hits},
       {"cd", s.cd_hits},         {"megaflow", dpcls},
-      {"upcall_ok", s.upcall_ok}, {"upcall_failed", s.upcall_failed}};
+      {"upcall_ok", s.upcall_ok}, {"upcall_failed", s.upcall_failed},
+      {"acl", s.acl_hits + s.acl_misses}};
   for (const auto& [layer, v] : layers)
     f.Counter("flowclass_pmd_packets_total", kLayerHelp,
               {{"pmd", pmd}, {"layer", layer}}, v);
@@ -245,6 +260,39 @@ void AddPort(const PortCounters& p, Families& f) {
             {{"port", port}}, p.dev_rx_nombuf);
 }
 
+// pipeline.kind acl: the builder thread (docs/acl-pipeline.md).
+void AddAclBuilder(const AclBuilderStats& a, Families& f) {
+  f.Counter("flowclass_acl_builds_total",
+            "pipeline.kind acl: rule generations compiled into rte_acl contexts and published.",
+            {}, a.builds);
+  f.Counter("flowclass_acl_build_failures_total",
+            "pipeline.kind acl: builds that failed (their batches failed, not live).", {},
+            a.build_failures);
+  std::vector<std::pair<double, uint64_t>> buckets;
+  for (size_t i = 0; i < AclBuilderStats::kNumBuckets; ++i)
+    buckets.emplace_back(AclBuilderStats::kBucketsMs[i] / 1e3, a.le_ms[i]);
+  f.Histogram("flowclass_acl_build_duration_seconds",
+              "pipeline.kind acl: time of one build (rte_acl_add_rules + rte_acl_build).", {},
+              a.builds, static_cast<double>(a.build_ns) / 1e9, buckets);
+  f.Gauge("flowclass_acl_last_build_rules", "pipeline.kind acl: rules of the last build.", {},
+          static_cast<double>(a.last_build_rules));
+  f.Counter("flowclass_acl_built_rules_total",
+            "pipeline.kind acl: rules over every build (divide by builds for rules per build).",
+            {}, a.rules_built);
+  f.Counter("flowclass_acl_batches_total",
+            "pipeline.kind acl: rule-changing batches the builds covered.", {}, a.batches);
+  f.Counter("flowclass_acl_coalesced_batches_total",
+            "pipeline.kind acl: batches that arrived during a build and went into a later "
+            "build with others (past the first batch of their build).",
+            {}, a.coalesced_batches);
+  f.Gauge("flowclass_acl_build_queue_depth",
+          "pipeline.kind acl: batches applied to the rule table that wait for a build.", {},
+          static_cast<double>(a.queue_depth));
+  f.Gauge("flowclass_acl_live_generation",
+          "pipeline.kind acl: rule generation of the classifier published last.", {},
+          static_cast<double>(a.live_generation));
+}
+
 }  // namespace
 
 std::string BuildVersion() { return FLOWCLASS_VERSION; }
@@ -278,6 +326,7 @@ std::vector<MetricFamily> DataplaneCollector::BuildFamilies(
   f.Gauge("flowclass_tsc_hertz", "TSC frequency: cycles per second (0 if unknown).",
           {}, static_cast<double>(s.tsc_hz));
   f.Gauge("flowclass_pmds", "PMD threads.", {}, static_cast<double>(s.pmds.size()));
+  if (s.acl.enabled) AddAclBuilder(s.acl, f);
   for (const PmdCounters& p : s.pmds) AddPmd(p, o, f);
   for (const PortCounters& p : s.ports) AddPort(p, f);
   return out;
@@ -286,6 +335,7 @@ std::vector<MetricFamily> DataplaneCollector::BuildFamilies(
 std::vector<std::string> ExportedMetricNames() {
   // One fully populated snapshot produces every family.
   DataplaneStats s;
+  s.acl.enabled = true;
   PmdCounters p;
   p.rx_queues.push_back({});
   p.tx_queues.push_back({});

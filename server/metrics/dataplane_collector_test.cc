@@ -246,8 +246,8 @@ TEST(DataplaneCollectorTest, PipelineCounterFamiliesKeepTheirNamesAndHelp) {
   const std::map<std::string, std::string> want = {
       {"flowclass_pmd_packets_total",
        "Packets classified, by the layer that found the answer (emc, smc, cd, "
-       "megaflow = dpcls search without the CD, upcall_ok, upcall_failed); the "
-       "layers add up to all packets."},
+       "megaflow = dpcls search without the CD, upcall_ok, upcall_failed; "
+       "pipeline.kind acl: emc, acl); the layers add up to all packets."},
       {"flowclass_pmd_classifier_cycles_total",
        "TSC cycles spent in the classification pipeline (EMC to upcall)."},
       {"flowclass_pmd_subtable_lookups_total",
@@ -456,6 +456,69 @@ TEST(DataplaneCollectorTest, CollectReadsTheDataplane) {
   EXPECT_EQ(after["flowclass_rule_generation"].at(""), 1);  // the fake's own table
   EXPECT_EQ(after["flowclass_rules"].at(""), 1);
   EXPECT_EQ(after["flowclass_pmd_packets_total"].at("layer=emc,pmd=0"), 600);
+}
+
+}  // namespace
+}  // namespace flowclass
+
+namespace flowclass {
+namespace {
+
+// pipeline.kind acl: the builder's families, only when the dataplane has one;
+// the acl layer completes the packet partition of an acl PMD.
+TEST(DataplaneCollectorTest, AclBuilderFamiliesAndTheAclLayer) {
+  DataplaneStats none = SampleStats();
+  for (const MetricFamily& f : DataplaneCollector::BuildFamilies(none, {}))
+    EXPECT_EQ(f.name.rfind("flowclass_acl_", 0), std::string::npos) << f.name;
+
+  DataplaneStats s;
+  s.acl.enabled = true;
+  s.acl.builds = 3;
+  s.acl.build_ns = 30'000'000;  // 30 ms in all
+  s.acl.le_ms[0] = 1;           // one build <= 1 ms
+  s.acl.le_ms[1] = 2;           // two <= 5 ms
+  for (size_t i = 2; i < AclBuilderStats::kNumBuckets; ++i) s.acl.le_ms[i] = 3;
+  s.acl.batches = 10;
+  s.acl.coalesced_batches = 7;
+  s.acl.queue_depth = 4;
+  s.acl.last_build_rules = 1000;
+  s.acl.live_generation = 12;
+  PmdCounters p;
+  p.pipeline.packets = 100;
+  p.pipeline.emc_hits = 60;
+  p.pipeline.acl_hits = 30;
+  p.pipeline.acl_misses = 10;
+  s.pmds.push_back(p);
+  const std::vector<MetricFamily> fams = DataplaneCollector::BuildFamilies(s, {});
+  Series v = Flatten(fams);
+  EXPECT_EQ(v["flowclass_acl_builds_total"].at(""), 3);
+  EXPECT_EQ(v["flowclass_acl_batches_total"].at(""), 10);
+  EXPECT_EQ(v["flowclass_acl_coalesced_batches_total"].at(""), 7);
+  EXPECT_EQ(v["flowclass_acl_build_queue_depth"].at(""), 4);
+  EXPECT_EQ(v["flowclass_acl_last_build_rules"].at(""), 1000);
+  EXPECT_EQ(v["flowclass_acl_live_generation"].at(""), 12);
+  EXPECT_EQ(v["flowclass_pmd_acl_hits_total"].at("pmd=0"), 30);
+  EXPECT_EQ(v["flowclass_pmd_acl_misses_total"].at("pmd=0"), 10);
+  EXPECT_EQ(v["flowclass_pmd_packets_total"].at("layer=acl,pmd=0"), 40);
+  double sum = 0;
+  for (const auto& [k, x] : v["flowclass_pmd_packets_total"]) sum += x;
+  EXPECT_EQ(sum, 100);
+  bool found = false;
+  for (const MetricFamily& f : fams) {
+    if (f.name != "flowclass_acl_build_duration_seconds") continue;
+    found = true;
+    ASSERT_EQ(f.type, MetricType::Histogram);
+    ASSERT_EQ(f.metric.size(), 1u);
+    const auto& h = f.metric[0].histogram;
+    EXPECT_EQ(h.sample_count, 3u);
+    EXPECT_DOUBLE_EQ(h.sample_sum, 0.03);
+    ASSERT_EQ(h.bucket.size(), AclBuilderStats::kNumBuckets + 1);
+    EXPECT_DOUBLE_EQ(h.bucket[0].upper_bound, 0.001);
+    EXPECT_EQ(h.bucket[0].cumulative_count, 1u);
+    EXPECT_EQ(h.bucket[1].cumulative_count, 2u);
+    EXPECT_EQ(h.bucket.back().cumulative_count, 3u);  // +Inf
+  }
+  EXPECT_TRUE(found);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 //   publish.cc  rule batches and their publication to the PMDs (RulePublisher)
 //   mailbox.cc  the control thread's side of the mailboxes: Stats snapshots,
 //               Trace, run-time settings (Apply), GetConfig
+//   acl_builder.cc  pipeline.kind acl: the builder thread (acl_builder.h)
 //
 // Threads
 // -------
@@ -40,6 +41,8 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "dataplane/acl/acl_classifier.h"
+#include "dataplane/acl/acl_pipeline.h"
 #include "dataplane/dpdk/dpdk_dataplane.h"
 #include "dataplane/dpdk/rule_publisher.h"
 #include "dataplane/pipeline.h"
@@ -177,6 +180,8 @@ struct RxQueue {
   uint32_t number;  // in_port for the parser
 };
 
+class AclBuilder;
+
 struct PortState {
   PortOptions opts;
   uint16_t eth_port = 0;
@@ -243,12 +248,21 @@ struct DpdkDataplane::Impl {
   std::chrono::steady_clock::time_point owed_since;
   std::vector<std::unique_ptr<PublishedTable>> owed_views;
   std::vector<std::unique_ptr<RuleTable>> owed_tables;
+  // pipeline.kind acl: classifiers a lagging PMD may still run.
+  std::vector<std::unique_ptr<AclClassifier>> owed_classifiers;
+
+  // pipeline.kind acl (opts.kind): the builder (acl_builder.h), made by
+  // Create; null for megaflow.  ~Impl destroys it (joins its thread) before
+  // anything else.
+  std::unique_ptr<dpdk_internal::AclBuilder> acl_builder;
+  bool acl() const { return opts.kind == PipelineKind::kAcl; }
 
   struct Pmd {
     int index = 0;
     int lcore = 0;
     std::vector<RxQueue> rxq;
-    std::unique_ptr<Pipeline> pipeline;
+    std::unique_ptr<Pipeline> pipeline;        // megaflow
+    std::unique_ptr<AclPipeline> acl_pipeline;  // acl
     std::unique_ptr<PmdCounterBlock> counters;
     std::unique_ptr<CounterLine[]> rxq_counters;  // metrics: one per rxq
     std::unique_ptr<SnapshotMailbox> mailbox;     // metrics: snapshot service
@@ -277,6 +291,8 @@ struct DpdkDataplane::Impl {
   // previous version yet.
   absl::Status Apply(const RuntimeSettingsUpdate& update);
   void PmdLoop(Pmd& pmd);
+  template <bool kAcl>
+  void PmdLoopOf(Pmd& pmd);
   // Under apply_mu: publishes the table at its generation, made from the
   // published `cur` by batches that changed `changes` (null: anything may
   // have changed, each PMD rechecks every megaflow), and waits for every PMD
@@ -296,6 +312,11 @@ struct DpdkDataplane::Impl {
   // retired memory, deleted rules, old views and tables are freed);
   // UNAVAILABLE naming the PMD while it is still behind.
   absl::Status SettleOwedGrace();
+  // pipeline.kind acl: ApplyBatchesNotifying after its checks, holding
+  // apply_mu in `lock` (released while it waits for the build).
+  std::vector<absl::StatusOr<BatchResult>> ApplyAclLocked(
+      absl::Span<const absl::Span<const RuleOp>> batches, DecidedFn decided,
+      std::unique_lock<std::mutex> lock);
   // "pmd 1 (lcore 2)".
   std::string PmdName(int index) const;
 };
