@@ -18,6 +18,7 @@
 #include "dataplane/rules/rule_error.h"
 #include "dataplane/rules/rule_format.h"
 #include "google/protobuf/arena.h"
+#include "grpc/grpc.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "proto/rule_convert.h"
@@ -227,7 +228,7 @@ std::vector<v1::BatchAck> CommitGroup(Dataplane* dp, absl::Span<const GroupBatch
 grpc::Status ServeApplyStream(
     Dataplane* dp, uint64_t max_batch_ops, grpc::ServerContext* ctx,
     grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream,
-    const v1::ServerInstance* server) {
+    const v1::ServerInstance* server, std::chrono::milliseconds idle_timeout) {
   // Group commit.  A reader thread takes batches off the stream while this
   // thread applies the ones already received; whatever has queued up when
   // the dataplane is free again is applied as one group (one publication,
@@ -306,11 +307,25 @@ grpc::Status ServeApplyStream(
   });
   grpc::Status status = grpc::Status::OK;
   bool drained = false;
+  bool idle = false;  // closed by idle_timeout
   for (;;) {
     std::vector<Received> group;
     {
       std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return !queue.empty() || closed; });
+      auto ready = [&] { return !queue.empty() || closed; };
+      // Waiting here, every batch received so far is acknowledged: the
+      // stream is idle until the next one comes.
+      if (idle_timeout.count() <= 0) {
+        cv.wait(lock, ready);
+      } else if (!cv.wait_for(lock, idle_timeout, ready)) {
+        idle = true;
+        status = grpc::Status(
+            grpc::StatusCode::DEADLINE_EXCEEDED,
+            absl::StrCat("grpc.stream_idle_timeout_ms: no batch for ", idle_timeout.count(),
+                         " ms; the server closed the stream (every batch before was "
+                         "acknowledged)"));
+        break;
+      }
       if (queue.empty()) {
         drained = true;
         break;
@@ -356,7 +371,14 @@ grpc::Status ServeApplyStream(
       stop = true;
       cv.notify_all();
     }
-    ctx->TryCancel();
+    if (idle) {
+      // The client gets this status (TryCancel would say only CANCELLED);
+      // cancelling also ends the reader's Read().
+      grpc_call_cancel_with_status(ctx->c_call(), GRPC_STATUS_DEADLINE_EXCEEDED,
+                                   status.error_message().c_str(), nullptr);
+    } else {
+      ctx->TryCancel();
+    }
   }
   reader.join();
   if (!status.ok()) return status;

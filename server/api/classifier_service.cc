@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -12,34 +14,25 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/quote.h"
 #include "dataplane/flow/packet_parser.h"
 #include "dataplane/rules/rule_format.h"
 #include "grpcpp/support/method_handler.h"
 #include "proto/pmd_stats_convert.h"
 #include "proto/rule_convert.h"
 #include "server/api/apply_stream.h"
+#include "server/api/grpc_auth.h"
 
 namespace flowclass {
 namespace {
 
-// Counts an open streaming call; refuses one past the limit.
-class StreamSlot {
- public:
-  StreamSlot(std::atomic<uint32_t>* open, uint32_t limit) : open_(open) {
-    ok_ = open_->fetch_add(1) < limit;
+// The identity a streaming call is counted under (classifier_service.h).
+std::string StreamIdentity(grpc::ServerContext* ctx) {
+  if (std::shared_ptr<const grpc::AuthContext> ac = ctx->auth_context()) {
+    const std::vector<grpc::string_ref> v = ac->FindPropertyValues(kIdentityProperty);
+    if (!v.empty()) return std::string(v.front().data(), v.front().size());
   }
-  ~StreamSlot() { open_->fetch_sub(1); }
-  bool ok() const { return ok_; }
-
- private:
-  std::atomic<uint32_t>* open_;
-  bool ok_;
-};
-
-grpc::Status TooManyStreams(uint32_t limit) {
-  return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                      absl::StrCat("grpc.max_concurrent_streams: ", limit,
-                                   " streaming calls are already open"));
+  return absl::StrCat("connection ", ctx->peer());
 }
 
 // What only the PMD itself can read (cache occupancy, CD state, the
@@ -188,13 +181,49 @@ std::vector<v1::BatchAck> ClassifierService::ApplyGroup(absl::Span<const GroupBa
   return CommitGroup(dp_, batches, max_ops, &server_);
 }
 
+ClassifierService::StreamSlot::StreamSlot(ClassifierService* service,
+                                          grpc::ServerContext* ctx)
+    : service_(service) {
+  const uint32_t limit = service->config_.max_concurrent_streams;
+  const uint32_t share = StreamsPerIdentity(service->config_);
+  std::string key = StreamIdentity(ctx);
+  absl::MutexLock lock(&service->streams_mu_);
+  if (service->open_streams_ >= limit) {
+    status_ = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                           absl::StrCat("grpc.max_concurrent_streams: ", limit,
+                                        " streaming calls are already open"));
+    return;
+  }
+  uint32_t& mine = service->identity_streams_[key];
+  if (mine >= share) {
+    status_ = grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        absl::StrCat("grpc.max_streams_per_identity: ", QuoteForMessage(key, '"'),
+                     " already has ", mine, " streaming calls open (its share of the ", limit,
+                     " of grpc.max_concurrent_streams)"));
+    return;
+  }
+  ++mine;
+  ++service->open_streams_;
+  key_ = std::move(key);
+}
+
+ClassifierService::StreamSlot::~StreamSlot() {
+  if (!status_.ok()) return;
+  absl::MutexLock lock(&service_->streams_mu_);
+  --service_->open_streams_;
+  auto it = service_->identity_streams_.find(key_);
+  if (--it->second == 0) service_->identity_streams_.erase(it);
+}
+
 grpc::Status ClassifierService::ApplyRulesRaw(
     grpc::ServerContext* ctx,
     grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
   if (grpc::Status s = Restoring(); !s.ok()) return s;
-  StreamSlot slot(&open_streams_, config_.max_concurrent_streams);
-  if (!slot.ok()) return TooManyStreams(config_.max_concurrent_streams);
-  return ServeApplyStream(dp_, config_.max_batch_ops, ctx, stream, &server_);
+  StreamSlot slot(this, ctx);
+  if (!slot.status().ok()) return slot.status();
+  return ServeApplyStream(dp_, config_.max_batch_ops, ctx, stream, &server_,
+                          std::chrono::milliseconds(config_.stream_idle_timeout_ms));
 }
 
 // `what` names the call in errors; emit(v1::Rule&) may take the message
@@ -238,8 +267,8 @@ grpc::Status ClassifierService::ListRules(grpc::ServerContext* ctx,
                                           const v1::ListRulesRequest* req,
                                           grpc::ServerWriter<v1::Rule>* writer) {
   if (grpc::Status s = Restoring(); !s.ok()) return s;
-  StreamSlot slot(&open_streams_, config_.max_concurrent_streams);
-  if (!slot.ok()) return TooManyStreams(config_.max_concurrent_streams);
+  StreamSlot slot(this, ctx);
+  if (!slot.status().ok()) return slot.status();
   return ForEachListed(ctx, *req, "ListRules",
                        [writer](v1::Rule& r) { return writer->Write(r); });
 }
@@ -248,8 +277,8 @@ grpc::Status ClassifierService::ListRulePages(grpc::ServerContext* ctx,
                                               const v1::ListRulesRequest* req,
                                               grpc::ServerWriter<v1::RulePage>* writer) {
   if (grpc::Status s = Restoring(); !s.ok()) return s;
-  StreamSlot slot(&open_streams_, config_.max_concurrent_streams);
-  if (!slot.ok()) return TooManyStreams(config_.max_concurrent_streams);
+  StreamSlot slot(this, ctx);
+  if (!slot.status().ok()) return slot.status();
   const size_t max_rules = req->page_size() ? req->page_size() : 1024;
   const size_t max_bytes = std::min<size_t>(config_.max_message_bytes / 2, 1u << 20);
   v1::RulePage page;
@@ -310,8 +339,8 @@ grpc::Status ClassifierService::ReplaceRules(grpc::ServerContext* ctx,
                                              grpc::ServerReader<v1::RuleBatch>* reader,
                                              v1::BatchAck* resp) {
   if (grpc::Status s = Restoring(); !s.ok()) return s;
-  StreamSlot slot(&open_streams_, config_.max_concurrent_streams);
-  if (!slot.ok()) return TooManyStreams(config_.max_concurrent_streams);
+  StreamSlot slot(this, ctx);
+  if (!slot.status().ok()) return slot.status();
   std::vector<Rule> rules;
   uint64_t n_msg = 0;
   for (v1::RuleBatch batch; reader->Read(&batch);) {
@@ -552,8 +581,8 @@ grpc::Status ClassifierService::DumpMegaflows(
     grpc::ServerContext* ctx, const v1::DumpMegaflowsRequest* req,
     grpc::ServerWriter<v1::DumpMegaflowsResponse>* writer) {
   if (grpc::Status s = Restoring(); !s.ok()) return s;
-  StreamSlot slot(&open_streams_, config_.max_concurrent_streams);
-  if (!slot.ok()) return TooManyStreams(config_.max_concurrent_streams);
+  StreamSlot slot(this, ctx);
+  if (!slot.status().ok()) return slot.status();
   MegaflowDumpRequest q;
   if (req->has_in_port()) q.filter.in_port = req->in_port();
   if (req->has_rule_id()) q.filter.rule_id = req->rule_id();
