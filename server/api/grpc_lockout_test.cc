@@ -306,6 +306,40 @@ TEST_F(LockoutTest, OneIdentityHoldingItsShareLeavesTheOthersTheirs) {
   for (auto& h : held) h->ctx.TryCancel();
 }
 
+// The numbers, with the default limits: one controller opening 32
+// idle ApplyRules streams (once every slot) gets its 8; another controller's
+// add-rules, dump-rules and del-rules still pass.
+TEST_F(LockoutTest, ThirtyTwoIdleStreamsOfOneControllerWithTheDefaults) {
+  GrpcServerConfig cfg;  // 32 server-wide, 8 per identity
+  cfg.stream_idle_timeout_ms = 0;
+  Start(cfg, absl::StrCat("admin ", kTokenA, " ci-a\nadmin ", kTokenB, " ci-b\n"));
+  auto stub = v1::Classifier::NewStub(Channel());
+  std::vector<std::unique_ptr<Stream>> held;
+  int open = 0;
+  for (int i = 0; i < 32; ++i) {
+    held.push_back(Open(stub.get(), kTokenA));
+    open += held.back()->acked ? 1 : 0;
+  }
+  EXPECT_EQ(open, 8);
+  ClientOptions o;
+  o.target = server_->target();
+  o.plaintext = true;
+  o.token = kTokenB;
+  auto b = FlowclassClient::Connect(o);
+  ASSERT_TRUE(b.ok()) << b.status();
+  std::vector<RuleOp> ops(1);
+  ASSERT_TRUE(RuleOpFromProto(Insert(MakeRule(9)), &ops[0]).ok());
+  absl::StatusOr<ApplyResult> r = (*b)->ApplyOps(ops, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  absl::StatusOr<std::vector<v1::Rule>> listed = (*b)->ListRules();
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(listed->size(), 1u);
+  r = (*b)->ApplyOps({RuleOp::Delete(9)}, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(fake_.ListRules().empty());
+  for (auto& h : held) h->ctx.TryCancel();
+}
+
 // Without authorization, the share is per connection.
 TEST_F(LockoutTest, WithoutAuthorizationTheShareIsPerConnection) {
   GrpcServerConfig cfg;
