@@ -23,6 +23,7 @@
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "proto/rule_convert.h"
 #include "proto/rule_wire.h"
+#include "server/api/idle_watchdog.h"
 
 namespace flowclass {
 namespace {
@@ -308,6 +309,12 @@ grpc::Status ServeApplyStream(
   grpc::Status status = grpc::Status::OK;
   bool drained = false;
   bool idle = false;  // closed by idle_timeout
+  // The other side of idleness: a client that sends batches but reads no
+  // ack blocks our Write once the flow-control window is full.
+  IdleWatchdog unread(ctx, idle_timeout,
+                      absl::StrCat("grpc.stream_idle_timeout_ms: the client read no ack for ",
+                                   idle_timeout.count(), " ms; the server closed the stream"));
+  unread.Pause();
   for (;;) {
     std::vector<Received> group;
     {
@@ -356,8 +363,12 @@ grpc::Status ServeApplyStream(
     for (const v1::BatchAck& ack : CommitGroup(dp, batches, max_batch_ops, server)) {
       grpc::ByteBuffer out;
       bool own = false;
-      if (!grpc::SerializationTraits<v1::BatchAck>::Serialize(ack, &out, &own).ok() ||
-          !stream->Write(out)) {  // client went away
+      unread.Kick();
+      const bool sent =
+          grpc::SerializationTraits<v1::BatchAck>::Serialize(ack, &out, &own).ok() &&
+          stream->Write(out);
+      unread.Pause();
+      if (!sent) {  // client went away, or read nothing for idle_timeout
         written = false;
         break;
       }
@@ -382,6 +393,7 @@ grpc::Status ServeApplyStream(
   }
   reader.join();
   if (!status.ok()) return status;
+  if (unread.fired()) return unread.status();
   if (drained && bad_message != 0)
     return grpc::Status(
         grpc::StatusCode::INVALID_ARGUMENT,

@@ -42,7 +42,8 @@
 //     goes away or the transport gives up; with an `idle_timeout`, when no
 //     batch has come for that long while every one before was acknowledged,
 //     DEADLINE_EXCEEDED "grpc.stream_idle_timeout_ms: ..." (the client gets
-//     that status: the call is cancelled with it).  On every path the reader thread
+//     that status: the call is cancelled with it), and the same when an ack
+//     could not be written for that long (the client reads none).  On every path the reader thread
 //     has been joined before it returns.
 // gRPC allows one Read and one Write in flight at a time on a stream, from
 // different threads: the reader only reads, the calling thread only writes.

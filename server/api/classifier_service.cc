@@ -22,6 +22,7 @@
 #include "proto/rule_convert.h"
 #include "server/api/apply_stream.h"
 #include "server/api/grpc_auth.h"
+#include "server/api/idle_watchdog.h"
 
 namespace flowclass {
 namespace {
@@ -33,6 +34,12 @@ std::string StreamIdentity(grpc::ServerContext* ctx) {
     if (!v.empty()) return std::string(v.front().data(), v.front().size());
   }
   return absl::StrCat("connection ", ctx->peer());
+}
+
+// The status message of a stream closed by grpc.stream_idle_timeout_ms.
+std::string IdleMessage(const char* what, uint32_t ms, const char* after) {
+  return absl::StrCat("grpc.stream_idle_timeout_ms: ", what, " for ", ms,
+                      " ms; the server closed the stream", after);
 }
 
 // What only the PMD itself can read (cache occupancy, CD state, the
@@ -269,8 +276,15 @@ grpc::Status ClassifierService::ListRules(grpc::ServerContext* ctx,
   if (grpc::Status s = Restoring(); !s.ok()) return s;
   StreamSlot slot(this, ctx);
   if (!slot.status().ok()) return slot.status();
-  return ForEachListed(ctx, *req, "ListRules",
-                       [writer](v1::Rule& r) { return writer->Write(r); });
+  IdleWatchdog watchdog(ctx, std::chrono::milliseconds(config_.stream_idle_timeout_ms),
+                        IdleMessage("the client read nothing", config_.stream_idle_timeout_ms,
+                                    ""));
+  watchdog.Pause();  // until the listing is built
+  grpc::Status st = ForEachListed(ctx, *req, "ListRules", [&](v1::Rule& r) {
+    watchdog.Kick();
+    return writer->Write(r);
+  });
+  return watchdog.fired() ? watchdog.status() : st;
 }
 
 grpc::Status ClassifierService::ListRulePages(grpc::ServerContext* ctx,
@@ -279,13 +293,19 @@ grpc::Status ClassifierService::ListRulePages(grpc::ServerContext* ctx,
   if (grpc::Status s = Restoring(); !s.ok()) return s;
   StreamSlot slot(this, ctx);
   if (!slot.status().ok()) return slot.status();
+  IdleWatchdog watchdog(ctx, std::chrono::milliseconds(config_.stream_idle_timeout_ms),
+                        IdleMessage("the client read nothing", config_.stream_idle_timeout_ms,
+                                    ""));
+  watchdog.Pause();  // until the listing is built
   const size_t max_rules = req->page_size() ? req->page_size() : 1024;
   const size_t max_bytes = std::min<size_t>(config_.max_message_bytes / 2, 1u << 20);
   v1::RulePage page;
   size_t bytes = 0;
   bool open = true;  // the client still reads
   auto flush = [&] {
+    watchdog.Kick();
     open = writer->Write(page);
+    watchdog.Pause();
     page.clear_rules();
     bytes = 0;
     return open;
@@ -302,7 +322,7 @@ grpc::Status ClassifierService::ListRulePages(grpc::ServerContext* ctx,
     return true;
   });
   if (st.ok() && open && page.rules_size() > 0) flush();
-  return st;
+  return watchdog.fired() ? watchdog.status() : st;
 }
 
 grpc::Status ClassifierService::GetRule(grpc::ServerContext*,
@@ -341,9 +361,13 @@ grpc::Status ClassifierService::ReplaceRules(grpc::ServerContext* ctx,
   if (grpc::Status s = Restoring(); !s.ok()) return s;
   StreamSlot slot(this, ctx);
   if (!slot.status().ok()) return slot.status();
+  IdleWatchdog watchdog(ctx, std::chrono::milliseconds(config_.stream_idle_timeout_ms),
+                        IdleMessage("no batch", config_.stream_idle_timeout_ms,
+                                    "; nothing was replaced"));
   std::vector<Rule> rules;
   uint64_t n_msg = 0;
   for (v1::RuleBatch batch; reader->Read(&batch);) {
+    watchdog.Pause();  // converting is the server's time
     ++n_msg;
     for (int i = 0; i < batch.ops_size(); ++i) {
       const v1::RuleOp& op = batch.ops(i);
@@ -360,7 +384,10 @@ grpc::Status ClassifierService::ReplaceRules(grpc::ServerContext* ctx,
                                          "; nothing was replaced"));
       rules.push_back(std::move(converted.rule));
     }
+    watchdog.Kick();
   }
+  watchdog.Pause();
+  if (watchdog.fired()) return watchdog.status();
   if (grpc::Status s = CheckAlive(ctx, "ReplaceRules was applied"); !s.ok()) return s;
   absl::StatusOr<BatchResult> r = ReplaceAllByListing(*dp_, rules);
   if (!r.ok())
@@ -593,9 +620,15 @@ grpc::Status ClassifierService::DumpMegaflows(
   if (!dump.ok()) return ToGrpcStatus(dump.status());
   constexpr int kPage = 1024;
   v1::DumpMegaflowsResponse page;
+  IdleWatchdog watchdog(ctx, std::chrono::milliseconds(config_.stream_idle_timeout_ms),
+                        IdleMessage("the client read nothing", config_.stream_idle_timeout_ms,
+                                    ""));
+  watchdog.Pause();
   auto flush = [&] {
     *page.mutable_server() = server_;
+    watchdog.Kick();
     const bool ok = writer->Write(page);
+    watchdog.Pause();
     page.Clear();
     return ok;
   };
@@ -614,10 +647,11 @@ grpc::Status ClassifierService::DumpMegaflows(
     m->set_packets(e.packets);
     m->set_idle_ms(e.idle_ms);
     m->set_subtable(e.subtable);
-    if (page.megaflows_size() == kPage && !flush()) return grpc::Status::OK;  // client gone
+    if (page.megaflows_size() == kPage && !flush())  // client gone, or idle
+      return watchdog.fired() ? watchdog.status() : grpc::Status::OK;
   }
   if (page.megaflows_size() > 0 || dump->empty()) flush();
-  return grpc::Status::OK;
+  return watchdog.fired() ? watchdog.status() : grpc::Status::OK;
 }
 
 grpc::Status ClassifierService::ClearStats(grpc::ServerContext*, const v1::ClearStatsRequest*,

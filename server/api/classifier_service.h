@@ -14,8 +14,10 @@
 //     told by ServerContext::peer): one more is refused with
 //     RESOURCE_EXHAUSTED naming the key (and the identity), so one client
 //     holding its share leaves the others theirs;
-//   * stream_idle_timeout_ms: an ApplyRules stream that sends nothing for
-//     that long is closed with DEADLINE_EXCEEDED (apply_stream.h);
+//   * stream_idle_timeout_ms: a streaming call that makes no progress for
+//     that long is closed with DEADLINE_EXCEEDED "grpc.stream_idle_timeout_ms:
+//     ..." (idle_watchdog.h): ApplyRules and ReplaceRules that send nothing,
+//     any stream whose client reads nothing (acks, rules, megaflows);
 //   * deadlines: a batch or a mutating unary call whose deadline has passed
 //     (or whose call was cancelled) is not applied; the call ends with
 //     DEADLINE_EXCEEDED (CANCELLED).

@@ -76,8 +76,9 @@ struct GrpcServerConfig {
   // authorization on, else its connection); 0: max_concurrent_streams / 4,
   // at least 1 (StreamsPerIdentity).  At most max_concurrent_streams.
   uint32_t max_streams_per_identity = 0;
-  // An ApplyRules stream that sends no batch for this long (with every batch
-  // before acknowledged) is closed with DEADLINE_EXCEEDED; 0: never.
+  // A streaming call without progress for this long (ApplyRules or
+  // ReplaceRules sending nothing, a client reading nothing) is closed with
+  // DEADLINE_EXCEEDED (classifier_service.h); 0: never.
   uint32_t stream_idle_timeout_ms = 60000;
   // A connection whose TLS / HTTP/2 set-up is not done by then is closed.
   uint32_t handshake_timeout_ms = 10000;

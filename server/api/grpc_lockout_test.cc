@@ -2,7 +2,8 @@
 // 127.0.0.1 over a FakeDataplane: a port another process holds with
 // SO_REUSEPORT is refused, not shared; one identity holding its share of
 // the streaming slots leaves the others theirs; an idle ApplyRules stream is
-// closed with a status that says why; a peer that vanished (behind a proxy
+// closed with a status that says why, and so is a stream whose client
+// reads nothing (a listing, acks) or a ReplaceRules that sends nothing; a peer that vanished (behind a proxy
 // that stops forwarding) loses its connection and so its slots; a client
 // that pings too often is sent away; idle connections and connections that
 // never finish their set-up are closed.
@@ -384,6 +385,92 @@ TEST_F(LockoutTest, IdleApplyRulesStreamIsClosedWithAStatusSayingWhy) {
   EXPECT_LT(waited, std::chrono::seconds(5));
   // Its slot is free again (the only one).
   EXPECT_TRUE(Open(stub.get())->acked);
+}
+
+TEST_F(LockoutTest, ReplaceRulesThatSendsNothingIsClosed) {
+  GrpcServerConfig cfg;
+  cfg.stream_idle_timeout_ms = 300;
+  Start(cfg);
+  auto stub = v1::Classifier::NewStub(Channel());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  v1::BatchAck ack;
+  auto w = stub->ReplaceRules(&ctx, &ack);
+  ASSERT_TRUE(w->Write(Batch(1, {Insert(MakeRule(1))})));
+  const auto t0 = Clock::now();
+  const grpc::Status st = w->Finish();  // never half-closed: idle
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << st.error_message();
+  EXPECT_THAT(st.error_message(),
+              HasSubstr("grpc.stream_idle_timeout_ms: no batch for 300 ms; the server closed "
+                        "the stream; nothing was replaced"));
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_TRUE(fake_.ListRules().empty());
+}
+
+// A client that asks for the rules and reads none holds its stream (and a
+// server thread) for as long as it stays connected: the server's Write
+// waits on flow control.  Closed after stream_idle_timeout_ms.
+TEST_F(LockoutTest, ListingThatTheClientDoesNotReadIsClosed) {
+  GrpcServerConfig cfg;
+  cfg.max_concurrent_streams = 1;
+  cfg.max_streams_per_identity = 1;
+  cfg.stream_idle_timeout_ms = 300;
+  Start(cfg);
+  constexpr int kRules = 20000;  // about 1 MB of rules: far past the window
+  std::vector<RuleOp> ops(kRules);
+  for (int i = 0; i < kRules; ++i)
+    ASSERT_TRUE(RuleOpFromProto(Insert(MakeRule(static_cast<uint64_t>(i + 1))), &ops[i]).ok());
+  ASSERT_TRUE(fake_.ApplyBatch(ops).ok());
+  grpc::ChannelArguments small_window;  // keep HTTP/2's window at its 64 KiB
+  small_window.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  auto stub = v1::Classifier::NewStub(Channel(small_window));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::ListRulesRequest req;
+  auto reader = stub->ListRules(&ctx, req);
+  v1::Rule r;
+  ASSERT_TRUE(reader->Read(&r));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // reads nothing
+  int read = 1;
+  while (reader->Read(&r)) ++read;
+  const grpc::Status st = reader->Finish();
+  EXPECT_LT(read, kRules);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << st.error_message();
+  EXPECT_THAT(st.error_message(),
+              HasSubstr("grpc.stream_idle_timeout_ms: the client read nothing for 300 ms"));
+  // Its slot (the only one) is free again: a listing that is read passes.
+  grpc::ClientContext ctx2;
+  ctx2.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  auto again = stub->ListRules(&ctx2, req);
+  read = 0;
+  while (again->Read(&r)) ++read;
+  EXPECT_TRUE(again->Finish().ok());
+  EXPECT_EQ(read, kRules);
+}
+
+// The same for ApplyRules: batches sent, acks never read.
+TEST_F(LockoutTest, ApplyRulesWhoseAcksAreNotReadIsClosed) {
+  GrpcServerConfig cfg;
+  cfg.stream_idle_timeout_ms = 300;
+  Start(cfg);
+  grpc::ChannelArguments small_window;
+  small_window.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  auto stub = v1::Classifier::NewStub(Channel(small_window));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  auto rw = stub->ApplyRules(&ctx);
+  const auto t0 = Clock::now();
+  int sent = 0;
+  while (sent < 200000 && rw->Write(Batch(static_cast<uint64_t>(sent + 1), {}))) ++sent;
+  v1::BatchAck ack;
+  while (rw->Read(&ack)) {
+  }
+  const grpc::Status st = rw->Finish();
+  EXPECT_LT(sent, 200000) << "the client could write on for ever";
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << st.error_message();
+  EXPECT_THAT(st.error_message(),
+              HasSubstr("grpc.stream_idle_timeout_ms: the client read no ack for 300 ms"));
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(20));
 }
 
 // A client that vanished (no FIN, no RST: a partition) holding every slot:
