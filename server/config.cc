@@ -539,6 +539,8 @@ absl::StatusOr<DaemonConfig> Convert(const YAML::Node& root) {
   FC_RETURN_IF_ERROR(metrics.String("address", &c.metrics.address));
   FC_RETURN_IF_ERROR(metrics.Int("top_subtables", &c.metrics.top_subtables, 0, 1000));
   FC_RETURN_IF_ERROR(metrics.Int("threads", &c.metrics.threads, 1, 64));
+  FC_RETURN_IF_ERROR(
+      metrics.Int("request_timeout_ms", &c.metrics.request_timeout_ms, 100, 600000));
   FC_RETURN_IF_ERROR(metrics.CheckNoUnknownKeys());
   FC_RETURN_IF_ERROR(ValidateMetricsOptions(c.metrics));
   // ---- end metrics ----
@@ -576,6 +578,17 @@ absl::StatusOr<DaemonConfig> Convert(const YAML::Node& root) {
     FC_RETURN_IF_ERROR(g.Int("max_message_bytes", &gc.max_message_bytes, 1024, 1 << 30));
     FC_RETURN_IF_ERROR(g.Int("max_batch_ops", &gc.max_batch_ops, 1, 1 << 24));
     FC_RETURN_IF_ERROR(g.Int("max_concurrent_streams", &gc.max_concurrent_streams, 1, 10000));
+    FC_RETURN_IF_ERROR(
+        g.Int("max_streams_per_identity", &gc.max_streams_per_identity, 0, 10000));
+    FC_RETURN_IF_ERROR(
+        g.Int("stream_idle_timeout_ms", &gc.stream_idle_timeout_ms, 0, 86400000));
+    FC_RETURN_IF_ERROR(g.Int("handshake_timeout_ms", &gc.handshake_timeout_ms, 100, 600000));
+    FC_RETURN_IF_ERROR(g.Int("keepalive_time_ms", &gc.keepalive_time_ms, 1000, 86400000));
+    FC_RETURN_IF_ERROR(g.Int("keepalive_timeout_ms", &gc.keepalive_timeout_ms, 100, 3600000));
+    FC_RETURN_IF_ERROR(g.Int("min_client_ping_interval_ms", &gc.min_client_ping_interval_ms, 0,
+                             86400000));
+    FC_RETURN_IF_ERROR(
+        g.Int("max_connection_idle_ms", &gc.max_connection_idle_ms, 1000, 86400000));
     FC_RETURN_IF_ERROR(g.CheckNoUnknownKeys());
     if (gc.enabled) FC_RETURN_IF_ERROR(ValidateGrpcServerConfig(gc));
   }
@@ -679,7 +692,9 @@ std::string DescribeConfig(const DaemonConfig& c) {
   absl::StrAppend(&s, "metrics: ",
                   c.metrics.enabled ? absl::StrCat("http://", c.metrics.address,
                                                    "/metrics top_subtables ",
-                                                   c.metrics.top_subtables)
+                                                   c.metrics.top_subtables, " threads ",
+                                                   c.metrics.threads, " request_timeout_ms ",
+                                                   c.metrics.request_timeout_ms)
                                     : "off",
                   "\n");
   if (c.grpc.enabled)
@@ -697,7 +712,15 @@ std::string DescribeConfig(const DaemonConfig& c) {
                                            ? ""
                                            : absl::StrCat(", tokens from ", c.grpc.auth.token_file))
                         : absl::StrCat("off (", GrpcAuthWarning(c.grpc), ")"),
-                    "\n");
+                    "\n",
+                    "grpc limits: max_concurrent_streams ", c.grpc.max_concurrent_streams,
+                    " max_streams_per_identity ", StreamsPerIdentity(c.grpc),
+                    " stream_idle_timeout_ms ", c.grpc.stream_idle_timeout_ms,
+                    " handshake_timeout_ms ", c.grpc.handshake_timeout_ms,
+                    " keepalive_time_ms ", c.grpc.keepalive_time_ms,
+                    " keepalive_timeout_ms ", c.grpc.keepalive_timeout_ms,
+                    " min_client_ping_interval_ms ", c.grpc.min_client_ping_interval_ms,
+                    " max_connection_idle_ms ", c.grpc.max_connection_idle_ms, "\n");
   return s;
 }
 

@@ -1,6 +1,9 @@
 #include "server/config.h"
 
 #include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -201,6 +204,58 @@ TEST(ConfigTest, RuleTableCapsAreConfigKeys) {
   ASSERT_FALSE(z.ok());
   EXPECT_THAT(std::string(z.status().message()),
               HasSubstr("rules.max_entries: 268435457 is outside 1..268435456"));
+}
+
+// The connection and stream limits of the gRPC server (no lockout by one
+// client): defaults, every key read, the summary, range and cross-key errors.
+TEST(ConfigTest, GrpcLockoutLimitsAreConfigKeys) {
+  const std::string grpc = "grpc: {plaintext: true, port: 0}\n";
+  auto d = Parse(std::string(kMinimal) + grpc);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->grpc.max_streams_per_identity, 0u);
+  EXPECT_EQ(StreamsPerIdentity(d->grpc), 8u);  // a quarter of 32
+  EXPECT_EQ(d->grpc.stream_idle_timeout_ms, 60000u);
+  EXPECT_EQ(d->grpc.handshake_timeout_ms, 10000u);
+  EXPECT_EQ(d->grpc.keepalive_time_ms, 60000u);
+  EXPECT_EQ(d->grpc.keepalive_timeout_ms, 20000u);
+  EXPECT_EQ(d->grpc.min_client_ping_interval_ms, 10000u);
+  EXPECT_EQ(d->grpc.max_connection_idle_ms, 300000u);
+  EXPECT_THAT(DescribeConfig(*d),
+              HasSubstr("grpc limits: max_concurrent_streams 32 max_streams_per_identity 8 "
+                        "stream_idle_timeout_ms 60000 handshake_timeout_ms 10000 "
+                        "keepalive_time_ms 60000 keepalive_timeout_ms 20000 "
+                        "min_client_ping_interval_ms 10000 max_connection_idle_ms 300000\n"));
+  auto c = Parse(std::string(kMinimal) + grpc,
+                 {"grpc.max_concurrent_streams=10", "grpc.max_streams_per_identity=3",
+                  "grpc.stream_idle_timeout_ms=0", "grpc.handshake_timeout_ms=2000",
+                  "grpc.keepalive_time_ms=5000", "grpc.keepalive_timeout_ms=1000",
+                  "grpc.min_client_ping_interval_ms=0", "grpc.max_connection_idle_ms=9000"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(StreamsPerIdentity(c->grpc), 3u);
+  EXPECT_EQ(c->grpc.stream_idle_timeout_ms, 0u);
+  EXPECT_EQ(c->grpc.handshake_timeout_ms, 2000u);
+  EXPECT_EQ(c->grpc.keepalive_time_ms, 5000u);
+  EXPECT_EQ(c->grpc.keepalive_timeout_ms, 1000u);
+  EXPECT_EQ(c->grpc.min_client_ping_interval_ms, 0u);
+  EXPECT_EQ(c->grpc.max_connection_idle_ms, 9000u);
+  auto one = Parse(std::string(kMinimal) + grpc, {"grpc.max_concurrent_streams=3"});
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(StreamsPerIdentity(one->grpc), 1u);  // at least 1
+  for (const auto& [ov, want] : std::vector<std::pair<std::string, std::string>>{
+           {"grpc.max_streams_per_identity=33",
+            "grpc.max_streams_per_identity: 33 is above max_concurrent_streams (32)"},
+           {"grpc.stream_idle_timeout_ms=86400001",
+            "grpc.stream_idle_timeout_ms: 86400001 is outside 0..86400000"},
+           {"grpc.handshake_timeout_ms=99", "grpc.handshake_timeout_ms: 99 is outside"},
+           {"grpc.keepalive_time_ms=999", "grpc.keepalive_time_ms: 999 is outside"},
+           {"grpc.keepalive_timeout_ms=0", "grpc.keepalive_timeout_ms: 0 is outside"},
+           {"grpc.max_connection_idle_ms=0", "grpc.max_connection_idle_ms: 0 is outside"},
+           {"grpc.min_client_ping_interval_ms=-1", "grpc.min_client_ping_interval_ms"},
+       }) {
+    auto e = Parse(std::string(kMinimal) + grpc, {ov});
+    ASSERT_FALSE(e.ok()) << ov;
+    EXPECT_THAT(std::string(e.status().message()), HasSubstr(want)) << ov;
+  }
 }
 
 // Megaflow expiry and caps: defaults as the pipeline's, the file's values

@@ -18,10 +18,12 @@
 #include "dataplane/rules/rule_error.h"
 #include "dataplane/rules/rule_format.h"
 #include "google/protobuf/arena.h"
+#include "grpc/grpc.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "proto/rule_convert.h"
 #include "proto/rule_wire.h"
+#include "server/api/idle_watchdog.h"
 
 namespace flowclass {
 namespace {
@@ -227,7 +229,7 @@ std::vector<v1::BatchAck> CommitGroup(Dataplane* dp, absl::Span<const GroupBatch
 grpc::Status ServeApplyStream(
     Dataplane* dp, uint64_t max_batch_ops, grpc::ServerContext* ctx,
     grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream,
-    const v1::ServerInstance* server) {
+    const v1::ServerInstance* server, std::chrono::milliseconds idle_timeout) {
   // Group commit.  A reader thread takes batches off the stream while this
   // thread applies the ones already received; whatever has queued up when
   // the dataplane is free again is applied as one group (one publication,
@@ -306,11 +308,31 @@ grpc::Status ServeApplyStream(
   });
   grpc::Status status = grpc::Status::OK;
   bool drained = false;
+  bool idle = false;  // closed by idle_timeout
+  // The other side of idleness: a client that sends batches but reads no
+  // ack blocks our Write once the flow-control window is full.
+  IdleWatchdog unread(ctx, idle_timeout,
+                      absl::StrCat("grpc.stream_idle_timeout_ms: the client read no ack for ",
+                                   idle_timeout.count(), " ms; the server closed the stream"));
+  unread.Pause();
   for (;;) {
     std::vector<Received> group;
     {
       std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return !queue.empty() || closed; });
+      auto ready = [&] { return !queue.empty() || closed; };
+      // Waiting here, every batch received so far is acknowledged: the
+      // stream is idle until the next one comes.
+      if (idle_timeout.count() <= 0) {
+        cv.wait(lock, ready);
+      } else if (!cv.wait_for(lock, idle_timeout, ready)) {
+        idle = true;
+        status = grpc::Status(
+            grpc::StatusCode::DEADLINE_EXCEEDED,
+            absl::StrCat("grpc.stream_idle_timeout_ms: no batch for ", idle_timeout.count(),
+                         " ms; the server closed the stream (every batch before was "
+                         "acknowledged)"));
+        break;
+      }
       if (queue.empty()) {
         drained = true;
         break;
@@ -341,8 +363,12 @@ grpc::Status ServeApplyStream(
     for (const v1::BatchAck& ack : CommitGroup(dp, batches, max_batch_ops, server)) {
       grpc::ByteBuffer out;
       bool own = false;
-      if (!grpc::SerializationTraits<v1::BatchAck>::Serialize(ack, &out, &own).ok() ||
-          !stream->Write(out)) {  // client went away
+      unread.Kick();
+      const bool sent =
+          grpc::SerializationTraits<v1::BatchAck>::Serialize(ack, &out, &own).ok() &&
+          stream->Write(out);
+      unread.Pause();
+      if (!sent) {  // client went away, or read nothing for idle_timeout
         written = false;
         break;
       }
@@ -356,10 +382,18 @@ grpc::Status ServeApplyStream(
       stop = true;
       cv.notify_all();
     }
-    ctx->TryCancel();
+    if (idle) {
+      // The client gets this status (TryCancel would say only CANCELLED);
+      // cancelling also ends the reader's Read().
+      grpc_call_cancel_with_status(ctx->c_call(), GRPC_STATUS_DEADLINE_EXCEEDED,
+                                   status.error_message().c_str(), nullptr);
+    } else {
+      ctx->TryCancel();
+    }
   }
   reader.join();
   if (!status.ok()) return status;
+  if (unread.fired()) return unread.status();
   if (drained && bad_message != 0)
     return grpc::Status(
         grpc::StatusCode::INVALID_ARGUMENT,

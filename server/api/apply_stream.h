@@ -39,7 +39,11 @@
 //     parse, after the acks of the batches before it; DEADLINE_EXCEEDED or
 //     CANCELLED, with nothing more applied, when the call's deadline passes or
 //     it is cancelled before a group is committed; CANCELLED when the client
-//     goes away or the transport gives up.  On every path the reader thread
+//     goes away or the transport gives up; with an `idle_timeout`, when no
+//     batch has come for that long while every one before was acknowledged,
+//     DEADLINE_EXCEEDED "grpc.stream_idle_timeout_ms: ..." (the client gets
+//     that status: the call is cancelled with it), and the same when an ack
+//     could not be written for that long (the client reads none).  On every path the reader thread
 //     has been joined before it returns.
 // gRPC allows one Read and one Write in flight at a time on a stream, from
 // different threads: the reader only reads, the calling thread only writes.
@@ -49,6 +53,7 @@
 #ifndef FLOWCLASS_SERVER_API_APPLY_STREAM_H_
 #define FLOWCLASS_SERVER_API_APPLY_STREAM_H_
 
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -78,11 +83,13 @@ std::vector<v1::BatchAck> CommitGroup(Dataplane* dp, absl::Span<const GroupBatch
                                       const v1::ServerInstance* server = nullptr);
 
 // Serves one ApplyRules call (see above); `max_batch_ops` is the API's limit
-// of operations per batch; `server` goes on every ack when given.
+// of operations per batch; `server` goes on every ack when given;
+// `idle_timeout` 0: an idle stream stays open.
 grpc::Status ServeApplyStream(
     Dataplane* dp, uint64_t max_batch_ops, grpc::ServerContext* ctx,
     grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream,
-    const v1::ServerInstance* server = nullptr);
+    const v1::ServerInstance* server = nullptr,
+    std::chrono::milliseconds idle_timeout = std::chrono::milliseconds(0));
 
 // ---- shared with the other mutating calls of the service ----
 

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -12,6 +14,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/quote.h"
 #include "common/version.h"
 #include "dataplane/flow/packet_parser.h"
 #include "dataplane/rules/rule_format.h"
@@ -19,28 +22,25 @@
 #include "proto/pmd_stats_convert.h"
 #include "proto/rule_convert.h"
 #include "server/api/apply_stream.h"
+#include "server/api/grpc_auth.h"
+#include "server/api/idle_watchdog.h"
 
 namespace flowclass {
 namespace {
 
-// Counts an open streaming call; refuses one past the limit.
-class StreamSlot {
- public:
-  StreamSlot(std::atomic<uint32_t>* open, uint32_t limit) : open_(open) {
-    ok_ = open_->fetch_add(1) < limit;
+// The identity a streaming call is counted under (classifier_service.h).
+std::string StreamIdentity(grpc::ServerContext* ctx) {
+  if (std::shared_ptr<const grpc::AuthContext> ac = ctx->auth_context()) {
+    const std::vector<grpc::string_ref> v = ac->FindPropertyValues(kIdentityProperty);
+    if (!v.empty()) return std::string(v.front().data(), v.front().size());
   }
-  ~StreamSlot() { open_->fetch_sub(1); }
-  bool ok() const { return ok_; }
+  return absl::StrCat("connection ", ctx->peer());
+}
 
- private:
-  std::atomic<uint32_t>* open_;
-  bool ok_;
-};
-
-grpc::Status TooManyStreams(uint32_t limit) {
-  return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                      absl::StrCat("grpc.max_concurrent_streams: ", limit,
-                                   " streaming calls are already open"));
+// The status message of a stream closed by grpc.stream_idle_timeout_ms.
+std::string IdleMessage(const char* what, uint32_t ms, const char* after) {
+  return absl::StrCat("grpc.stream_idle_timeout_ms: ", what, " for ", ms,
+                      " ms; the server closed the stream", after);
 }
 
 // What only the PMD itself can read (cache occupancy, CD state, the
@@ -190,13 +190,49 @@ std::vector<v1::BatchAck> ClassifierService::ApplyGroup(absl::Span<const GroupBa
   return CommitGroup(dp_, batches, max_ops, &server_);
 }
 
+ClassifierService::StreamSlot::StreamSlot(ClassifierService* service,
+                                          grpc::ServerContext* ctx)
+    : service_(service) {
+  const uint32_t limit = service->config_.max_concurrent_streams;
+  const uint32_t share = StreamsPerIdentity(service->config_);
+  std::string key = StreamIdentity(ctx);
+  absl::MutexLock lock(&service->streams_mu_);
+  if (service->open_streams_ >= limit) {
+    status_ = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                           absl::StrCat("grpc.max_concurrent_streams: ", limit,
+                                        " streaming calls are already open"));
+    return;
+  }
+  uint32_t& mine = service->identity_streams_[key];
+  if (mine >= share) {
+    status_ = grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        absl::StrCat("grpc.max_streams_per_identity: ", QuoteForMessage(key, '"'),
+                     " already has ", mine, " streaming calls open (its share of the ", limit,
+                     " of grpc.max_concurrent_streams)"));
+    return;
+  }
+  ++mine;
+  ++service->open_streams_;
+  key_ = std::move(key);
+}
+
+ClassifierService::StreamSlot::~StreamSlot() {
+  if (!status_.ok()) return;
+  absl::MutexLock lock(&service_->streams_mu_);
+  --service_->open_streams_;
+  auto it = service_->identity_streams_.find(key_);
+  if (--it->second == 0) service_->identity_streams_.erase(it);
+}
+
 grpc::Status ClassifierService::ApplyRulesRaw(
     grpc::ServerContext* ctx,
     grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
   if (grpc::Status s = Restoring(); !s.ok()) return s;
-  StreamSlot slot(&open_streams_, config_.max_concurrent_streams);
-  if (!slot.ok()) return TooManyStreams(config_.max_concurrent_streams);
-  return ServeApplyStream(dp_, config_.max_batch_ops, ctx, stream, &server_);
+  StreamSlot slot(this, ctx);
+  if (!slot.status().ok()) return slot.status();
+  return ServeApplyStream(dp_, config_.max_batch_ops, ctx, stream, &server_,
+                          std::chrono::milliseconds(config_.stream_idle_timeout_ms));
 }
 
 // `what` names the call in errors; emit(v1::Rule&) may take the message
@@ -240,25 +276,38 @@ grpc::Status ClassifierService::ListRules(grpc::ServerContext* ctx,
                                           const v1::ListRulesRequest* req,
                                           grpc::ServerWriter<v1::Rule>* writer) {
   if (grpc::Status s = Restoring(); !s.ok()) return s;
-  StreamSlot slot(&open_streams_, config_.max_concurrent_streams);
-  if (!slot.ok()) return TooManyStreams(config_.max_concurrent_streams);
-  return ForEachListed(ctx, *req, "ListRules",
-                       [writer](v1::Rule& r) { return writer->Write(r); });
+  StreamSlot slot(this, ctx);
+  if (!slot.status().ok()) return slot.status();
+  IdleWatchdog watchdog(ctx, std::chrono::milliseconds(config_.stream_idle_timeout_ms),
+                        IdleMessage("the client read nothing", config_.stream_idle_timeout_ms,
+                                    ""));
+  watchdog.Pause();  // until the listing is built
+  grpc::Status st = ForEachListed(ctx, *req, "ListRules", [&](v1::Rule& r) {
+    watchdog.Kick();
+    return writer->Write(r);
+  });
+  return watchdog.fired() ? watchdog.status() : st;
 }
 
 grpc::Status ClassifierService::ListRulePages(grpc::ServerContext* ctx,
                                               const v1::ListRulesRequest* req,
                                               grpc::ServerWriter<v1::RulePage>* writer) {
   if (grpc::Status s = Restoring(); !s.ok()) return s;
-  StreamSlot slot(&open_streams_, config_.max_concurrent_streams);
-  if (!slot.ok()) return TooManyStreams(config_.max_concurrent_streams);
+  StreamSlot slot(this, ctx);
+  if (!slot.status().ok()) return slot.status();
+  IdleWatchdog watchdog(ctx, std::chrono::milliseconds(config_.stream_idle_timeout_ms),
+                        IdleMessage("the client read nothing", config_.stream_idle_timeout_ms,
+                                    ""));
+  watchdog.Pause();  // until the listing is built
   const size_t max_rules = req->page_size() ? req->page_size() : 1024;
   const size_t max_bytes = std::min<size_t>(config_.max_message_bytes / 2, 1u << 20);
   v1::RulePage page;
   size_t bytes = 0;
   bool open = true;  // the client still reads
   auto flush = [&] {
+    watchdog.Kick();
     open = writer->Write(page);
+    watchdog.Pause();
     page.clear_rules();
     bytes = 0;
     return open;
@@ -275,7 +324,7 @@ grpc::Status ClassifierService::ListRulePages(grpc::ServerContext* ctx,
     return true;
   });
   if (st.ok() && open && page.rules_size() > 0) flush();
-  return st;
+  return watchdog.fired() ? watchdog.status() : st;
 }
 
 grpc::Status ClassifierService::GetRule(grpc::ServerContext*,
@@ -312,11 +361,15 @@ grpc::Status ClassifierService::ReplaceRules(grpc::ServerContext* ctx,
                                              grpc::ServerReader<v1::RuleBatch>* reader,
                                              v1::BatchAck* resp) {
   if (grpc::Status s = Restoring(); !s.ok()) return s;
-  StreamSlot slot(&open_streams_, config_.max_concurrent_streams);
-  if (!slot.ok()) return TooManyStreams(config_.max_concurrent_streams);
+  StreamSlot slot(this, ctx);
+  if (!slot.status().ok()) return slot.status();
+  IdleWatchdog watchdog(ctx, std::chrono::milliseconds(config_.stream_idle_timeout_ms),
+                        IdleMessage("no batch", config_.stream_idle_timeout_ms,
+                                    "; nothing was replaced"));
   std::vector<Rule> rules;
   uint64_t n_msg = 0;
   for (v1::RuleBatch batch; reader->Read(&batch);) {
+    watchdog.Pause();  // converting is the server's time
     ++n_msg;
     for (int i = 0; i < batch.ops_size(); ++i) {
       const v1::RuleOp& op = batch.ops(i);
@@ -333,7 +386,10 @@ grpc::Status ClassifierService::ReplaceRules(grpc::ServerContext* ctx,
                                          "; nothing was replaced"));
       rules.push_back(std::move(converted.rule));
     }
+    watchdog.Kick();
   }
+  watchdog.Pause();
+  if (watchdog.fired()) return watchdog.status();
   if (grpc::Status s = CheckAlive(ctx, "ReplaceRules was applied"); !s.ok()) return s;
   absl::StatusOr<BatchResult> r = ReplaceAllByListing(*dp_, rules);
   if (!r.ok())
@@ -567,8 +623,8 @@ grpc::Status ClassifierService::DumpMegaflows(
     grpc::ServerContext* ctx, const v1::DumpMegaflowsRequest* req,
     grpc::ServerWriter<v1::DumpMegaflowsResponse>* writer) {
   if (grpc::Status s = Restoring(); !s.ok()) return s;
-  StreamSlot slot(&open_streams_, config_.max_concurrent_streams);
-  if (!slot.ok()) return TooManyStreams(config_.max_concurrent_streams);
+  StreamSlot slot(this, ctx);
+  if (!slot.status().ok()) return slot.status();
   MegaflowDumpRequest q;
   if (req->has_in_port()) q.filter.in_port = req->in_port();
   if (req->has_rule_id()) q.filter.rule_id = req->rule_id();
@@ -579,9 +635,15 @@ grpc::Status ClassifierService::DumpMegaflows(
   if (!dump.ok()) return ToGrpcStatus(dump.status());
   constexpr int kPage = 1024;
   v1::DumpMegaflowsResponse page;
+  IdleWatchdog watchdog(ctx, std::chrono::milliseconds(config_.stream_idle_timeout_ms),
+                        IdleMessage("the client read nothing", config_.stream_idle_timeout_ms,
+                                    ""));
+  watchdog.Pause();
   auto flush = [&] {
     *page.mutable_server() = server_;
+    watchdog.Kick();
     const bool ok = writer->Write(page);
+    watchdog.Pause();
     page.Clear();
     return ok;
   };
@@ -600,10 +662,11 @@ grpc::Status ClassifierService::DumpMegaflows(
     m->set_packets(e.packets);
     m->set_idle_ms(e.idle_ms);
     m->set_subtable(e.subtable);
-    if (page.megaflows_size() == kPage && !flush()) return grpc::Status::OK;  // client gone
+    if (page.megaflows_size() == kPage && !flush())  // client gone, or idle
+      return watchdog.fired() ? watchdog.status() : grpc::Status::OK;
   }
   if (page.megaflows_size() > 0 || dump->empty()) flush();
-  return grpc::Status::OK;
+  return watchdog.fired() ? watchdog.status() : grpc::Status::OK;
 }
 
 grpc::Status ClassifierService::ClearStats(grpc::ServerContext*, const v1::ClearStatsRequest*,

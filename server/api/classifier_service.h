@@ -7,9 +7,17 @@
 // lives in the Dataplane / RuleTable; the service adds the API's own limits:
 //   * max_batch_ops operations per RuleBatch (RESOURCE_EXHAUSTED ack, nothing
 //     applied, the stream goes on);
-//   * max_concurrent_streams open streaming calls (ApplyRules, ListRules and
-//     ListRulePages)
-//     server-wide: one more is refused with RESOURCE_EXHAUSTED;
+//   * max_concurrent_streams open streaming calls (ApplyRules, ReplaceRules,
+//     ListRules, ListRulePages, DumpMegaflows) server-wide, and
+//     StreamsPerIdentity of them per identity (the AuthContext's
+//     kIdentityProperty with authorization on; without it, the connection,
+//     told by ServerContext::peer): one more is refused with
+//     RESOURCE_EXHAUSTED naming the key (and the identity), so one client
+//     holding its share leaves the others theirs;
+//   * stream_idle_timeout_ms: a streaming call that makes no progress for
+//     that long is closed with DEADLINE_EXCEEDED "grpc.stream_idle_timeout_ms:
+//     ..." (idle_watchdog.h): ApplyRules and ReplaceRules that send nothing,
+//     any stream whose client reads nothing (acks, rules, megaflows);
 //   * deadlines: a batch or a mutating unary call whose deadline has passed
 //     (or whose call was cancelled) is not applied; the call ends with
 //     DEADLINE_EXCEEDED (CANCELLED).
@@ -38,9 +46,11 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
@@ -128,11 +138,30 @@ class ClassifierService final : public v1::Classifier::Service {
   grpc::Status Restoring() const;
   void SetInstance(const ServerInstanceInfo& instance);
 
+  // One open streaming call, counted server-wide and for its identity while
+  // it lives; status() is the refusal when it is one too many.
+  class StreamSlot {
+   public:
+    StreamSlot(ClassifierService* service, grpc::ServerContext* ctx);
+    ~StreamSlot();
+    StreamSlot(const StreamSlot&) = delete;
+    StreamSlot& operator=(const StreamSlot&) = delete;
+    const grpc::Status& status() const { return status_; }
+
+   private:
+    ClassifierService* service_;
+    std::string key_;  // "" when refused (nothing to give back)
+    grpc::Status status_;
+  };
+
   Dataplane* dp_;
   GrpcServerConfig config_;
   std::atomic<bool> restoring_;  // set until Restored()
   v1::ServerInstance server_;  // config_.instance, on every ack and answer
-  std::atomic<uint32_t> open_streams_{0};
+  absl::Mutex streams_mu_;
+  uint32_t open_streams_ ABSL_GUARDED_BY(streams_mu_) = 0;
+  // Open streaming calls per identity (entries at 0 are removed).
+  absl::flat_hash_map<std::string, uint32_t> identity_streams_ ABSL_GUARDED_BY(streams_mu_);
   // ClearStats' baseline (none before the first).
   absl::Mutex baseline_mu_;
   std::optional<DataplaneStats> baseline_ ABSL_GUARDED_BY(baseline_mu_);

@@ -73,6 +73,7 @@ TEST_F(ApiTest, LimitsBatchOpsRulesStreamsMessageSize) {
   GrpcServerConfig cfg;
   cfg.max_batch_ops = 10;
   cfg.max_concurrent_streams = 2;
+  cfg.max_streams_per_identity = 2;  // one connection may take both
   cfg.max_message_bytes = 64 * 1024;
   RuleTableLimits limits;
   limits.max_rules = 12;

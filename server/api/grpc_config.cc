@@ -124,7 +124,20 @@ absl::Status ValidateGrpcServerConfig(const GrpcServerConfig& c) {
   if (c.max_batch_ops < 1) return bad("max_batch_ops", "must be at least 1");
   if (c.max_concurrent_streams < 1)
     return bad("max_concurrent_streams", "must be at least 1");
+  if (c.max_streams_per_identity > c.max_concurrent_streams)
+    return bad("max_streams_per_identity",
+               absl::StrCat(c.max_streams_per_identity, " is above max_concurrent_streams (",
+                            c.max_concurrent_streams, "): one identity could hold every slot"));
+  if (c.handshake_timeout_ms < 1) return bad("handshake_timeout_ms", "must be at least 1");
+  if (c.keepalive_time_ms < 1) return bad("keepalive_time_ms", "must be at least 1");
+  if (c.keepalive_timeout_ms < 1) return bad("keepalive_timeout_ms", "must be at least 1");
+  if (c.max_connection_idle_ms < 1) return bad("max_connection_idle_ms", "must be at least 1");
   return absl::OkStatus();
+}
+
+uint32_t StreamsPerIdentity(const GrpcServerConfig& c) {
+  if (c.max_streams_per_identity != 0) return c.max_streams_per_identity;
+  return c.max_concurrent_streams / 4 > 0 ? c.max_concurrent_streams / 4 : 1;
 }
 
 absl::StatusOr<GrpcTlsPem> LoadGrpcTlsFiles(const GrpcServerConfig& c) {

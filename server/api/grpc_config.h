@@ -72,6 +72,26 @@ struct GrpcServerConfig {
   uint32_t max_message_bytes = 4u << 20;   // per message, both directions
   uint32_t max_batch_ops = 100000;         // operations per RuleBatch
   uint32_t max_concurrent_streams = 32;    // open streaming calls, server-wide
+  // Open streaming calls of one identity (its AuthContext identity with
+  // authorization on, else its connection); 0: max_concurrent_streams / 4,
+  // at least 1 (StreamsPerIdentity).  At most max_concurrent_streams.
+  uint32_t max_streams_per_identity = 0;
+  // A streaming call without progress for this long (ApplyRules or
+  // ReplaceRules sending nothing, a client reading nothing) is closed with
+  // DEADLINE_EXCEEDED (classifier_service.h); 0: never.
+  uint32_t stream_idle_timeout_ms = 60000;
+  // A connection whose TLS / HTTP/2 set-up is not done by then is closed.
+  uint32_t handshake_timeout_ms = 10000;
+  // The server pings a connection idle for keepalive_time_ms and closes it
+  // when no answer comes within keepalive_timeout_ms (a peer that vanished
+  // frees its streams).
+  uint32_t keepalive_time_ms = 60000;
+  uint32_t keepalive_timeout_ms = 20000;
+  // Keepalive enforcement: a client that pings more often than this without
+  // sending data is answered GOAWAY (too_many_pings) after 2 such pings.
+  uint32_t min_client_ping_interval_ms = 10000;
+  // A connection with no call open for this long is closed (GOAWAY).
+  uint32_t max_connection_idle_ms = 300000;
   GrpcAuthConfig auth;
   ServerInstanceInfo instance;             // not a YAML key (see above)
   // Not a YAML key: non-empty ("restoring 1000 rules"), the Classifier
@@ -82,6 +102,9 @@ struct GrpcServerConfig {
   // unset = stdout.
   std::function<void(const std::string&)> audit_sink;
 };
+
+// grpc.max_streams_per_identity, or its default when 0 (see above).
+uint32_t StreamsPerIdentity(const GrpcServerConfig& config);
 
 // Whether calls are authenticated and role-checked (see above).
 bool GrpcAuthEnabled(const GrpcServerConfig& config);

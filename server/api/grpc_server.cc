@@ -27,6 +27,9 @@ namespace flowclass {
 namespace {
 
 constexpr int kUnaryStreamHeadroom = 16;
+// Pings without data closer than min_client_ping_interval_ms before GOAWAY
+// (gRPC's own default).
+constexpr int kMaxPingStrikes = 2;
 // How often gRPC looks at the private TLS copies (its minimum is 1 s).
 constexpr unsigned kTlsPollSeconds = 1;
 
@@ -244,6 +247,26 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                              static_cast<int>(config.max_concurrent_streams) +
                                  kUnaryStreamHeadroom);
+  // Connections: a set-up that never finishes, a peer that vanished (no
+  // answer to the server's keepalive ping), a connection left without calls
+  // are closed; a client pinging more often than min_client_ping_interval_ms
+  // without data gets GOAWAY after kMaxPingStrikes such pings.
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                             static_cast<int>(config.handshake_timeout_ms));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
+                             static_cast<int>(config.keepalive_time_ms));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                             static_cast<int>(config.keepalive_timeout_ms));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             static_cast<int>(config.min_client_ping_interval_ms));
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, kMaxPingStrikes);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                             static_cast<int>(config.max_connection_idle_ms));
+  // gRPC sets SO_REUSEPORT by default: a second process that holds the port
+  // with it would share the connections with this one, and the daemon would
+  // start as if it had the port alone.  Without it, bind fails (exit 3).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.experimental().SetInterceptorCreators(std::move(icpt));
   server->server_ = builder.BuildAndStart();
   if (!server->server_ || port == 0) {
@@ -252,7 +275,8 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(
   if (!server)
     return absl::UnavailableError(absl::StrCat(
         "grpc.address/port: cannot listen on ", GrpcListenAddress(config),
-        " (in use, or not an address of this host)"));
+        " (in use, also by a process that holds it with SO_REUSEPORT, or not an address "
+        "of this host)"));
   server->port_ = port;
   if (readiness) {
     server->readiness_ = readiness;

@@ -15,8 +15,14 @@
 // and the configured limits: max_message_bytes for receive and send,
 // max_concurrent_streams open streaming calls server-wide (one more is
 // refused with RESOURCE_EXHAUSTED; the HTTP/2 per-connection stream limit is
-// set 16 above it so unary calls still pass), max_batch_ops per RuleBatch.  With port 0 the kernel picks a
-// free port; port() tells which.  Errors: INVALID_ARGUMENT naming the config
+// set 16 above it so unary calls still pass), max_streams_per_identity of
+// them per identity and stream_idle_timeout_ms (classifier_service.h),
+// max_batch_ops per RuleBatch; per connection handshake_timeout_ms,
+// keepalive_time_ms / keepalive_timeout_ms (the server's pings),
+// min_client_ping_interval_ms (GOAWAY for clients pinging more often) and
+// max_connection_idle_ms.  SO_REUSEPORT is off: a port another process
+// holds, with SO_REUSEPORT or not, is UNAVAILABLE, never shared.  With port
+// 0 the kernel picks a free port; port() tells which.  Errors: INVALID_ARGUMENT naming the config
 // key; NOT_FOUND for a TLS file that cannot be read; UNAVAILABLE when the
 // address cannot be bound.
 //

@@ -23,22 +23,25 @@ TEST(MetricsConfigTest, DefaultsAreOffOnLoopback9464) {
   EXPECT_FALSE(c->metrics.enabled);
   EXPECT_EQ(c->metrics.address, "127.0.0.1:9464");
   EXPECT_EQ(c->metrics.top_subtables, 8u);
-  EXPECT_EQ(c->metrics.threads, 2u);
+  EXPECT_EQ(c->metrics.threads, 4u);
+  EXPECT_EQ(c->metrics.request_timeout_ms, 5000u);
   EXPECT_THAT(DescribeConfig(*c), HasSubstr("metrics: off"));
 }
 
 TEST(MetricsConfigTest, ParsesEveryKeyAndOverrides) {
   auto c = ParseConfig(std::string(kBase) +
                            "metrics: {enabled: true, address: \"10.1.2.3:9500\", "
-                           "top_subtables: 3, threads: 4}\n",
+                           "top_subtables: 3, threads: 6, request_timeout_ms: 2000}\n",
                        {"metrics.top_subtables=5"});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_TRUE(c->metrics.enabled);
   EXPECT_EQ(c->metrics.address, "10.1.2.3:9500");
   EXPECT_EQ(c->metrics.top_subtables, 5u);
-  EXPECT_EQ(c->metrics.threads, 4u);
+  EXPECT_EQ(c->metrics.threads, 6u);
+  EXPECT_EQ(c->metrics.request_timeout_ms, 2000u);
   EXPECT_THAT(DescribeConfig(*c),
-              HasSubstr("metrics: http://10.1.2.3:9500/metrics top_subtables 5"));
+              HasSubstr("metrics: http://10.1.2.3:9500/metrics top_subtables 5 threads 6 "
+                        "request_timeout_ms 2000"));
 }
 
 TEST(MetricsConfigTest, ErrorsNameTheKey) {
@@ -47,6 +50,7 @@ TEST(MetricsConfigTest, ErrorsNameTheKey) {
       {"metrics.address=127.0.0.1:70000", "metrics.address"},
       {"metrics.top_subtables=1001", "metrics.top_subtables: 1001 is outside 0..1000"},
       {"metrics.threads=0", "metrics.threads: 0 is outside 1..64"},
+      {"metrics.request_timeout_ms=50", "metrics.request_timeout_ms"},
       {"metrics.enabled=maybe", "metrics.enabled: \"maybe\" is not a boolean"},
       {"metrics.adress=1.2.3.4:5", "metrics.adress: unknown key"},
   };

@@ -7,6 +7,8 @@
 #include <exception>
 #include <map>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "prometheus/client_metric.h"
@@ -127,8 +129,15 @@ absl::StatusOr<std::unique_ptr<MetricsExporter>> MetricsExporter::Start(
   e->callbacks_ = std::make_unique<CivetCallbacks>();
   if (readiness) e->callbacks_->begin_request = BeginRequest;
   try {
-    e->exposer_ = std::make_unique<prometheus::Exposer>(options.address, options.threads,
-                                                        e->callbacks_.get());
+    // civetweb's own options: its request timeout bounds a request's
+    // arrival (and each read and write), keep-alive stays off (a scrape is
+    // one request per connection).
+    e->exposer_ = std::make_unique<prometheus::Exposer>(
+        std::vector<std::string>{"listening_ports", options.address, "num_threads",
+                                 absl::StrCat(options.threads), "request_timeout_ms",
+                                 absl::StrCat(options.request_timeout_ms),
+                                 "enable_keep_alive", "no"},
+        e->callbacks_.get());
   } catch (const std::exception& ex) {
     return absl::UnavailableError(absl::StrCat(
         "metrics.address: cannot listen on ", options.address, ": ", ex.what()));

@@ -4,11 +4,18 @@
 // errors naming the metrics.* key.
 #include "server/metrics/metrics_exporter.h"
 
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
 #include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -188,12 +195,14 @@ TEST(MetricsExporterTest, OptionErrorsNameTheKey) {
        "not resolve to an IPv4 address"},
       {"127.0.0.1:0", 1001, 2, "metrics.top_subtables: 1001 is outside 0..1000"},
       {"127.0.0.1:0", 8, 0, "metrics.threads: 0 is outside 1..64"},
+      {"127.0.0.1:0", 8, 2, "metrics.request_timeout_ms: 99 is outside 100..600000"},
   };
   for (const Case& c : cases) {
     MetricsOptions o;
     o.address = c.address;
     o.top_subtables = c.top;
     o.threads = c.threads;
+    if (absl::StrContains(c.want, "request_timeout_ms")) o.request_timeout_ms = 99;
     auto e = MetricsExporter::Start(o, &fake, nullptr);
     ASSERT_FALSE(e.ok()) << c.address;
     EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument) << c.address;
@@ -206,6 +215,64 @@ TEST(MetricsExporterTest, OptionErrorsNameTheKey) {
   const absl::Status s6 = ValidateMetricsOptions(v6);
   EXPECT_EQ(s6.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s6.message()), HasSubstr("metrics.address: \"[::1]:9464\": IPv6"));
+}
+
+// A raw connection to 127.0.0.1:port that sent `bytes` (a request's start).
+int HalfOpen(int port, const std::string& bytes) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(bytes.size())) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// The lockout of the issue: as many half-open requests as there are server
+// threads (one that stopped, one that trickles a byte every 100 ms) blinded
+// /metrics for as long as they stayed open.  With metrics.request_timeout_ms
+// they are closed, and a scrape is answered within the timeout.
+TEST(MetricsExporterTest, HalfOpenRequestsDoNotBlindMetrics) {
+  FakeDataplane fake;
+  MetricsOptions o = Local();
+  o.threads = 2;
+  o.request_timeout_ms = 500;
+  auto exporter = MetricsExporter::Start(o, &fake, nullptr);
+  ASSERT_TRUE(exporter.ok()) << exporter.status();
+  const int port = (*exporter)->port();
+  const int stalled = HalfOpen(port, "GET /metrics HTTP/1.1\r\nHost: x\r\n");
+  const int trickling = HalfOpen(port, "GET /metrics HTTP/1.1\r\n");
+  ASSERT_GE(stalled, 0);
+  ASSERT_GE(trickling, 0);
+  std::atomic<bool> stop{false};
+  std::thread loris([&] {
+    while (!stop) {
+      if (send(trickling, "X", 1, MSG_NOSIGNAL) != 1) return;  // closed by the server
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // both hold a thread
+  const auto t0 = std::chrono::steady_clock::now();
+  const HttpResponse r = HttpGet("127.0.0.1", port, "/metrics", 10000);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(r.status, 200);
+  EXPECT_LT(took, std::chrono::seconds(3));
+  // The stalled one was closed by the server (EOF after any error answer).
+  char buf[4096];
+  timeval tv{5, 0};
+  setsockopt(stalled, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  ssize_t n = 0;
+  while ((n = recv(stalled, buf, sizeof(buf), 0)) > 0) {
+  }
+  EXPECT_EQ(n, 0) << "the stalled connection is still open after 5 s";
+  stop = true;
+  loris.join();
+  close(stalled);
+  close(trickling);
 }
 
 TEST(MetricsExporterTest, BusyAddressIsUnavailable) {

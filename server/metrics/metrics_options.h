@@ -32,8 +32,14 @@ struct MetricsOptions {
   // metrics.top_subtables: per PMD, the N subtables with most hits get their
   // own series; the rest are summed per (pmd, port) into subtable="other".
   uint32_t top_subtables = 8;
-  // metrics.threads: HTTP server threads (concurrent scrapes).
-  uint32_t threads = 2;
+  // metrics.threads: HTTP server threads (concurrent scrapes; a connection
+  // holds one while its request is read and answered).
+  uint32_t threads = 4;
+  // metrics.request_timeout_ms: a connection whose request has not fully
+  // arrived (or whose answer cannot be sent) within this is closed, so that
+  // half-open connections cannot hold every thread (civetweb's
+  // request_timeout_ms, which also bounds each read and write).
+  uint32_t request_timeout_ms = 5000;
 };
 
 namespace internal_metrics {
@@ -53,8 +59,8 @@ inline bool SplitAddress(const std::string& a, std::string* host, int* port) {
 
 // INVALID_ARGUMENT naming the key: metrics.address must be "host:port" (IPv4,
 // a name, or "[v6]:port") with port 0..65535; metrics.top_subtables 0..1000;
-// metrics.threads 1..64.  Inline so that the config parser (which does not
-// link prometheus-cpp) can use it.
+// metrics.threads 1..64; metrics.request_timeout_ms 100..600000.  Inline so
+// that the config parser (which does not link prometheus-cpp) can use it.
 inline absl::Status ValidateMetricsOptions(const MetricsOptions& o) {
   std::string host;
   int port = 0;
@@ -95,6 +101,9 @@ inline absl::Status ValidateMetricsOptions(const MetricsOptions& o) {
   if (o.threads < 1 || o.threads > 64)
     return absl::InvalidArgumentError(
         absl::StrCat("metrics.threads: ", o.threads, " is outside 1..64"));
+  if (o.request_timeout_ms < 100 || o.request_timeout_ms > 600000)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "metrics.request_timeout_ms: ", o.request_timeout_ms, " is outside 100..600000"));
   return absl::OkStatus();
 }
 

@@ -5,7 +5,9 @@
 // that a rejected file changes nothing, and that every packet is accounted
 // for at exit.  Each daemon gets its own --file-prefix and is stopped by PID.
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -754,6 +756,46 @@ TEST(GrpcFlowclassdTest, UnreachableServerAndPlaintextRemoteConfig) {
   EXPECT_THAT(wrong.out, HasSubstr("grpc.tls_key_file: \"" + dir.File("cert.pem") +
                                    "\" holds no PEM private key"));
   EXPECT_THAT(wrong.out, Not(HasSubstr("flowclassd: running")));
+}
+
+// Another process holds the gRPC port with SO_REUSEPORT (as a second
+// flowclassd on the same node would): flowclassd must not share it (gRPC
+// sets SO_REUSEPORT by default, and it started and shared the connections)
+// but exit 3 saying it cannot listen there.
+TEST(GrpcFlowclassdTest, PortHeldWithReusePortIsAConfigError) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  const int one = 1;
+  ASSERT_EQ(::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)), 0);
+  ASSERT_EQ(::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)), 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(::listen(fd, 8), 0);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const int port = ntohs(a.sin_port);
+
+  TempDir dir("flowclass_grpc_reuseport");
+  WritePcap(dir.File("in.pcap"), {PacketBuilder()
+                                      .Eth(0x020000000001, 0x020000000002)
+                                      .Ipv4(0xc0a80001, 0x0a000001)
+                                      .Udp(1000, 2000)
+                                      .PadTo(64)
+                                      .Build()});
+  WriteFile(dir.File("d.yaml"), DaemonConfig(dir, ""));
+  const std::string prefix = absl::StrCat("fcgrpc_reuse_", getpid());
+  const CmdResult r = RunCommand(absl::StrCat(
+      "timeout 60 ", kDaemon, " --file-prefix ", prefix, " -c ", dir.File("d.yaml"),
+      " --set run.duration_s=5 --set grpc.port=", port, " 2>&1"));
+  RemoveEalRuntimeDir(prefix);
+  ::close(fd);
+  EXPECT_EQ(r.code, 3) << r.out;
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat("grpc.address/port: cannot listen on 127.0.0.1:",
+                                            port, " (in use, also by a process that holds it "
+                                                  "with SO_REUSEPORT")));
+  EXPECT_THAT(r.out, Not(HasSubstr("grpc open on")));
 }
 
 }  // namespace
