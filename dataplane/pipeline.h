@@ -158,6 +158,15 @@ class PipelineClock {
   virtual uint64_t NowMs() const = 0;
 };
 
+// A clock that moves only when told (`now` is the time): the fake clock of
+// the expiry / rate-limit tests and the simulated hour of soak_benchmark.
+class ManualPipelineClock : public PipelineClock {
+ public:
+  explicit ManualPipelineClock(uint64_t start_ms = 1000) : now(start_ms) {}
+  uint64_t NowMs() const override { return now; }
+  uint64_t now;
+};
+
 // Where this pipeline would classify a key right now (Pipeline::Trace).
 struct PipelineTrace {
   // "emc", "smc", "cd" (the Cuckoo Distributor's suggested subtable hit),

@@ -17,12 +17,6 @@
 namespace flowclass {
 namespace {
 
-class FakeClock : public PipelineClock {
- public:
-  uint64_t NowMs() const override { return now; }
-  uint64_t now = 1000;
-};
-
 constexpr int kRules = 3000;  // one /32 rule, so one megaflow, per key
 
 FlowKey KeyOf(int i, uint32_t in_port) {
@@ -54,7 +48,7 @@ struct Fixture {
     for (int t = 0; t < times; ++t) pipeline->ProcessBurst(&k, 1, &v);
   }
   RuleTable table;
-  FakeClock clock;
+  ManualPipelineClock clock;
   std::unique_ptr<Pipeline> pipeline;
 };
 

@@ -20,12 +20,6 @@
 namespace flowclass {
 namespace {
 
-class FakeClock : public PipelineClock {
- public:
-  uint64_t NowMs() const override { return now; }
-  uint64_t now = 5000;
-};
-
 void CheckCountersAddUp(const PmdStats& s) {
   EXPECT_EQ(s.packets,
             s.emc_hits + s.smc_hits + s.megaflow_hits + s.upcall_ok + s.upcall_failed);
@@ -71,7 +65,7 @@ TEST(PipelineExpiry, IdleMegaflowsGoUsedOnesStayAtEveryLayer) {
   for (Layer layer : {Layer::kEmc, Layer::kSmc, Layer::kCd, Layer::kDpcls}) {
     SCOPED_TRACE(LayerName(layer));
     TwoRules two;
-    FakeClock clock;
+    ManualPipelineClock clock(5000);
     auto p = Pipeline::Create(ConfigHittingAt(layer, 1000));
     ASSERT_TRUE(p.ok()) << p.status();
     Pipeline& pl = **p;
@@ -127,7 +121,7 @@ TEST(PipelineExpiry, IdleMegaflowsGoUsedOnesStayAtEveryLayer) {
 
 TEST(PipelineExpiry, ZeroMaxIdleNeverExpiresAndTheSettingMovesAtRunTime) {
   TwoRules two;
-  FakeClock clock;
+  ManualPipelineClock clock(5000);
   auto p = Pipeline::Create(ConfigHittingAt(Layer::kEmc, 0));
   ASSERT_TRUE(p.ok());
   Pipeline& pl = **p;
@@ -160,7 +154,7 @@ TEST(PipelineExpiry, SweepsAreBoundedAndCoverEveryMegaflow) {
     ops.push_back(RuleOp::Insert(
         Ipv4SrcRule(i + 1, 10, 0x0a000000 + (uint32_t(i) << 8), 24, Action::Output(1))));
   ASSERT_TRUE(table.ApplyBatch(ops).ok());
-  FakeClock clock;
+  ManualPipelineClock clock(5000);
   auto p = Pipeline::Create(ConfigHittingAt(Layer::kEmc, 1000));
   ASSERT_TRUE(p.ok());
   Pipeline& pl = **p;
@@ -267,7 +261,7 @@ TEST_P(PipelineExpiryDifferential, NoStaleVerdictAcrossExpiry) {
     auto p = Pipeline::Create(cfg);
     ASSERT_TRUE(p.ok()) << p.status();
     Pipeline& pl = **p;
-    FakeClock clock;
+    ManualPipelineClock clock(5000);
     pl.SetClock(&clock);
     pl.SetRuleTable(table.get());
 

@@ -19,12 +19,6 @@
 namespace flowclass {
 namespace {
 
-class FakeClock : public PipelineClock {
- public:
-  uint64_t NowMs() const override { return now; }
-  uint64_t now = 1000;
-};
-
 struct SoakResult {
   uint64_t max_megaflows = 0;      // the most alive at once while scanning
   uint64_t scan_end_megaflows = 0;
@@ -56,7 +50,7 @@ SoakResult Soak(const PipelineConfig& cfg, uint32_t rate, uint64_t scan_ms, uint
   EXPECT_TRUE(p.ok()) << p.status();
   if (!p.ok()) return r;
   Pipeline& pl = **p;
-  FakeClock clock;
+  ManualPipelineClock clock;
   pl.SetClock(&clock);
   pl.SetRuleTable(&table);
   auto account = [&](const FlowKey* keys, const Verdict* v, int n) {

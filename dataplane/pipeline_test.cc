@@ -771,12 +771,6 @@ TEST(Pipeline, TraceFollowsTheLayersAndCountsNothing) {
   }
 }
 
-class StoppedClock : public PipelineClock {
- public:
-  uint64_t NowMs() const override { return now; }
-  uint64_t now = 5000;
-};
-
 // With the upcall rate limit on, Trace of a miss says "upcall_limited" while
 // the port's bucket is empty (what ProcessBurst would then do: drop, or
 // classify without installing), "upcall" once it has refilled or on another
@@ -794,7 +788,7 @@ TEST(Pipeline, TraceSaysUpcallLimitedWhenThePortsBudgetIsSpent) {
     cfg.upcall_limit_action = action;
     auto p = Pipeline::Create(cfg);
     ASSERT_TRUE(p.ok()) << p.status();
-    StoppedClock clock;
+    ManualPipelineClock clock(5000);
     (*p)->SetClock(&clock);
     (*p)->SetRuleTable(&table);
     // Three keys of three megaflows (10/8 matches; 11/8 and 12/8 do not).

@@ -20,12 +20,6 @@
 namespace flowclass {
 namespace {
 
-class FakeClock : public PipelineClock {
- public:
-  uint64_t NowMs() const override { return now; }
-  uint64_t now = 5000;
-};
-
 // What the PMD makes of the verdicts (pmd.cc): forwarded, or dropped for
 // exactly one reason.
 struct Fates {
@@ -76,7 +70,7 @@ PipelineConfig Limited(uint32_t rate, uint32_t burst, UpcallLimitAction action) 
 }
 
 TEST(PipelineUpcallLimit, BurstThenRateAndTheCountersAddUp) {
-  FakeClock clock;
+  ManualPipelineClock clock(5000);
   auto p = Pipeline::Create(Limited(1000, 10, UpcallLimitAction::kDrop));
   ASSERT_TRUE(p.ok()) << p.status();
   Pipeline& pl = **p;
@@ -141,7 +135,7 @@ TEST(PipelineUpcallLimit, BurstThenRateAndTheCountersAddUp) {
 }
 
 TEST(PipelineUpcallLimit, RatesBelowOnePerMillisecondAccumulate) {
-  FakeClock clock;
+  ManualPipelineClock clock(5000);
   auto p = Pipeline::Create(Limited(100, 1, UpcallLimitAction::kDrop));  // 1 per 10 ms
   ASSERT_TRUE(p.ok());
   Pipeline& pl = **p;
@@ -179,7 +173,7 @@ TEST(PipelineUpcallLimit, NothingIsClassifiedWronglyWhenTheLimitsBite) {
       for (const Rule& r : rules) ops.push_back(RuleOp::Insert(r));
       ASSERT_TRUE(table.ApplyBatch(ops).ok());
       ReferenceClassifier ref(rules);
-      FakeClock clock;
+      ManualPipelineClock clock(5000);
       PipelineConfig cfg = Limited(2000, 8, action);
       cfg.smc = true;
       cfg.cd.mode = CdMode::kOn;
@@ -246,7 +240,7 @@ TEST(PipelineUpcallLimit, AFloodOnOnePortLeavesAnotherPortsTrafficAlone) {
   ASSERT_TRUE(table.ApplyBatch(ops).ok());
   for (const bool limited : {true, false}) {
     SCOPED_TRACE(limited ? "limited" : "unlimited");
-    FakeClock clock;
+    ManualPipelineClock clock(5000);
     PipelineConfig cfg = Limited(0, 50, UpcallLimitAction::kDrop);
     cfg.emc_config.entries = 1024;
     cfg.emc_config.insert_inv_prob = 1;
@@ -343,7 +337,7 @@ TEST(PipelineRareMask, RareMasksStayOutPopularOnesGetIn) {
   rule.match.SetExact(Field::kTpDst, 80);
   RuleTable table;
   ASSERT_TRUE(table.ApplyBatch({RuleOp::Insert(rule)}).ok());
-  FakeClock clock;
+  ManualPipelineClock clock(5000);
   PipelineConfig cfg;
   cfg.emc = false;
   cfg.cd.mode = CdMode::kOff;

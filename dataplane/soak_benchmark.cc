@@ -74,12 +74,6 @@ struct Options {
   uint64_t seed = 1;
 };
 
-class SimClock : public PipelineClock {
- public:
-  uint64_t NowMs() const override { return now; }
-  uint64_t now = 1000;
-};
-
 // One simulated minute's figures (deltas over it, but megaflows: a level).
 struct Sample {
   uint64_t end_s = 0;
@@ -200,7 +194,7 @@ int Main(int argc, char** argv) {
     return 1;
   }
   Pipeline& pl = **p;
-  SimClock clock;
+  ManualPipelineClock clock;
   pl.SetClock(&clock);
   pl.SetRuleTable(&table);
   std::printf("pipeline: megaflow_max_idle_ms %u max_megaflows %u upcall_rate %u upcall_burst %u "

@@ -233,6 +233,28 @@ class LockoutTest : public ::testing::Test {
     s->acked = s->rw->Write(Batch(1, {})) && s->rw->Read(&ack) && ack.status_code() == kOk;
     return s;
   }
+  // Another controller (`token`, its own connection through the client
+  // library) adds rule `id`, lists it and deletes it: none of it is locked out.
+  void ExpectControllerNotLockedOut(const std::string& token, uint64_t id) {
+    ClientOptions o;
+    o.target = server_->target();
+    o.plaintext = true;
+    o.token = token;
+    auto c = FlowclassClient::Connect(o);
+    ASSERT_TRUE(c.ok()) << c.status();
+    std::vector<RuleOp> ops(1);
+    ASSERT_TRUE(RuleOpFromProto(Insert(MakeRule(id)), &ops[0]).ok());
+    absl::StatusOr<ApplyResult> r = (*c)->ApplyOps(ops, {});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_FALSE(r->first_error.has_value());
+    absl::StatusOr<std::vector<v1::Rule>> listed = (*c)->ListRules();
+    ASSERT_TRUE(listed.ok()) << listed.status();
+    EXPECT_EQ(listed->size(), 1u);
+    r = (*c)->ApplyOps({RuleOp::Delete(id)}, {});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_FALSE(r->first_error.has_value());
+    EXPECT_TRUE(fake_.ListRules().empty());
+  }
   // Open, retried for up to 2 s: the client may see a stream's end before
   // the server's handler has returned and given its slot back.
   std::unique_ptr<Stream> OpenSoon(v1::Classifier::Stub* stub, const std::string& token = "") {
@@ -293,24 +315,7 @@ TEST_F(LockoutTest, OneIdentityHoldingItsShareLeavesTheOthersTheirs) {
   EXPECT_THAT(st.error_message(), HasSubstr("ci-a"));
   EXPECT_THAT(st.error_message(), HasSubstr("already has 2 streaming calls open"));
   // B, on another connection: add-rules, dump-rules, del-rules pass.
-  ClientOptions o;
-  o.target = server_->target();
-  o.plaintext = true;
-  o.token = kTokenB;
-  auto b = FlowclassClient::Connect(o);
-  ASSERT_TRUE(b.ok()) << b.status();
-  std::vector<RuleOp> ops(1);
-  ASSERT_TRUE(RuleOpFromProto(Insert(MakeRule(5)), &ops[0]).ok());
-  absl::StatusOr<ApplyResult> r = (*b)->ApplyOps(ops, {});
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_FALSE(r->first_error.has_value());
-  absl::StatusOr<std::vector<v1::Rule>> listed = (*b)->ListRules();
-  ASSERT_TRUE(listed.ok()) << listed.status();
-  EXPECT_EQ(listed->size(), 1u);
-  r = (*b)->ApplyOps({RuleOp::Delete(5)}, {});
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_FALSE(r->first_error.has_value());
-  EXPECT_TRUE(fake_.ListRules().empty());
+  ExpectControllerNotLockedOut(kTokenB, 5);
   // A's slots come back when its streams end.
   held.front()->rw->WritesDone();
   EXPECT_TRUE(Ended(held.front().get()).ok());
@@ -333,22 +338,7 @@ TEST_F(LockoutTest, ThirtyTwoIdleStreamsOfOneControllerWithTheDefaults) {
     open += held.back()->acked ? 1 : 0;
   }
   EXPECT_EQ(open, 8);
-  ClientOptions o;
-  o.target = server_->target();
-  o.plaintext = true;
-  o.token = kTokenB;
-  auto b = FlowclassClient::Connect(o);
-  ASSERT_TRUE(b.ok()) << b.status();
-  std::vector<RuleOp> ops(1);
-  ASSERT_TRUE(RuleOpFromProto(Insert(MakeRule(9)), &ops[0]).ok());
-  absl::StatusOr<ApplyResult> r = (*b)->ApplyOps(ops, {});
-  ASSERT_TRUE(r.ok()) << r.status();
-  absl::StatusOr<std::vector<v1::Rule>> listed = (*b)->ListRules();
-  ASSERT_TRUE(listed.ok()) << listed.status();
-  EXPECT_EQ(listed->size(), 1u);
-  r = (*b)->ApplyOps({RuleOp::Delete(9)}, {});
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_TRUE(fake_.ListRules().empty());
+  ExpectControllerNotLockedOut(kTokenB, 9);
   for (auto& h : held) h->ctx.TryCancel();
 }
 

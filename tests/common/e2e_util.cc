@@ -181,6 +181,27 @@ int ChildProcess::Wait(double seconds) {
   return -1;
 }
 
+int ChildProcess::Stop(double seconds) {
+  Signal(SIGTERM);
+  return Wait(seconds);
+}
+
+std::string WaitForOutputAfter(ChildProcess& p, const std::string& tag, double seconds,
+                               const std::string& stop) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    for (absl::string_view line : absl::StrSplit(p.Output(), '\n')) {
+      const size_t at = line.find(tag);
+      if (at == absl::string_view::npos) continue;
+      line.remove_prefix(at + tag.size());
+      return std::string(line.substr(0, line.find_first_of(stop)));
+    }
+    if (!p.Running()) return "";
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return "";
+}
+
 namespace {
 std::vector<std::string> EalArgv(const std::string& binary,
                                  std::vector<std::string> args,

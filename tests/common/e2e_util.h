@@ -71,6 +71,8 @@ class ChildProcess {
   // Exit code; -1 on timeout (the process is then killed), -2 when it was
   // ended by a signal.
   int Wait(double seconds);
+  // SIGTERM, then Wait(seconds): a daemon's clean stop.
+  int Stop(double seconds);
   // False once the process has exited (reaps it; Wait() then returns -2).
   bool Running();
   std::string Output() const { return ReadFile(out_); }
@@ -96,6 +98,13 @@ class EalDaemonProcess : public ChildProcess {
  private:
   std::string prefix_;
 };
+
+// The text after `tag` on the first line of `p`'s output that contains it,
+// up to the first character of `stop` (or the line's end): e.g. the address
+// of "flowclassd: grpc listening on 127.0.0.1:PORT (...)".  "" after
+// `seconds`, or once `p` exited without printing it.
+std::string WaitForOutputAfter(ChildProcess& p, const std::string& tag, double seconds,
+                               const std::string& stop = " ");
 
 // Removes EAL's runtime directory of a unique --file-prefix (root:
 // /var/run/dpdk, others: $XDG_RUNTIME_DIR/dpdk or /tmp/dpdk).

@@ -43,26 +43,6 @@ class Daemon : public EalDaemonProcess {
   Daemon(const TempDir& dir, const std::string& name, const std::vector<std::string>& args)
       : EalDaemonProcess(kDaemon, args, absl::StrCat("fcacl_", name, "_", getpid()),
                          dir.File(name + ".txt")) {}
-  // The value after `tag` on the first output line that starts with it, up
-  // to a space or '/'; "" after `seconds` or when the daemon exited.
-  std::string WaitForLine(absl::string_view tag, double seconds) {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-    while (std::chrono::steady_clock::now() < end) {
-      for (absl::string_view line : absl::StrSplit(Output(), '\n')) {
-        const size_t at = line.find(tag);
-        if (at == absl::string_view::npos) continue;
-        line.remove_prefix(at + tag.size());
-        return std::string(line.substr(0, line.find_first_of(" /")));
-      }
-      if (!Running()) return "";
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return "";
-  }
-  int Stop(double seconds) {
-    Signal(SIGTERM);
-    return Wait(seconds);
-  }
 };
 
 std::string Config(const TempDir& dir) {
@@ -145,10 +125,10 @@ TEST(FlowclassdAclTest, RulesAreAckedLiveStatsShowTheAclAndARestartRebuildsThem)
   uint64_t packets_before_rules = 0;
   {
     Daemon d(dir, "first", {"-c", dir.File("d.yaml")});
-    const std::string target = d.WaitForLine("flowclassd: grpc listening on ", 30);
+    const std::string target = WaitForOutputAfter(d, "flowclassd: grpc listening on ", 30);
     ASSERT_FALSE(target.empty()) << d.Output();
     int metrics_port = 0;
-    ASSERT_TRUE(absl::SimpleAtoi(d.WaitForLine("metrics on http://127.0.0.1:", 10),
+    ASSERT_TRUE(absl::SimpleAtoi(WaitForOutputAfter(d, "metrics on http://127.0.0.1:", 10, " /"),
                                  &metrics_port))
         << d.Output();
     const std::string conn = absl::StrCat("--plaintext --server ", target);
@@ -251,7 +231,7 @@ TEST(FlowclassdAclTest, RulesAreAckedLiveStatsShowTheAclAndARestartRebuildsThem)
   // A restart restores generation 11 from the store through an acl build.
   {
     Daemon d(dir, "second", {"-c", dir.File("d.yaml")});
-    const std::string target = d.WaitForLine("flowclassd: grpc listening on ", 30);
+    const std::string target = WaitForOutputAfter(d, "flowclassd: grpc listening on ", 30);
     ASSERT_FALSE(target.empty()) << d.Output();
     ClientOptions co;
     co.target = target;

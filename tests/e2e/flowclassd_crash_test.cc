@@ -102,19 +102,7 @@ grpc:
 }
 
 std::string WaitForGrpc(ChildProcess& d, double seconds) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < end) {
-    for (absl::string_view line : absl::StrSplit(d.Output(), '\n')) {
-      constexpr absl::string_view kTag = "flowclassd: grpc listening on ";
-      if (absl::StartsWith(line, kTag)) {
-        line.remove_prefix(kTag.size());
-        return std::string(line.substr(0, line.find(' ')));
-      }
-    }
-    if (!d.Running()) return "";
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return "";
+  return WaitForOutputAfter(d, "flowclassd: grpc listening on ", seconds);
 }
 
 TEST(FlowclassdCrashTest, RestoredStateIsExactlyTheAckedBatchesPlusWholeOnesInFlight) {

@@ -59,25 +59,17 @@ class Daemon : public EalDaemonProcess {
                          dir.File("stdout.txt")) {}
   // "127.0.0.1:PORT" once the daemon printed it, "" after `seconds`.
   std::string WaitForGrpc(double seconds) {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-    while (std::chrono::steady_clock::now() < end) {
-      for (absl::string_view line : absl::StrSplit(Output(), '\n')) {
-        constexpr absl::string_view kTag = "flowclassd: grpc listening on ";
-        if (absl::StartsWith(line, kTag)) {
-          line.remove_prefix(kTag.size());
-          return std::string(line.substr(0, line.find(' ')));
-        }
-      }
-      if (!Running()) return "";
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return "";
-  }
-  int Stop(double seconds) {
-    Signal(SIGTERM);
-    return Wait(seconds);
+    return WaitForOutputAfter(*this, "flowclassd: grpc listening on ", seconds);
   }
 };
+
+// The C++ client library on the daemon's plaintext port.
+absl::StatusOr<std::unique_ptr<FlowclassClient>> PlaintextClient(const std::string& target) {
+  ClientOptions co;
+  co.target = target;
+  co.plaintext = true;
+  return FlowclassClient::Connect(co);
+}
 
 std::string DaemonConfig(const TempDir& dir, const std::string& grpc_extra) {
   return absl::StrCat(R"(
@@ -151,11 +143,8 @@ TEST(GrpcFlowclassdTest, FlowclassctlAgainstARealDaemon) {
   EXPECT_THAT(r.out, HasSubstr("add-rules: rules=2000 batches=20 generation=20 "));
 
   // After the ack, every PMD classifies with generation 20, and traffic flows.
-  ClientOptions co;
-  co.target = target;
-  co.plaintext = true;
-  auto client = FlowclassClient::Connect(co);
-  ASSERT_TRUE(client.ok());
+  auto client = PlaintextClient(target);
+  ASSERT_TRUE(client.ok()) << client.status();
   auto st = (*client)->GetStats();
   ASSERT_TRUE(st.ok()) << st.status();
   EXPECT_EQ(st->generation(), 20u);
@@ -602,11 +591,8 @@ TEST(GrpcFlowclassdTest, RulesFromStdinAndCommandLine) {
   const std::string target = d.WaitForGrpc(30);
   ASSERT_FALSE(target.empty()) << d.Output();
   const std::string conn = absl::StrCat("--plaintext --server ", target);
-  ClientOptions co;
-  co.target = target;
-  co.plaintext = true;
-  auto client = FlowclassClient::Connect(co);
-  ASSERT_TRUE(client.ok());
+  auto client = PlaintextClient(target);
+  ASSERT_TRUE(client.ok()) << client.status();
 
   WriteFile(dir.File("rules.txt"), RuleFile(30, 1));
   CmdResult r = Ctl(absl::StrCat("add-rules ", conn, " --progress off --batch-size 10 - < ",
