@@ -113,6 +113,9 @@ constexpr char kReplayHelp[] =
     "  --cd on|off|auto                  Cuckoo Distributor (default auto)\n"
     "  --ranking-interval-ms N           subtable re-ranking and CD decision\n"
     "                                    interval (default 1000)\n"
+    "  --rare-mask-subtables N           mask-explosion defence threshold, as\n"
+    "                                    flowclassd's pipeline.rare_mask_subtables\n"
+    "                                    (default 32, 0 off)\n"
     "  --lookup generic|specialised|avx512|autovalidator\n"
     "                                    subtable lookup implementation (generic\n"
     "                                    where it rejects a shape; default: the\n"
@@ -227,22 +230,26 @@ int Replay(const std::vector<std::string_view>& raw) {
         return ReplayUsage("--cd takes on, off or auto");
       }
       opts.pipeline.cd.mode = *mode;
-    } else if (a == "--emc-insert-inv-prob" || a == "--ranking-interval-ms") {
+    } else if (a == "--emc-insert-inv-prob" || a == "--ranking-interval-ms" ||
+               a == "--rare-mask-subtables") {
       const std::string_view* v = value();
       uint32_t n = 0;
       if (!v || !absl::SimpleAtoi(absl::string_view(v->data(), v->size()), &n)) {
         return ReplayUsage(std::string(a) + " needs a whole number");
       }
       // The ranges flowclassd's pipeline.* settings take.
-      const uint32_t max = a == "--emc-insert-inv-prob" ? kMaxEmcInsertInvProb
-                                                        : kMaxRankingIntervalMs;
+      const uint32_t max = a == "--emc-insert-inv-prob"   ? kMaxEmcInsertInvProb
+                           : a == "--ranking-interval-ms" ? kMaxRankingIntervalMs
+                                                          : kMaxMaxSubtablesPerPort;
       if (n > max) {
         return ReplayUsage(absl::StrCat(std::string(a), ": ", n, " is outside 0..", max));
       }
       if (a == "--emc-insert-inv-prob") {
         opts.pipeline.emc_config.insert_inv_prob = n;
-      } else {
+      } else if (a == "--ranking-interval-ms") {
         opts.pipeline.ranking_interval_ms = n;
+      } else {
+        opts.pipeline.rare_mask_subtables = n;
       }
     } else if (a == "--lookup") {
       const std::string_view* v = value();

@@ -1,7 +1,8 @@
 // bench_common.h — what the pipeline attack benchmarks (tse_benchmark,
-// soak_benchmark) and pipeline_soak_test share: the ACL of the Tuple Space
-// Explosion setup, the soak's rules and scan keys, a seeded generator,
-// --flag=value parsing, the median, the load average and a cycle counter.
+// soak_benchmark) and their tests share: the ACL of the Tuple Space
+// Explosion setup and its attack keys, the soak's rules and scan keys, a
+// seeded generator, --flag=value parsing, the median, the load average and a
+// cycle counter.
 // Header only, for benchmarks and tests (not part of flowclass_dataplane).
 #ifndef FLOWCLASS_DATAPLANE_BENCH_COMMON_H_
 #define FLOWCLASS_DATAPLANE_BENCH_COMMON_H_
@@ -80,6 +81,28 @@ inline FlowKey AclVictimKey(int i, uint64_t* s) {
     default:  // rule 3
       return MakeFiveTupleKey(kAclSrc | lo, kAclDst | (r >> 40 & 0xff), sport, 80, 6, 1);
   }
+}
+
+// The Tuple Space Explosion attack on AclRules(): one key per (src byte bit,
+// dst byte bit, tp_dst bit, tp_src bit), each failing rule 1 at that bit of
+// 10.0.X, rule 2 at that bit of 192.168.Y, rule 3 at that bit of tp_dst and
+// rule 4 at that bit of tp_src, so that each un-wildcards its own
+// combination: 8 x 8 x 16 x 16 = 16384 keys of as many megaflow masks, all
+// denied by the default rule.  Each key `repeat` times in a row.
+inline std::vector<FlowKey> TseAttackKeys(int repeat = 1) {
+  std::vector<FlowKey> keys;
+  for (int p = 0; p < 8; ++p)
+    for (int q = 0; q < 8; ++q)
+      for (int i = 0; i < 16; ++i)
+        for (int j = 0; j < 16; ++j) {
+          const uint32_t x = 1u ^ (1u << p), y = 1u ^ (1u << q);
+          const uint16_t dport = static_cast<uint16_t>(80 ^ (1u << i));
+          const uint16_t sport = static_cast<uint16_t>(53 ^ (1u << j));
+          for (int k = 0; k < repeat; ++k)
+            keys.push_back(MakeFiveTupleKey(kAclSrc | x << 8 | 7, kAclDst | y << 8 | 9, sport,
+                                            dport, 17, 1));
+        }
+  return keys;
 }
 
 // The soak's rules: AclRules() plus a blocklist on in_port 1 of `hosts`

@@ -93,6 +93,11 @@ absl::StatusOr<UpcallLimitAction> ParseUpcallLimitAction(std::string_view s);
 // Largest pipeline.upcall_rate (upcalls/s) and pipeline.upcall_burst.
 inline constexpr uint32_t kMaxUpcallRate = 10000000;
 inline constexpr uint32_t kMaxUpcallBurst = 10000000;
+// The mask-explosion defence's default threshold (PipelineConfig::
+// rare_mask_subtables): on by default since it classifies what it refuses
+// (nothing is dropped) and keeps the Tuple Space Explosion attack's victim at
+// >= 0.8x of its no-attack rate (docs/pipeline.md "Mask-explosion defence").
+inline constexpr uint32_t kDefaultRareMaskSubtables = 32;
 
 // The verdict of a miss the upcall rate limit dropped: no rule, action drop,
 // and a port no rule's drop carries (a rule's verdict has rule_id != 0).
@@ -130,7 +135,7 @@ struct PipelineConfig {
   // subtables, a megaflow that needs a new subtable is installed only once
   // its mask has missed kRareMaskMinMisses times within kRareMaskWindowMs;
   // until then the packet is classified without installing.
-  uint32_t rare_mask_subtables = 0;
+  uint32_t rare_mask_subtables = kDefaultRareMaskSubtables;
   MegaflowClassifierOptions dpcls;
   // Subtable ranking and the CD's adaptive decision run every interval.
   uint32_t ranking_interval_ms = 1000;

@@ -20,7 +20,8 @@
 //                                 (0: unlimited)
 //   pipeline.upcall_burst         1..10000000 upcalls
 //   pipeline.upcall_limit_action  drop / classify
-//   pipeline.rare_mask_subtables  0..65535 (0: the mask-explosion defence off)
+//   pipeline.rare_mask_subtables  0..65535 (0: the mask-explosion defence off;
+//                                 default kDefaultRareMaskSubtables)
 //   dpcls.force_scalar            true / false
 //   dpcls.lookup_prio.NAME        0..255, NAME a lookup implementation
 //   dpcls.lookup_available.NAME   true / false, read-only (whether this CPU
@@ -107,7 +108,7 @@ struct RuntimeSettings {
   uint32_t upcall_rate = 0;
   uint32_t upcall_burst = 1000;
   UpcallLimitAction upcall_limit_action = UpcallLimitAction::kDrop;
-  uint32_t rare_mask_subtables = 0;
+  uint32_t rare_mask_subtables = kDefaultRareMaskSubtables;
   LookupPriorities lookup;  // dpcls.lookup_prio.* and dpcls.force_scalar
 
   friend bool operator==(const RuntimeSettings&, const RuntimeSettings&) = default;

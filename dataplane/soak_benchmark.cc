@@ -198,9 +198,11 @@ int Main(int argc, char** argv) {
   pl.SetClock(&clock);
   pl.SetRuleTable(&table);
   std::printf("pipeline: megaflow_max_idle_ms %u max_megaflows %u upcall_rate %u upcall_burst %u "
-              "upcall_limit_action %s; expiry budget %u per ms; drain every %llu s; load %s\n",
+              "upcall_limit_action %s rare_mask_subtables %u; expiry budget %u per ms; drain "
+              "every %llu s; load %s\n",
               o.max_idle_ms, o.max_megaflows, o.upcall_rate, o.upcall_burst,
               std::string(UpcallLimitActionName(o.upcall_limit_action)).c_str(),
+              pl.config().rare_mask_subtables,
               Pipeline::kExpiryPerTick, static_cast<unsigned long long>(o.drain_seconds),
               LoadAverage().c_str());
   std::printf("%5s %9s %9s %7s %8s %9s %8s %8s %8s %8s %10s %9s %7s\n", "min", "megaflows",

@@ -1,7 +1,8 @@
 // tse_benchmark — the Tuple Space Explosion attack (Csikor et al., CoNEXT
 // 2019) against one pipeline: victim Mpps with no attack, under attack with
-// the defaults, and under attack with the defences (upcall rate limit and
-// the mask-explosion defence), all in one run.
+// every defence off, and under attack with the defences as flowclassd has
+// them by default (the mask-explosion defence; the upcall rate limit only
+// with --upcall_rate), all in one run.
 //
 //   ninja -C build tse_benchmark && build/bench/tse_benchmark
 //   [--seconds=S] [--rounds=R] [--attack_share=F] [--rare_mask_subtables=T]
@@ -44,9 +45,10 @@ struct Options {
   double seconds = 1.0;
   int rounds = 5;
   double attack_share = 0.01;
-  uint32_t rare_mask_subtables = 32;
-  uint32_t upcall_rate = 1000;
-  uint32_t upcall_burst = 100;
+  // The defended case: the pipeline's defaults unless told otherwise.
+  uint32_t rare_mask_subtables = PipelineConfig{}.rare_mask_subtables;
+  uint32_t upcall_rate = PipelineConfig{}.upcall_rate;
+  uint32_t upcall_burst = PipelineConfig{}.upcall_burst;
   int repeat = 1;
 };
 
@@ -55,8 +57,6 @@ using bench::Flag;
 using bench::LoadAverage;
 using bench::Median;
 using bench::Rng;
-constexpr uint32_t kSrc = bench::kAclSrc;  // 10.0.0.0/16
-constexpr uint32_t kDst = bench::kAclDst;  // 192.168.0.0/16
 
 // 3 x 20000 flows the allow rules 1, 2 and 3 forward.
 std::vector<FlowKey> VictimKeys() {
@@ -65,25 +65,6 @@ std::vector<FlowKey> VictimKeys() {
   for (int i = 0; i < 60000; ++i) keys.push_back(bench::AclVictimKey(i, &s));
   // Interleaved, so that a burst has all three.
   for (size_t i = keys.size() - 1; i > 0; --i) std::swap(keys[i], keys[Rng(&s) % (i + 1)]);
-  return keys;
-}
-
-// One key per (src byte bit, dst byte bit, tp_dst bit, tp_src bit): each
-// fails rule 1 at that bit of 10.0.X, rule 2 at that bit of 192.168.Y,
-// rule 3 at that bit of tp_dst, rule 4 at that bit of tp_src.
-std::vector<FlowKey> AttackKeys(int repeat) {
-  std::vector<FlowKey> keys;
-  for (int p = 0; p < 8; ++p)
-    for (int q = 0; q < 8; ++q)
-      for (int i = 0; i < 16; ++i)
-        for (int j = 0; j < 16; ++j) {
-          const uint32_t x = 1u ^ (1u << p), y = 1u ^ (1u << q);
-          const uint16_t dport = static_cast<uint16_t>(80 ^ (1u << i));
-          const uint16_t sport = static_cast<uint16_t>(53 ^ (1u << j));
-          for (int k = 0; k < repeat; ++k)
-            keys.push_back(MakeFiveTupleKey(kSrc | x << 8 | 7, kDst | y << 8 | 9, sport, dport,
-                                            17, 1));
-        }
   return keys;
 }
 
@@ -100,7 +81,10 @@ Result RunCase(Case c, const Options& o, const RuleTable& table,
                const std::vector<FlowKey>& victim, const std::vector<FlowKey>& attack) {
   PipelineConfig cfg;
   cfg.emc = false;  // the victim goes through the dpcls
-  if (c == kDefended) {
+  if (c == kUndefended) {  // every defence off
+    cfg.upcall_rate = 0;
+    cfg.rare_mask_subtables = 0;
+  } else if (c == kDefended) {
     cfg.upcall_rate = o.upcall_rate;
     cfg.upcall_burst = o.upcall_burst;
     cfg.upcall_limit_action = UpcallLimitAction::kDrop;
@@ -196,7 +180,7 @@ int Main(int argc, char** argv) {
     return 1;
   }
   const std::vector<FlowKey> victim = VictimKeys();
-  const std::vector<FlowKey> attack = AttackKeys(o.repeat);
+  const std::vector<FlowKey> attack = bench::TseAttackKeys(o.repeat);
 
   // What the attack claims, checked offline: distinct megaflow masks of the
   // attack keys, and that every victim key is forwarded.
@@ -224,8 +208,8 @@ int Main(int argc, char** argv) {
               "of the victim's packets\n",
               ops.size(), victim.size(), victim_masks.size(), attack.size() / o.repeat,
               masks.size(), o.repeat, 100 * o.attack_share);
-  std::printf("defended: upcall_rate %u upcall_burst %u upcall_limit_action drop "
-              "rare_mask_subtables %u; load %s\n",
+  std::printf("undefended: upcall_rate 0 rare_mask_subtables 0; defended: upcall_rate %u "
+              "upcall_burst %u upcall_limit_action drop rare_mask_subtables %u; load %s\n",
               o.upcall_rate, o.upcall_burst, o.rare_mask_subtables, LoadAverage().c_str());
 
   std::vector<double> mpps[3];

@@ -280,15 +280,16 @@ pipeline: {megaflow_max_idle_ms: 0, max_megaflows: 5000, max_subtables_per_port:
                         "megaflow_max_idle_ms 0\n"));
 }
 
-// The upcall rate limit and the mask-explosion defence: off by default,
-// the file's values reach PipelineConfig and the start-up summary.
+// The upcall rate limit is off by default, the mask-explosion defence on at
+// 32 subtables; the file's values reach PipelineConfig and the summary.
 TEST(ConfigTest, UpcallLimitAndRareMaskDefenceReachThePipeline) {
   auto d = Parse(kMinimal);
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->dataplane.pipeline.upcall_rate, 0u);
   EXPECT_EQ(d->dataplane.pipeline.upcall_burst, 1000u);
   EXPECT_EQ(d->dataplane.pipeline.upcall_limit_action, UpcallLimitAction::kDrop);
-  EXPECT_EQ(d->dataplane.pipeline.rare_mask_subtables, 0u);
+  EXPECT_EQ(d->dataplane.pipeline.rare_mask_subtables, 32u);
+  EXPECT_THAT(DescribeConfig(*d), HasSubstr(" rare_mask_subtables 32\n"));
   auto c = Parse(std::string(kMinimal) + R"(
 pipeline: {upcall_rate: 2000, upcall_burst: 50, upcall_limit_action: classify,
            rare_mask_subtables: 64}

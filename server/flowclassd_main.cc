@@ -183,24 +183,24 @@ class TestingStallHook {
   int pmd_ = -1;  // the stalled PMD, -1: none
 };
 
-// Test-only hook (docs/operations.md, "Test hooks"), off unless the
-// environment variable FLOWCLASS_TESTING_HOLD_RESTORE_FILE names a file:
-// while that file exists the restore does not begin (the gRPC server is
-// open, NOT_SERVING), so a test can see the restore window.  False when a
-// signal came meanwhile.
-bool HoldRestoreForTesting() {
-  constexpr const char* kEnv = "FLOWCLASS_TESTING_HOLD_RESTORE_FILE";
-  const char* p = std::getenv(kEnv);
+// Test-only hooks (docs/operations.md, "Test hooks"), off unless the
+// environment variable `env` names a file: while that file exists start-up
+// waits at `what`, so a test can see the window before it.
+// FLOWCLASS_TESTING_HOLD_RESTORE_FILE holds the restore (the gRPC server is
+// open, NOT_SERVING); FLOWCLASS_TESTING_HOLD_GRPC_FILE holds the gRPC
+// server's start (/metrics is served).  False when a signal came meanwhile.
+bool HoldForTesting(const char* env, const char* what) {
+  const char* p = std::getenv(env);
   if (p == nullptr || *p == '\0') return g_signal.load() == 0;
-  std::fprintf(stderr, "flowclassd: warning: %s is set: test hook, the restore waits while %s "
-               "exists\n", kEnv, p);
+  std::fprintf(stderr, "flowclassd: warning: %s is set: test hook, the %s waits while %s "
+               "exists\n", env, what, p);
   struct stat sb;
   if (::stat(p, &sb) == 0) {
-    std::printf("flowclassd: testing: restore held (%s exists)\n", p);
+    std::printf("flowclassd: testing: %s held (%s exists)\n", what, p);
     std::fflush(stdout);
     while (::stat(p, &sb) == 0 && g_signal.load() == 0)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    std::printf("flowclassd: testing: restore released\n");
+    std::printf("flowclassd: testing: %s released\n", what);
     std::fflush(stdout);
   }
   return g_signal.load() == 0;
@@ -457,6 +457,9 @@ int Main(int argc, char** argv) {
   // Every rule change from here on is durable before it is acknowledged.
   DurableDataplane durable(&observed, store->store.get());
 
+  if (!HoldForTesting("FLOWCLASS_TESTING_HOLD_GRPC_FILE", "grpc start")) {
+    return stop_before_start();
+  }
   // ---- gRPC API: open during the restore (health NOT_SERVING, every
   // Classifier call UNAVAILABLE "restoring N rules"), served once the PMDs
   // run the restored rule set, stopped first. ----
@@ -478,7 +481,9 @@ int Main(int argc, char** argv) {
     std::fflush(stdout);
   }
   // ---- end gRPC API ----
-  if (!HoldRestoreForTesting()) return stop_before_start();
+  if (!HoldForTesting("FLOWCLASS_TESTING_HOLD_RESTORE_FILE", "restore")) {
+    return stop_before_start();
+  }
 
   st = RestoreRules(
       &*store, *rules,

@@ -458,12 +458,19 @@ TEST(FlowclassdPcapTest, StartUpEndsCleanlyOnSignalAndOnGrpcErrorWhileScraped) {
     const int grpc_port = ntohs(a.sin_port);
     const int metrics_port = FreePort();
     ASSERT_GT(metrics_port, 0);
+    // The daemon waits before its gRPC start while this file exists (a test
+    // hook), so the exporter is scraped before the bind fails, however
+    // loaded the machine: without it the window is a millisecond.
+    const std::string hold = dir.File("hold-grpc");
+    WriteFile(hold, "");
+    setenv("FLOWCLASS_TESTING_HOLD_GRPC_FILE", hold.c_str(), 1);
     Daemon d(dir,
              {"-c", dir.File("d.yaml"), "--set", "metrics.enabled=true", "--set",
               absl::StrCat("metrics.address=127.0.0.1:", metrics_port), "--set",
               "grpc.address=127.0.0.1", "--set", absl::StrCat("grpc.port=", grpc_port),
               "--set", "grpc.plaintext=true"},
              "grpc");
+    unsetenv("FLOWCLASS_TESTING_HOLD_GRPC_FILE");
     std::atomic<bool> done{false};
     std::atomic<int> scrapes{0};
     std::thread scraper([&] {  // scrape as fast as it answers, as Prometheus may
@@ -471,6 +478,11 @@ TEST(FlowclassdPcapTest, StartUpEndsCleanlyOnSignalAndOnGrpcErrorWhileScraped) {
         if (HttpGet("127.0.0.1", metrics_port, "/metrics", 200).status == 200) ++scrapes;
       }
     });
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (scrapes.load() < 3 && d.Running() && std::chrono::steady_clock::now() < end)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_THAT(d.Output(), HasSubstr("testing: grpc start held"));
+    std::filesystem::remove(hold);  // the bind, and its failure, while scraped
     const int code = d.Wait(60);
     done = true;
     scraper.join();
