@@ -41,8 +41,15 @@ int BeginRequest(mg_connection* conn) {
   {
     std::lock_guard<std::mutex> lock(g_probe_mu);
     const auto it = ProbeTargets().find(ri->server_port);
-    if (it == ProbeTargets().end()) return 0;  // not registered (yet): 404
-    s = it->second->Get();
+    if (it != ProbeTargets().end()) {
+      s = it->second->Get();
+    } else {
+      // The listener is open but Start has not registered its Readiness yet
+      // (the port is known only once bound), or it is being stopped: neither
+      // ready nor live, and never a 404 that a probe would misread.
+      s.ready = s.live = false;
+      s.reason = "the exporter is starting or stopping";
+    }
   }
   const bool ok = readyz ? s.ready : s.live;
   const std::string body =

@@ -277,7 +277,11 @@ TEST(FlowclassdReadinessTest, RestoreThenPmdStallThenRecovery) {
                               << d.Output();
   EXPECT_GE(Ms(*first_ready - *first_answer), 100.0) << "the restore took no measurable time";
   EXPECT_TRUE(restoring_grpc_checked);
-  EXPECT_TRUE(restoring_metrics_zero) << "/metrics not scraped while restoring";
+  // /metrics while restoring: checked here when a scrape fell inside the
+  // window (on a loaded machine it may not), and always in the held restore
+  // below.
+  std::printf("restore: /metrics %s while restoring\n",
+              restoring_metrics_zero ? "scraped (ready 0, live 1)" : "not scraped");
   EXPECT_THAT(d.Output(), HasSubstr(absl::StrCat("generation 1, ", kRules, " rules")));
   EXPECT_EQ(fx.Health("flowclass.v1.Classifier").value_or(false), true);
   auto client = fx.Client();
@@ -473,6 +477,10 @@ TEST(FlowclassdReadinessTest, RestoreThenPmdStallThenRecovery) {
     EXPECT_EQ(ready.status, 503);
     EXPECT_THAT(ready.body, HasSubstr("rules not restored yet"));
     EXPECT_EQ(HttpGet("127.0.0.1", fx.metrics_port, "/healthz", 1000).status, 200);
+    const HttpResponse m = HttpGet("127.0.0.1", fx.metrics_port, "/metrics", 5000);
+    ASSERT_EQ(m.status, 200) << m.body;
+    EXPECT_EQ(Sample(m.body, "flowclass_ready"), 0.0);
+    EXPECT_EQ(Sample(m.body, "flowclass_live"), 1.0);
   }
   ASSERT_EQ(std::remove(hold_file.c_str()), 0);
   ASSERT_TRUE(WaitForLine(again, "flowclassd: grpc listening on ", 60)) << again.Output();

@@ -24,6 +24,9 @@
 #                (3) rounds of off then on, alternating, in one run; prints
 #                each run's rules/s, the medians and the ratio on/off
 #                (each run's full report goes to stderr).
+#              WINDOW (flowclassctl's default) — add-rules --window: batches
+#                in flight, the most one group commit (one publication and,
+#                with STORE=on, one fsync) can take.
 #              BASE (seed) — the rules the daemon starts with: seed (the
 #                traffic's port has the seed set, see below) or catchall
 #                (one catch-all rule: the tables before 2026-12-01 ≈ 15:00).
@@ -251,7 +254,7 @@ quiet_pps=$(python3 -c "print(($pq1-$pq0)/($tq1-$tq0))")
 # the PMD alone) to the client's exit.  The progress reports are read
 # through a FIFO, the rest of them drained.
 mkfifo "$work/progress"
-ctl add-rules --batch-size "$batch" --progress on "$work/rules.txt" \
+ctl add-rules --batch-size "$batch" ${WINDOW:+--window "$WINDOW"} --progress on "$work/rules.txt" \
   > "$work/add.txt" 2> "$work/progress" &
 client_pid=$!
 exec 3< "$work/progress"
