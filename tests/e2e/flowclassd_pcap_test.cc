@@ -152,7 +152,8 @@ class Daemon : public EalDaemonProcess {
   uint64_t LastRx(int pmds) const {
     std::map<std::string, uint64_t> last;
     for (absl::string_view line : absl::StrSplit(Output(), '\n')) {
-      if (!absl::StartsWith(line, "stats pmd=")) continue;
+      line = LogMessageFrom(line, "stats pmd=");
+      if (line.empty()) continue;
       std::string pmd;
       uint64_t rx = 0;
       for (absl::string_view kv : absl::StrSplit(line, ' ')) {
