@@ -288,8 +288,8 @@ def check_manifests(src, rendered, values_file):
     cfg = yaml.safe_load(data.get("flowclassd.yaml", ""))
     check(isinstance(cfg, dict), "flowclassd.yaml is not a mapping")
     cfg = cfg or {}
-    check(set(cfg) <= {"eal", "pmd", "mempool", "ports", "rules", "stats", "grpc", "metrics",
-                      "pipeline", "dpcls", "store"},
+    check(set(cfg) <= {"eal", "pmd", "mempool", "ports", "rules", "stats", "log", "grpc",
+                      "metrics", "pipeline", "dpcls", "store"},
           f"unexpected top-level config keys {sorted(cfg)}")
     check("run" not in cfg, "run: in a DaemonSet's config")
     if v["store"]["enabled"]:
