@@ -84,18 +84,20 @@ void AddFlags(CLI::App& app, DaemonFlags* f, bool* version) {
          "same as --set store.recover_to_last_consistent=true: a damaged\n"
          "store starts from its last consistent state instead of refusing to start")
       ->trigger_on_parse();
+  // Values from a fixed set are checked here (exit 2 naming the flag).
+  auto one_of = [](const auto& names) {
+    return CLI::IsMember(std::vector<std::string>(names.begin(), names.end()));
+  };
   override_flag("--log-level", "log.level=", "LEVEL",
                 "same as --set log.level=LEVEL: the least severe log lines\n"
                 "printed (default info)",
                 as_is)
-      ->check(CLI::IsMember(std::vector<std::string>(kLogLevelNames.begin(),
-                                                     kLogLevelNames.end())));
+      ->check(one_of(kLogLevelNames));
   override_flag("--log-format", "log.format=", "FORMAT",
                 "same as --set log.format=FORMAT: text (TIMESTAMP LEVEL flowclassd:\n"
                 "MESSAGE, the default) or json (one object a line: ts, level, msg)",
                 as_is)
-      ->check(CLI::IsMember(std::vector<std::string>(kLogFormatNames.begin(),
-                                                     kLogFormatNames.end())));
+      ->check(one_of(kLogFormatNames));
   app.add_flag("--version", *version, "print flowclassd's version and exit 0");
 }
 
