@@ -66,8 +66,9 @@ YAML
   python3 - "$work/d.out" <<'PY'
 import sys
 for line in open(sys.argv[1]):
-    if line.startswith("final total"):
-        kv = dict(x.split("=", 1) for x in line.split()[2:])
+    # "TIMESTAMP info flowclassd: final total gen=.. rx=.." (server/log.h)
+    if " final total " in line:
+        kv = dict(x.split("=", 1) for x in line.split(" final total ", 1)[1].split())
         rx, busy, idle, hz = (int(kv[k]) for k in ("rx", "busy_cycles", "idle_cycles", "tsc_hz"))
         secs = (busy + idle) / hz
         print("%.2f %.0f" % (rx / secs / 1e6, busy / max(rx, 1)))

@@ -35,8 +35,8 @@ std::vector<std::string> CapLog::Report(const DataplaneStats& stats,
     seen = cur;
     auto line = [&](const char* key, uint64_t n) {
       lines.push_back(absl::StrFormat(
-          "flowclassd: pmd %d: cap %s=%s reached: %d misses not cached in the last %.0f s "
-          "(classified by the slow path)\n",
+          "pmd %d: cap %s=%s reached: %d misses not cached in the last %.0f s "
+          "(classified by the slow path)",
           p.pmd, key, value(key), n, secs));
     };
     if (d_mf) line(kConfigMaxMegaflows, d_mf);
@@ -44,8 +44,8 @@ std::vector<std::string> CapLog::Report(const DataplaneStats& stats,
     if (d_rare) line(kConfigRareMaskSubtables, d_rare);
     if (d_rate)
       lines.push_back(absl::StrFormat(
-          "flowclassd: pmd %d: limit %s=%s reached: %d misses past the upcall budget in the "
-          "last %.0f s (dropped: %d)\n",
+          "pmd %d: limit %s=%s reached: %d misses past the upcall budget in the "
+          "last %.0f s (dropped: %d)",
           p.pmd, kConfigUpcallRate, value(kConfigUpcallRate), d_rate, secs, d_drops));
   }
   return lines;

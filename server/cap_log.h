@@ -6,7 +6,8 @@
 // dataplane/pmd_counters.h); it never logs.  The daemon's control thread
 // feeds CapLog a Stats() snapshot now and then, and CapLog turns the
 // counters' growth since the previous report into at most one line per PMD
-// and cap per interval:
+// and cap per interval, which the daemon logs at level warn (server/log.h
+// puts the timestamp, the level and "flowclassd: " before it):
 //   flowclassd: pmd 0: cap pipeline.max_megaflows=200000 reached: 1234
 //   misses not cached in the last 10 s (classified by the slow path)
 // The mask-explosion defence (upcalls_rare_mask) reads the same, as cap
@@ -40,7 +41,7 @@ class CapLog {
   bool Due(Clock::time_point now) const { return !started_ || now - last_ >= interval_; }
 
   // The lines for the cap counters that grew since the previous report
-  // (each ends in '\n'); `config` is the dataplane's GetConfig, for the
+  // (without a newline); `config` is the dataplane's GetConfig, for the
   // caps' current values.  Empty when nothing grew.
   std::vector<std::string> Report(const DataplaneStats& stats,
                                   const std::map<std::string, std::string>& config,

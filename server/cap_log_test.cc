@@ -34,20 +34,20 @@ TEST(CapLogTest, ReportsEachCapsGrowthOncePerInterval) {
   EXPECT_THAT(log.Report(TwoPmds(7, 7, 7, 7), config, t0 + std::chrono::seconds(10)), IsEmpty());
   EXPECT_THAT(
       log.Report(TwoPmds(1007, 7, 7, 9), config, t0 + std::chrono::seconds(20)),
-      ElementsAre("flowclassd: pmd 0: cap pipeline.max_megaflows=5000 reached: 1000 misses "
-                  "not cached in the last 10 s (classified by the slow path)\n",
-                  "flowclassd: pmd 1: cap pipeline.max_subtables_per_port=8 reached: 2 misses "
-                  "not cached in the last 10 s (classified by the slow path)\n"));
+      ElementsAre("pmd 0: cap pipeline.max_megaflows=5000 reached: 1000 misses "
+                  "not cached in the last 10 s (classified by the slow path)",
+                  "pmd 1: cap pipeline.max_subtables_per_port=8 reached: 2 misses "
+                  "not cached in the last 10 s (classified by the slow path)"));
   // Both caps of one PMD; a PMD whose counters went back (restarted) starts over.
   EXPECT_THAT(
       log.Report(TwoPmds(1010, 8, 0, 0), config, t0 + std::chrono::seconds(50)),
-      ElementsAre("flowclassd: pmd 0: cap pipeline.max_megaflows=5000 reached: 3 misses "
-                  "not cached in the last 30 s (classified by the slow path)\n",
-                  "flowclassd: pmd 0: cap pipeline.max_subtables_per_port=8 reached: 1 misses "
-                  "not cached in the last 30 s (classified by the slow path)\n"));
+      ElementsAre("pmd 0: cap pipeline.max_megaflows=5000 reached: 3 misses "
+                  "not cached in the last 30 s (classified by the slow path)",
+                  "pmd 0: cap pipeline.max_subtables_per_port=8 reached: 1 misses "
+                  "not cached in the last 30 s (classified by the slow path)"));
   EXPECT_THAT(log.Report(TwoPmds(1010, 8, 4, 0), {}, t0 + std::chrono::seconds(60)),
-              ElementsAre("flowclassd: pmd 1: cap pipeline.max_megaflows=? reached: 4 misses "
-                          "not cached in the last 10 s (classified by the slow path)\n"));
+              ElementsAre("pmd 1: cap pipeline.max_megaflows=? reached: 4 misses "
+                          "not cached in the last 10 s (classified by the slow path)"));
 }
 
 TEST(CapLogTest, ReportsTheRareMaskDefenceAndTheUpcallRateLimit) {
@@ -63,10 +63,10 @@ TEST(CapLogTest, ReportsTheRareMaskDefenceAndTheUpcallRateLimit) {
   s.pmds[0].pipeline.upcall_limit_drops = 60;
   EXPECT_THAT(
       log.Report(s, config, t0 + std::chrono::seconds(10)),
-      ElementsAre("flowclassd: pmd 0: cap pipeline.rare_mask_subtables=32 reached: 5 misses "
-                  "not cached in the last 10 s (classified by the slow path)\n",
-                  "flowclassd: pmd 0: limit pipeline.upcall_rate=1000 reached: 70 misses past "
-                  "the upcall budget in the last 10 s (dropped: 60)\n"));
+      ElementsAre("pmd 0: cap pipeline.rare_mask_subtables=32 reached: 5 misses "
+                  "not cached in the last 10 s (classified by the slow path)",
+                  "pmd 0: limit pipeline.upcall_rate=1000 reached: 70 misses past "
+                  "the upcall budget in the last 10 s (dropped: 60)"));
   EXPECT_THAT(log.Report(s, config, t0 + std::chrono::seconds(20)), IsEmpty());
 }
 

@@ -532,6 +532,25 @@ absl::StatusOr<DaemonConfig> Convert(const YAML::Node& root) {
   FC_RETURN_IF_ERROR(run.Int("duration_s", &c.run_duration_s, 0, 1 << 30));
   FC_RETURN_IF_ERROR(run.CheckNoUnknownKeys());
 
+  MapReader log(top.Get("log"), "log");
+  FC_RETURN_IF_ERROR(log.CheckIsMap());
+  std::string level(LogLevelName(c.log.level)), format(LogFormatName(c.log.format));
+  FC_RETURN_IF_ERROR(log.String("level", &level));
+  FC_RETURN_IF_ERROR(log.String("format", &format));
+  FC_RETURN_IF_ERROR(log.CheckNoUnknownKeys());
+  if (std::optional<LogLevel> l = ParseLogLevel(level); l) {
+    c.log.level = *l;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "log.level: ", QuoteForMessage(level, '"'), " is not debug, info, warn or error"));
+  }
+  if (std::optional<LogFormat> f = ParseLogFormat(format); f) {
+    c.log.format = *f;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("log.format: ", QuoteForMessage(format, '"'), " is not text or json"));
+  }
+
   // ---- metrics ----
   MapReader metrics(top.Get("metrics"), "metrics");
   FC_RETURN_IF_ERROR(metrics.CheckIsMap());
@@ -689,6 +708,8 @@ std::string DescribeConfig(const DaemonConfig& c) {
                                        : c.store.path + "/rules.db",
                   c.store.recover_to_last_consistent ? " recover_to_last_consistent" : "",
                   "\n");
+  absl::StrAppend(&s, "log: level ", std::string(LogLevelName(c.log.level)), " format ",
+                  std::string(LogFormatName(c.log.format)), "\n");
   absl::StrAppend(&s, "metrics: ",
                   c.metrics.enabled ? absl::StrCat("http://", c.metrics.address,
                                                    "/metrics top_subtables ",

@@ -27,6 +27,7 @@
 #include "dataplane/dpdk/dpdk_dataplane.h"
 #include "dataplane/pipeline_kind.h"
 #include "server/api/grpc_config.h"
+#include "server/log_options.h"
 #include "server/metrics/metrics_options.h"
 
 namespace flowclass {
@@ -51,6 +52,7 @@ struct DaemonConfig {
   uint32_t stats_interval_ms = 1000;  // stats.interval_ms; 0 = no periodic line
   bool stats_final = true;            // stats.final: full dump at exit
   uint32_t run_duration_s = 0;        // run.duration_s; 0 = until a signal
+  LogOptions log;                     // log.level, log.format (server/log.h)
   MetricsOptions metrics;             // metrics.*: the /metrics endpoint
   StoreConfig store;                  // store.*
   // ---- grpc: the flowclass.v1 API ----

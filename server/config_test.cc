@@ -47,6 +47,20 @@ TEST(ConfigTest, MinimalConfigGetsDefaults) {
                           "-m", "256", "--file-prefix=t1", "--no-pci"));
 }
 
+TEST(ConfigTest, LogLevelAndFormat) {
+  auto d = Parse(kMinimal);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->log.level, LogLevel::kInfo);
+  EXPECT_EQ(d->log.format, LogFormat::kText);
+  EXPECT_THAT(DescribeConfig(*d), HasSubstr("\nlog: level info format text\n"));
+  auto c = Parse(std::string(kMinimal) + "log: {level: debug, format: json}\n",
+                 {"log.level=error"});  // an override (--log-level) wins over the file
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->log.level, LogLevel::kError);
+  EXPECT_EQ(c->log.format, LogFormat::kJson);
+  EXPECT_THAT(DescribeConfig(*c), HasSubstr("\nlog: level error format json\n"));
+}
+
 TEST(ConfigTest, OverridesReplaceScalarsListsAndListItems) {
   auto c = Parse(kMinimal, {"pmd.lcores=[3]", "ports.0.args=rx_pcap=x.pcap",
                             "stats.interval_ms=250", "eal.lcore_map=0@0,3@1",
@@ -113,6 +127,11 @@ TEST(ConfigTest, ErrorsNameTheKeyAndTheProblem) {
       {{"dpcls.lookup_prio.avx512=high"}, "dpcls.lookup_prio.avx512: \"high\" is not a whole-number priority in 0..255"},
       {{"dpcls.lookup_prio=3"}, "dpcls.lookup_prio: must be a mapping"},
       {{"mempool.mbufs=300"}, "mempool.cache: a cache of 256 mbufs needs a pool of at least 384"},
+      {{"log.level=warning"}, "log.level: \"warning\" is not debug, info, warn or error"},
+      {{"log.level=[info]"}, "log.level: must be a string"},
+      {{"log.format=xml"}, "log.format: \"xml\" is not text or json"},
+      {{"log.colour=true"}, "log.colour: unknown key"},
+      {{"log=json"}, "log: must be a mapping"},
   };
   for (const Case& c : cases) {
     auto r = Parse(kMinimal, c.ov);

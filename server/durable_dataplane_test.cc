@@ -14,6 +14,7 @@
 #include <iterator>
 #include <thread>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -25,8 +26,10 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/api/grpc_server.h"
+#include "server/log.h"
 #include "server/rule_restore.h"
 #include "server/testing/fake_dataplane.h"
+#include "spdlog/sinks/ostream_sink.h"
 #include "tests/common/e2e_util.h"
 
 namespace flowclass {
@@ -346,14 +349,13 @@ TEST_F(DurableTest, ReplaceRulesIsOneGenerationAllOrNothing) {
   EXPECT_EQ(Texts(st.rules), Texts(next));
 }
 
-std::string ReadLog(std::FILE* f) {
-  std::fflush(f);
-  std::rewind(f);
-  std::string out;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
-  return out;
-}
+// A logger whose lines (every level) collect in `lines`.
+struct CapturedLog {
+  std::ostringstream lines;
+  std::shared_ptr<spdlog::logger> logger = NewLogger(
+      LogOptions{LogLevel::kDebug}, std::make_shared<spdlog::sinks::ostream_sink_mt>(lines),
+      std::make_shared<spdlog::sinks::ostream_sink_mt>(lines));
+};
 
 TEST(RuleRestoreTest, RestoresTheExactSetAndGenerationAndIgnoresTheSeed) {
   TempDir dir("rule_restore");
@@ -368,7 +370,8 @@ TEST(RuleRestoreTest, RestoresTheExactSetAndGenerationAndIgnoresTheSeed) {
     ASSERT_TRUE(d.ApplyBatch(Inserts(60, 64)).ok());
     ASSERT_EQ(fake.generation(), 4u);
   }
-  std::FILE* log = std::tmpfile();
+  CapturedLog captured;
+  spdlog::logger& log = *captured.logger;
   StoreConfig cfg;
   cfg.path = dir.path();
   absl::StatusOr<StartupStore> s = OpenRuleStore(cfg, log);
@@ -394,10 +397,9 @@ TEST(RuleRestoreTest, RestoresTheExactSetAndGenerationAndIgnoresTheSeed) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->generation, 5u);
   EXPECT_EQ(s->store->generation(), 5u);
-  const std::string text = ReadLog(log);
+  const std::string text = captured.lines.str();
   EXPECT_THAT(text, HasSubstr("rules.file ignored: the store holds generation 4"));
   EXPECT_THAT(text, HasSubstr("started at generation 4 (5 rules)"));
-  std::fclose(log);
   EXPECT_NE(NewBootId(), NewBootId());
 }
 
@@ -405,7 +407,8 @@ TEST(RuleRestoreTest, AnEmptyStoreIsSeededDurably) {
   TempDir dir("rule_restore");
   StoreConfig cfg;
   cfg.path = dir.path() + "/sub";
-  std::FILE* log = std::tmpfile();
+  CapturedLog captured;
+  spdlog::logger& log = *captured.logger;
   {
     absl::StatusOr<StartupStore> s = OpenRuleStore(cfg, log);
     ASSERT_TRUE(s.ok()) << s.status();
@@ -423,11 +426,11 @@ TEST(RuleRestoreTest, AnEmptyStoreIsSeededDurably) {
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->state.generation, 1u);
   EXPECT_EQ(again->state.rules.size(), 3u);
-  std::fclose(log);
 }
 
 TEST(RuleRestoreTest, InMemoryWarns) {
-  std::FILE* log = std::tmpfile();
+  CapturedLog captured;
+  spdlog::logger& log = *captured.logger;
   absl::StatusOr<StartupStore> s = OpenRuleStore(StoreConfig{}, log);
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->store, nullptr);
@@ -436,8 +439,8 @@ TEST(RuleRestoreTest, InMemoryWarns) {
   ASSERT_TRUE(RestoreRules(&*s, Inserts(1, 2), nullptr, &d, log).ok());
   EXPECT_FALSE(s->instance.durable);
   EXPECT_EQ(fake.generation(), 1u);
-  EXPECT_THAT(ReadLog(log), HasSubstr("rules are kept in memory only and do not survive a restart"));
-  std::fclose(log);
+  EXPECT_THAT(captured.lines.str(),
+              HasSubstr("rules are kept in memory only and do not survive a restart"));
 }
 
 TEST(RuleRestoreTest, ADamagedStoreRefusesUnlessRecoveryIsAskedFor) {
@@ -450,7 +453,8 @@ TEST(RuleRestoreTest, ADamagedStoreRefusesUnlessRecoveryIsAskedFor) {
     ASSERT_TRUE(d.ApplyBatch(Inserts(1, 5)).ok());
   }
   WriteFile(dir.File("rules.db"), "this is not a database");
-  std::FILE* log = std::tmpfile();
+  CapturedLog captured;
+  spdlog::logger& log = *captured.logger;
   StoreConfig cfg;
   cfg.path = dir.path();
   absl::StatusOr<StartupStore> s = OpenRuleStore(cfg, log);
@@ -464,8 +468,7 @@ TEST(RuleRestoreTest, ADamagedStoreRefusesUnlessRecoveryIsAskedFor) {
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->state.generation, 0u);
   EXPECT_TRUE(s->state.info.recovered);
-  EXPECT_THAT(ReadLog(log), HasSubstr("was damaged; recovered"));
-  std::fclose(log);
+  EXPECT_THAT(captured.lines.str(), HasSubstr("was damaged; recovered"));
 }
 
 // A dataplane whose publications time out while `time_out` is set, as

@@ -2,13 +2,17 @@
 //
 //   flowclassd -c FILE [--set KEY=VALUE]... [--rules FILE] [--lcores L,L]
 //              [--file-prefix NAME] [--stats-interval-ms N] [--duration-s N]
+//              [--log-level LEVEL] [--log-format FORMAT]
 //   flowclassd --check-config FILE [--set KEY=VALUE]...
+// (server/daemon_flags.h parses them.)
 //
 // The main thread is the EAL main lcore: it loads the rules, starts the PMDs,
-// prints per-PMD counters every stats.interval_ms and waits for SIGINT or
+// logs per-PMD counters every stats.interval_ms and waits for SIGINT or
 // SIGTERM (or run.duration_s), then stops PMDs and ports (flushing net_pcap
-// output), prints the final counters and exits 0.  Exit codes are listed in
-// kExit* below and in docs/flowclassd.md.
+// output), logs the final counters and exits 0.  Every line it prints goes
+// through the log (server/log.h: timestamp, level, text or JSON), but for
+// what --check-config, --help and --version print.  Exit codes are kExit*
+// in server/daemon_flags.h and in docs/flowclassd.md.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -31,60 +35,22 @@
 #include "server/api/grpc_server.h"
 #include "server/cap_log.h"
 #include "server/config.h"
+#include "server/daemon_flags.h"
+#include "server/log.h"
 #include "server/metrics/metrics_exporter.h"
 #include "server/metrics/observed_dataplane.h"
 #include "server/durable_dataplane.h"
 #include "server/readiness.h"
 #include "server/rule_restore.h"
+#include "spdlog/spdlog.h"
 
 namespace flowclass {
 namespace {
-
-constexpr int kExitOk = 0;
-constexpr int kExitInternal = 1;
-constexpr int kExitUsage = 2;
-constexpr int kExitConfig = 3;
-constexpr int kExitEal = 4;
-constexpr int kExitPort = 5;
-constexpr int kExitMempool = 6;
-constexpr int kExitRules = 7;
-constexpr int kExitLcore = 8;
-constexpr int kExitMetrics = 9;  // cannot serve /metrics
-constexpr int kExitStore = 10;   // the rule store cannot be opened, read or restored
 
 std::atomic<int> g_signal{0};
 void OnSignal(int sig) { g_signal.store(sig); }
 std::atomic<bool> g_reload{false};
 void OnHangup(int) { g_reload.store(true); }
-
-void Usage(FILE* out) {
-  std::fputs(
-      "usage: flowclassd -c FILE [options]\n"
-      "       flowclassd --check-config FILE [--set KEY=VALUE]...\n"
-      "options:\n"
-      "  -c, --config FILE        YAML configuration (see docs/flowclassd.md)\n"
-      "  --check-config FILE      validate FILE (and its rules file), print a\n"
-      "                           summary and exit 0, or 3/7 on error\n"
-      "  --set KEY=VALUE          override a config key, dotted path, value in\n"
-      "                           YAML syntax (e.g. --set pmd.lcores=[1,2],\n"
-      "                           --set ports.0.args=rx_pcap=in.pcap)\n"
-      "  --rules FILE             same as --set rules.file=FILE\n"
-      "  --lcores L,L             same as --set pmd.lcores=[L,L]\n"
-      "  --file-prefix NAME       same as --set eal.file_prefix=NAME\n"
-      "  --stats-interval-ms N    same as --set stats.interval_ms=N\n"
-      "  --duration-s N           same as --set run.duration_s=N\n"
-      "  --store DIR              same as --set store.path=DIR (the durable rule\n"
-      "                           store; without one rules live in memory only)\n"
-      "  --recover-to-last-consistent\n"
-      "                           same as --set store.recover_to_last_consistent=true:\n"
-      "                           a damaged store starts from its last consistent\n"
-      "                           state instead of refusing to start\n"
-      "  -h, --help               this text\n"
-      "  --version                print flowclassd's version and exit\n"
-      "exit codes: 0 ok, 1 internal, 2 usage, 3 config, 4 EAL, 5 port,\n"
-      "            6 mempool, 7 rules, 8 lcore, 9 metrics, 10 store\n",
-      out);
-}
 
 // "<tag> pmd=.. lcore=.. " then every counter of the two tables with a `log`
 // key, as key=value: the loop's, the busy share and cycles per packet, then
@@ -99,13 +65,12 @@ std::string PmdLine(const char* tag, const PmdCounters& p) {
                         p.CyclesPerPacket());
   for (const PmdCounterInfo& c : kPmdCounters)
     if (c.log != nullptr) absl::StrAppend(&out, " ", c.log, "=", p.pipeline.*c.field);
-  out.push_back('\n');
   return out;
 }
 
 void PrintStats(const char* tag, const DataplaneStats& s, bool ports) {
   std::string out;
-  for (const PmdCounters& p : s.pmds) out += PmdLine(tag, p);
+  for (const PmdCounters& p : s.pmds) absl::StrAppend(&out, PmdLine(tag, p), "\n");
   if (ports) {
     for (const PortCounters& p : s.ports)
       absl::StrAppendFormat(
@@ -133,8 +98,7 @@ void PrintStats(const char* tag, const DataplaneStats& s, bool ports) {
         tag, s.acl.builds, s.acl.build_failures, static_cast<double>(s.acl.last_build_ns) / 1e6,
         s.acl.last_build_rules, s.acl.batches, s.acl.coalesced_batches, s.acl.queue_depth,
         s.acl.live_generation);
-  std::fputs(out.c_str(), stdout);
-  std::fflush(stdout);
+  LogLines(*spdlog::default_logger(), LogLevel::kInfo, out);
 }
 
 // Test-only hook (docs/operations.md, "Test hooks"), off unless the
@@ -165,13 +129,12 @@ class TestingStallHook {
       }
       pmd_ = pmd;
       dp.StallPmdForTesting(pmd_, true);
-      std::printf("flowclassd: testing: pmd %d stalled (%s exists)\n", pmd_, path_.c_str());
+      spdlog::info("testing: pmd {} stalled ({} exists)", pmd_, path_);
     } else {
       dp.StallPmdForTesting(pmd_, false);
-      std::printf("flowclassd: testing: pmd %d resumed\n", pmd_);
+      spdlog::info("testing: pmd {} resumed", pmd_);
       pmd_ = -1;
     }
-    std::fflush(stdout);
   }
   void Release(DpdkDataplane& dp) {
     if (pmd_ >= 0) dp.StallPmdForTesting(pmd_, false);
@@ -192,18 +155,21 @@ class TestingStallHook {
 bool HoldForTesting(const char* env, const char* what) {
   const char* p = std::getenv(env);
   if (p == nullptr || *p == '\0') return g_signal.load() == 0;
-  std::fprintf(stderr, "flowclassd: warning: %s is set: test hook, the %s waits while %s "
-               "exists\n", env, what, p);
+  spdlog::warn("warning: {} is set: test hook, the {} waits while {} exists", env, what, p);
   struct stat sb;
   if (::stat(p, &sb) == 0) {
-    std::printf("flowclassd: testing: %s held (%s exists)\n", what, p);
-    std::fflush(stdout);
+    spdlog::info("testing: {} held ({} exists)", what, p);
     while (::stat(p, &sb) == 0 && g_signal.load() == 0)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    std::printf("flowclassd: testing: %s released\n", what);
-    std::fflush(stdout);
+    spdlog::info("testing: {} released", what);
   }
   return g_signal.load() == 0;
+}
+
+// "<what> error: <message>" at level error (docs/flowclassd.md, "Exit codes").
+void LogError(std::string_view what, const absl::Status& status) {
+  const absl::string_view m = status.message();
+  spdlog::error("{} error: {}", what, std::string_view(m.data(), m.size()));
 }
 
 RuleFormat ToRuleFormat(const std::string& f) {
@@ -234,70 +200,18 @@ absl::StatusOr<std::vector<RuleOp>> LoadRules(const DaemonConfig& c) {
 }
 
 int Main(int argc, char** argv) {
-  std::string config_path;
-  bool check_only = false;
-  std::vector<std::string> overrides;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&](std::string* out) {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "flowclassd: %s needs a value\n", a.c_str());
-        return false;
-      }
-      *out = argv[++i];
-      return true;
-    };
-    std::string v;
-    if (a == "-h" || a == "--help") {
-      Usage(stdout);
-      return kExitOk;
-    } else if (a == "--version") {
-      std::printf("flowclassd %s\n", kFlowclassVersion);
-      return kExitOk;
-    } else if (a == "-c" || a == "--config") {
-      if (!value(&config_path)) return kExitUsage;
-    } else if (a == "--check-config") {
-      if (!value(&config_path)) return kExitUsage;
-      check_only = true;
-    } else if (a == "--set") {
-      if (!value(&v)) return kExitUsage;
-      if (v.find('=') == std::string::npos || v.front() == '=') {
-        std::fprintf(stderr, "flowclassd: --set needs KEY=VALUE, got \"%s\"\n", v.c_str());
-        Usage(stderr);
-        return kExitUsage;
-      }
-      overrides.push_back(v);
-    } else if (a == "--rules") {
-      if (!value(&v)) return kExitUsage;
-      overrides.push_back("rules.file=" + v);
-    } else if (a == "--lcores") {
-      if (!value(&v)) return kExitUsage;
-      overrides.push_back("pmd.lcores=[" + v + "]");
-    } else if (a == "--file-prefix") {
-      if (!value(&v)) return kExitUsage;
-      overrides.push_back("eal.file_prefix=" + v);
-    } else if (a == "--stats-interval-ms") {
-      if (!value(&v)) return kExitUsage;
-      overrides.push_back("stats.interval_ms=" + v);
-    } else if (a == "--store") {
-      if (!value(&v)) return kExitUsage;
-      overrides.push_back("store.path=" + v);
-    } else if (a == "--recover-to-last-consistent") {
-      overrides.push_back("store.recover_to_last_consistent=true");
-    } else if (a == "--duration-s") {
-      if (!value(&v)) return kExitUsage;
-      overrides.push_back("run.duration_s=" + v);
-    } else {
-      std::fprintf(stderr, "flowclassd: unknown argument \"%s\"\n", a.c_str());
-      Usage(stderr);
-      return kExitUsage;
-    }
+  const ParsedFlags parsed = ParseDaemonFlags(argc, argv);
+  if (!parsed.run) {
+    std::fputs(parsed.out.c_str(), stdout);
+    std::fputs(parsed.err.c_str(), stderr);
+    return parsed.exit_code;
   }
-  if (config_path.empty()) {
-    std::fprintf(stderr, "flowclassd: no config file (-c FILE)\n");
-    Usage(stderr);
-    return kExitUsage;
-  }
+  const std::string& config_path = parsed.flags.config_path;
+  const bool check_only = parsed.flags.check_only;
+  const std::vector<std::string>& overrides = parsed.flags.overrides;
+  // The command line's log settings until the config file's are known (a
+  // config error is logged as the flags ask).
+  SetUpDaemonLog(LogOptionsFromOverrides(overrides));
 
   // SIGINT/SIGTERM from here on stop the daemon cleanly (exit 0), also while
   // it starts: each start-up step below checks for a signal before the next
@@ -321,9 +235,14 @@ int Main(int argc, char** argv) {
 
   absl::StatusOr<DaemonConfig> config = LoadConfig(config_path, overrides);
   if (!config.ok()) {
-    std::fprintf(stderr, "flowclassd: config error: %s\n",
-                 std::string(config.status().message()).c_str());
+    LogError("config", config.status());
     return kExitConfig;
+  }
+  // The config file's log settings (the flags are overrides in it), before
+  // any other thread starts.
+  if (!check_only) {
+    SetUpDaemonLog(config->log);
+    LogLines(*spdlog::default_logger(), LogLevel::kDebug, DescribeConfig(*config));
   }
   // The TLS files (PEM, the key is the certificate's) before anything starts:
   // gRPC would only say "cannot listen", after EAL and the ports.  Not with
@@ -334,23 +253,20 @@ int Main(int argc, char** argv) {
   if (config->grpc.enabled && !check_only) {
     absl::StatusOr<GrpcTlsPem> pem = LoadGrpcTlsFiles(config->grpc);
     if (!pem.ok()) {
-      std::fprintf(stderr, "flowclassd: config error: %s\n",
-                   std::string(pem.status().message()).c_str());
+      LogError("config", pem.status());
       return kExitConfig;
     }
     tls = *std::move(pem);
     // The token file too (StartGrpcServer reads it again, after EAL).
     if (absl::StatusOr<std::shared_ptr<const AuthPolicy>> p = AuthPolicy::Load(config->grpc);
         !p.ok()) {
-      std::fprintf(stderr, "flowclassd: config error: %s\n",
-                   std::string(p.status().message()).c_str());
+      LogError("config", p.status());
       return kExitConfig;
     }
   }
   absl::StatusOr<std::vector<RuleOp>> rules = LoadRules(*config);
   if (!rules.ok()) {
-    std::fprintf(stderr, "flowclassd: rules error: %s\n",
-                 std::string(rules.status().message()).c_str());
+    LogError("rules", rules.status());
     return kExitRules;
   }
   if (check_only) {
@@ -389,28 +305,25 @@ int Main(int argc, char** argv) {
     return finish(code);
   };
   auto stop_before_start = [&] {
-    std::printf("flowclassd: stopping (%s) before start\n", signal_name());
+    spdlog::info("stopping ({}) before start", signal_name());
     const int code = abort_start(kExitOk);
-    std::printf("flowclassd: stopped\n");
-    std::fflush(stdout);
+    spdlog::info("stopped");
     return code;
   };
   if (g_signal.load() != 0) return stop_before_start();
 
   // The rule store, before EAL: a damaged or busy store refuses to start
   // before anything else is set up.
-  absl::StatusOr<StartupStore> store = OpenRuleStore(config->store, stderr);
+  absl::StatusOr<StartupStore> store = OpenRuleStore(config->store, *spdlog::default_logger());
   if (!store.ok()) {
-    std::fprintf(stderr, "flowclassd: store error: %s\n",
-                 std::string(store.status().message()).c_str());
+    LogError("store", store.status());
     return finish(kExitStore);
   }
   if (g_signal.load() != 0) return stop_before_start();
 
   absl::Status st = InitEal(config->eal);
   if (!st.ok()) {
-    std::fprintf(stderr, "flowclassd: EAL error: %s\n",
-                 std::string(st.message()).c_str());
+    LogError("EAL", st);
     return kExitEal;
   }
   if (g_signal.load() != 0) return stop_before_start();
@@ -428,8 +341,7 @@ int Main(int argc, char** argv) {
       case SetupStage::kPort: what = "port"; code = kExitPort; break;
       case SetupStage::kNone: break;
     }
-    std::fprintf(stderr, "flowclassd: %s error: %s\n", what,
-                 std::string(dp.status().message()).c_str());
+    LogError(what, dp.status());
     return finish(code);
   }
   owned = *std::move(dp);
@@ -445,12 +357,11 @@ int Main(int argc, char** argv) {
     absl::StatusOr<std::unique_ptr<MetricsExporter>> m =
         MetricsExporter::Start(config->metrics, &dataplane, &apply_latency, &readiness);
     if (!m.ok()) {
-      std::fprintf(stderr, "flowclassd: metrics error: %s\n",
-                   std::string(m.status().message()).c_str());
+      LogError("metrics", m.status());
       return abort_start(kExitMetrics);
     }
     metrics = std::move(*m);
-    std::printf("flowclassd: metrics on %s\n", metrics->url().c_str());
+    spdlog::info("metrics on {}", metrics->url());
   }
   // ---- end metrics ----
 
@@ -470,15 +381,12 @@ int Main(int argc, char** argv) {
     absl::StatusOr<std::unique_ptr<GrpcServer>> gs =
         StartGrpcServer(&durable, config->grpc, tls, &readiness);  // durable, timed for /metrics
     if (!gs.ok()) {
-      std::fprintf(stderr, "flowclassd: config error: %s\n",
-                   std::string(gs.status().message()).c_str());
+      LogError("config", gs.status());
       return abort_start(kExitConfig);
     }
     grpc_server = *std::move(gs);
-    std::printf("flowclassd: grpc open on %s (%s): %s, health NOT_SERVING\n",
-                grpc_server->target().c_str(), config->grpc.plaintext ? "plaintext" : "tls",
-                config->grpc.restoring.c_str());
-    std::fflush(stdout);
+    spdlog::info("grpc open on {} ({}): {}, health NOT_SERVING", grpc_server->target(),
+                 config->grpc.plaintext ? "plaintext" : "tls", config->grpc.restoring);
   }
   // ---- end gRPC API ----
   if (!HoldForTesting("FLOWCLASS_TESTING_HOLD_RESTORE_FILE", "restore")) {
@@ -488,12 +396,11 @@ int Main(int argc, char** argv) {
   st = RestoreRules(
       &*store, *rules,
       [&](absl::Span<const Rule> r, uint64_t gen) { return dataplane.Restore(r, gen); },
-      &durable, stdout);
+      &durable, *spdlog::default_logger());
   if (!st.ok()) {
     // Restoring the store's generation, or (an empty store) seeding it.
     const bool restoring = store->state.generation > 0;
-    std::fprintf(stderr, "flowclassd: %s error: %s\n", restoring ? "store" : "rules",
-                 std::string(st.message()).c_str());
+    LogError(restoring ? "store" : "rules", st);
     return abort_start(restoring ? kExitStore : kExitRules);
   }
   const uint64_t start_rules =
@@ -504,51 +411,45 @@ int Main(int argc, char** argv) {
 
   st = dataplane.Start();
   if (!st.ok()) {
-    std::fprintf(stderr, "flowclassd: port error: %s\n",
-                 std::string(st.message()).c_str());
+    LogError("port", st);
     return abort_start(kExitPort);
   }
   readiness.Start([&dataplane] { return dataplane.Heartbeat(); });
-  std::printf("flowclassd: running, %zu PMD(s), %zu port(s), generation %llu "
-              "(%zu rules); pid %d; version %s\n",
-              config->dataplane.pmd_lcores.size(), config->dataplane.ports.size(),
-              static_cast<unsigned long long>(dataplane.generation()),
-              static_cast<size_t>(start_rules), static_cast<int>(getpid()), kFlowclassVersion);
+  spdlog::info("running, {} PMD(s), {} port(s), generation {} ({} rules); pid {}; version {}",
+               config->dataplane.pmd_lcores.size(), config->dataplane.ports.size(),
+               dataplane.generation(), start_rules, static_cast<int>(getpid()),
+               kFlowclassVersion);
   for (size_t i = 0; i < config->dataplane.pmd_lcores.size(); ++i) {
     std::string qs;
     for (auto [port, q] : dataplane.RxQueuesOf(static_cast<int>(i)))
       absl::StrAppend(&qs, " ", port, ":", q);
-    std::printf("flowclassd: pmd %zu on lcore %d polls%s\n", i,
-                config->dataplane.pmd_lcores[i], qs.empty() ? " nothing" : qs.c_str());
+    spdlog::info("pmd {} on lcore {} polls{}", i, config->dataplane.pmd_lcores[i],
+                 qs.empty() ? " nothing" : qs);
   }
   for (const DpdkPortInfo& p : dataplane.Ports()) {
     if (p.rx_queues == 0) {
-      std::printf("flowclassd: port %u (%s): tx only\n", p.number, p.device.c_str());
+      spdlog::info("port {} ({}): tx only", p.number, p.device);
     } else if (p.rss_hf != 0) {
-      std::printf("flowclassd: port %u (%s): %u rx queues, RSS on (rss_hf 0x%llx)\n", p.number,
-                  p.device.c_str(), p.rx_queues, static_cast<unsigned long long>(p.rss_hf));
+      spdlog::info("port {} ({}): {} rx queues, RSS on (rss_hf {:#x})", p.number, p.device,
+                   p.rx_queues, p.rss_hf);
     } else {
-      std::printf("flowclassd: port %u (%s): %u rx queue(s), RSS off\n", p.number,
-                  p.device.c_str(), p.rx_queues);
+      spdlog::info("port {} ({}): {} rx queue(s), RSS off", p.number, p.device, p.rx_queues);
     }
   }
   // The restore window ends: the PMDs run the restored rule set.
   if (grpc_server) {
     grpc_server->Restored(store->instance);
-    std::printf("flowclassd: grpc listening on %s (%s)\n", grpc_server->target().c_str(),
-                config->grpc.plaintext ? "plaintext" : "tls");
+    spdlog::info("grpc listening on {} ({})", grpc_server->target(),
+                 config->grpc.plaintext ? "plaintext" : "tls");
     if (std::string w = GrpcAuthWarning(config->grpc); !w.empty())
-      std::printf("flowclassd: warning: grpc authorization is off: %s\n", w.c_str());
+      spdlog::warn("warning: grpc authorization is off: {}", w);
   }
   readiness.SetRulesRestored(true);  // the store is restored (or the empty store seeded)
-  std::fflush(stdout);
 
   TestingStallHook stall_hook;
   if (stall_hook.enabled())
-    std::fprintf(stderr,
-                 "flowclassd: warning: %s is set: test hook, a PMD is stalled while %s "
-                 "exists\n",
-                 TestingStallHook::kEnv, stall_hook.path().c_str());
+    spdlog::warn("warning: {} is set: test hook, a PMD is stalled while {} exists",
+                 TestingStallHook::kEnv, stall_hook.path());
 
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
@@ -559,14 +460,12 @@ int Main(int argc, char** argv) {
     if (stall_hook.enabled()) stall_hook.Poll(dataplane);
     if (g_reload.exchange(false) && grpc_server) {
       for (const std::string& line : grpc_server->Reload(config->grpc))
-        std::printf("flowclassd: SIGHUP: %s\n", line.c_str());
-      std::fflush(stdout);
+        spdlog::info("SIGHUP: {}", line);
     }
     const auto now = Clock::now();
     if (cap_log.Due(now)) {
       for (const std::string& line : cap_log.Report(dataplane.Stats(), dataplane.GetConfig(), now))
-        std::fputs(line.c_str(), stdout);
-      std::fflush(stdout);
+        spdlog::warn("{}", line);
     }
     if (config->run_duration_s &&
         now - start >= std::chrono::seconds(config->run_duration_s))
@@ -577,8 +476,8 @@ int Main(int argc, char** argv) {
     }
   }
   const int sig = g_signal.load();
-  std::printf("flowclassd: stopping (%s)\n",
-              sig ? (sig == SIGINT ? "SIGINT" : "SIGTERM") : "duration reached");
+  spdlog::info("stopping ({})",
+               sig ? (sig == SIGINT ? "SIGINT" : "SIGTERM") : "duration reached");
   stall_hook.Release(dataplane);
   if (grpc_server) grpc_server->Shutdown();  // no API calls past here
   readiness.Stop();
@@ -586,13 +485,10 @@ int Main(int argc, char** argv) {
   dataplane.Stop();
   const DataplaneStats final_stats = dataplane.Stats();
   PrintStats("final", final_stats, /*ports=*/true);
-  if (config->stats_final) {
-    std::fputs(final_stats.ToString().c_str(), stdout);
-    std::fflush(stdout);
-  }
+  if (config->stats_final)
+    LogLines(*spdlog::default_logger(), LogLevel::kInfo, final_stats.ToString());
   owned.reset();
-  std::printf("flowclassd: stopped\n");
-  std::fflush(stdout);
+  spdlog::info("stopped");
   return finish(kExitOk);
 }
 

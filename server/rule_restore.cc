@@ -16,13 +16,12 @@ uint64_t NewBootId() {
   return id;
 }
 
-absl::StatusOr<StartupStore> OpenRuleStore(const StoreConfig& config, std::FILE* log) {
+absl::StatusOr<StartupStore> OpenRuleStore(const StoreConfig& config, spdlog::logger& log) {
   StartupStore out;
   if (config.path.empty()) {
-    std::fprintf(log,
-                 "flowclassd: warning: no store.path: rules are kept in memory only and do "
-                 "not survive a restart (set store.path, e.g. /var/lib/flowclass)\n");
-    std::fflush(log);
+    log.warn(
+        "warning: no store.path: rules are kept in memory only and do not survive a restart "
+        "(set store.path, e.g. /var/lib/flowclass)");
     return out;
   }
   RuleStoreOptions opts;
@@ -46,41 +45,33 @@ absl::StatusOr<StartupStore> OpenRuleStore(const StoreConfig& config, std::FILE*
   out.state = *std::move(state);
   const RuleStoreInfo& info = out.state.info;
   if (info.recovered) {
-    std::fprintf(log, "flowclassd: warning: rule store %s was damaged; recovered:\n",
-                 info.path.c_str());
-    for (const std::string& d : info.dropped) std::fprintf(log, "flowclassd:   %s\n", d.c_str());
-    std::fprintf(log, "flowclassd:   the damaged file was kept as %s\n",
-                 info.damaged_file.c_str());
+    log.warn("warning: rule store {} was damaged; recovered:", info.path);
+    for (const std::string& d : info.dropped) log.warn("  {}", d);
+    log.warn("  the damaged file was kept as {}", info.damaged_file);
   }
   if (info.migrated_from_version != 0)
-    std::fprintf(log,
-                 "flowclassd: rule store %s: rewritten from schema version %d to %d; the old "
-                 "file was kept as %s (an older flowclassd can still read it)\n",
-                 info.path.c_str(), info.migrated_from_version, info.schema_version,
-                 info.migrated_file.c_str());
-  std::fprintf(log,
-               "flowclassd: rule store %s: generation %llu, %zu rules (%llu batch rows after "
-               "the snapshot of generation %llu), %llu bytes, loaded in %.2f s\n",
-               info.path.c_str(), static_cast<unsigned long long>(out.state.generation),
-               out.state.rules.size(), static_cast<unsigned long long>(info.batches),
-               static_cast<unsigned long long>(info.snapshot_generation),
-               static_cast<unsigned long long>(info.file_bytes), out.load_seconds);
-  std::fflush(log);
+    log.info(
+        "rule store {}: rewritten from schema version {} to {}; the old file was kept as {} (an "
+        "older flowclassd can still read it)",
+        info.path, info.migrated_from_version, info.schema_version, info.migrated_file);
+  log.info(
+      "rule store {}: generation {}, {} rules ({} batch rows after the snapshot of generation "
+      "{}), {} bytes, loaded in {:.2f} s",
+      info.path, out.state.generation, out.state.rules.size(), info.batches,
+      info.snapshot_generation, info.file_bytes, out.load_seconds);
   return out;
 }
 
 absl::Status RestoreRules(StartupStore* s, absl::Span<const RuleOp> seed,
-                          const RestoreFn& restore, Dataplane* durable, std::FILE* log) {
+                          const RestoreFn& restore, Dataplane* durable, spdlog::logger& log) {
   ServerInstanceInfo& in = s->instance;
   in.boot_id = NewBootId();
   in.durable = s->store != nullptr;
   in.store_path = s->store ? s->store->path() : "";
   if (s->store != nullptr && s->state.generation > 0) {
     if (!seed.empty())
-      std::fprintf(log,
-                   "flowclassd: rules.file ignored: the store holds generation %llu (it seeds "
-                   "only an empty store)\n",
-                   static_cast<unsigned long long>(s->state.generation));
+      log.info("rules.file ignored: the store holds generation {} (it seeds only an empty store)",
+               s->state.generation);
     if (absl::Status st = restore(s->state.rules, s->state.generation); !st.ok())
       return absl::Status(st.code(), absl::StrCat("rule store ", s->store->path(),
                                                   ": cannot restore generation ",
@@ -94,12 +85,9 @@ absl::Status RestoreRules(StartupStore* s, absl::Span<const RuleOp> seed,
     in.restored_rules = 0;
   }
   std::vector<Rule>().swap(s->state.rules);
-  std::fprintf(log, "flowclassd: boot id %016llx, %s, started at generation %llu (%llu rules)\n",
-               static_cast<unsigned long long>(in.boot_id),
-               in.durable ? absl::StrCat("rule store ", in.store_path).c_str() : "in memory",
-               static_cast<unsigned long long>(in.restored_generation),
-               static_cast<unsigned long long>(in.restored_rules));
-  std::fflush(log);
+  log.info("boot id {:016x}, {}, started at generation {} ({} rules)", in.boot_id,
+           in.durable ? absl::StrCat("rule store ", in.store_path) : "in memory",
+           in.restored_generation, in.restored_rules);
   return absl::OkStatus();
 }
 

@@ -25,12 +25,12 @@
 // rule count the rule set started at, durable or not) and frees the loaded
 // rules.
 //
+// `log` gets what they have to say (server/log.h; warnings at level warn).
 // Threads: the daemon's main thread, before the gRPC server serves.
 #ifndef FLOWCLASS_SERVER_RULE_RESTORE_H_
 #define FLOWCLASS_SERVER_RULE_RESTORE_H_
 
 #include <cstdint>
-#include <cstdio>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -42,6 +42,7 @@
 #include "server/api/grpc_config.h"
 #include "server/config.h"
 #include "server/store/rule_store.h"
+#include "spdlog/logger.h"
 
 namespace flowclass {
 
@@ -52,12 +53,12 @@ struct StartupStore {
   ServerInstanceInfo instance;       // filled by RestoreRules
 };
 
-absl::StatusOr<StartupStore> OpenRuleStore(const StoreConfig& config, std::FILE* log);
+absl::StatusOr<StartupStore> OpenRuleStore(const StoreConfig& config, spdlog::logger& log);
 
 using RestoreFn = std::function<absl::Status(absl::Span<const Rule>, uint64_t generation)>;
 
 absl::Status RestoreRules(StartupStore* store, absl::Span<const RuleOp> seed,
-                          const RestoreFn& restore, Dataplane* durable, std::FILE* log);
+                          const RestoreFn& restore, Dataplane* durable, spdlog::logger& log);
 
 // A random 64-bit id, never 0.
 uint64_t NewBootId();

@@ -22,6 +22,7 @@
 #include "server/api/classifier_service.h"
 #include "server/api/grpc_auth.h"
 #include "server/readiness.h"
+#include "spdlog/spdlog.h"
 
 namespace flowclass {
 namespace {
@@ -227,10 +228,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(
   server->tls_dir_ = tls_dir;
   std::function<void(const std::string&)> sink = config.audit_sink;
   if (!sink)
-    sink = [](const std::string& line) {
-      std::printf("flowclassd: %s\n", line.c_str());
-      std::fflush(stdout);
-    };
+    sink = [](const std::string& line) { spdlog::info("{}", line); };  // server/log.h
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> icpt;
   icpt.push_back(std::make_unique<AuditInterceptorFactory>(
       [dp] { return dp->generation(); }, std::move(sink)));

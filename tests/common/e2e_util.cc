@@ -81,11 +81,18 @@ CmdResult RunCommand(const std::string& cmd) {
   return r;
 }
 
+absl::string_view LogMessageFrom(absl::string_view line, absl::string_view tag) {
+  for (size_t at = line.find(tag); at != absl::string_view::npos; at = line.find(tag, at + 1))
+    if (at == 0 || line[at - 1] == ' ') return line.substr(at);
+  return "";
+}
+
 std::map<std::string, uint64_t> OutputFields(const std::string& output,
                                              const std::string& prefix) {
   std::map<std::string, uint64_t> m;
   for (absl::string_view line : absl::StrSplit(output, '\n')) {
-    if (!absl::StartsWith(line, prefix)) continue;
+    line = LogMessageFrom(line, prefix);
+    if (line.empty()) continue;
     for (absl::string_view kv : absl::StrSplit(line, ' ')) {
       std::pair<std::string, std::string> p =
           absl::StrSplit(kv, absl::MaxSplits('=', 1));

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
+
 namespace flowclass {
 
 std::string ReadFile(const std::string& path);
@@ -29,8 +31,14 @@ struct CmdResult {
 };
 CmdResult RunCommand(const std::string& cmd);
 
+// `line` from `tag` on when `tag` starts the line or a word of it (a
+// flowclassd log line has a timestamp, a level and "flowclassd: " before
+// its message: server/log.h), else "".
+absl::string_view LogMessageFrom(absl::string_view line, absl::string_view tag);
+
 // The key=value fields with a numeric value of the first line of `output`
-// that starts with `prefix` (flowclassd's "stats" / "final" lines).
+// whose LogMessageFrom(line, prefix) is not empty (flowclassd's "stats" /
+// "final" lines).
 std::map<std::string, uint64_t> OutputFields(const std::string& output,
                                              const std::string& prefix);
 

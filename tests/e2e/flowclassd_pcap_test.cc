@@ -152,7 +152,8 @@ class Daemon : public EalDaemonProcess {
   uint64_t LastRx(int pmds) const {
     std::map<std::string, uint64_t> last;
     for (absl::string_view line : absl::StrSplit(Output(), '\n')) {
-      if (!absl::StartsWith(line, "stats pmd=")) continue;
+      line = LogMessageFrom(line, "stats pmd=");
+      if (line.empty()) continue;
       std::string pmd;
       uint64_t rx = 0;
       for (absl::string_view kv : absl::StrSplit(line, ' ')) {
@@ -373,9 +374,12 @@ TEST(FlowclassdPcapTest, CheckConfigAndExitCodes) {
       {{"--check-config", dir.File("good.yaml"), "--set", "rules.max_rules=5"}, 7,
        "the table would hold 6 rules, limit 5"},
       {{"--check-config", dir.File("good.yaml"), "--set", "rules.max_rules=6"}, 0, "6 rules ok"},
-      {{"--bogus"}, 2, "unknown argument"},
+      // Bad command lines (CLI11: server/daemon_flags.h): the message names the flag.
+      {{"--bogus"}, 2, "flowclassd: The following argument was not expected: --bogus\n"},
       {{"--check-config", dir.File("good.yaml"), "--set", "novalue"}, 2,
-       "--set needs KEY=VALUE, got \"novalue\""},
+       "flowclassd: --set: needs KEY=VALUE, got \"novalue\"\n"},
+      {{"-c", dir.File("good.yaml"), "--log-level", "verbose"}, 2,
+       "flowclassd: --log-level: verbose not in {debug,info,warn,error}\n"},
       {{}, 2, "no config file"},
       // EAL cannot use an lcore the machine does not have (127, the highest
       // id DPDK takes: a host with 128 CPUs skips this case below).

@@ -141,7 +141,7 @@ class StoreDamageTest : public ::testing::Test {
     while (target.empty() && Clock::now() < end) {
       for (absl::string_view line : absl::StrSplit(d.Output(), '\n')) {
         constexpr absl::string_view kTag = "flowclassd: grpc listening on ";
-        if (absl::StartsWith(line, kTag)) {
+        if (line = LogMessageFrom(line, kTag); !line.empty()) {
           line.remove_prefix(kTag.size());
           target = std::string(line.substr(0, line.find(' ')));
         }

@@ -185,7 +185,8 @@ stats:
   auto last_rx = [&] {
     std::map<std::string, uint64_t> last;
     for (absl::string_view line : absl::StrSplit(d.Output(), '\n')) {
-      if (!absl::StartsWith(line, "stats pmd=")) continue;
+      line = LogMessageFrom(line, "stats pmd=");
+      if (line.empty()) continue;
       std::map<std::string, uint64_t> f = OutputFields(std::string(line), "stats pmd=");
       last[std::string(line.substr(0, line.find(' ', 10)))] = f["rx"];
     }

@@ -204,7 +204,7 @@ fi
 daemon_pid=$!
 target=""
 for _ in $(seq 1 300); do
-  target="$(sed -n 's/^flowclassd: grpc listening on \([^ ]*\).*/\1/p' "$work/daemon.log")"
+  target="$(sed -n 's/^.*flowclassd: grpc listening on \([^ ]*\).*/\1/p' "$work/daemon.log")"
   [ -n "$target" ] && break
   sleep 0.1
 done
@@ -303,13 +303,14 @@ if [ "${STORE:-off}" = on ]; then
   "$build/server/flowclassd" -c "$work/d.yaml" --file-prefix "fcgrpcbench_$$" > "$work/restart.log" 2>&1 &
   daemon_pid=$!
   for _ in $(seq 1 600); do
-    grep -q '^flowclassd: grpc listening' "$work/restart.log" && break
+    grep -q 'flowclassd: grpc listening' "$work/restart.log" && break
     sleep 0.1
   done
   grep 'rule store .*loaded in\|started at generation' "$work/restart.log" || cat "$work/restart.log"
   kill -TERM "$daemon_pid"; wait "$daemon_pid" || true; daemon_pid=""
 fi
-final="$(grep '^final total' "$work/daemon.log")"
+# The log line's message (server/log.h puts a timestamp and level before it).
+final="$(grep -o 'flowclassd: final total .*' "$work/daemon.log" | cut -d' ' -f2-)"
 python3 - "$base_pps" "$during_pps" "$final" "$gen" "$after_pps" "$quiet_pps" <<'PY'
 import sys
 base, during, final, gen = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4]

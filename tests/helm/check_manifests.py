@@ -288,8 +288,8 @@ def check_manifests(src, rendered, values_file):
     cfg = yaml.safe_load(data.get("flowclassd.yaml", ""))
     check(isinstance(cfg, dict), "flowclassd.yaml is not a mapping")
     cfg = cfg or {}
-    check(set(cfg) <= {"eal", "pmd", "mempool", "ports", "rules", "stats", "grpc", "metrics",
-                      "pipeline", "dpcls", "store"},
+    check(set(cfg) <= {"eal", "pmd", "mempool", "ports", "rules", "stats", "log", "grpc",
+                      "metrics", "pipeline", "dpcls", "store"},
           f"unexpected top-level config keys {sorted(cfg)}")
     check("run" not in cfg, "run: in a DaemonSet's config")
     if v["store"]["enabled"]:
@@ -405,7 +405,7 @@ def documented_keys(src):
     """Config keys per section as docs/flowclassd.md lists them."""
     text = open(os.path.join(src, "docs", "flowclassd.md")).read()
     keys = {}
-    for sec, key in re.findall(r"^\| `(eal|pmd|mempool|rules|stats|run|metrics|pipeline|dpcls)\.([a-z_]+)(?:\.NAME)?` \|", text, re.M):
+    for sec, key in re.findall(r"^\| `(eal|pmd|mempool|rules|stats|run|log|metrics|pipeline|dpcls)\.([a-z_]+)(?:\.NAME)?` \|", text, re.M):
         keys.setdefault(sec, set()).add(key)
     keys.get("dpcls", set()).discard("lookup_available")  # read-only: not in a config file
     ports = re.search(r"^### `ports`.*?\n(.*?)^### ", text, re.M | re.S).group(1)
