@@ -1,10 +1,11 @@
 // flowclassctl — the flowclass command-line tool.
 //
-// Subcommands: replay (offline, here) and the flowclass.v1 client commands
-// add-rules, replace-rules, del-rules, dump-rules, stats, config, trace, lookup-impl
-// (client/rpc/ctl_commands.h).  docs/flowclassctl.md documents them all.
+// Subcommands: replay and completion (offline, here) and the flowclass.v1
+// client commands add-rules, replace-rules, diff-rules, sync-rules, del-rules,
+// dump-rules, stats, config, trace, lookup-impl, ... (client/rpc/ctl_commands.h).  docs/flowclassctl.md documents them all.
 //
-// Exit codes: 0 success; 1 replay finished with mismatches; 2 usage error;
+// Exit codes: 0 success; 1 replay finished with mismatches (diff-rules: the
+// rule sets differ); 2 usage error;
 // 3 bad input (a file that cannot be read or parsed, a rejected rule set);
 // 4 the server rejected the request; 5 the server could not be reached.
 #include <algorithm>
@@ -20,6 +21,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "client/completion.h"
 #include "client/replay.h"
 #include "common/version.h"
 #if FLOWCLASS_WITH_RPC
@@ -30,6 +32,7 @@
 namespace flowclass {
 inline constexpr char kRpcCommandsHelp[] = "";
 inline bool IsRpcCommand(absl::string_view) { return false; }
+inline std::vector<CompletionCommand> RpcCompletionCommands() { return {}; }
 inline int RunRpcCommand(absl::string_view, std::vector<absl::string_view>) { return 2; }
 }  // namespace flowclass
 #endif
@@ -52,9 +55,16 @@ constexpr char kMainHelp[] =
     "%s"
     "\n"
     "  version     print flowclassctl's version (also --version)\n"
+    "  completion bash  print a bash completion script for flowclassctl\n"
+    "              (load it: source <(flowclassctl completion bash))\n"
     "\n"
     "Run 'flowclassctl <command> --help' for the options of a command.\n"
-    "Exit codes: 0 ok, 1 replay mismatches, 2 usage error, 3 bad input,\n"
+    "Environment (an option wins): FLOWCLASS_SERVER, FLOWCLASS_SERVERS,\n"
+    "FLOWCLASS_DISCOVER, FLOWCLASS_ROLLOUT, FLOWCLASS_PLAINTEXT, FLOWCLASS_CA,\n"
+    "FLOWCLASS_CERT, FLOWCLASS_KEY, FLOWCLASS_SERVER_NAME, FLOWCLASS_TOKEN_FILE,\n"
+    "FLOWCLASS_TIMEOUT_MS, FLOWCLASS_OUTPUT.\n"
+    "Exit codes: 0 ok, 1 replay mismatches (diff-rules: differences), 2 usage\n"
+    "            error, 3 bad input,\n"
     "            4 rejected by the server, 5 server unreachable.\n";
 
 // kMainHelp with the gRPC commands filled in.
@@ -305,6 +315,19 @@ int Replay(const std::vector<std::string_view>& raw) {
                                                          : kExitMismatch;
 }
 
+// flowclassctl completion bash: the script, from the command table.
+int Completion(const std::vector<std::string_view>& args) {
+  if (args.size() != 1 || args[0] != "bash")
+    return Usage("completion: expected 'completion bash' (the one shell it writes for)",
+                 MainHelp().c_str());
+  std::vector<CompletionCommand> commands = {
+      {"replay", OptionsInHelp(kReplayHelp), OptionValuesInHelp(kReplayHelp), {}},
+      {"completion", {}, {}, {"bash"}}};
+  for (CompletionCommand& c : RpcCompletionCommands()) commands.push_back(std::move(c));
+  std::fputs(BashCompletionScript(commands, {"help", "version"}).c_str(), stdout);
+  return kExitOk;
+}
+
 }  // namespace
 }  // namespace flowclass
 
@@ -322,6 +345,7 @@ int main(int argc, char** argv) {
     return kExitOk;
   }
   if (cmd == "replay") return Replay(args);
+  if (cmd == "completion") return Completion(args);
   if (const absl::string_view rpc_cmd(cmd.data(), cmd.size()); IsRpcCommand(rpc_cmd)) {
     return RunRpcCommand(rpc_cmd, std::vector<absl::string_view>(argv + 2, argv + argc));
   }
