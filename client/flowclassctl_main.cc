@@ -2,7 +2,8 @@
 //
 // Subcommands: replay and completion (offline, here) and the flowclass.v1
 // client commands add-rules, replace-rules, diff-rules, sync-rules, del-rules,
-// dump-rules, stats, config, trace, lookup-impl, ... (client/rpc/ctl_commands.h).  docs/flowclassctl.md documents them all.
+// dump-rules, stats, config, trace, lookup-impl, ... (client/rpc/ctl_commands.h).
+// docs/flowclassctl.md documents them all.
 //
 // Exit codes: 0 success; 1 replay finished with mismatches (diff-rules: the
 // rule sets differ); 2 usage error;

@@ -393,10 +393,13 @@ absl::Status ParseArgs(const std::vector<absl::string_view>& in, const Command& 
     if (const char* v = Env(e.env)) *e.field = v;
   if (const char* v = Env("FLOWCLASS_PLAINTEXT")) {
     const std::string b = absl::AsciiStrToLower(v);
-    if (b == "1" || b == "true" || b == "yes") out->conn.plaintext = true;
-    else if (b != "0" && b != "false" && b != "no")
-      return absl::InvalidArgumentError(absl::StrCat(
-          "$FLOWCLASS_PLAINTEXT ", QuoteForMessage(v, '"'), ": expected 1, true, yes, 0, false or no"));
+    if (b == "1" || b == "true" || b == "yes") {
+      out->conn.plaintext = true;
+    } else if (b != "0" && b != "false" && b != "no") {
+      return absl::InvalidArgumentError(absl::StrCat("$FLOWCLASS_PLAINTEXT ",
+                                                     QuoteForMessage(v, '"'),
+                                                     ": expected 1, true, yes, 0, false or no"));
+    }
   }
   std::string timeout_ms, timeout_from = "$FLOWCLASS_TIMEOUT_MS";
   if (const char* v = Env("FLOWCLASS_TIMEOUT_MS")) timeout_ms = v;
@@ -1078,43 +1081,46 @@ std::optional<int> RefuseDuplicateIds(absl::string_view cmd, const RulesInput& i
   return std::nullopt;
 }
 
-int DiffRules(absl::string_view cmd, const Args& a) {
+// diff-rules and sync-rules: FILE read once, then `fn` with each server's
+// difference from it.
+int RunOnDiff(absl::string_view cmd, const Args& a,
+              const std::function<NodeResult(FlowclassClient&, const RuleDiff&)>& fn) {
   RulesInput in;
   if (std::optional<int> code = ReadRulesInput(cmd, a, &in)) return *code;
   if (std::optional<int> code = RefuseDuplicateIds(cmd, in)) return *code;
   return RunOnServers(cmd, a, [&](FlowclassClient& client) {
     absl::StatusOr<RuleDiff> d = DiffWithServer(client, in.rules);
-    if (!d.ok()) return Failed(cmd, d.status());
+    return d.ok() ? fn(client, *d) : Failed(cmd, d.status());
+  });
+}
+
+int DiffRules(absl::string_view cmd, const Args& a) {
+  return RunOnDiff(cmd, a, [&](FlowclassClient&, const RuleDiff& d) {
     // In id order, like the file after sync-rules.
     std::map<uint64_t, std::string> lines;
-    for (const Rule& r : d->added) lines[r.id] = absl::StrCat("+ ", r.ToString(), "\n");
-    for (const Rule& r : d->removed) lines[r.id] = absl::StrCat("- ", r.ToString(), "\n");
-    for (const auto& [old_rule, new_rule] : d->changed)
+    for (const Rule& r : d.added) lines[r.id] = absl::StrCat("+ ", r.ToString(), "\n");
+    for (const Rule& r : d.removed) lines[r.id] = absl::StrCat("- ", r.ToString(), "\n");
+    for (const auto& [old_rule, new_rule] : d.changed)
       lines[old_rule.id] =
           absl::StrCat("- ", old_rule.ToString(), "\n+ ", new_rule.ToString(), "\n");
     NodeResult r;
     for (const auto& [id, text] : lines) r.out += text;
-    r.ack = absl::StrCat("added=", d->added.size(), " removed=", d->removed.size(),
-                         " changed=", d->changed.size(), " unchanged=", d->unchanged);
+    r.ack = absl::StrCat("added=", d.added.size(), " removed=", d.removed.size(),
+                         " changed=", d.changed.size(), " unchanged=", d.unchanged);
     absl::StrAppend(&r.out, "diff-rules: ", r.ack, "\n");
-    r.code = d->empty() ? kCtlExitOk : kCtlExitDiffers;
+    r.code = d.empty() ? kCtlExitOk : kCtlExitDiffers;
     return r;
   });
 }
 
 int SyncRules(absl::string_view cmd, const Args& a) {
-  RulesInput in;
-  if (std::optional<int> code = ReadRulesInput(cmd, a, &in)) return *code;
-  if (std::optional<int> code = RefuseDuplicateIds(cmd, in)) return *code;
-  return RunOnServers(cmd, a, [&](FlowclassClient& client) {
-    absl::StatusOr<RuleDiff> d = DiffWithServer(client, in.rules);
-    if (!d.ok()) return Failed(cmd, d.status());
+  return RunOnDiff(cmd, a, [&](FlowclassClient& client, const RuleDiff& d) {
     NodeResult r;
-    if (d->empty()) {  // nothing to send; the generation it is in sync at
+    if (d.empty()) {  // nothing to send; the generation it is in sync at
       absl::StatusOr<v1::Stats> st = client.GetStats();
       if (!st.ok()) return Failed(cmd, st.status());
       r.generation = st->generation();
-      r.ack = absl::StrCat("in sync, nothing sent: rules=", d->unchanged);
+      r.ack = absl::StrCat("in sync, nothing sent: rules=", d.unchanged);
       r.out = absl::StrCat("sync-rules: ", r.ack, " generation=", st->generation(), "\n");
       return r;
     }
@@ -1122,16 +1128,16 @@ int SyncRules(absl::string_view cmd, const Args& a) {
     // replacements, in id order.
     v1::RuleBatch batch;
     batch.set_batch_id(1);
-    for (const Rule& rule : d->removed) batch.add_ops()->set_delete_id(rule.id);
-    for (const Rule& rule : d->added) RuleToProto(rule, batch.add_ops()->mutable_insert());
-    for (const auto& [old_rule, new_rule] : d->changed)
+    for (const Rule& rule : d.removed) batch.add_ops()->set_delete_id(rule.id);
+    for (const Rule& rule : d.added) RuleToProto(rule, batch.add_ops()->mutable_insert());
+    for (const auto& [old_rule, new_rule] : d.changed)
       RuleToProto(new_rule, batch.add_ops()->mutable_replace());
     absl::StatusOr<v1::BatchAck> ack = client.ApplyBatch(batch);
     if (!ack.ok()) return Failed(cmd, ack.status());
     if (ack->status_code() != 0) return Failed(cmd, AckStatus(*ack));
     r.generation = ack->generation();
     r.ack = absl::StrCat("inserted=", ack->inserted(), " replaced=", ack->replaced(),
-                         " deleted=", ack->deleted(), " unchanged=", d->unchanged);
+                         " deleted=", ack->deleted(), " unchanged=", d.unchanged);
     r.out = absl::StrCat("sync-rules: ", r.ack, " generation=", ack->generation(), "\n");
     return r;
   });
@@ -1164,27 +1170,29 @@ NodeResult ApplyRuleOps(absl::string_view cmd, FlowclassClient& client,
   if (!r.ok()) {
     res = Failed(cmd, r.status());
     if (partial.first_error.has_value())
-      absl::StrAppendFormat(&res.err, "flowclassctl add-rules: batch %llu was rejected before: %s\n",
-                   static_cast<unsigned long long>(partial.first_error->batch_id()),
-                   partial.first_error->status_message().c_str());
+      absl::StrAppendFormat(&res.err,
+                            "flowclassctl add-rules: batch %llu was rejected before: %s\n",
+                            static_cast<unsigned long long>(partial.first_error->batch_id()),
+                            partial.first_error->status_message().c_str());
     if (!ops.empty())
       absl::StrAppendFormat(&res.err, "flowclassctl add-rules: %s\n",
-                   StreamFailureReport(partial, ao.batch_size, ops.size()).c_str());
+                            StreamFailureReport(partial, ao.batch_size, ops.size()).c_str());
     return res;
   }
   if (r->first_error.has_value()) {
     const v1::BatchAck& e = *r->first_error;
-    absl::StrAppendFormat(&res.err, "flowclassctl add-rules: batch %llu rejected: %s: %s\n",
-                 static_cast<unsigned long long>(e.batch_id()),
-                 absl::StatusCodeToString(static_cast<absl::StatusCode>(e.status_code())).c_str(),
-                 e.status_message().c_str());
+    absl::StrAppendFormat(
+        &res.err, "flowclassctl add-rules: batch %llu rejected: %s: %s\n",
+        static_cast<unsigned long long>(e.batch_id()),
+        absl::StatusCodeToString(static_cast<absl::StatusCode>(e.status_code())).c_str(),
+        e.status_message().c_str());
     for (const v1::OpError& oe : e.errors()) {
       const size_t idx = (e.batch_id() - ao.first_batch_id) * ao.batch_size + oe.op_index();
       if (idx < ops.size())
         absl::StrAppendFormat(&res.err, "  rule #%zu of %s (line %zu, field %s): %s\n", idx + 1,
-                     in.source.c_str(), idx < in.lines.size() ? in.lines[idx] : idx + 1,
-                     oe.field().empty() ? "-" : oe.field().c_str(),
-                     ops[idx].rule.ToString().c_str());
+                              in.source.c_str(), idx < in.lines.size() ? in.lines[idx] : idx + 1,
+                              oe.field().empty() ? "-" : oe.field().c_str(),
+                              ops[idx].rule.ToString().c_str());
     }
     // Every batch before the rejected one was applied, so the rest of
     // ops_applied is after it: batches already in flight, applied or
@@ -1193,20 +1201,21 @@ NodeResult ApplyRuleOps(absl::string_view cmd, FlowclassClient& client,
     const size_t before = std::min(ops.size(), bad * ao.batch_size);
     const size_t n_after = r->ops_applied - before;
     const std::string after = RulesOfBatchesAfter(r->ok_batches, bad, ao.batch_size, ops.size());
-    absl::StrAppendFormat(&res.err, "flowclassctl add-rules: %zu of %zu rules applied before it%s%s\n", before,
-                 ops.size(), before ? absl::StrCat(" (#1-#", before, ")").c_str() : "",
-                 n_after ? absl::StrCat("; also applied, from batches already in flight after it: ",
-                                        n_after, " (", after, ")").c_str()
-                         : "; none after it");
+    absl::StrAppendFormat(
+        &res.err, "flowclassctl add-rules: %zu of %zu rules applied before it%s%s\n", before,
+        ops.size(), before ? absl::StrCat(" (#1-#", before, ")").c_str() : "",
+        n_after ? absl::StrCat("; also applied, from batches already in flight after it: ", n_after,
+                               " (", after, ")")
+                      .c_str()
+                : "; none after it");
     res.code = kCtlExitRejected;
     return res;
   }
   res.generation = r->generation;
   res.ack = absl::StrCat("rules=", r->ops_applied, " batches=", r->batches_acked);
-  res.out = absl::StrFormat("add-rules: %s generation=%u seconds=%.3f rules_per_s=%.0f\n",
-                            res.ack, r->generation, r->seconds,
-                            r->seconds > 0 ? static_cast<double>(r->ops_applied) / r->seconds
-                                           : 0.0);
+  res.out = absl::StrFormat(
+      "add-rules: %s generation=%u seconds=%.3f rules_per_s=%.0f\n", res.ack, r->generation,
+      r->seconds, r->seconds > 0 ? static_cast<double>(r->ops_applied) / r->seconds : 0.0);
   return res;
 }
 

@@ -4,9 +4,7 @@
 // del-rules/config/stats end to end, that PMDs report the acked generation,
 // that a rejected file changes nothing, and that every packet is accounted
 // for at exit.  Each daemon gets its own --file-prefix and is stopped by PID.
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -794,17 +792,40 @@ TEST(GrpcFlowclassdTest, PortHeldWithReusePortIsAConfigError) {
 // The config of a daemon the CLI tests program and read: one pcap frame read
 // once (no traffic loop to keep the PMD busy; three of them share 2 cores).
 std::string QuietDaemonConfig(TempDir& dir) {
-  WritePcap(dir.File("in.pcap"), {PacketBuilder()
-                                      .Eth(0x020000000001, 0x020000000002)
-                                      .Ipv4(0xc0a80001, 0x0a000001)
-                                      .Udp(1024, 1000)
-                                      .PadTo(64)
-                                      .Build()});
+  // Written once: the daemons of a test share it.
+  if (!std::filesystem::exists(dir.File("in.pcap")))
+    WritePcap(dir.File("in.pcap"), {PacketBuilder()
+                                        .Eth(0x020000000001, 0x020000000002)
+                                        .Ipv4(0xc0a80001, 0x0a000001)
+                                        .Udp(1024, 1000)
+                                        .PadTo(64)
+                                        .Build()});
   std::string cfg = DaemonConfig(dir, "");
   const std::string loop = ",infinite_rx=1";
   cfg.erase(cfg.find(loop), loop.size());
   return cfg;
 }
+
+// A daemon of QuietDaemonConfig (`name`.yaml, `extra` arguments after it),
+// up: its address and flowclassctl's connection options for it.
+class CliDaemon : public Daemon {
+ public:
+  CliDaemon(TempDir& dir, const std::vector<std::string>& extra, const std::string& name = "")
+      : Daemon(dir, Args(dir, extra, name), name),
+        target(WaitForGrpc(60)),
+        conn(absl::StrCat("--plaintext --server ", target)) {}
+  const std::string target;
+  const std::string conn;
+
+ private:
+  static std::vector<std::string> Args(TempDir& dir, const std::vector<std::string>& extra,
+                                       const std::string& name) {
+    WriteFile(dir.File(name + ".yaml"), QuietDaemonConfig(dir));
+    std::vector<std::string> args = {"-c", dir.File(name + ".yaml")};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  }
+};
 
 // The rules of a rule file (dump-rules output) by id, as text.
 std::map<uint64_t, std::string> RulesById(const std::string& text) {
@@ -822,13 +843,11 @@ std::map<uint64_t, std::string> RulesById(const std::string& text) {
 // input and a batch the server refuses change nothing.
 TEST(GrpcFlowclassdTest, DiffAndSyncRules) {
   TempDir dir("flowclass_grpc_sync");
-  WriteFile(dir.File("d.yaml"), QuietDaemonConfig(dir));
   // A batch of at most 12 operations: the sync below of 13 is refused whole.
-  Daemon d(dir, {"-c", dir.File("d.yaml"), "--set", "grpc.max_batch_ops=12"});
-  const std::string target = d.WaitForGrpc(30);
-  ASSERT_FALSE(target.empty()) << d.Output();
-  const std::string conn = absl::StrCat("--plaintext --server ", target);
-  auto client = PlaintextClient(target);
+  CliDaemon d(dir, {"--set", "grpc.max_batch_ops=12"});
+  ASSERT_FALSE(d.target.empty()) << d.Output();
+  const std::string& conn = d.conn;
+  auto client = PlaintextClient(d.target);
   ASSERT_TRUE(client.ok()) << client.status();
 
   WriteFile(dir.File("a.txt"), RuleFile(50, 1));
@@ -923,7 +942,8 @@ void ExpectSameTree(const YAML::Node& j, const YAML::Node& y, const std::string&
     EXPECT_EQ(j.Tag() == "!", y.Tag() == "!") << at << " " << j.Scalar();
   } else if (j.IsSequence()) {
     ASSERT_EQ(j.size(), y.size()) << at;
-    for (size_t i = 0; i < j.size(); ++i) ExpectSameTree(j[i], y[i], absl::StrCat(at, "[", i, "]"), values);
+    for (size_t i = 0; i < j.size(); ++i)
+      ExpectSameTree(j[i], y[i], absl::StrCat(at, "[", i, "]"), values);
   } else if (j.IsMap()) {
     ASSERT_EQ(j.size(), y.size()) << at;
     for (const auto& kv : j) {
@@ -938,17 +958,16 @@ void ExpectSameTree(const YAML::Node& j, const YAML::Node& y, const std::string&
 // connection option has its environment variable.
 TEST(GrpcFlowclassdTest, YamlOutputAndEnvironment) {
   TempDir dir("flowclass_grpc_yaml");
-  WriteFile(dir.File("d.yaml"), QuietDaemonConfig(dir));
-  Daemon d(dir, {"-c", dir.File("d.yaml")});
-  const std::string target = d.WaitForGrpc(30);
-  ASSERT_FALSE(target.empty()) << d.Output();
-  const std::string conn = absl::StrCat("--plaintext --server ", target);
+  CliDaemon d(dir, {});
+  ASSERT_FALSE(d.target.empty()) << d.Output();
+  const std::string &target = d.target, &conn = d.conn;
   WriteFile(dir.File("rules.txt"), RuleFile(20, 1));
   CmdResult r = Ctl(absl::StrCat("add-rules ", conn, " --progress off ", dir.File("rules.txt")));
   ASSERT_EQ(r.code, 0) << r.out;
   for (const std::string cmd :
        {"dump-rules", "stats", "config get", "config get pmd.tx_retries", "lookup-impl get",
-        "dump-megaflows", "trace in_port=1,udp,nw_src=1.1.1.1,nw_dst=10.0.0.5,tp_src=1,tp_dst=1500"}) {
+        "dump-megaflows",
+        "trace in_port=1,udp,nw_src=1.1.1.1,nw_dst=10.0.0.5,tp_src=1,tp_dst=1500"}) {
     const CmdResult j = RunCommand(absl::StrCat(kCtl, " ", cmd, " -o json ", conn));
     const CmdResult y = RunCommand(absl::StrCat(kCtl, " ", cmd, " -o yaml ", conn));
     ASSERT_EQ(j.code, 0) << cmd << ": " << j.out;
@@ -995,27 +1014,17 @@ TEST(GrpcFlowclassdTest, YamlOutputAndEnvironment) {
   EXPECT_EQ(d.Stop(30), 0) << d.Output();
 }
 
-// The addresses getaddrinfo gives for `name`, as HOST:PORT (IPv6 bracketed).
+// The addresses of `name` as HOST:PORT (IPv6 bracketed), from
+// `getent ahosts` (the C library's resolver, apart from flowclassctl's).
 std::set<std::string> Resolve(const std::string& name, int port) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
   std::set<std::string> out;
-  if (getaddrinfo(name.c_str(), nullptr, &hints, &res) != 0) return out;
-  for (const addrinfo* ai = res; ai; ai = ai->ai_next) {
-    char text[INET6_ADDRSTRLEN] = "";
-    if (ai->ai_family == AF_INET) {
-      inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(ai->ai_addr)->sin_addr, text,
-                sizeof(text));
-      out.insert(absl::StrCat(text, ":", port));
-    } else if (ai->ai_family == AF_INET6) {
-      inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(ai->ai_addr)->sin6_addr, text,
-                sizeof(text));
-      out.insert(absl::StrCat("[", text, "]:", port));
-    }
+  for (absl::string_view line :
+       absl::StrSplit(RunCommand("getent ahosts " + name).out, '\n', absl::SkipEmpty())) {
+    const std::vector<std::string> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (f.size() < 2 || f[1] != "STREAM") continue;
+    out.insert(f[0].find(':') == std::string::npos ? absl::StrCat(f[0], ":", port)
+                                                   : absl::StrCat("[", f[0], "]:", port));
   }
-  freeaddrinfo(res);
   return out;
 }
 
@@ -1032,12 +1041,11 @@ std::string Row(const std::string& table, const std::string& node) {
 // failure and names the nodes it did not touch; --discover dns:NAME.
 TEST(GrpcFlowclassdTest, FleetOfThreeDaemons) {
   TempDir dir("flowclass_grpc_fleet");
-  WriteFile(dir.File("d.yaml"), QuietDaemonConfig(dir));
   const int port1 = FreePort();
-  Daemon d1(dir, {"-c", dir.File("d.yaml"), "--set", absl::StrCat("grpc.port=", port1)}, "n1");
-  Daemon d2(dir, {"-c", dir.File("d.yaml")}, "n2");
-  Daemon d3(dir, {"-c", dir.File("d.yaml")}, "n3");
-  const std::string n1 = d1.WaitForGrpc(60), n2 = d2.WaitForGrpc(60), n3 = d3.WaitForGrpc(60);
+  CliDaemon d1(dir, {"--set", absl::StrCat("grpc.port=", port1)}, "n1");
+  CliDaemon d2(dir, {}, "n2");
+  CliDaemon d3(dir, {}, "n3");
+  const std::string &n1 = d1.target, &n2 = d2.target, &n3 = d3.target;
   ASSERT_EQ(n1, absl::StrCat("127.0.0.1:", port1)) << d1.Output();
   ASSERT_FALSE(n2.empty()) << d2.Output();
   ASSERT_FALSE(n3.empty()) << d3.Output();
@@ -1072,7 +1080,8 @@ TEST(GrpcFlowclassdTest, FleetOfThreeDaemons) {
                               " sync-rules ", dir.File("one.txt"), " 2>&1"));
   EXPECT_EQ(r.code, 5) << r.out;
   EXPECT_THAT(Row(r.out, n1),
-              ::testing::MatchesRegex(n1 + " +ok +5 +inserted=1 replaced=0 deleted=28 unchanged=0 +-"))
+              ::testing::MatchesRegex(n1 +
+                                      " +ok +5 +inserted=1 replaced=0 deleted=28 unchanged=0 +-"))
       << r.out;
   EXPECT_THAT(Row(r.out, n3), ::testing::MatchesRegex(n3 + " +failed .*UNAVAILABLE.*")) << r.out;
   EXPECT_THAT(Row(r.out, n2), ::testing::MatchesRegex(n2 + " +not-touched +- +- +-")) << r.out;
