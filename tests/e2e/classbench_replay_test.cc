@@ -221,6 +221,13 @@ TEST(FlowclassctlReplay, BadInputsAreClearErrors) {
   EXPECT_THAT(r.out, ::testing::StartsWith("flowclassctl replay: --repeat"));
   r = RunCmd(kCtl + " replay onlyone");
   EXPECT_EQ(r.code, 2) << r.out;
+  // An unknown option is named; an option without its value is a usage error.
+  r = RunCmd(kCtl + " replay --bogus=1 a b");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, ::testing::StartsWith("flowclassctl replay: unknown option '--bogus"));
+  r = RunCmd(kCtl + " replay a b --repeat");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, ::testing::StartsWith("flowclassctl replay: --repeat"));
   r = RunCmd(kCtl + " frobnicate");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_THAT(r.out, ::testing::StartsWith("flowclassctl: unknown command"));
