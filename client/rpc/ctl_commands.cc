@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "CLI/CLI.hpp"
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
@@ -303,8 +304,9 @@ int Fail(absl::string_view cmd, const absl::Status& s) {
 // Parsed command line: connection options taken out, the rest left.
 struct Args {
   ClientOptions conn;
-  std::vector<std::string> flags;  // "--name" or "--name=value" kept in order
-  std::map<std::string, std::vector<std::string>> values;
+  std::vector<std::string> flags;  // the command's own options given ("--name")
+  std::map<std::string, std::vector<std::string>> values;  // their values ("" for on/off)
+  std::string unknown;  // the first option neither the command nor the connection has
   std::vector<std::string> positional;
   bool help = false;
   std::string token_file;  // --token-file / $FLOWCLASS_TOKEN_FILE, read by Dial
@@ -319,19 +321,6 @@ struct Args {
   std::string fleet_from;  // the option or variable that named the fleet
   bool one_at_a_time = false;  // --rollout one-at-a-time
 };
-
-// Options that take a value (for every command).
-bool TakesValue(absl::string_view a) {
-  static const char* const kWithValue[] = {
-      "--server", "--ca", "--cert", "--key", "--server-name", "--token-file", "--timeout-ms",
-      "--output", "--servers", "--discover", "--rollout", "--format", "--rule",
-      "--batch-size", "--window", "--cookie", "--classbench-ports", "--progress",
-      "--min-priority", "--max-priority", "--limit", "--watch", "--count",
-      "--packet-hex", "--in-port", "--rule-id", "--pmd", "--match"};
-  for (const char* k : kWithValue)
-    if (a == k) return true;
-  return false;
-}
 
 // On/off options (present or not) of some command.
 bool IsOnOff(absl::string_view a) {
@@ -409,58 +398,82 @@ absl::Status ParseArgs(const std::vector<absl::string_view>& in, const Command& 
   if (const char* v = Env("FLOWCLASS_ROLLOUT")) rollout = v;
   std::string servers, discover;  // from the options
   bool server_given = false;
-  std::set<std::string> seen;  // options given so far (each at most once, but --cookie)
-  for (size_t i = 0; i < in.size(); ++i) {
-    // -o is --output's short form (-o json, -ojson).
-    std::string a(in[i]);
-    if (a == "-o") a = "--output";
-    else if (absl::StartsWith(a, "-o") && !absl::StartsWith(a, "--")) a = "--output=" + a.substr(2);
-    if (a == "-h" || a == "--help") {
-      out->help = true;
-    } else if (a.rfind("--", 0) == 0 && a.size() > 2) {
-      std::string name = a, value;
-      const size_t eq = a.find('=');
-      if (eq != std::string::npos) {
-        name = a.substr(0, eq);
-        value = a.substr(eq + 1);
-        // An on/off option is on by being there: "--all=no" must not mean
-        // --all (it deleted every rule).
-        // (An unknown --name=value is refused by the command's OnlyFlags.)
-        if (IsOnOff(name))
-          return absl::InvalidArgumentError(
-              absl::StrCat(name, " takes no value (got '", a, "'); leave it out to turn it off"));
-      } else if (TakesValue(a)) {
-        if (i + 1 >= in.size()) return absl::InvalidArgumentError(a + " needs a value");
-        value = std::string(in[++i]);
-      }
-      // Given twice, one value would silently win: refused (del-rules takes
-      // several --cookie, one delete per cookie).
-      if (!seen.insert(name).second && name != "--cookie" && name != "--rule")
-        return absl::InvalidArgumentError(absl::StrCat(name, " is given more than once"));
-      if (name == "--server") {
-        out->conn.target = value;
-        target_from = "--server";
-        server_given = true;
-      }
-      else if (name == "--plaintext") out->conn.plaintext = true;
-      else if (name == "--ca") out->conn.ca_file = value;
-      else if (name == "--cert") out->conn.cert_file = value;
-      else if (name == "--key") out->conn.key_file = value;
-      else if (name == "--server-name") out->conn.server_name = value;
-      else if (name == "--token-file") out->token_file = value;
-      else if (name == "--servers") servers = value;
-      else if (name == "--discover") discover = value;
-      else if (name == "--output" || name == "--rollout" || name == "--timeout-ms") {
-        (name == "--output" ? output : name == "--rollout" ? rollout : timeout_ms) = value;
-        (name == "--output" ? output_from : name == "--rollout" ? rollout_from : timeout_from) =
-            name;
-        out->output_given |= name == "--output";
-      } else {
-        out->flags.push_back(name);
-        out->values[name].push_back(value);
-      }
+  // An on/off option is on by being there: "--all=no" must not mean --all
+  // (it deleted every rule).
+  for (absl::string_view arg : in)
+    if (const size_t eq = arg.find('='); absl::StartsWith(arg, "--") &&
+                                         eq != absl::string_view::npos &&
+                                         IsOnOff(arg.substr(0, eq)))
+      return absl::InvalidArgumentError(absl::StrCat(arg.substr(0, eq), " takes no value (got '",
+                                                     arg, "'); leave it out to turn it off"));
+  // CLI11 reads the command line: the connection options, the command's own
+  // (cmd.flags) and the positional arguments; what it does not know is an
+  // unknown option (refused after --help, by OnlyFlags).
+  CLI::App app;
+  app.set_help_flag();  // -h / --help: the command's own help text
+  app.allow_extras();
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  std::map<std::string, std::vector<std::string>> given;  // option -> its values
+  std::map<std::string, CLI::Option*> options;
+  const auto add = [&](const std::string& name, const std::string& spec) {
+    options[name] = IsOnOff(name) ? app.add_flag(spec)
+                                  : app.add_option(spec, given[name])->allow_extra_args(false);
+  };
+  for (const char* name : {"--server", "--plaintext", "--ca", "--cert", "--key", "--server-name",
+                           "--token-file", "--timeout-ms", "--servers", "--discover", "--rollout"})
+    add(name, name);
+  add("--output", "-o,--output");
+  for (const std::string& name : cmd.flags) add(name, name);
+  app.add_flag("-h,--help", out->help);
+  app.add_option("positional", out->positional);
+  std::vector<std::string> argv_text = {std::string("flowclassctl ") + cmd.name};
+  for (absl::string_view arg : in) argv_text.emplace_back(arg);
+  std::vector<const char*> argv;
+  for (const std::string& arg : argv_text) argv.push_back(arg.c_str());
+  try {
+    app.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const CLI::ParseError& e) {
+    return absl::InvalidArgumentError(e.what());
+  }
+  for (const std::string& extra : app.remaining())
+    if (extra != "--" && out->unknown.empty()) out->unknown = extra.substr(0, extra.find('='));
+  // Given twice, one value would silently win: refused (del-rules takes
+  // several --cookie, one delete per cookie; --rule is one rule each).
+  for (const auto& [name, option] : options) {
+    if (option->count() > 1 && name != "--cookie" && name != "--rule")
+      return absl::InvalidArgumentError(absl::StrCat(name, " is given more than once"));
+    if (option->count() == 0) continue;
+    const std::vector<std::string>& values =
+        IsOnOff(name) ? std::vector<std::string>{""} : given[name];
+    const std::string& value = values.back();
+    if (name == "--server") {
+      out->conn.target = value;
+      target_from = "--server";
+      server_given = true;
+    } else if (name == "--plaintext") {
+      out->conn.plaintext = true;
+    } else if (name == "--ca") {
+      out->conn.ca_file = value;
+    } else if (name == "--cert") {
+      out->conn.cert_file = value;
+    } else if (name == "--key") {
+      out->conn.key_file = value;
+    } else if (name == "--server-name") {
+      out->conn.server_name = value;
+    } else if (name == "--token-file") {
+      out->token_file = value;
+    } else if (name == "--servers") {
+      servers = value;
+    } else if (name == "--discover") {
+      discover = value;
+    } else if (name == "--output" || name == "--rollout" || name == "--timeout-ms") {
+      (name == "--output" ? output : name == "--rollout" ? rollout : timeout_ms) = value;
+      (name == "--output" ? output_from : name == "--rollout" ? rollout_from : timeout_from) =
+          name;
+      out->output_given |= name == "--output";
     } else {
-      out->positional.push_back(a);
+      out->flags.push_back(name);
+      out->values[name] = values;
     }
   }
   if (output != "text" && output != "json" && output != "yaml")
@@ -531,11 +544,10 @@ absl::Status ParseArgs(const std::vector<absl::string_view>& in, const Command& 
   return absl::OkStatus();
 }
 
-// Every flag given must be one of the command's.
-absl::Status OnlyFlags(const Command& c, const Args& a) {
-  for (const std::string& f : a.flags)
-    if (std::find(c.flags.begin(), c.flags.end(), f) == c.flags.end())
-      return absl::InvalidArgumentError(absl::StrCat("unknown option '", f, "'"));
+// An option that neither the command nor the connection has is refused.
+absl::Status OnlyFlags(const Args& a) {
+  if (!a.unknown.empty())
+    return absl::InvalidArgumentError(absl::StrCat("unknown option '", a.unknown, "'"));
   return absl::OkStatus();
 }
 
@@ -1600,7 +1612,7 @@ int RunRpcCommand(absl::string_view cmd, const std::vector<absl::string_view>& r
        cmd == "sync-rules" || cmd == "diff-rules" || cmd == "stats-clear") &&
       a.fleet_from.empty())
     if (absl::Status s = NoOutputFormat(a); !s.ok()) return Usage(cmd, std::string(s.message()));
-  if (absl::Status s = OnlyFlags(*FindCommand(cmd), a); !s.ok())
+  if (absl::Status s = OnlyFlags(a); !s.ok())
     return Usage(cmd, std::string(s.message()));
   if (cmd == "diff-rules") return DiffRules(cmd, a);
   if (cmd == "sync-rules") return SyncRules(cmd, a);

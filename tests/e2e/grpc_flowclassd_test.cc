@@ -668,6 +668,10 @@ TEST(GrpcFlowclassdTest, UnreachableServerAndPlaintextRemoteConfig) {
     EXPECT_EQ(r.code, 2) << args << ": " << r.out;
     EXPECT_THAT(r.out, HasSubstr(want)) << args;
   }
+  // An option at the end without its value names it (the command line is CLI11's).
+  r = Ctl("dump-rules --server 127.0.0.1:1 --limit");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("flowclassctl dump-rules: --limit: 1 required"));
   // A --server (or $FLOWCLASS_SERVER) that is not HOST:PORT is a usage error,
   // not a connection failure (exit 5) or gRPC's log lines.
   for (const char* target : {"127.0.0.1", "''", "::1:50051", "127.0.0.1:0", "127.0.0.1:99999"}) {
