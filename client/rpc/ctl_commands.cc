@@ -94,7 +94,7 @@ constexpr char kConnHelp[] =
     "                       $FLOWCLASS_ROLLOUT\n"
     "  Prints a table: NODE RESULT GENERATION ACK ERROR, then 'fleet: nodes=N ok=K\n"
     "  failed=F not_touched=T'; exit code: the highest of the failed nodes'.\n"
-    "An option given twice is refused (but --cookie of del-rules).\n"
+    "An option given twice is refused (but --cookie of del-rules, and --rule).\n"
     "exit codes: 0 ok, 1 diff-rules found differences, 2 usage, 3 bad input file,\n"
     "            4 rejected by the server, 5 server unreachable (connect, TLS,\n"
     "            deadline, a name that does not resolve)\n";
