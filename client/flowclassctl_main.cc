@@ -1,10 +1,12 @@
 // flowclassctl — the flowclass command-line tool.
 //
-// Subcommands: replay (offline, here) and the flowclass.v1 client commands
-// add-rules, replace-rules, del-rules, dump-rules, stats, config, trace, lookup-impl
-// (client/rpc/ctl_commands.h).  docs/flowclassctl.md documents them all.
+// Subcommands: replay and completion (offline, here) and the flowclass.v1
+// client commands add-rules, replace-rules, diff-rules, sync-rules, del-rules,
+// dump-rules, stats, config, trace, lookup-impl, ... (client/rpc/ctl_commands.h).
+// docs/flowclassctl.md documents them all.
 //
-// Exit codes: 0 success; 1 replay finished with mismatches; 2 usage error;
+// Exit codes: 0 success; 1 replay finished with mismatches (diff-rules: the
+// rule sets differ); 2 usage error;
 // 3 bad input (a file that cannot be read or parsed, a rejected rule set);
 // 4 the server rejected the request; 5 the server could not be reached.
 #include <algorithm>
@@ -13,13 +15,17 @@
 #include <cstdlib>
 #include <iostream>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
+#include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "client/completion.h"
 #include "client/replay.h"
 #include "common/version.h"
 #if FLOWCLASS_WITH_RPC
@@ -30,6 +36,7 @@
 namespace flowclass {
 inline constexpr char kRpcCommandsHelp[] = "";
 inline bool IsRpcCommand(absl::string_view) { return false; }
+inline std::vector<CompletionCommand> RpcCompletionCommands() { return {}; }
 inline int RunRpcCommand(absl::string_view, std::vector<absl::string_view>) { return 2; }
 }  // namespace flowclass
 #endif
@@ -52,9 +59,16 @@ constexpr char kMainHelp[] =
     "%s"
     "\n"
     "  version     print flowclassctl's version (also --version)\n"
+    "  completion bash  print a bash completion script for flowclassctl\n"
+    "              (load it: source <(flowclassctl completion bash))\n"
     "\n"
     "Run 'flowclassctl <command> --help' for the options of a command.\n"
-    "Exit codes: 0 ok, 1 replay mismatches, 2 usage error, 3 bad input,\n"
+    "Environment (an option wins): FLOWCLASS_SERVER, FLOWCLASS_SERVERS,\n"
+    "FLOWCLASS_DISCOVER, FLOWCLASS_ROLLOUT, FLOWCLASS_PLAINTEXT, FLOWCLASS_CA,\n"
+    "FLOWCLASS_CERT, FLOWCLASS_KEY, FLOWCLASS_SERVER_NAME, FLOWCLASS_TOKEN_FILE,\n"
+    "FLOWCLASS_TIMEOUT_MS, FLOWCLASS_OUTPUT.\n"
+    "Exit codes: 0 ok, 1 replay mismatches (diff-rules: differences), 2 usage\n"
+    "            error, 3 bad input,\n"
     "            4 rejected by the server, 5 server unreachable.\n";
 
 // kMainHelp with the gRPC commands filled in.
@@ -153,136 +167,129 @@ int ReplayUsage(const std::string& msg) {
   return kExitUsage;
 }
 
+// replay's options that take a value.
+constexpr const char* kReplayValueOptions[] = {
+    "--format", "--pcap",     "--in-port",       "--top-rules",           "--repeat",
+    "--emc",    "--smc",      "--megaflows",     "--cd",                  "--emc-insert-inv-prob",
+    "--lookup", "--pipeline", "--acl-algorithm", "--ranking-interval-ms",
+    "--rare-mask-subtables"};
+
 int Replay(const std::vector<std::string_view>& raw) {
-  // "--opt=value" is "--opt value", as for every other command (every
-  // replay option but --help and --allow-empty-rules takes a value).
-  std::vector<std::string_view> args;
-  for (std::string_view a : raw) {
-    const size_t eq = a.find('=');
-    if (a.substr(0, 2) == "--" && eq != std::string_view::npos) {
-      args.push_back(a.substr(0, eq));
-      args.push_back(a.substr(eq + 1));
+  // CLI11 reads the command line ("--opt value" or "--opt=value"; an option
+  // given twice: the last value, as ever); the checks below give each option
+  // its own message, and an unknown option is named.
+  CLI::App app("flowclassctl replay");
+  app.set_help_flag();  // -h / --help print kReplayHelp, not CLI11's text
+  app.allow_extras();
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  bool help = false;
+  ReplayOptions opts;
+  app.add_flag("-h,--help", help);
+  app.add_flag("--allow-empty-rules", opts.allow_empty_rules);
+  std::map<std::string, std::string> value;  // of each option given
+  std::map<std::string, CLI::Option*> option;
+  for (const char* name : kReplayValueOptions) option[name] = app.add_option(name, value[name]);
+  std::vector<std::string> positional;
+  app.add_option("RULES-TRACE", positional);
+  std::vector<std::string> argv_text = {"flowclassctl replay"};
+  argv_text.insert(argv_text.end(), raw.begin(), raw.end());
+  std::vector<const char*> argv;
+  for (const std::string& a : argv_text) argv.push_back(a.c_str());
+  try {
+    app.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const CLI::ParseError& e) {
+    return ReplayUsage(e.what());
+  }
+  if (help) {
+    std::fputs(kReplayHelp, stdout);
+    return kExitOk;
+  }
+  if (!app.remaining().empty()) return ReplayUsage("unknown option '" + app.remaining()[0] + "'");
+  // The value of `name` when it was given, else nullptr.
+  const auto given = [&](const char* name) -> const std::string* {
+    return option.at(name)->count() ? &value.at(name) : nullptr;
+  };
+  int top_rules = -1;  // default: 10 with --pcap, 0 with a trace
+  if (const std::string* v = given("--format")) {
+    if (*v == "auto") {
+      opts.format = RuleFormat::kAuto;
+    } else if (*v == "classbench") {
+      opts.format = RuleFormat::kClassBench;
+    } else if (*v == "native") {
+      opts.format = RuleFormat::kNative;
     } else {
-      args.push_back(a);
+      return ReplayUsage("--format: unknown format '" + *v + "' (auto, classbench or native)");
     }
   }
-  ReplayOptions opts;
-  std::vector<std::string_view> positional;
-  int top_rules = -1;  // default: 10 with --pcap, 0 with a trace
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string_view a = args[i];
-    // The value of an option that takes one, or nullptr at the end.
-    auto value = [&]() -> const std::string_view* {
-      return i + 1 < args.size() ? &args[++i] : nullptr;
-    };
-    if (a == "-h" || a == "--help") {
-      std::fputs(kReplayHelp, stdout);
-      return kExitOk;
-    } else if (a == "--allow-empty-rules") {
-      opts.allow_empty_rules = true;
-    } else if (a == "--format") {
-      const std::string_view* v = value();
-      if (!v) return ReplayUsage("--format needs a value");
-      if (*v == "auto") {
-        opts.format = RuleFormat::kAuto;
-      } else if (*v == "classbench") {
-        opts.format = RuleFormat::kClassBench;
-      } else if (*v == "native") {
-        opts.format = RuleFormat::kNative;
-      } else {
-        return ReplayUsage("--format: unknown format '" + std::string(*v) +
-                           "' (auto, classbench or native)");
-      }
-    } else if (a == "--pcap") {
-      const std::string_view* v = value();
-      if (!v || v->empty()) return ReplayUsage("--pcap needs a file");
-      opts.pcap_path = std::string(*v);
-    } else if (a == "--in-port" || a == "--top-rules") {
-      const std::string_view* v = value();
-      uint32_t n = 0;
-      const uint32_t max = a == "--in-port" ? UINT32_MAX : 1000000;
-      if (!v || !absl::SimpleAtoi(absl::string_view(v->data(), v->size()), &n) || n > max) {
-        return ReplayUsage(absl::StrCat(std::string(a), " needs a whole number in 0..", max));
-      }
-      if (a == "--in-port") {
-        opts.pcap_in_port = n;
-      } else {
-        top_rules = static_cast<int>(n);
-      }
-    } else if (a == "--repeat") {
-      const std::string_view* v = value();
-      if (!v || !absl::SimpleAtoi(absl::string_view(v->data(), v->size()), &opts.repeat) || opts.repeat < 1) {
-        return ReplayUsage("--repeat needs a whole number >= 1");
-      }
-    } else if (a == "--emc" || a == "--smc" || a == "--megaflows") {
-      const std::string_view* v = value();
-      if (!v || (*v != "on" && *v != "off")) {
-        return ReplayUsage(std::string(a) + " takes on or off");
-      }
-      (a == "--emc"   ? opts.pipeline.emc
-       : a == "--smc" ? opts.pipeline.smc
-                      : opts.pipeline.megaflows) = *v == "on";
-    } else if (a == "--cd") {
-      const std::string_view* v = value();
-      absl::StatusOr<CdMode> mode =
-          v ? ParseCdMode(*v) : absl::InvalidArgumentError("missing value");
-      if (!mode.ok()) {
-        return ReplayUsage("--cd takes on, off or auto");
-      }
-      opts.pipeline.cd.mode = *mode;
-    } else if (a == "--emc-insert-inv-prob" || a == "--ranking-interval-ms" ||
-               a == "--rare-mask-subtables") {
-      const std::string_view* v = value();
-      uint32_t n = 0;
-      if (!v || !absl::SimpleAtoi(absl::string_view(v->data(), v->size()), &n)) {
-        return ReplayUsage(std::string(a) + " needs a whole number");
-      }
-      // The ranges flowclassd's pipeline.* settings take.
-      const uint32_t max = a == "--emc-insert-inv-prob"   ? kMaxEmcInsertInvProb
-                           : a == "--ranking-interval-ms" ? kMaxRankingIntervalMs
-                                                          : kMaxMaxSubtablesPerPort;
-      if (n > max) {
-        return ReplayUsage(absl::StrCat(std::string(a), ": ", n, " is outside 0..", max));
-      }
-      if (a == "--emc-insert-inv-prob") {
-        opts.pipeline.emc_config.insert_inv_prob = n;
-      } else if (a == "--ranking-interval-ms") {
-        opts.pipeline.ranking_interval_ms = n;
-      } else {
-        opts.pipeline.rare_mask_subtables = n;
-      }
-    } else if (a == "--lookup") {
-      const std::string_view* v = value();
-      absl::StatusOr<LookupPriorities> p =
-          v ? LookupPriorities::Only(*v)
-            : absl::InvalidArgumentError("missing value");
-      if (!p.ok()) {
-        return ReplayUsage("--lookup takes generic, specialised, avx512 or autovalidator");
-      }
-      if (*v == "avx512" && !CpuHasAvx512Lookup()) {
-        return ReplayUsage("--lookup avx512: this CPU lacks avx512f/bw/vl/dq, bmi2 or popcnt");
-      }
-      opts.pipeline.dpcls.lookup = *p;
-    } else if (a == "--pipeline") {
-      const std::string_view* v = value();
-      std::optional<PipelineKind> k = v ? ParsePipelineKind(*v) : std::nullopt;
-      if (!k) return ReplayUsage("--pipeline takes megaflow or acl");
-      opts.kind = *k;
-    } else if (a == "--acl-algorithm") {
-      const std::string_view* v = value();
-      constexpr std::string_view kAlgs[] = {"default",   "scalar",    "sse",          "avx2",
-                                            "avx512x16", "avx512x32", "autovalidator"};
-      if (!v || std::find(std::begin(kAlgs), std::end(kAlgs), *v) == std::end(kAlgs)) {
-        return ReplayUsage(
-            "--acl-algorithm takes default, scalar, sse, avx2, avx512x16, avx512x32 or "
-            "autovalidator");
-      }
-      opts.acl_algorithm = std::string(*v);
-    } else if (!a.empty() && a[0] == '-') {
-      return ReplayUsage("unknown option '" + std::string(a) + "'");
+  if (const std::string* v = given("--pcap")) {
+    if (v->empty()) return ReplayUsage("--pcap needs a file");
+    opts.pcap_path = *v;
+  }
+  for (const char* name : {"--in-port", "--top-rules"}) {
+    const std::string* v = given(name);
+    if (!v) continue;
+    uint32_t n = 0;
+    const uint32_t max = name == std::string_view("--in-port") ? UINT32_MAX : 1000000;
+    if (!absl::SimpleAtoi(*v, &n) || n > max)
+      return ReplayUsage(absl::StrCat(name, " needs a whole number in 0..", max));
+    if (name == std::string_view("--in-port")) {
+      opts.pcap_in_port = n;
     } else {
-      positional.push_back(a);
+      top_rules = static_cast<int>(n);
     }
+  }
+  if (const std::string* v = given("--repeat");
+      v && (!absl::SimpleAtoi(*v, &opts.repeat) || opts.repeat < 1))
+    return ReplayUsage("--repeat needs a whole number >= 1");
+  for (auto [name, field] : {std::pair{"--emc", &opts.pipeline.emc},
+                             std::pair{"--smc", &opts.pipeline.smc},
+                             std::pair{"--megaflows", &opts.pipeline.megaflows}}) {
+    const std::string* v = given(name);
+    if (!v) continue;
+    if (*v != "on" && *v != "off") return ReplayUsage(std::string(name) + " takes on or off");
+    *field = *v == "on";
+  }
+  if (const std::string* v = given("--cd")) {
+    absl::StatusOr<CdMode> mode = ParseCdMode(*v);
+    if (!mode.ok()) return ReplayUsage("--cd takes on, off or auto");
+    opts.pipeline.cd.mode = *mode;
+  }
+  // The ranges flowclassd's pipeline.* settings take.
+  for (auto [name, max, field] :
+       {std::tuple{"--emc-insert-inv-prob", kMaxEmcInsertInvProb,
+                   &opts.pipeline.emc_config.insert_inv_prob},
+        std::tuple{"--ranking-interval-ms", kMaxRankingIntervalMs,
+                   &opts.pipeline.ranking_interval_ms},
+        std::tuple{"--rare-mask-subtables", kMaxMaxSubtablesPerPort,
+                   &opts.pipeline.rare_mask_subtables}}) {
+    const std::string* v = given(name);
+    if (!v) continue;
+    uint32_t n = 0;
+    if (!absl::SimpleAtoi(*v, &n)) return ReplayUsage(std::string(name) + " needs a whole number");
+    if (n > max) return ReplayUsage(absl::StrCat(name, ": ", n, " is outside 0..", max));
+    *field = n;
+  }
+  if (const std::string* v = given("--lookup")) {
+    absl::StatusOr<LookupPriorities> p = LookupPriorities::Only(*v);
+    if (!p.ok())
+      return ReplayUsage("--lookup takes generic, specialised, avx512 or autovalidator");
+    if (*v == "avx512" && !CpuHasAvx512Lookup())
+      return ReplayUsage("--lookup avx512: this CPU lacks avx512f/bw/vl/dq, bmi2 or popcnt");
+    opts.pipeline.dpcls.lookup = *p;
+  }
+  if (const std::string* v = given("--pipeline")) {
+    std::optional<PipelineKind> k = ParsePipelineKind(*v);
+    if (!k) return ReplayUsage("--pipeline takes megaflow or acl");
+    opts.kind = *k;
+  }
+  if (const std::string* v = given("--acl-algorithm")) {
+    constexpr std::string_view kAlgs[] = {"default",   "scalar",    "sse",          "avx2",
+                                          "avx512x16", "avx512x32", "autovalidator"};
+    if (std::find(std::begin(kAlgs), std::end(kAlgs), *v) == std::end(kAlgs))
+      return ReplayUsage(
+          "--acl-algorithm takes default, scalar, sse, avx2, avx512x16, avx512x32 or "
+          "autovalidator");
+    opts.acl_algorithm = *v;
   }
   if (!opts.pcap_path.empty()) {
     if (positional.size() != 1) return ReplayUsage("with --pcap FILE: expected RULES only");
@@ -312,6 +319,19 @@ int Replay(const std::vector<std::string_view>& raw) {
                                                          : kExitMismatch;
 }
 
+// flowclassctl completion bash: the script, from the command table.
+int Completion(const std::vector<std::string_view>& args) {
+  if (args.size() != 1 || args[0] != "bash")
+    return Usage("completion: expected 'completion bash' (the one shell it writes for)",
+                 MainHelp().c_str());
+  std::vector<CompletionCommand> commands = {
+      {"replay", OptionsInHelp(kReplayHelp), OptionValuesInHelp(kReplayHelp), {}},
+      {"completion", {}, {}, {"bash"}}};
+  for (CompletionCommand& c : RpcCompletionCommands()) commands.push_back(std::move(c));
+  std::fputs(BashCompletionScript(commands, {"help", "version"}).c_str(), stdout);
+  return kExitOk;
+}
+
 }  // namespace
 }  // namespace flowclass
 
@@ -329,6 +349,7 @@ int main(int argc, char** argv) {
     return kExitOk;
   }
   if (cmd == "replay") return Replay(args);
+  if (cmd == "completion") return Completion(args);
   if (const absl::string_view rpc_cmd(cmd.data(), cmd.size()); IsRpcCommand(rpc_cmd)) {
     return RunRpcCommand(rpc_cmd, std::vector<absl::string_view>(argv + 2, argv + argc));
   }

@@ -1,9 +1,14 @@
 #include "client/rpc/ctl_commands.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -13,20 +18,26 @@
 #include <thread>
 #include <vector>
 
+#include "CLI/CLI.hpp"
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/rpc/flowclass_client.h"
 #include "common/quote.h"
 #include "common/text_file.h"
 #include "dataplane/rules/rule_format.h"
+#include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/rule_convert.h"
+#include "yaml-cpp/yaml.h"
 
 namespace flowclass {
 
@@ -35,43 +46,58 @@ const char kRpcCommandsHelp[] =
     "  del-rules   delete rules by id, by cookie, or all\n"
     "  dump-rules  print the rule set in native text (feeds add-rules)\n"
     "  replace-rules  replace the whole rule set with a file's, as one generation\n"
+    "  diff-rules  what differs between the server's rule set and a file (exit 1: differs)\n"
+    "  sync-rules  make the server's rule set equal a file's with the fewest operations\n"
     "  stats       PMD counters, like ovs-appctl dpif-netdev/pmd-stats-show\n"
     "  config      get or set run-time configuration keys\n"
     "  trace       where a PMD classifies one flow or packet (read-only)\n"
     "  dump-megaflows  the PMDs' megaflows, like ovs-appctl dpctl/dump-flows\n"
     "  stats-clear zero what `stats` shows, like ovs-appctl dpif-netdev/pmd-stats-clear\n"
-    "  lookup-impl get or set subtable lookup implementation priorities\n";
+    "  lookup-impl get or set subtable lookup implementation priorities\n"
+    "\n"
+    "  add-rules, del-rules, replace-rules, sync-rules, config set and stats also\n"
+    "  program or read a fleet: --servers A,B,C or --discover dns:NAME[:PORT].\n";
 
 namespace {
 
 constexpr char kConnHelp[] =
-    "connection options (every command that talks to flowclassd):\n"
-    "  --server HOST:PORT   flowclassd's gRPC address (default $FLOWCLASS_SERVER,\n"
-    "                       else 127.0.0.1:50051)\n"
+    "connection options (every command that talks to flowclassd; an unset option\n"
+    "comes from the environment variable after it, an empty variable is unset):\n"
+    "  --server HOST:PORT   flowclassd's gRPC address (else 127.0.0.1:50051)\n"
+    "                       $FLOWCLASS_SERVER\n"
     "  --plaintext          no TLS (the server must have grpc.plaintext: true)\n"
-    "  --ca FILE            PEM CA that signed the server certificate\n"
+    "                       $FLOWCLASS_PLAINTEXT (1/true/yes or 0/false/no)\n"
+    "  --ca FILE            PEM CA that signed the server certificate  $FLOWCLASS_CA\n"
     "  --cert FILE --key FILE  client certificate and key (mutual TLS)\n"
-    "  --server-name NAME   TLS name to verify instead of HOST\n"
+    "                       $FLOWCLASS_CERT, $FLOWCLASS_KEY\n"
+    "  --server-name NAME   TLS name to verify instead of HOST  $FLOWCLASS_SERVER_NAME\n"
     "  --token-file FILE    bearer token (the file's first line) sent on every\n"
     "                       call, for a server with grpc.auth.token_file\n"
-    "  Unset options come from the environment: FLOWCLASS_CA, FLOWCLASS_CERT,\n"
-    "  FLOWCLASS_KEY, FLOWCLASS_SERVER_NAME, FLOWCLASS_TOKEN_FILE.\n"
+    "                       $FLOWCLASS_TOKEN_FILE\n"
     "  --timeout-ms N       deadline per call (default 30000, 0 = none; add-rules:\n"
     "                       one for the stream, N x (1 + batches/window))\n"
-    "  -o, --output text|json  dump-rules, dump-megaflows, stats, config, trace,\n"
-    "                       lookup-impl: json prints the API's own message\n"
-    "                       (protobuf JSON, proto field names, zero values\n"
-    "                       included, 64-bit numbers as strings) on one line;\n"
-    "                       stats --watch prints one line per report\n"
-    "                       (default $FLOWCLASS_OUTPUT, else text)\n"
-    "An option given twice is refused (but --cookie of del-rules).\n"
-    "exit codes: 0 ok, 2 usage, 3 bad input file, 4 rejected by the server,\n"
-    "            5 server unreachable (connect, TLS, deadline)\n";
-
-struct Command {
-  const char* name;
-  const char* help;
-};
+    "                       $FLOWCLASS_TIMEOUT_MS\n"
+    "  -o, --output text|json|yaml  dump-rules, dump-megaflows, stats, config,\n"
+    "                       trace, lookup-impl, and every fleet table: json prints\n"
+    "                       the API's own message (protobuf JSON, proto field\n"
+    "                       names, zero values included, 64-bit numbers as\n"
+    "                       strings) on one line, yaml the same document as YAML;\n"
+    "                       stats --watch prints one line (document) per report\n"
+    "                       (default text)  $FLOWCLASS_OUTPUT\n"
+    "fleet options (add-rules, del-rules, replace-rules, sync-rules, config set,\n"
+    "stats; instead of --server):\n"
+    "  --servers A,B,...    every node, HOST:PORT each  $FLOWCLASS_SERVERS\n"
+    "  --discover dns:NAME[:PORT]  every A/AAAA record of NAME (a headless\n"
+    "                       Service), PORT default 50051  $FLOWCLASS_DISCOVER\n"
+    "  --rollout all-at-once|one-at-a-time  all nodes in parallel (default), or\n"
+    "                       in order, stopping at the first failure\n"
+    "                       $FLOWCLASS_ROLLOUT\n"
+    "  Prints a table: NODE RESULT GENERATION ACK ERROR, then 'fleet: nodes=N ok=K\n"
+    "  failed=F not_touched=T'; exit code: the highest of the failed nodes'.\n"
+    "An option given twice is refused (but --cookie of del-rules, and --rule).\n"
+    "exit codes: 0 ok, 1 diff-rules found differences, 2 usage, 3 bad input file,\n"
+    "            4 rejected by the server, 5 server unreachable (connect, TLS,\n"
+    "            deadline, a name that does not resolve)\n";
 
 constexpr char kAddHelp[] =
     "usage: flowclassctl add-rules [options] FILE|-\n"
@@ -163,25 +189,80 @@ constexpr char kLookupHelp[] =
     "Subtable lookup implementations and their priorities (OVS\n"
     "dpif-netdev/subtable-lookup-prio-get/-set).\n";
 
-const std::map<std::string, const char*, std::less<>>& Helps() {
-  static const auto* m = new std::map<std::string, const char*, std::less<>>{
-      {"add-rules", kAddHelp}, {"replace-rules", kReplaceHelp}, {"del-rules", kDelHelp}, {"dump-rules", kDumpHelp},
-      {"stats", kStatsHelp},   {"config", kConfigHelp}, {"trace", kTraceHelp},
-      {"lookup-impl", kLookupHelp}, {"dump-megaflows", kMegaflowsHelp},
-      {"stats-clear", kStatsClearHelp}};
-  return *m;
+constexpr char kDiffHelp[] =
+    "usage: flowclassctl diff-rules [options] FILE|-\n"
+    "       flowclassctl diff-rules [options] --rule TEXT [--rule TEXT]...\n"
+    "What differs between the server's rule set and FILE, by rule id (like\n"
+    "ovs-ofctl diff-flows), in id order:\n"
+    "  + RULE        in FILE only (sync-rules inserts it)\n"
+    "  - RULE        on the server only (sync-rules deletes it)\n"
+    "  - RULE / + RULE  the same id, different rule: the server's, then FILE's\n"
+    "                (sync-rules replaces it)\n"
+    "then: diff-rules: added=A removed=R changed=C unchanged=U\n"
+    "Exit status like diff: 0 equal, 1 different.\n"
+    "  --format auto|native|classbench   (default auto)\n"
+    "  --classbench-ports N  ClassBench rule L gets output:((L-1)%N)+1\n";
+constexpr char kSyncHelp[] =
+    "usage: flowclassctl sync-rules [options] FILE|-\n"
+    "       flowclassctl sync-rules [options] --rule TEXT [--rule TEXT]...\n"
+    "Makes the server's rule set equal FILE's with the operations diff-rules\n"
+    "shows and no others: deletes of the ids FILE lacks, inserts of its new\n"
+    "ids, replacements of the changed ones, as ONE batch (one generation, all\n"
+    "or nothing; like ovs-ofctl replace-flows --bundle).  Rules that are equal\n"
+    "are not sent; when every rule is, nothing is sent and the generation\n"
+    "stays.  The batch is bounded by the server's grpc.max_batch_ops (a larger\n"
+    "difference is rejected whole: use replace-rules).\n"
+    "  --format auto|native|classbench   (default auto)\n"
+    "  --classbench-ports N  ClassBench rule L gets output:((L-1)%N)+1\n"
+    "Prints: sync-rules: inserted=I replaced=R deleted=D unchanged=U generation=G\n"
+    "  (nothing to do: sync-rules: in sync, nothing sent: rules=N generation=G)\n";
+
+// A gRPC command: its help, its own options (the connection options are
+// everyone's) and whether it takes the fleet options.
+struct Command {
+  const char* name;
+  const char* help;
+  std::vector<std::string> flags;
+  bool fleet;
+  std::vector<std::string> words;  // first positional words, for completion
+};
+
+const std::vector<Command>& Commands() {
+  static const auto* c = new std::vector<Command>{
+      {"add-rules", kAddHelp,
+       {"--format", "--batch-size", "--window", "--replace", "--cookie", "--classbench-ports",
+        "--progress", "--rule"},
+       true, {}},
+      {"del-rules", kDelHelp, {"--cookie", "--all"}, true, {}},
+      {"dump-rules", kDumpHelp,
+       {"--cookie", "--min-priority", "--max-priority", "--limit", "--hits"}, false, {}},
+      {"replace-rules", kReplaceHelp, {"--format", "--classbench-ports", "--rule"}, true, {}},
+      {"diff-rules", kDiffHelp, {"--format", "--classbench-ports", "--rule"}, false, {}},
+      {"sync-rules", kSyncHelp, {"--format", "--classbench-ports", "--rule"}, true, {}},
+      {"stats", kStatsHelp, {"--watch", "--count", "--rule-hits"}, true, {}},
+      {"config", kConfigHelp, {}, true, {"get", "set"}},
+      {"trace", kTraceHelp, {"--packet-hex", "--in-port"}, false, {}},
+      {"dump-megaflows", kMegaflowsHelp,
+       {"--in-port", "--rule-id", "--pmd", "--match", "--limit"}, false, {}},
+      {"stats-clear", kStatsClearHelp, {}, false, {}},
+      {"lookup-impl", kLookupHelp, {}, false, {"get", "set"}}};
+  return *c;
+}
+
+const Command* FindCommand(absl::string_view name) {
+  for (const Command& c : Commands())
+    if (name == c.name) return &c;
+  return nullptr;
 }
 
 int Usage(absl::string_view cmd, const std::string& msg) {
   std::fprintf(stderr, "flowclassctl %s: %s\n\n%s\n%s", std::string(cmd).c_str(),
-               msg.c_str(), Helps().find(cmd)->second, kConnHelp);
+               msg.c_str(), FindCommand(cmd)->help, kConnHelp);
   return kCtlExitUsage;
 }
 
-int Fail(absl::string_view cmd, const absl::Status& s) {
-  std::fprintf(stderr, "flowclassctl %s: %s: %s%s\n", std::string(cmd).c_str(),
-               absl::StatusCodeToString(s.code()).c_str(), std::string(s.message()).c_str(),
-               ConnectionHint(s).c_str());
+// The exit code of a failed call: 5 when the server did not answer, else 4.
+int FailCode(const absl::Status& s) {
   switch (s.code()) {
     case absl::StatusCode::kUnavailable:
     case absl::StatusCode::kDeadlineExceeded:
@@ -194,30 +275,52 @@ int Fail(absl::string_view cmd, const absl::Status& s) {
   }
 }
 
+// What one command did on one server: what a one-server run prints, and the
+// cells of the fleet table (RunOnServers).
+struct NodeResult {
+  int code = kCtlExitOk;
+  std::string out;  // stdout of a one-server run
+  std::string err;  // its stderr: "flowclassctl CMD: ..." lines
+  std::string ack;  // what the node acknowledged ("inserted=3 deleted=1")
+  std::optional<uint64_t> generation;
+  std::string json;  // the node's answer as protobuf JSON, for -o json|yaml ("": none)
+};
+
+// A failed call as "flowclassctl CMD: CODE: message" and its exit code.
+NodeResult Failed(absl::string_view cmd, const absl::Status& s) {
+  NodeResult r;
+  r.code = FailCode(s);
+  r.err = absl::StrFormat("flowclassctl %s: %s: %s%s\n", cmd, absl::StatusCodeToString(s.code()),
+                          s.message(), ConnectionHint(s));
+  return r;
+}
+
+int Fail(absl::string_view cmd, const absl::Status& s) {
+  const NodeResult r = Failed(cmd, s);
+  std::fputs(r.err.c_str(), stderr);
+  return r.code;
+}
+
 // Parsed command line: connection options taken out, the rest left.
 struct Args {
   ClientOptions conn;
-  std::vector<std::string> flags;  // "--name" or "--name=value" kept in order
-  std::map<std::string, std::vector<std::string>> values;
+  std::vector<std::string> flags;  // the command's own options given ("--name")
+  std::map<std::string, std::vector<std::string>> values;  // their values ("" for on/off)
+  std::string unknown;  // the first option neither the command nor the connection has
   std::vector<std::string> positional;
   bool help = false;
   std::string token_file;  // --token-file / $FLOWCLASS_TOKEN_FILE, read by Dial
-  bool json = false;       // -o json / --output json / $FLOWCLASS_OUTPUT=json
+  bool json = false;       // -o json|yaml / --output / $FLOWCLASS_OUTPUT: a structured output
+  bool yaml = false;       // ... and it is yaml
+  std::string output;      // text, json or yaml
   bool output_given = false;
+  // The fleet: --servers / $FLOWCLASS_SERVERS (targets) or --discover /
+  // $FLOWCLASS_DISCOVER (resolved by FleetNodes); both empty: one server.
+  std::vector<std::string> servers;
+  std::string discover;
+  std::string fleet_from;  // the option or variable that named the fleet
+  bool one_at_a_time = false;  // --rollout one-at-a-time
 };
-
-// Options that take a value (for every command).
-bool TakesValue(absl::string_view a) {
-  static const char* const kWithValue[] = {
-      "--server", "--ca", "--cert", "--key", "--server-name", "--token-file", "--timeout-ms",
-      "--output", "--format", "--rule",
-      "--batch-size", "--window", "--cookie", "--classbench-ports", "--progress",
-      "--min-priority", "--max-priority", "--limit", "--watch", "--count",
-      "--packet-hex", "--in-port", "--rule-id", "--pmd", "--match"};
-  for (const char* k : kWithValue)
-    if (a == k) return true;
-  return false;
-}
 
 // On/off options (present or not) of some command.
 bool IsOnOff(absl::string_view a) {
@@ -242,7 +345,27 @@ bool IsServerTarget(absl::string_view t) {
          absl::ascii_isdigit(static_cast<unsigned char>(t.back()));
 }
 
-absl::Status ParseArgs(const std::vector<absl::string_view>& in, Args* out) {
+// An environment variable, or nullptr when it is unset or empty.
+const char* Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : nullptr;
+}
+
+// --servers A,B,C: every one HOST:PORT, none twice.
+absl::Status ParseServers(absl::string_view from, absl::string_view list,
+                          std::vector<std::string>* out) {
+  for (absl::string_view t : absl::StrSplit(list, ',')) {
+    if (!IsServerTarget(t))
+      return absl::InvalidArgumentError(
+          absl::StrCat(from, ": '", t, "' is not HOST:PORT (A,B,C: e.g. 10.0.0.1:50051)"));
+    if (std::find(out->begin(), out->end(), t) != out->end())
+      return absl::InvalidArgumentError(absl::StrCat(from, ": '", t, "' is listed twice"));
+    out->emplace_back(t);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseArgs(const std::vector<absl::string_view>& in, const Command& cmd, Args* out) {
   std::string target_from = "$FLOWCLASS_SERVER";
   if (const char* env = std::getenv("FLOWCLASS_SERVER")) out->conn.target = env;
   // The TLS files and the token from the environment (a flag wins); empty
@@ -256,83 +379,175 @@ absl::Status ParseArgs(const std::vector<absl::string_view>& in, Args* out) {
               {"FLOWCLASS_SERVER_NAME", &out->conn.server_name},
               {"FLOWCLASS_TOKEN_FILE", &out->token_file}};
   for (const auto& e : kEnv)
-    if (const char* v = std::getenv(e.env); v && *v) *e.field = v;
-  std::string output = "text", output_from = "$FLOWCLASS_OUTPUT";
-  if (const char* v = std::getenv("FLOWCLASS_OUTPUT"); v && *v) output = v;
-  std::set<std::string> seen;  // options given so far (each at most once, but --cookie)
-  for (size_t i = 0; i < in.size(); ++i) {
-    // -o is --output's short form (-o json, -ojson).
-    std::string a(in[i]);
-    if (a == "-o") a = "--output";
-    else if (absl::StartsWith(a, "-o") && !absl::StartsWith(a, "--")) a = "--output=" + a.substr(2);
-    if (a == "-h" || a == "--help") {
-      out->help = true;
-    } else if (a.rfind("--", 0) == 0 && a.size() > 2) {
-      std::string name = a, value;
-      const size_t eq = a.find('=');
-      if (eq != std::string::npos) {
-        name = a.substr(0, eq);
-        value = a.substr(eq + 1);
-        // An on/off option is on by being there: "--all=no" must not mean
-        // --all (it deleted every rule).
-        // (An unknown --name=value is refused by the command's OnlyFlags.)
-        if (IsOnOff(name))
-          return absl::InvalidArgumentError(
-              absl::StrCat(name, " takes no value (got '", a, "'); leave it out to turn it off"));
-      } else if (TakesValue(a)) {
-        if (i + 1 >= in.size()) return absl::InvalidArgumentError(a + " needs a value");
-        value = std::string(in[++i]);
-      }
-      // Given twice, one value would silently win: refused (del-rules takes
-      // several --cookie, one delete per cookie).
-      if (!seen.insert(name).second && name != "--cookie" && name != "--rule")
-        return absl::InvalidArgumentError(absl::StrCat(name, " is given more than once"));
-      if (name == "--server") {
-        out->conn.target = value;
-        target_from = "--server";
-      }
-      else if (name == "--plaintext") out->conn.plaintext = true;
-      else if (name == "--ca") out->conn.ca_file = value;
-      else if (name == "--cert") out->conn.cert_file = value;
-      else if (name == "--key") out->conn.key_file = value;
-      else if (name == "--server-name") out->conn.server_name = value;
-      else if (name == "--token-file") out->token_file = value;
-      else if (name == "--output") {
-        output = value;
-        output_from = "--output";
-        out->output_given = true;
-      }
-      else if (name == "--timeout-ms") {
-        int64_t ms = 0;
-        if (!absl::SimpleAtoi(value, &ms) || ms < 0)
-          return absl::InvalidArgumentError("--timeout-ms needs a whole number >= 0");
-        out->conn.timeout = std::chrono::milliseconds(ms);
-      } else {
-        out->flags.push_back(name);
-        out->values[name].push_back(value);
-      }
-    } else {
-      out->positional.push_back(a);
+    if (const char* v = Env(e.env)) *e.field = v;
+  if (const char* v = Env("FLOWCLASS_PLAINTEXT")) {
+    const std::string b = absl::AsciiStrToLower(v);
+    if (b == "1" || b == "true" || b == "yes") {
+      out->conn.plaintext = true;
+    } else if (b != "0" && b != "false" && b != "no") {
+      return absl::InvalidArgumentError(absl::StrCat("$FLOWCLASS_PLAINTEXT ",
+                                                     QuoteForMessage(v, '"'),
+                                                     ": expected 1, true, yes, 0, false or no"));
     }
   }
-  if (output != "text" && output != "json")
+  std::string timeout_ms, timeout_from = "$FLOWCLASS_TIMEOUT_MS";
+  if (const char* v = Env("FLOWCLASS_TIMEOUT_MS")) timeout_ms = v;
+  std::string output = "text", output_from = "$FLOWCLASS_OUTPUT";
+  if (const char* v = Env("FLOWCLASS_OUTPUT")) output = v;
+  std::string rollout = "all-at-once", rollout_from = "$FLOWCLASS_ROLLOUT";
+  if (const char* v = Env("FLOWCLASS_ROLLOUT")) rollout = v;
+  std::string servers, discover;  // from the options
+  bool server_given = false;
+  // An on/off option is on by being there: "--all=no" must not mean --all
+  // (it deleted every rule).
+  for (absl::string_view arg : in)
+    if (const size_t eq = arg.find('='); absl::StartsWith(arg, "--") &&
+                                         eq != absl::string_view::npos &&
+                                         IsOnOff(arg.substr(0, eq)))
+      return absl::InvalidArgumentError(absl::StrCat(arg.substr(0, eq), " takes no value (got '",
+                                                     arg, "'); leave it out to turn it off"));
+  // CLI11 reads the command line: the connection options, the command's own
+  // (cmd.flags) and the positional arguments; what it does not know is an
+  // unknown option (refused after --help, by OnlyFlags).
+  CLI::App app;
+  app.set_help_flag();  // -h / --help: the command's own help text
+  app.allow_extras();
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  std::map<std::string, std::vector<std::string>> given;  // option -> its values
+  std::map<std::string, CLI::Option*> options;
+  const auto add = [&](const std::string& name, const std::string& spec) {
+    options[name] = IsOnOff(name) ? app.add_flag(spec)
+                                  : app.add_option(spec, given[name])->allow_extra_args(false);
+  };
+  for (const char* name : {"--server", "--plaintext", "--ca", "--cert", "--key", "--server-name",
+                           "--token-file", "--timeout-ms", "--servers", "--discover", "--rollout"})
+    add(name, name);
+  add("--output", "-o,--output");
+  for (const std::string& name : cmd.flags) add(name, name);
+  app.add_flag("-h,--help", out->help);
+  app.add_option("positional", out->positional);
+  std::vector<std::string> argv_text = {std::string("flowclassctl ") + cmd.name};
+  for (absl::string_view arg : in) argv_text.emplace_back(arg);
+  std::vector<const char*> argv;
+  for (const std::string& arg : argv_text) argv.push_back(arg.c_str());
+  try {
+    app.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const CLI::ParseError& e) {
+    return absl::InvalidArgumentError(e.what());
+  }
+  for (const std::string& extra : app.remaining())
+    if (extra != "--" && out->unknown.empty()) out->unknown = extra.substr(0, extra.find('='));
+  // Given twice, one value would silently win: refused (del-rules takes
+  // several --cookie, one delete per cookie; --rule is one rule each).
+  for (const auto& [name, option] : options) {
+    if (option->count() > 1 && name != "--cookie" && name != "--rule")
+      return absl::InvalidArgumentError(absl::StrCat(name, " is given more than once"));
+    if (option->count() == 0) continue;
+    const std::vector<std::string>& values =
+        IsOnOff(name) ? std::vector<std::string>{""} : given[name];
+    const std::string& value = values.back();
+    if (name == "--server") {
+      out->conn.target = value;
+      target_from = "--server";
+      server_given = true;
+    } else if (name == "--plaintext") {
+      out->conn.plaintext = true;
+    } else if (name == "--ca") {
+      out->conn.ca_file = value;
+    } else if (name == "--cert") {
+      out->conn.cert_file = value;
+    } else if (name == "--key") {
+      out->conn.key_file = value;
+    } else if (name == "--server-name") {
+      out->conn.server_name = value;
+    } else if (name == "--token-file") {
+      out->token_file = value;
+    } else if (name == "--servers") {
+      servers = value;
+    } else if (name == "--discover") {
+      discover = value;
+    } else if (name == "--output" || name == "--rollout" || name == "--timeout-ms") {
+      (name == "--output" ? output : name == "--rollout" ? rollout : timeout_ms) = value;
+      (name == "--output" ? output_from : name == "--rollout" ? rollout_from : timeout_from) =
+          name;
+      out->output_given |= name == "--output";
+    } else {
+      out->flags.push_back(name);
+      out->values[name] = values;
+    }
+  }
+  if (output != "text" && output != "json" && output != "yaml")
     return absl::InvalidArgumentError(absl::StrCat(
-        output_from, " ", QuoteForMessage(output, '"'), ": expected text or json"));
-  out->json = output == "json";
-  if (!out->help && !IsServerTarget(out->conn.target))
+        output_from, " ", QuoteForMessage(output, '"'), ": expected text, json or yaml"));
+  out->output = output;
+  out->json = output != "text";
+  out->yaml = output == "yaml";
+  if (!timeout_ms.empty()) {
+    int64_t ms = 0;
+    if (!absl::SimpleAtoi(timeout_ms, &ms) || ms < 0)
+      return absl::InvalidArgumentError(absl::StrCat(timeout_from, " needs a whole number >= 0"));
+    out->conn.timeout = std::chrono::milliseconds(ms);
+  }
+  if (out->help) return absl::OkStatus();
+
+  // The fleet: options first, then the environment; never with --server.
+  if (server_given + !servers.empty() + !discover.empty() > 1)
+    return absl::InvalidArgumentError("give one of --server, --servers and --discover");
+  if (!server_given && servers.empty() && discover.empty()) {
+    const char* env_servers = Env("FLOWCLASS_SERVERS");
+    const char* env_discover = Env("FLOWCLASS_DISCOVER");
+    if (env_servers && env_discover)
+      return absl::InvalidArgumentError(
+          "$FLOWCLASS_SERVERS and $FLOWCLASS_DISCOVER are both set: unset one (or give --server, "
+          "--servers or --discover)");
+    // A one-server command with a fleet in the environment: the fleet does
+    // not apply, and without $FLOWCLASS_SERVER a default server would be a
+    // surprise.
+    if ((env_servers || env_discover) && !cmd.fleet && !std::getenv("FLOWCLASS_SERVER"))
+      return absl::InvalidArgumentError(absl::StrCat(
+          cmd.name, " talks to one server: give --server or set $FLOWCLASS_SERVER (",
+          env_servers ? "$FLOWCLASS_SERVERS" : "$FLOWCLASS_DISCOVER", " is for a fleet)"));
+    if (cmd.fleet && env_servers) {
+      servers = env_servers;
+      out->fleet_from = "$FLOWCLASS_SERVERS";
+    } else if (cmd.fleet && env_discover) {
+      discover = env_discover;
+      out->fleet_from = "$FLOWCLASS_DISCOVER";
+    }
+  } else if (!servers.empty() || !discover.empty()) {
+    out->fleet_from = servers.empty() ? "--discover" : "--servers";
+    if (!cmd.fleet)
+      return absl::InvalidArgumentError(absl::StrCat(
+          out->fleet_from, ": ", cmd.name,
+          " talks to one server (a fleet: add-rules, del-rules, replace-rules, sync-rules, "
+          "config set, stats)"));
+  }
+  if (!servers.empty())
+    if (absl::Status s = ParseServers(out->fleet_from, servers, &out->servers); !s.ok()) return s;
+  if (!discover.empty()) {
+    if (!absl::StartsWith(discover, "dns:") || discover.size() == 4)
+      return absl::InvalidArgumentError(absl::StrCat(
+          out->fleet_from, " '", discover, "': expected dns:NAME or dns:NAME:PORT"));
+    out->discover = discover;
+  }
+  if (rollout != "all-at-once" && rollout != "one-at-a-time")
+    return absl::InvalidArgumentError(absl::StrCat(
+        rollout_from, " ", QuoteForMessage(rollout, '"'),
+        ": expected all-at-once or one-at-a-time"));
+  if (rollout_from == "--rollout" && out->fleet_from.empty())
+    return absl::InvalidArgumentError("--rollout goes with --servers or --discover");
+  out->one_at_a_time = rollout == "one-at-a-time";
+  if (out->fleet_from.empty() && !IsServerTarget(out->conn.target))
     return absl::InvalidArgumentError(
         absl::StrCat(target_from, " '", out->conn.target,
                      "': expected HOST:PORT, e.g. 127.0.0.1:50051 or [::1]:50051"));
   return absl::OkStatus();
 }
 
-// Every flag given must be in `allowed`.
-absl::Status OnlyFlags(const Args& a, std::initializer_list<const char*> allowed) {
-  for (const std::string& f : a.flags) {
-    bool ok = false;
-    for (const char* k : allowed) ok |= f == k;
-    if (!ok) return absl::InvalidArgumentError(absl::StrCat("unknown option '", f, "'"));
-  }
+// An option that neither the command nor the connection has is refused.
+absl::Status OnlyFlags(const Args& a) {
+  if (!a.unknown.empty())
+    return absl::InvalidArgumentError(absl::StrCat("unknown option '", a.unknown, "'"));
   return absl::OkStatus();
 }
 
@@ -402,18 +617,59 @@ std::string ToJson(const google::protobuf::Message& m) {
   return out;
 }
 
-void PrintJson(const google::protobuf::Message& m) {
-  std::string out = ToJson(m);
-  out += '\n';
-  std::fputs(out.c_str(), stdout);
+// A JSON document as YAML (block style).  Strings JSON quoted stay quoted
+// (64-bit numbers are strings in protobuf JSON: "12" must not become 12),
+// so a YAML reader sees the same types and the same field names.
+void EmitYaml(const YAML::Node& n, YAML::Emitter* e) {
+  switch (n.Type()) {
+    case YAML::NodeType::Map:
+      *e << YAML::BeginMap;
+      for (const auto& kv : n) {
+        *e << YAML::Key << kv.first.Scalar() << YAML::Value;
+        EmitYaml(kv.second, e);
+      }
+      *e << YAML::EndMap;
+      break;
+    case YAML::NodeType::Sequence:
+      *e << YAML::BeginSeq;
+      for (const auto& v : n) EmitYaml(v, e);
+      *e << YAML::EndSeq;
+      break;
+    case YAML::NodeType::Scalar:
+      if (n.Tag() == "!") *e << YAML::DoubleQuoted;
+      *e << n.Scalar();
+      break;
+    default:
+      *e << YAML::Null;
+  }
+}
+
+std::string JsonToYaml(const std::string& json) {
+  YAML::Emitter e;
+  try {
+    EmitYaml(YAML::Load(json), &e);
+  } catch (const YAML::Exception& ex) {
+    return absl::StrCat("error: \"", absl::CEscape(ex.what()), "\"");
+  }
+  return e.c_str();
+}
+
+// `json` (one line) as -o asks: that line, or a YAML document.
+std::string StructuredText(const Args& a, const std::string& json) {
+  return a.yaml ? absl::StrCat("---\n", JsonToYaml(json), "\n") : json + "\n";
+}
+
+void PrintStructured(const Args& a, const google::protobuf::Message& m) {
+  std::fputs(StructuredText(a, ToJson(m)).c_str(), stdout);
 }
 
 // A command that prints no result to format: -o json is refused, not ignored.
 absl::Status NoOutputFormat(const Args& a) {
   if (a.output_given && a.json)
-    return absl::InvalidArgumentError(
-        "-o json: this command prints a one-line summary only (json is for dump-rules, "
-        "dump-megaflows, stats, config, trace, lookup-impl)");
+    return absl::InvalidArgumentError(absl::StrCat(
+        "-o ", a.output, ": this command prints a one-line summary only (", a.output,
+        " is for dump-rules, dump-megaflows, stats, config, trace, lookup-impl and fleet "
+        "tables)"));
   return absl::OkStatus();
 }
 
@@ -425,6 +681,200 @@ absl::StatusOr<std::unique_ptr<FlowclassClient>> Dial(const Args& a) {
     o.token = *std::move(t);
   }
   return FlowclassClient::Connect(o);
+}
+
+// ------------------------------------------------------------------ fleet
+
+// --discover dns:NAME[:PORT]: HOST:PORT for every A and AAAA record of NAME
+// (getaddrinfo; IPv6 bracketed), each address once, sorted.  NAME may be a
+// [bracketed] IPv6 address.  INVALID_ARGUMENT for a malformed spec,
+// UNAVAILABLE when NAME does not resolve.
+absl::StatusOr<std::vector<std::string>> Discover(absl::string_view from,
+                                                  absl::string_view spec) {
+  absl::string_view rest = spec.substr(4);  // after "dns:"
+  absl::string_view name = rest, port = "50051";
+  const auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(from, " '", spec, "': ", why, " (expected dns:NAME or dns:NAME:PORT)"));
+  };
+  if (absl::StartsWith(rest, "[")) {
+    const size_t close = rest.find(']');
+    if (close == absl::string_view::npos) return bad("no ']' after an IPv6 address");
+    name = rest.substr(1, close - 1);
+    const absl::string_view after = rest.substr(close + 1);
+    if (!after.empty() && after[0] != ':') return bad("':PORT' expected after ']'");
+    if (!after.empty()) port = after.substr(1);
+  } else if (const size_t colon = rest.rfind(':'); colon != absl::string_view::npos) {
+    if (rest.find(':') != colon) return bad("an IPv6 address needs [brackets]");
+    name = rest.substr(0, colon);
+    port = rest.substr(colon + 1);
+  }
+  uint32_t port_number = 0;
+  if (name.empty()) return bad("no NAME");
+  if (!absl::SimpleAtoi(port, &port_number) || port_number < 1 || port_number > 65535)
+    return bad(absl::StrCat("PORT '", port, "' is not in 1..65535"));
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const std::string host(name);
+  if (const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res); rc != 0)
+    return absl::UnavailableError(
+        absl::StrCat(from, " '", spec, "': ", host, " does not resolve: ", gai_strerror(rc)));
+  std::set<std::string> nodes;
+  for (const addrinfo* ai = res; ai; ai = ai->ai_next) {
+    char text[INET6_ADDRSTRLEN] = "";
+    if (ai->ai_family == AF_INET) {
+      inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(ai->ai_addr)->sin_addr, text,
+                sizeof(text));
+      nodes.insert(absl::StrCat(text, ":", port_number));
+    } else if (ai->ai_family == AF_INET6) {
+      inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(ai->ai_addr)->sin6_addr, text,
+                sizeof(text));
+      nodes.insert(absl::StrCat("[", text, "]:", port_number));
+    }
+  }
+  freeaddrinfo(res);
+  if (nodes.empty())
+    return absl::UnavailableError(
+        absl::StrCat(from, " '", spec, "': ", host, " has no IPv4 or IPv6 address"));
+  return std::vector<std::string>(nodes.begin(), nodes.end());
+}
+
+// The table's ERROR cell: a node's stderr without the "flowclassctl CMD: "
+// prefixes, on one line.
+std::string ErrorCell(absl::string_view cmd, const std::string& err) {
+  const std::string prefix = absl::StrCat("flowclassctl ", cmd, ": ");
+  std::vector<std::string> parts;
+  for (absl::string_view line : absl::StrSplit(err, '\n', absl::SkipWhitespace())) {
+    absl::ConsumePrefix(&line, prefix);
+    parts.emplace_back(absl::StripAsciiWhitespace(line));
+  }
+  return absl::StrJoin(parts, "; ");
+}
+
+// The fleet table as -o json|yaml prints it: {"nodes": [{"node", "result",
+// "generation", "ack", "error", "response"}], "ok", "failed", "not_touched"}
+// (a google.protobuf.Struct, so that protobuf escapes the strings).
+std::string FleetJson(absl::string_view cmd, const std::vector<std::string>& nodes,
+                      const std::vector<std::optional<NodeResult>>& results, size_t ok,
+                      size_t failed) {
+  google::protobuf::Struct doc;
+  auto& fields = *doc.mutable_fields();
+  google::protobuf::ListValue* list = fields["nodes"].mutable_list_value();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    auto& f = *list->add_values()->mutable_struct_value()->mutable_fields();
+    const std::optional<NodeResult>& r = results[i];
+    f["node"].set_string_value(nodes[i]);
+    f["result"].set_string_value(!r ? "not-touched" : r->code == kCtlExitOk ? "ok" : "failed");
+    f["generation"].set_string_value(r && r->generation ? absl::StrCat(*r->generation) : "");
+    f["ack"].set_string_value(r ? r->ack : "");
+    f["error"].set_string_value(r ? ErrorCell(cmd, r->err) : "");
+    if (r && !r->json.empty() &&
+        !google::protobuf::util::JsonStringToMessage(r->json, f["response"].mutable_struct_value())
+             .ok())
+      f["response"].set_string_value(r->json);
+  }
+  fields["ok"].set_number_value(static_cast<double>(ok));
+  fields["failed"].set_number_value(static_cast<double>(failed));
+  fields["not_touched"].set_number_value(static_cast<double>(nodes.size() - ok - failed));
+  return ToJson(doc);
+}
+
+// `fn` on the one server of `a` (printing what it prints), or on every node
+// of the fleet (--servers / --discover): all at once, or one at a time up to
+// the first failure; then the per-node table and the fleet line on stdout,
+// and on stderr the nodes that failed and those not touched.  The exit code
+// is the highest of the failed nodes'.
+int RunOnServers(absl::string_view cmd, const Args& a,
+                 const std::function<NodeResult(FlowclassClient&)>& fn) {
+  if (a.fleet_from.empty()) {
+    auto client = Dial(a);
+    if (!client.ok()) return Usage(cmd, std::string(client.status().message()));
+    const NodeResult r = fn(**client);
+    std::fputs(r.out.c_str(), stdout);
+    std::fputs(r.err.c_str(), stderr);
+    return r.code;
+  }
+  absl::StatusOr<std::vector<std::string>> nodes =
+      a.discover.empty() ? absl::StatusOr<std::vector<std::string>>(a.servers)
+                         : Discover(a.fleet_from, a.discover);
+  if (!nodes.ok()) {
+    if (nodes.status().code() == absl::StatusCode::kInvalidArgument)
+      return Usage(cmd, std::string(nodes.status().message()));
+    return Fail(cmd, nodes.status());
+  }
+  std::vector<std::optional<NodeResult>> results(nodes->size());
+  const auto run = [&](size_t i) {
+    Args one = a;
+    one.conn.target = (*nodes)[i];
+    auto client = Dial(one);
+    if (client.ok()) {
+      results[i] = fn(**client);
+    } else {
+      results[i].emplace();
+      results[i]->code = kCtlExitUsage;
+      results[i]->err = absl::StrCat("flowclassctl ", cmd, ": ", client.status().message());
+    }
+  };
+  std::optional<size_t> stopped_at;
+  if (a.one_at_a_time) {
+    for (size_t i = 0; i < nodes->size() && !stopped_at; ++i) {
+      run(i);
+      if (results[i]->code != kCtlExitOk) stopped_at = i;
+    }
+  } else {
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < nodes->size(); ++i) threads.emplace_back(run, i);
+    for (std::thread& t : threads) t.join();
+  }
+  int code = kCtlExitOk;
+  size_t ok = 0;
+  std::vector<std::string> failed, untouched;
+  for (size_t i = 0; i < nodes->size(); ++i) {
+    if (!results[i]) {
+      untouched.push_back((*nodes)[i]);
+    } else if (results[i]->code == kCtlExitOk) {
+      ++ok;
+    } else {
+      failed.push_back((*nodes)[i]);
+      code = std::max(code, results[i]->code);
+    }
+  }
+  if (a.json) {
+    std::fputs(StructuredText(a, FleetJson(cmd, *nodes, results, ok, failed.size())).c_str(),
+               stdout);
+  } else {
+    std::vector<std::vector<std::string>> rows = {{"NODE", "RESULT", "GENERATION", "ACK", "ERROR"}};
+    for (size_t i = 0; i < nodes->size(); ++i) {
+      const std::optional<NodeResult>& r = results[i];
+      const std::string e = r ? ErrorCell(cmd, r->err) : "";
+      rows.push_back({(*nodes)[i], !r ? "not-touched" : r->code == kCtlExitOk ? "ok" : "failed",
+                      r && r->generation ? absl::StrCat(*r->generation) : "-",
+                      r && !r->ack.empty() ? r->ack : "-", e.empty() ? "-" : e});
+    }
+    std::vector<size_t> width(rows[0].size(), 0);
+    for (const auto& row : rows)
+      for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+    std::string table;
+    for (const auto& row : rows) {
+      for (size_t c = 0; c + 1 < row.size(); ++c)
+        absl::StrAppend(&table, row[c], std::string(width[c] - row[c].size() + 2, ' '));
+      absl::StrAppend(&table, row.back(), "\n");
+    }
+    absl::StrAppend(&table, "fleet: nodes=", nodes->size(), " ok=", ok, " failed=", failed.size(),
+                    " not_touched=", untouched.size(), "\n");
+    std::fputs(table.c_str(), stdout);
+  }
+  if (!failed.empty())
+    std::fprintf(stderr, "flowclassctl %s: failed on %zu of %zu nodes: %s\n",
+                 std::string(cmd).c_str(), failed.size(), nodes->size(),
+                 absl::StrJoin(failed, ", ").c_str());
+  if (stopped_at && !untouched.empty())
+    std::fprintf(stderr, "flowclassctl %s: one-at-a-time stopped at %s; not touched: %s\n",
+                 std::string(cmd).c_str(), (*nodes)[*stopped_at].c_str(),
+                 absl::StrJoin(untouched, ", ").c_str());
+  return code;
 }
 
 // ------------------------------------------------------------------ commands
@@ -540,9 +990,18 @@ absl::StatusOr<std::vector<Rule>> LoadRulesInput(const Args& a, RuleFormat rf,
   return LoadRuleFile(*source, rf, cbo, lines, used);
 }
 
-int ReplaceRules(absl::string_view cmd, const Args& a) {
-  if (absl::Status s = OnlyFlags(a, {"--format", "--classbench-ports", "--rule"}); !s.ok())
-    return Usage(cmd, std::string(s.message()));
+// The rules of FILE, `-` or --rule TEXT that add-rules, replace-rules,
+// diff-rules and sync-rules read, with --format and --classbench-ports.
+struct RulesInput {
+  std::vector<Rule> rules;
+  std::vector<size_t> lines;  // of each rule, for the report of a rejected one
+  RuleFormat used = RuleFormat::kAuto;
+  std::string source;  // FILE, stdin or --rule
+};
+
+// The exit code when the rules cannot be had (usage, or bad input: the
+// message printed), else nullopt and `*in` filled.
+std::optional<int> ReadRulesInput(absl::string_view cmd, const Args& a, RulesInput* in) {
   uint32_t cb_ports = 0;
   if (absl::Status s = FlagNumber(a, "--classbench-ports", &cb_ports); !s.ok())
     return Usage(cmd, std::string(s.message()));
@@ -551,79 +1010,157 @@ int ReplaceRules(absl::string_view cmd, const Args& a) {
     return Usage(cmd, std::string(s.message()));
   ClassBenchOptions cbo;
   cbo.num_ports = cb_ports;
-  std::vector<size_t> lines;
-  RuleFormat used = rf;
-  std::string source;
+  in->used = rf;
   bool usage = false;
   absl::StatusOr<std::vector<Rule>> rules =
-      LoadRulesInput(a, rf, cbo, &lines, &used, &source, &usage);
+      LoadRulesInput(a, rf, cbo, &in->lines, &in->used, &in->source, &usage);
   if (!rules.ok()) {
     if (usage) return Usage(cmd, std::string(rules.status().message()));
-    std::fprintf(stderr, "flowclassctl replace-rules: %s\n",
-                 std::string(rules.status().message()).c_str());
-    return kCtlExitBadInput;
-  }
-  auto client = Dial(a);
-  if (!client.ok()) return Usage(cmd, std::string(client.status().message()));
-  absl::StatusOr<v1::BatchAck> ack = (*client)->ReplaceRules(*rules);
-  if (!ack.ok()) return Fail(cmd, ack.status());
-  std::printf("replace-rules: rules=%zu inserted=%u replaced=%u deleted=%u generation=%llu\n",
-              rules->size(), ack->inserted(), ack->replaced(), ack->deleted(),
-              static_cast<unsigned long long>(ack->generation()));
-  return kCtlExitOk;
-}
-
-int AddRules(absl::string_view cmd, const Args& a) {
-  if (absl::Status s = OnlyFlags(a, {"--format", "--batch-size", "--window", "--replace",
-                                      "--cookie", "--classbench-ports", "--progress", "--rule"});
-      !s.ok())
-    return Usage(cmd, std::string(s.message()));
-  ApplyOptions ao;
-  uint64_t cookie = 0;
-  uint32_t cb_ports = 0;
-  for (absl::Status s : {FlagNumber(a, "--batch-size", &ao.batch_size),
-                         FlagNumber(a, "--window", &ao.window), FlagCookie(a, &cookie),
-                         FlagNumber(a, "--classbench-ports", &cb_ports)})
-    if (!s.ok()) return Usage(cmd, std::string(s.message()));
-  if (ao.batch_size == 0 || ao.window == 0)
-    return Usage(cmd, "--batch-size and --window must be at least 1");
-  RuleFormat rf = RuleFormat::kAuto;
-  if (absl::Status s = RuleFileFlags(a, cb_ports, &rf); !s.ok())
-    return Usage(cmd, std::string(s.message()));
-  const std::string progress = FlagString(a, "--progress", "auto");
-  if (progress != "auto" && progress != "on" && progress != "off")
-    return Usage(cmd, "--progress: auto, on or off");
-  const bool bar = progress == "on" || (progress == "auto" && isatty(STDERR_FILENO));
-
-  ClassBenchOptions cbo;
-  cbo.num_ports = cb_ports;
-
-  std::vector<size_t> lines;  // of each rule, for the report of a rejected one
-  RuleFormat used = rf;
-  std::string source;  // FILE, stdin or --rule
-  bool usage = false;
-  absl::StatusOr<std::vector<Rule>> rules =
-      LoadRulesInput(a, rf, cbo, &lines, &used, &source, &usage);
-  if (!rules.ok()) {
-    if (usage) return Usage(cmd, std::string(rules.status().message()));
-    std::fprintf(stderr, "flowclassctl add-rules: %s\n",
+    std::fprintf(stderr, "flowclassctl %s: %s\n", std::string(cmd).c_str(),
                  std::string(rules.status().message()).c_str());
     return kCtlExitBadInput;
   }
   // Native rules carry their own actions: the option would be ignored.
-  if (HasFlag(a, "--classbench-ports") && used == RuleFormat::kNative)
-    return Usage(cmd, absl::StrCat("--classbench-ports: ", source,
+  if (HasFlag(a, "--classbench-ports") && in->used == RuleFormat::kNative)
+    return Usage(cmd, absl::StrCat("--classbench-ports: ", in->source,
                                    " is a native rule file (its rules have their own actions); "
                                    "the option is only for ClassBench files"));
-  std::vector<RuleOp> ops;
-  ops.reserve(rules->size());
-  for (Rule& r : *rules) {
-    if (HasFlag(a, "--cookie")) r.cookie = cookie;
-    ops.push_back(HasFlag(a, "--replace") ? RuleOp::Replace(std::move(r))
-                                          : RuleOp::Insert(std::move(r)));
+  in->rules = *std::move(rules);
+  return std::nullopt;
+}
+
+int ReplaceRules(absl::string_view cmd, const Args& a) {
+  RulesInput in;
+  if (std::optional<int> code = ReadRulesInput(cmd, a, &in)) return *code;
+  return RunOnServers(cmd, a, [&](FlowclassClient& client) {
+    absl::StatusOr<v1::BatchAck> ack = client.ReplaceRules(in.rules);
+    if (!ack.ok()) return Failed(cmd, ack.status());
+    NodeResult r;
+    r.ack = absl::StrFormat("rules=%u inserted=%u replaced=%u deleted=%u", in.rules.size(),
+                            ack->inserted(), ack->replaced(), ack->deleted());
+    r.generation = ack->generation();
+    r.out = absl::StrFormat("replace-rules: %s generation=%u\n", r.ack, ack->generation());
+    return r;
+  });
+}
+
+// The server's rule set against a file's, by id (a file lists an id once).
+struct RuleDiff {
+  std::vector<Rule> added;    // in the file only
+  std::vector<Rule> removed;  // on the server only
+  std::vector<std::pair<Rule, Rule>> changed;  // same id: the server's, the file's
+  size_t unchanged = 0;
+  bool empty() const { return added.empty() && removed.empty() && changed.empty(); }
+};
+
+RuleDiff DiffRuleSets(const std::vector<Rule>& server, const std::vector<Rule>& file) {
+  std::map<uint64_t, const Rule*> on_server, in_file;
+  for (const Rule& r : server) on_server[r.id] = &r;
+  for (const Rule& r : file) in_file[r.id] = &r;
+  RuleDiff d;
+  for (const auto& [id, r] : in_file) {
+    auto it = on_server.find(id);
+    if (it == on_server.end()) d.added.push_back(*r);
+    else if (*it->second == *r) ++d.unchanged;
+    else d.changed.emplace_back(*it->second, *r);
   }
-  auto client = Dial(a);
-  if (!client.ok()) return Usage(cmd, std::string(client.status().message()));
+  for (const auto& [id, r] : on_server)
+    if (!in_file.count(id)) d.removed.push_back(*r);
+  return d;
+}
+
+// The server's rules, and their difference from `file`.
+absl::StatusOr<RuleDiff> DiffWithServer(FlowclassClient& client, const std::vector<Rule>& file) {
+  absl::StatusOr<std::vector<v1::Rule>> listed = client.ListRules();
+  if (!listed.ok()) return listed.status();
+  std::vector<Rule> server(listed->size());
+  for (size_t i = 0; i < listed->size(); ++i)
+    if (absl::Status s = RuleFromProto((*listed)[i], &server[i]); !s.ok()) return s;
+  return DiffRuleSets(server, file);
+}
+
+// A file that lists an id twice has no one rule set to compare: bad input.
+std::optional<int> RefuseDuplicateIds(absl::string_view cmd, const RulesInput& in) {
+  std::map<uint64_t, size_t> first;  // id -> index
+  for (size_t i = 0; i < in.rules.size(); ++i) {
+    auto [it, fresh] = first.emplace(in.rules[i].id, i);
+    if (fresh) continue;
+    std::fprintf(stderr, "flowclassctl %s: %s: rule id %llu twice (rules #%zu and #%zu)\n",
+                 std::string(cmd).c_str(), in.source.c_str(),
+                 static_cast<unsigned long long>(in.rules[i].id), it->second + 1, i + 1);
+    return kCtlExitBadInput;
+  }
+  return std::nullopt;
+}
+
+// diff-rules and sync-rules: FILE read once, then `fn` with each server's
+// difference from it.
+int RunOnDiff(absl::string_view cmd, const Args& a,
+              const std::function<NodeResult(FlowclassClient&, const RuleDiff&)>& fn) {
+  RulesInput in;
+  if (std::optional<int> code = ReadRulesInput(cmd, a, &in)) return *code;
+  if (std::optional<int> code = RefuseDuplicateIds(cmd, in)) return *code;
+  return RunOnServers(cmd, a, [&](FlowclassClient& client) {
+    absl::StatusOr<RuleDiff> d = DiffWithServer(client, in.rules);
+    return d.ok() ? fn(client, *d) : Failed(cmd, d.status());
+  });
+}
+
+int DiffRules(absl::string_view cmd, const Args& a) {
+  return RunOnDiff(cmd, a, [&](FlowclassClient&, const RuleDiff& d) {
+    // In id order, like the file after sync-rules.
+    std::map<uint64_t, std::string> lines;
+    for (const Rule& r : d.added) lines[r.id] = absl::StrCat("+ ", r.ToString(), "\n");
+    for (const Rule& r : d.removed) lines[r.id] = absl::StrCat("- ", r.ToString(), "\n");
+    for (const auto& [old_rule, new_rule] : d.changed)
+      lines[old_rule.id] =
+          absl::StrCat("- ", old_rule.ToString(), "\n+ ", new_rule.ToString(), "\n");
+    NodeResult r;
+    for (const auto& [id, text] : lines) r.out += text;
+    r.ack = absl::StrCat("added=", d.added.size(), " removed=", d.removed.size(),
+                         " changed=", d.changed.size(), " unchanged=", d.unchanged);
+    absl::StrAppend(&r.out, "diff-rules: ", r.ack, "\n");
+    r.code = d.empty() ? kCtlExitOk : kCtlExitDiffers;
+    return r;
+  });
+}
+
+int SyncRules(absl::string_view cmd, const Args& a) {
+  return RunOnDiff(cmd, a, [&](FlowclassClient& client, const RuleDiff& d) {
+    NodeResult r;
+    if (d.empty()) {  // nothing to send; the generation it is in sync at
+      absl::StatusOr<v1::Stats> st = client.GetStats();
+      if (!st.ok()) return Failed(cmd, st.status());
+      r.generation = st->generation();
+      r.ack = absl::StrCat("in sync, nothing sent: rules=", d.unchanged);
+      r.out = absl::StrCat("sync-rules: ", r.ack, " generation=", st->generation(), "\n");
+      return r;
+    }
+    // One batch: all of it or nothing.  Deletes first, then inserts and
+    // replacements, in id order.
+    v1::RuleBatch batch;
+    batch.set_batch_id(1);
+    for (const Rule& rule : d.removed) batch.add_ops()->set_delete_id(rule.id);
+    for (const Rule& rule : d.added) RuleToProto(rule, batch.add_ops()->mutable_insert());
+    for (const auto& [old_rule, new_rule] : d.changed)
+      RuleToProto(new_rule, batch.add_ops()->mutable_replace());
+    absl::StatusOr<v1::BatchAck> ack = client.ApplyBatch(batch);
+    if (!ack.ok()) return Failed(cmd, ack.status());
+    if (ack->status_code() != 0) return Failed(cmd, AckStatus(*ack));
+    r.generation = ack->generation();
+    r.ack = absl::StrCat("inserted=", ack->inserted(), " replaced=", ack->replaced(),
+                         " deleted=", ack->deleted(), " unchanged=", d.unchanged);
+    r.out = absl::StrCat("sync-rules: ", r.ack, " generation=", ack->generation(), "\n");
+    return r;
+  });
+}
+
+// add-rules on one server: `ops` streamed in batches (ApplyOps), the
+// report of a rejected batch or a broken stream in `err`.
+NodeResult ApplyRuleOps(absl::string_view cmd, FlowclassClient& client,
+                        const std::vector<RuleOp>& ops, ApplyOptions ao, bool bar,
+                        const RulesInput& in) {
+  NodeResult res;
   const auto start = std::chrono::steady_clock::now();
   if (bar) {
     ao.progress = [&](size_t done, size_t total) {
@@ -640,32 +1177,34 @@ int AddRules(absl::string_view cmd, const Args& a) {
     };
   }
   ApplyResult partial;
-  absl::StatusOr<ApplyResult> r = (*client)->ApplyOps(ops, ao, &partial);
+  absl::StatusOr<ApplyResult> r = client.ApplyOps(ops, ao, &partial);
   if (bar) std::fputs("\n", stderr);
   if (!r.ok()) {
-    const int code = Fail(cmd, r.status());
+    res = Failed(cmd, r.status());
     if (partial.first_error.has_value())
-      std::fprintf(stderr, "flowclassctl add-rules: batch %llu was rejected before: %s\n",
-                   static_cast<unsigned long long>(partial.first_error->batch_id()),
-                   partial.first_error->status_message().c_str());
+      absl::StrAppendFormat(&res.err,
+                            "flowclassctl add-rules: batch %llu was rejected before: %s\n",
+                            static_cast<unsigned long long>(partial.first_error->batch_id()),
+                            partial.first_error->status_message().c_str());
     if (!ops.empty())
-      std::fprintf(stderr, "flowclassctl add-rules: %s\n",
-                   StreamFailureReport(partial, ao.batch_size, ops.size()).c_str());
-    return code;
+      absl::StrAppendFormat(&res.err, "flowclassctl add-rules: %s\n",
+                            StreamFailureReport(partial, ao.batch_size, ops.size()).c_str());
+    return res;
   }
   if (r->first_error.has_value()) {
     const v1::BatchAck& e = *r->first_error;
-    std::fprintf(stderr, "flowclassctl add-rules: batch %llu rejected: %s: %s\n",
-                 static_cast<unsigned long long>(e.batch_id()),
-                 absl::StatusCodeToString(static_cast<absl::StatusCode>(e.status_code())).c_str(),
-                 e.status_message().c_str());
+    absl::StrAppendFormat(
+        &res.err, "flowclassctl add-rules: batch %llu rejected: %s: %s\n",
+        static_cast<unsigned long long>(e.batch_id()),
+        absl::StatusCodeToString(static_cast<absl::StatusCode>(e.status_code())).c_str(),
+        e.status_message().c_str());
     for (const v1::OpError& oe : e.errors()) {
       const size_t idx = (e.batch_id() - ao.first_batch_id) * ao.batch_size + oe.op_index();
       if (idx < ops.size())
-        std::fprintf(stderr, "  rule #%zu of %s (line %zu, field %s): %s\n", idx + 1,
-                     source.c_str(), idx < lines.size() ? lines[idx] : idx + 1,
-                     oe.field().empty() ? "-" : oe.field().c_str(),
-                     ops[idx].rule.ToString().c_str());
+        absl::StrAppendFormat(&res.err, "  rule #%zu of %s (line %zu, field %s): %s\n", idx + 1,
+                              in.source.c_str(), idx < in.lines.size() ? in.lines[idx] : idx + 1,
+                              oe.field().empty() ? "-" : oe.field().c_str(),
+                              ops[idx].rule.ToString().c_str());
     }
     // Every batch before the rejected one was applied, so the rest of
     // ops_applied is after it: batches already in flight, applied or
@@ -674,24 +1213,25 @@ int AddRules(absl::string_view cmd, const Args& a) {
     const size_t before = std::min(ops.size(), bad * ao.batch_size);
     const size_t n_after = r->ops_applied - before;
     const std::string after = RulesOfBatchesAfter(r->ok_batches, bad, ao.batch_size, ops.size());
-    std::fprintf(stderr, "flowclassctl add-rules: %zu of %zu rules applied before it%s%s\n", before,
-                 ops.size(), before ? absl::StrCat(" (#1-#", before, ")").c_str() : "",
-                 n_after ? absl::StrCat("; also applied, from batches already in flight after it: ",
-                                        n_after, " (", after, ")").c_str()
-                         : "; none after it");
-    return kCtlExitRejected;
+    absl::StrAppendFormat(
+        &res.err, "flowclassctl add-rules: %zu of %zu rules applied before it%s%s\n", before,
+        ops.size(), before ? absl::StrCat(" (#1-#", before, ")").c_str() : "",
+        n_after ? absl::StrCat("; also applied, from batches already in flight after it: ", n_after,
+                               " (", after, ")")
+                      .c_str()
+                : "; none after it");
+    res.code = kCtlExitRejected;
+    return res;
   }
-  std::printf("add-rules: rules=%llu batches=%llu generation=%llu seconds=%.3f rules_per_s=%.0f\n",
-              static_cast<unsigned long long>(r->ops_applied),
-              static_cast<unsigned long long>(r->batches_acked),
-              static_cast<unsigned long long>(r->generation), r->seconds,
-              r->seconds > 0 ? static_cast<double>(r->ops_applied) / r->seconds : 0.0);
-  return kCtlExitOk;
+  res.generation = r->generation;
+  res.ack = absl::StrCat("rules=", r->ops_applied, " batches=", r->batches_acked);
+  res.out = absl::StrFormat(
+      "add-rules: %s generation=%u seconds=%.3f rules_per_s=%.0f\n", res.ack, r->generation,
+      r->seconds, r->seconds > 0 ? static_cast<double>(r->ops_applied) / r->seconds : 0.0);
+  return res;
 }
 
 int DelRules(absl::string_view cmd, const Args& a) {
-  if (absl::Status s = OnlyFlags(a, {"--cookie", "--all"}); !s.ok())
-    return Usage(cmd, std::string(s.message()));
   const bool all = HasFlag(a, "--all");
   v1::RuleBatch batch;
   batch.set_batch_id(1);
@@ -708,21 +1248,47 @@ int DelRules(absl::string_view cmd, const Args& a) {
       batch.add_ops()->set_delete_cookie(v);
     }
   if (all == (batch.ops_size() > 0)) return Usage(cmd, "give ids and/or --cookie, or --all");
-  auto client = Dial(a);
-  if (!client.ok()) return Usage(cmd, std::string(client.status().message()));
-  absl::StatusOr<v1::BatchAck> ack = all ? (*client)->DeleteAll() : (*client)->ApplyBatch(batch);
-  if (!ack.ok()) return Fail(cmd, ack.status());
-  if (ack->status_code() != 0) return Fail(cmd, AckStatus(*ack));
-  std::printf("del-rules: deleted=%u generation=%llu\n", ack->deleted(),
-              static_cast<unsigned long long>(ack->generation()));
-  return kCtlExitOk;
+  return RunOnServers(cmd, a, [&](FlowclassClient& client) {
+    absl::StatusOr<v1::BatchAck> ack = all ? client.DeleteAll() : client.ApplyBatch(batch);
+    if (!ack.ok()) return Failed(cmd, ack.status());
+    if (ack->status_code() != 0) return Failed(cmd, AckStatus(*ack));
+    NodeResult r;
+    r.generation = ack->generation();
+    r.ack = absl::StrCat("deleted=", ack->deleted());
+    r.out = absl::StrCat("del-rules: ", r.ack, " generation=", ack->generation(), "\n");
+    return r;
+  });
+}
+
+int AddRules(absl::string_view cmd, const Args& a) {
+  ApplyOptions ao;
+  uint64_t cookie = 0;
+  for (absl::Status s : {FlagNumber(a, "--batch-size", &ao.batch_size),
+                         FlagNumber(a, "--window", &ao.window), FlagCookie(a, &cookie)})
+    if (!s.ok()) return Usage(cmd, std::string(s.message()));
+  if (ao.batch_size == 0 || ao.window == 0)
+    return Usage(cmd, "--batch-size and --window must be at least 1");
+  const std::string progress = FlagString(a, "--progress", "auto");
+  if (progress != "auto" && progress != "on" && progress != "off")
+    return Usage(cmd, "--progress: auto, on or off");
+  // A fleet's nodes answer at once: no bar.
+  const bool bar = a.fleet_from.empty() &&
+                   (progress == "on" || (progress == "auto" && isatty(STDERR_FILENO)));
+  RulesInput in;
+  if (std::optional<int> code = ReadRulesInput(cmd, a, &in)) return *code;
+  std::vector<RuleOp> ops;
+  ops.reserve(in.rules.size());
+  for (Rule& r : in.rules) {
+    if (HasFlag(a, "--cookie")) r.cookie = cookie;
+    ops.push_back(HasFlag(a, "--replace") ? RuleOp::Replace(std::move(r))
+                                          : RuleOp::Insert(std::move(r)));
+  }
+  return RunOnServers(cmd, a, [&](FlowclassClient& client) {
+    return ApplyRuleOps(cmd, client, ops, ao, bar, in);
+  });
 }
 
 int DumpRules(absl::string_view cmd, const Args& a) {
-  if (absl::Status s =
-          OnlyFlags(a, {"--cookie", "--min-priority", "--max-priority", "--limit", "--hits"});
-      !s.ok())
-    return Usage(cmd, std::string(s.message()));
   if (!a.positional.empty()) return Usage(cmd, "no positional arguments");
   v1::ListRulesRequest req;
   uint64_t cookie = 0, limit = 0;
@@ -742,7 +1308,7 @@ int DumpRules(absl::string_view cmd, const Args& a) {
   if (a.json) {  // one RulePage with every rule (hits included)
     v1::RulePage page;
     for (v1::Rule& p : *rules) *page.add_rules() = std::move(p);
-    PrintJson(page);
+    PrintStructured(a, page);
     return kCtlExitOk;
   }
   std::string out;
@@ -758,8 +1324,6 @@ int DumpRules(absl::string_view cmd, const Args& a) {
 }
 
 int Stats(absl::string_view cmd, const Args& a) {
-  if (absl::Status s = OnlyFlags(a, {"--watch", "--count", "--rule-hits"}); !s.ok())
-    return Usage(cmd, std::string(s.message()));
   if (!a.positional.empty()) return Usage(cmd, "no positional arguments");
   if (HasFlag(a, "--count") && !HasFlag(a, "--watch"))
     return Usage(cmd, "--count needs --watch");
@@ -773,6 +1337,19 @@ int Stats(absl::string_view cmd, const Args& a) {
     return Usage(cmd, std::string(s.message()));
   if (HasFlag(a, "--count") && count == 0)
     return Usage(cmd, "--count needs a number of reports >= 1 (leave it out to repeat until interrupted)");
+  if (!a.fleet_from.empty()) {  // one report a node, in the table
+    if (watch > 0) return Usage(cmd, absl::StrCat("--watch reads one server, not ", a.fleet_from));
+    return RunOnServers(cmd, a, [&](FlowclassClient& client) {
+      absl::StatusOr<v1::Stats> st = client.GetStats(false, HasFlag(a, "--rule-hits"));
+      if (!st.ok()) return Failed(cmd, st.status());
+      NodeResult r;
+      r.generation = st->generation();
+      r.ack = absl::StrCat("rules=", st->rules(), " pmds=", st->pmd_size(),
+                           " packets=", st->total().packets());
+      r.json = ToJson(*st);
+      return r;
+    });
+  }
   auto client = Dial(a);
   if (!client.ok()) return Usage(cmd, std::string(client.status().message()));
   std::optional<v1::Stats> prev;
@@ -782,7 +1359,7 @@ int Stats(absl::string_view cmd, const Args& a) {
     if (!st.ok()) return Fail(cmd, st.status());
     const auto at = std::chrono::steady_clock::now();
     if (a.json) {
-      PrintJson(*st);  // JSON lines: one Stats a report, no screen clearing
+      PrintStructured(a, *st);  // JSON lines: one Stats a report, no screen clearing
     } else {
       if (watch > 0 && isatty(STDOUT_FILENO)) std::fputs("\033[H\033[2J", stdout);
       if (watch > 0)
@@ -804,10 +1381,38 @@ int Stats(absl::string_view cmd, const Args& a) {
   return kCtlExitOk;
 }
 
+// config set KEY=VALUE...: one SetConfig (all or nothing) on each server.
+int ConfigSet(absl::string_view cmd, const Args& a) {
+  if (a.positional.size() < 2) return Usage(cmd, "set needs KEY=VALUE");
+  v1::Config set;
+  for (size_t i = 1; i < a.positional.size(); ++i) {
+    const std::string& kv = a.positional[i];
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) return Usage(cmd, "'" + kv + "' is not KEY=VALUE");
+    if (!set.mutable_values()->insert({kv.substr(0, eq), kv.substr(eq + 1)}).second)
+      return Usage(cmd, absl::StrCat(kv.substr(0, eq), " is set more than once"));
+  }
+  return RunOnServers(cmd, a, [&](FlowclassClient& client) {
+    absl::StatusOr<v1::Config> c = client.SetConfig(set);
+    if (!c.ok()) return Failed(cmd, c.status());
+    NodeResult r;
+    r.json = ToJson(*c);  // the whole Config after the change
+    std::vector<std::string> now;
+    for (const auto& [k, v] : std::map<std::string, std::string>(set.values().begin(),
+                                                                 set.values().end()))
+      now.push_back(absl::StrCat(k, "=", c->values().count(k) ? c->values().at(k) : "?"));
+    r.ack = absl::StrJoin(now, " ");
+    r.out = a.json ? StructuredText(a, r.json) : absl::StrCat(absl::StrJoin(now, "\n"), "\n");
+    return r;
+  });
+}
+
 int Config(absl::string_view cmd, const Args& a) {
-  if (absl::Status s = OnlyFlags(a, {}); !s.ok()) return Usage(cmd, std::string(s.message()));
   if (a.positional.empty()) return Usage(cmd, "expected get or set");
   const std::string& verb = a.positional[0];
+  if (verb == "set") return ConfigSet(cmd, a);
+  if (!a.fleet_from.empty())
+    return Usage(cmd, absl::StrCat("config ", verb, " reads one server, not ", a.fleet_from));
   auto client = Dial(a);
   if (!client.ok()) return Usage(cmd, std::string(client.status().message()));
   if (verb == "get") {
@@ -824,45 +1429,23 @@ int Config(absl::string_view cmd, const Args& a) {
         v1::Config one;
         (*one.mutable_values())[it->first] = it->second;
         *one.mutable_server() = c->server();
-        PrintJson(one);
+        PrintStructured(a, one);
         return kCtlExitOk;
       }
       std::printf("%s\n", it->second.c_str());
       return kCtlExitOk;
     }
     if (a.json) {
-      PrintJson(*c);
+      PrintStructured(a, *c);
       return kCtlExitOk;
     }
     for (const auto& [k, v] : sorted) std::printf("%s=%s\n", k.c_str(), v.c_str());
-    return kCtlExitOk;
-  }
-  if (verb == "set") {
-    if (a.positional.size() < 2) return Usage(cmd, "set needs KEY=VALUE");
-    v1::Config set;
-    for (size_t i = 1; i < a.positional.size(); ++i) {
-      const std::string& kv = a.positional[i];
-      const size_t eq = kv.find('=');
-      if (eq == std::string::npos || eq == 0) return Usage(cmd, "'" + kv + "' is not KEY=VALUE");
-      if (!set.mutable_values()->insert({kv.substr(0, eq), kv.substr(eq + 1)}).second)
-        return Usage(cmd, absl::StrCat(kv.substr(0, eq), " is set more than once"));
-    }
-    absl::StatusOr<v1::Config> c = (*client)->SetConfig(set);
-    if (!c.ok()) return Fail(cmd, c.status());
-    if (a.json) {  // the whole Config after the change
-      PrintJson(*c);
-      return kCtlExitOk;
-    }
-    for (const auto& [k, v] : set.values())
-      std::printf("%s=%s\n", k.c_str(), c->values().count(k) ? c->values().at(k).c_str() : "?");
     return kCtlExitOk;
   }
   return Usage(cmd, "expected get or set, not '" + verb + "'");
 }
 
 int Trace(absl::string_view cmd, const Args& a) {
-  if (absl::Status s = OnlyFlags(a, {"--packet-hex", "--in-port"}); !s.ok())
-    return Usage(cmd, std::string(s.message()));
   v1::TraceRequest req;
   if (HasFlag(a, "--packet-hex")) {
     if (!a.positional.empty()) return Usage(cmd, "give FLOW or --packet-hex, not both");
@@ -887,7 +1470,7 @@ int Trace(absl::string_view cmd, const Args& a) {
   absl::StatusOr<v1::TraceResponse> t = (*client)->Trace(req);
   if (!t.ok()) return Fail(cmd, t.status());
   if (a.json) {
-    PrintJson(*t);
+    PrintStructured(a, *t);
     return kCtlExitOk;
   }
   std::printf("key: %s\n", t->key().c_str());
@@ -921,9 +1504,6 @@ int Trace(absl::string_view cmd, const Args& a) {
 }
 
 int DumpMegaflows(absl::string_view cmd, const Args& a) {
-  if (absl::Status s = OnlyFlags(a, {"--in-port", "--rule-id", "--pmd", "--match", "--limit"});
-      !s.ok())
-    return Usage(cmd, std::string(s.message()));
   if (!a.positional.empty()) return Usage(cmd, "no positional arguments");
   v1::DumpMegaflowsRequest req;
   uint32_t in_port = 0, pmd = 0;
@@ -943,7 +1523,7 @@ int DumpMegaflows(absl::string_view cmd, const Args& a) {
   if (a.json) {  // one DumpMegaflowsResponse with every megaflow
     v1::DumpMegaflowsResponse all;
     for (v1::MegaflowEntry& m : *mfs) *all.add_megaflows() = std::move(m);
-    PrintJson(all);
+    PrintStructured(a, all);
     return kCtlExitOk;
   }
   std::string out;
@@ -953,7 +1533,6 @@ int DumpMegaflows(absl::string_view cmd, const Args& a) {
 }
 
 int StatsClear(absl::string_view cmd, const Args& a) {
-  if (absl::Status s = OnlyFlags(a, {}); !s.ok()) return Usage(cmd, std::string(s.message()));
   if (!a.positional.empty()) return Usage(cmd, "no positional arguments");
   auto client = Dial(a);
   if (!client.ok()) return Usage(cmd, std::string(client.status().message()));
@@ -965,7 +1544,6 @@ int StatsClear(absl::string_view cmd, const Args& a) {
 }
 
 int LookupImpl(absl::string_view cmd, const Args& a) {
-  if (absl::Status s = OnlyFlags(a, {}); !s.ok()) return Usage(cmd, std::string(s.message()));
   if (a.positional.empty()) return Usage(cmd, "expected get or set");
   auto client = Dial(a);
   if (!client.ok()) return Usage(cmd, std::string(client.status().message()));
@@ -988,7 +1566,7 @@ int LookupImpl(absl::string_view cmd, const Args& a) {
   if (a.json) {  // the Config's lookup_impls
     v1::Config impls;
     *impls.mutable_lookup_impls() = c->lookup_impls();
-    PrintJson(impls);
+    PrintStructured(a, impls);
     return kCtlExitOk;
   }
   if (c->lookup_impls_size() == 0) std::printf("(the dataplane reports no lookup implementations)\n");
@@ -1000,17 +1578,44 @@ int LookupImpl(absl::string_view cmd, const Args& a) {
 
 }  // namespace
 
-bool IsRpcCommand(absl::string_view cmd) { return Helps().count(cmd) > 0; }
+bool IsRpcCommand(absl::string_view cmd) { return FindCommand(cmd) != nullptr; }
+
+std::vector<CompletionCommand> RpcCompletionCommands() {
+  static const char* const kConn[] = {"--server", "--plaintext", "--ca", "--cert", "--key",
+                                      "--server-name", "--token-file", "--timeout-ms", "-o",
+                                      "--output", "--help"};
+  static const char* const kFleet[] = {"--servers", "--discover", "--rollout"};
+  std::vector<CompletionCommand> out;
+  for (const Command& c : Commands()) {
+    CompletionCommand cc{c.name, c.flags, OptionValuesInHelp(c.help), c.words};
+    cc.options.insert(cc.options.end(), std::begin(kConn), std::end(kConn));
+    if (c.fleet) cc.options.insert(cc.options.end(), std::begin(kFleet), std::end(kFleet));
+    for (auto& [opt, values] : OptionValuesInHelp(kConnHelp))
+      if (std::find(cc.options.begin(), cc.options.end(), opt) != cc.options.end())
+        cc.values[opt] = values;
+    cc.values["-o"] = cc.values["--output"];
+    out.push_back(std::move(cc));
+  }
+  return out;
+}
 
 int RunRpcCommand(absl::string_view cmd, const std::vector<absl::string_view>& raw) {
   Args a;
-  if (absl::Status s = ParseArgs(raw, &a); !s.ok()) return Usage(cmd, std::string(s.message()));
+  if (absl::Status s = ParseArgs(raw, *FindCommand(cmd), &a); !s.ok())
+    return Usage(cmd, std::string(s.message()));
   if (a.help) {
-    std::printf("%s\n%s", Helps().find(cmd)->second, kConnHelp);
+    std::printf("%s\n%s", FindCommand(cmd)->help, kConnHelp);
     return kCtlExitOk;
   }
-  if (cmd == "add-rules" || cmd == "del-rules" || cmd == "replace-rules" || cmd == "stats-clear")
+  // A fleet's table has json and yaml forms; one server's summary line not.
+  if ((cmd == "add-rules" || cmd == "del-rules" || cmd == "replace-rules" ||
+       cmd == "sync-rules" || cmd == "diff-rules" || cmd == "stats-clear") &&
+      a.fleet_from.empty())
     if (absl::Status s = NoOutputFormat(a); !s.ok()) return Usage(cmd, std::string(s.message()));
+  if (absl::Status s = OnlyFlags(a); !s.ok())
+    return Usage(cmd, std::string(s.message()));
+  if (cmd == "diff-rules") return DiffRules(cmd, a);
+  if (cmd == "sync-rules") return SyncRules(cmd, a);
   if (cmd == "add-rules") return AddRules(cmd, a);
   if (cmd == "del-rules") return DelRules(cmd, a);
   if (cmd == "replace-rules") return ReplaceRules(cmd, a);

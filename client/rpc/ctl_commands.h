@@ -13,12 +13,15 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "client/completion.h"
 
 namespace flowclass {
 
 // Shared with `replay` (flowclassctl_main.cc): 0 ok, 1 replay mismatches,
 // 2 usage, 3 bad input file.
 inline constexpr int kCtlExitOk = 0;
+// diff-rules: the server's rule set and the file differ (like diff).
+inline constexpr int kCtlExitDiffers = 1;
 inline constexpr int kCtlExitUsage = 2;
 inline constexpr int kCtlExitBadInput = 3;
 // The server answered with an error (a rejected batch, NOT_FOUND, ...).
@@ -30,6 +33,9 @@ inline constexpr int kCtlExitUnavailable = 5;
 extern const char kRpcCommandsHelp[];
 
 bool IsRpcCommand(absl::string_view cmd);
+// The commands above with their options (connection options included) and
+// the values of those that take a fixed set, for `flowclassctl completion`.
+std::vector<CompletionCommand> RpcCompletionCommands();
 int RunRpcCommand(absl::string_view cmd, const std::vector<absl::string_view>& args);
 
 }  // namespace flowclass

@@ -4,6 +4,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "client/replay.h"
@@ -221,6 +223,13 @@ TEST(FlowclassctlReplay, BadInputsAreClearErrors) {
   EXPECT_THAT(r.out, ::testing::StartsWith("flowclassctl replay: --repeat"));
   r = RunCmd(kCtl + " replay onlyone");
   EXPECT_EQ(r.code, 2) << r.out;
+  // An unknown option is named; an option without its value is a usage error.
+  for (const auto& [args, want] : std::vector<std::pair<std::string, std::string>>{
+           {"--bogus=1 a b", "unknown option '--bogus"}, {"a b --repeat", "--repeat"}}) {
+    r = RunCmd(kCtl + " replay " + args);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.out;
+    EXPECT_THAT(r.out, ::testing::StartsWith("flowclassctl replay: " + want)) << args;
+  }
   r = RunCmd(kCtl + " frobnicate");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_THAT(r.out, ::testing::StartsWith("flowclassctl: unknown command"));

@@ -26,17 +26,20 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "client/rpc/flowclass_client.h"
 #include "dataplane/flow/packet_parser.h"
 #include "dataplane/rules/rule_format.h"
 #include "proto/rule_convert.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/common/packet_builder.h"
 #include "tests/common/e2e_util.h"
 #include "tests/common/reference_classifier.h"
+#include "yaml-cpp/yaml.h"
 
 namespace flowclass {
 namespace {
@@ -54,9 +57,10 @@ CmdResult Ctl(const std::string& args) {
 
 class Daemon : public EalDaemonProcess {
  public:
-  Daemon(const TempDir& dir, const std::vector<std::string>& args)
-      : EalDaemonProcess(kDaemon, args, absl::StrCat("fcgrpc_", getpid()),
-                         dir.File("stdout.txt")) {}
+  // `name` tells apart the daemons of one test (EAL prefix, output file).
+  Daemon(const TempDir& dir, const std::vector<std::string>& args, const std::string& name = "")
+      : EalDaemonProcess(kDaemon, args, absl::StrCat("fcgrpc_", getpid(), name),
+                         dir.File(name + "stdout.txt")) {}
   // "127.0.0.1:PORT" once the daemon printed it, "" after `seconds`.
   std::string WaitForGrpc(double seconds) {
     return WaitForOutputAfter(*this, "flowclassd: grpc listening on ", seconds);
@@ -564,9 +568,9 @@ TEST(GrpcFlowclassdTest, JsonOutputAndVersion) {
 
   // Refused, not ignored: an unknown format, json on a command that only
   // prints a summary.  Nothing changes.
-  r = Ctl("stats -o yaml " + conn);
+  r = Ctl("stats -o xml " + conn);
   EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_THAT(r.out, HasSubstr("--output \"yaml\": expected text or json"));
+  EXPECT_THAT(r.out, HasSubstr("--output \"xml\": expected text, json or yaml"));
   r = Ctl(absl::StrCat("add-rules -o json ", conn, " --progress off ", dir.File("rules.txt")));
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_THAT(r.out, HasSubstr("-o json: this command prints a one-line summary only"));
@@ -664,6 +668,10 @@ TEST(GrpcFlowclassdTest, UnreachableServerAndPlaintextRemoteConfig) {
     EXPECT_EQ(r.code, 2) << args << ": " << r.out;
     EXPECT_THAT(r.out, HasSubstr(want)) << args;
   }
+  // An option at the end without its value names it (the command line is CLI11's).
+  r = Ctl("dump-rules --server 127.0.0.1:1 --limit");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("flowclassctl dump-rules: --limit: 1 required"));
   // A --server (or $FLOWCLASS_SERVER) that is not HOST:PORT is a usage error,
   // not a connection failure (exit 5) or gRPC's log lines.
   for (const char* target : {"127.0.0.1", "''", "::1:50051", "127.0.0.1:0", "127.0.0.1:99999"}) {
@@ -782,6 +790,409 @@ TEST(GrpcFlowclassdTest, PortHeldWithReusePortIsAConfigError) {
                                             port, " (in use, also by a process that holds it "
                                                   "with SO_REUSEPORT")));
   EXPECT_THAT(r.out, Not(HasSubstr("grpc open on")));
+}
+
+
+// The config of a daemon the CLI tests program and read: one pcap frame read
+// once (no traffic loop to keep the PMD busy; three of them share 2 cores).
+std::string QuietDaemonConfig(TempDir& dir) {
+  // Written once: the daemons of a test share it.
+  if (!std::filesystem::exists(dir.File("in.pcap")))
+    WritePcap(dir.File("in.pcap"), {PacketBuilder()
+                                        .Eth(0x020000000001, 0x020000000002)
+                                        .Ipv4(0xc0a80001, 0x0a000001)
+                                        .Udp(1024, 1000)
+                                        .PadTo(64)
+                                        .Build()});
+  std::string cfg = DaemonConfig(dir, "");
+  const std::string loop = ",infinite_rx=1";
+  cfg.erase(cfg.find(loop), loop.size());
+  return cfg;
+}
+
+// A daemon of QuietDaemonConfig (`name`.yaml, `extra` arguments after it),
+// up: its address and flowclassctl's connection options for it.
+class CliDaemon : public Daemon {
+ public:
+  CliDaemon(TempDir& dir, const std::vector<std::string>& extra, const std::string& name = "")
+      : Daemon(dir, Args(dir, extra, name), name),
+        target(WaitForGrpc(60)),
+        conn(absl::StrCat("--plaintext --server ", target)) {}
+  const std::string target;
+  const std::string conn;
+
+ private:
+  static std::vector<std::string> Args(TempDir& dir, const std::vector<std::string>& extra,
+                                       const std::string& name) {
+    WriteFile(dir.File(name + ".yaml"), QuietDaemonConfig(dir));
+    std::vector<std::string> args = {"-c", dir.File(name + ".yaml")};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  }
+};
+
+// The rules of a rule file (dump-rules output) by id, as text.
+std::map<uint64_t, std::string> RulesById(const std::string& text) {
+  std::map<uint64_t, std::string> out;
+  auto rules = ParseNativeRules(text);
+  EXPECT_TRUE(rules.ok()) << rules.status();
+  if (rules.ok())
+    for (const Rule& r : *rules) out[r.id] = r.ToString();
+  return out;
+}
+
+// diff-rules shows what differs (exit 1) or nothing (exit 0); sync-rules
+// makes the server's set equal the file's in one batch of exactly the
+// deletes, inserts and replacements diff-rules shows, then is a no-op; bad
+// input and a batch the server refuses change nothing.
+TEST(GrpcFlowclassdTest, DiffAndSyncRules) {
+  TempDir dir("flowclass_grpc_sync");
+  // A batch of at most 12 operations: the sync below of 13 is refused whole.
+  CliDaemon d(dir, {"--set", "grpc.max_batch_ops=12"});
+  ASSERT_FALSE(d.target.empty()) << d.Output();
+  const std::string& conn = d.conn;
+  auto client = PlaintextClient(d.target);
+  ASSERT_TRUE(client.ok()) << client.status();
+
+  WriteFile(dir.File("a.txt"), RuleFile(50, 1));
+  CmdResult r = Ctl(absl::StrCat("add-rules ", conn, " --progress off --batch-size 10 ",
+                                 dir.File("a.txt")));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("generation=5 "));
+  r = Ctl(absl::StrCat("diff-rules ", conn, " ", dir.File("a.txt")));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out, "diff-rules: added=0 removed=0 changed=0 unchanged=50\n");
+
+  // b.txt: ids 1-5 gone, 10-12 changed (priority), 100-102 new.
+  std::string b = "# b\n";
+  for (const auto& [id, text] : RulesById(RuleFile(50, 1))) {
+    if (id <= 5) continue;
+    b += id >= 10 && id <= 12 ? absl::StrCat("id=", id, ",priority=7,udp,tp_dst=", id,
+                                              ",actions=drop\n")
+                              : text + "\n";
+  }
+  for (int id = 100; id <= 102; ++id)
+    absl::StrAppend(&b, "id=", id, ",priority=3,tcp,tp_dst=", id, ",actions=output:2\n");
+  WriteFile(dir.File("b.txt"), b);
+  const std::map<uint64_t, std::string> want = RulesById(b);
+  ASSERT_EQ(want.size(), 48u);
+  r = Ctl(absl::StrCat("diff-rules ", conn, " ", dir.File("b.txt")));
+  EXPECT_EQ(r.code, 1) << r.out;
+  const std::map<uint64_t, std::string> before = RulesById(ReadFile(dir.File("a.txt")));
+  std::string want_diff;
+  for (uint64_t id : {1, 2, 3, 4, 5}) absl::StrAppend(&want_diff, "- ", before.at(id), "\n");
+  for (uint64_t id : {10, 11, 12})
+    absl::StrAppend(&want_diff, "- ", before.at(id), "\n+ ", want.at(id), "\n");
+  for (uint64_t id : {100, 101, 102}) absl::StrAppend(&want_diff, "+ ", want.at(id), "\n");
+  EXPECT_EQ(r.out, want_diff + "diff-rules: added=3 removed=5 changed=3 unchanged=42\n");
+
+  // Bad input changes nothing: a rule that does not parse, an id twice.
+  WriteFile(dir.File("bad.txt"), b + "id=200,udp,nw_dst=300.0.0.1,actions=drop\n");
+  WriteFile(dir.File("twice.txt"), b + "id=7,priority=1,udp,actions=drop\n");
+  for (const char* f : {"bad.txt", "twice.txt"}) {
+    r = Ctl(absl::StrCat("sync-rules ", conn, " ", dir.File(f)));
+    EXPECT_EQ(r.code, 3) << f << ": " << r.out;
+  }
+  EXPECT_THAT(r.out, HasSubstr("rule id 7 twice (rules #2 and #49)"));
+  // 13 operations against grpc.max_batch_ops 12: the one batch is refused
+  // whole (exit 4) and the server's set is still a.txt's.
+  WriteFile(dir.File("c.txt"), b + "id=103,priority=3,tcp,tp_dst=103,actions=drop\n"
+                                   "id=104,priority=3,tcp,tp_dst=104,actions=drop\n");
+  r = Ctl(absl::StrCat("sync-rules ", conn, " ", dir.File("c.txt")));
+  EXPECT_EQ(r.code, 4) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("RESOURCE_EXHAUSTED: batch 1: grpc.max_batch_ops: batch 1 has 13 "
+                               "operations, limit 12"));
+  auto st = (*client)->GetStats();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->generation(), 5u);
+  r = Ctl("dump-rules " + conn);
+  EXPECT_EQ(RulesById(r.out), before);
+
+  // From stdin: 11 operations in one batch, one generation.
+  r = RunCommand(absl::StrCat("timeout 60 ", kCtl, " sync-rules ", conn, " - < ",
+                              dir.File("b.txt"), " 2>&1"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out, "sync-rules: inserted=3 replaced=3 deleted=5 unchanged=42 generation=6\n");
+  r = Ctl("dump-rules " + conn);
+  EXPECT_EQ(RulesById(r.out), want);
+  // Already equal: nothing sent, the generation stays; diff agrees.
+  r = Ctl(absl::StrCat("sync-rules ", conn, " ", dir.File("b.txt")));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out, "sync-rules: in sync, nothing sent: rules=48 generation=6\n");
+  st = (*client)->GetStats();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->generation(), 6u);
+  r = Ctl(absl::StrCat("diff-rules ", conn, " ", dir.File("b.txt")));
+  EXPECT_EQ(r.code, 0) << r.out;
+  // --rule TEXT as the file: rule 9 changed, every other one removed.
+  r = Ctl(absl::StrCat("diff-rules ", conn, " --rule 'id=9,priority=1,udp,actions=drop'"));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("\n+ id=9,priority=1,cookie=0x0,udp,actions=drop\n- id=10,"));
+  EXPECT_THAT(r.out, HasSubstr("\ndiff-rules: added=0 removed=47 changed=1 unchanged=0\n"));
+  EXPECT_EQ(d.Stop(30), 0) << d.Output();
+}
+
+// `json` and `yaml` hold the same tree: the same keys, lists and scalars (a
+// JSON document is YAML too, so both load with yaml-cpp).
+// `values` false: the scalars' types only (counters of two reports differ).
+void ExpectSameTree(const YAML::Node& j, const YAML::Node& y, const std::string& at,
+                    bool values) {
+  ASSERT_EQ(j.Type(), y.Type()) << at;
+  if (j.IsScalar()) {
+    if (values) {
+      EXPECT_EQ(j.Scalar(), y.Scalar()) << at;
+    }
+    // A JSON string (a 64-bit number too) stays a quoted string.
+    EXPECT_EQ(j.Tag() == "!", y.Tag() == "!") << at << " " << j.Scalar();
+  } else if (j.IsSequence()) {
+    ASSERT_EQ(j.size(), y.size()) << at;
+    for (size_t i = 0; i < j.size(); ++i)
+      ExpectSameTree(j[i], y[i], absl::StrCat(at, "[", i, "]"), values);
+  } else if (j.IsMap()) {
+    ASSERT_EQ(j.size(), y.size()) << at;
+    for (const auto& kv : j) {
+      const std::string key = kv.first.Scalar();
+      ASSERT_TRUE(y[key]) << at << "." << key << " missing from the YAML";
+      ExpectSameTree(kv.second, y[key], at + "." + key, values);
+    }
+  }
+}
+
+// -o yaml on every reading command prints -o json's document as YAML; every
+// connection option has its environment variable.
+TEST(GrpcFlowclassdTest, YamlOutputAndEnvironment) {
+  TempDir dir("flowclass_grpc_yaml");
+  CliDaemon d(dir, {});
+  ASSERT_FALSE(d.target.empty()) << d.Output();
+  const std::string &target = d.target, &conn = d.conn;
+  WriteFile(dir.File("rules.txt"), RuleFile(20, 1));
+  CmdResult r = Ctl(absl::StrCat("add-rules ", conn, " --progress off ", dir.File("rules.txt")));
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const std::string cmd :
+       {"dump-rules", "stats", "config get", "config get pmd.tx_retries", "lookup-impl get",
+        "dump-megaflows",
+        "trace in_port=1,udp,nw_src=1.1.1.1,nw_dst=10.0.0.5,tp_src=1,tp_dst=1500"}) {
+    const CmdResult j = RunCommand(absl::StrCat(kCtl, " ", cmd, " -o json ", conn));
+    const CmdResult y = RunCommand(absl::StrCat(kCtl, " ", cmd, " -o yaml ", conn));
+    ASSERT_EQ(j.code, 0) << cmd << ": " << j.out;
+    ASSERT_EQ(y.code, 0) << cmd << ": " << y.out;
+    EXPECT_TRUE(absl::StartsWith(y.out, "---\n")) << cmd << ": " << y.out;
+    EXPECT_NE(y.out.find(":\n"), std::string::npos) << cmd << ": not block YAML: " << y.out;
+    ExpectSameTree(YAML::Load(j.out), YAML::Load(y.out), cmd, cmd != "stats");
+  }
+  r = Ctl("stats -o yaml " + conn);
+  EXPECT_EQ(YAML::Load(r.out)["rules"].as<std::string>(), "20") << r.out;
+
+  // Every connection option from the environment; an option wins.
+  const std::string env =
+      absl::StrCat("FLOWCLASS_SERVER=", target, " FLOWCLASS_PLAINTEXT=yes FLOWCLASS_OUTPUT=yaml",
+                   " FLOWCLASS_TIMEOUT_MS=20000 ");
+  r = RunCommand(absl::StrCat(env, kCtl, " stats 2>&1"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(YAML::Load(r.out)["rules"].as<std::string>(), "20") << r.out;
+  r = RunCommand(absl::StrCat(env, kCtl, " stats -o text 2>&1"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_FALSE(absl::StartsWith(r.out, "---")) << r.out;
+  // Without FLOWCLASS_PLAINTEXT the client speaks TLS to a plaintext port.
+  r = RunCommand(absl::StrCat("FLOWCLASS_SERVER=", target, " FLOWCLASS_TIMEOUT_MS=3000 ", kCtl,
+                              " stats 2>&1"));
+  EXPECT_EQ(r.code, 5) << r.out;
+  // A timeout of 1 ms from the environment is one.
+  for (const auto& [vars, want] : std::vector<std::pair<std::string, std::string>>{
+           {"FLOWCLASS_PLAINTEXT=maybe", "$FLOWCLASS_PLAINTEXT \"maybe\": expected 1, true"},
+           {"FLOWCLASS_TIMEOUT_MS=soon", "$FLOWCLASS_TIMEOUT_MS needs a whole number >= 0"},
+           {"FLOWCLASS_OUTPUT=xml", "$FLOWCLASS_OUTPUT \"xml\": expected text, json or yaml"},
+           {"FLOWCLASS_SERVERS=a:1 FLOWCLASS_DISCOVER=dns:b",
+            "$FLOWCLASS_SERVERS and $FLOWCLASS_DISCOVER are both set"},
+           {"FLOWCLASS_ROLLOUT=sometimes FLOWCLASS_SERVERS=a:1",
+            "$FLOWCLASS_ROLLOUT \"sometimes\": expected all-at-once or one-at-a-time"}}) {
+    r = RunCommand(absl::StrCat(vars, " ", kCtl, " stats 2>&1"));
+    EXPECT_EQ(r.code, 2) << vars << ": " << r.out;
+    EXPECT_THAT(r.out, HasSubstr(want)) << vars;
+  }
+  // A one-server command with only a fleet in the environment is refused.
+  r = RunCommand(absl::StrCat("env -u FLOWCLASS_SERVER FLOWCLASS_SERVERS=", target, " ", kCtl,
+                              " dump-rules --plaintext 2>&1"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("dump-rules talks to one server"));
+  EXPECT_EQ(d.Stop(30), 0) << d.Output();
+}
+
+// The addresses of `name` as HOST:PORT (IPv6 bracketed), from
+// `getent ahosts` (the C library's resolver, apart from flowclassctl's).
+std::set<std::string> Resolve(const std::string& name, int port) {
+  std::set<std::string> out;
+  for (absl::string_view line :
+       absl::StrSplit(RunCommand("getent ahosts " + name).out, '\n', absl::SkipEmpty())) {
+    const std::vector<std::string> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (f.size() < 2 || f[1] != "STREAM") continue;
+    out.insert(f[0].find(':') == std::string::npos ? absl::StrCat(f[0], ":", port)
+                                                   : absl::StrCat("[", f[0], "]:", port));
+  }
+  return out;
+}
+
+// The row of `node` in a fleet table ("" when there is none).
+std::string Row(const std::string& table, const std::string& node) {
+  for (absl::string_view line : absl::StrSplit(table, '\n'))
+    if (absl::StartsWith(line, node + " ")) return std::string(line);
+  return "";
+}
+
+// One command to a fleet of three daemons, one of them stopped: the same
+// batches to every node, a table of result / generation / ack / error, an
+// exit code and the failed nodes named; one-at-a-time stops at the first
+// failure and names the nodes it did not touch; --discover dns:NAME.
+TEST(GrpcFlowclassdTest, FleetOfThreeDaemons) {
+  TempDir dir("flowclass_grpc_fleet");
+  const int port1 = FreePort();
+  CliDaemon d1(dir, {"--set", absl::StrCat("grpc.port=", port1)}, "n1");
+  CliDaemon d2(dir, {}, "n2");
+  CliDaemon d3(dir, {}, "n3");
+  const std::string &n1 = d1.target, &n2 = d2.target, &n3 = d3.target;
+  ASSERT_EQ(n1, absl::StrCat("127.0.0.1:", port1)) << d1.Output();
+  ASSERT_FALSE(n2.empty()) << d2.Output();
+  ASSERT_FALSE(n3.empty()) << d3.Output();
+  WriteFile(dir.File("rules.txt"), RuleFile(30, 1));
+
+  // All three up: every node takes the 3 batches, generation 3.
+  CmdResult r = Ctl(absl::StrCat("add-rules --plaintext --servers ", n1, ",", n2, ",", n3,
+                                 " --batch-size 10 ", dir.File("rules.txt")));
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const std::string& n : {n1, n2, n3})
+    EXPECT_THAT(Row(r.out, n), ::testing::MatchesRegex(n + " +ok +3 +rules=30 batches=3 +-"))
+        << r.out;
+  EXPECT_THAT(r.out, HasSubstr("fleet: nodes=3 ok=3 failed=0 not_touched=0\n"));
+
+  ASSERT_EQ(d3.Stop(30), 0) << d3.Output();
+  // all-at-once: n1 and n2 delete, n3 fails; exit 5, n3 named.
+  r = Ctl(absl::StrCat("del-rules --plaintext --timeout-ms 5000 --servers ", n1, ",", n3, ",", n2,
+                       " 1 2"));
+  EXPECT_EQ(r.code, 5) << r.out;
+  EXPECT_THAT(Row(r.out, n1), ::testing::MatchesRegex(n1 + " +ok +4 +deleted=2 +-")) << r.out;
+  EXPECT_THAT(Row(r.out, n2), ::testing::MatchesRegex(n2 + " +ok +4 +deleted=2 +-")) << r.out;
+  EXPECT_THAT(Row(r.out, n3), ::testing::MatchesRegex(n3 + " +failed +- +- +UNAVAILABLE: .*"))
+      << r.out;
+  EXPECT_THAT(r.out, HasSubstr("fleet: nodes=3 ok=2 failed=1 not_touched=0\n"));
+  EXPECT_THAT(r.out, HasSubstr("flowclassctl del-rules: failed on 1 of 3 nodes: " + n3 + "\n"));
+
+  // one-at-a-time from the environment: n1 syncs, n3 fails, n2 is not
+  // touched (still without rules 1 and 2 but with 3).
+  WriteFile(dir.File("one.txt"), "id=1,priority=1,udp,actions=drop\n");
+  r = RunCommand(absl::StrCat("FLOWCLASS_PLAINTEXT=1 FLOWCLASS_TIMEOUT_MS=5000 FLOWCLASS_SERVERS=",
+                              n1, ",", n3, ",", n2, " FLOWCLASS_ROLLOUT=one-at-a-time ", kCtl,
+                              " sync-rules ", dir.File("one.txt"), " 2>&1"));
+  EXPECT_EQ(r.code, 5) << r.out;
+  EXPECT_THAT(Row(r.out, n1),
+              ::testing::MatchesRegex(n1 +
+                                      " +ok +5 +inserted=1 replaced=0 deleted=28 unchanged=0 +-"))
+      << r.out;
+  EXPECT_THAT(Row(r.out, n3), ::testing::MatchesRegex(n3 + " +failed .*UNAVAILABLE.*")) << r.out;
+  EXPECT_THAT(Row(r.out, n2), ::testing::MatchesRegex(n2 + " +not-touched +- +- +-")) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("fleet: nodes=3 ok=1 failed=1 not_touched=1\n"));
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat("flowclassctl sync-rules: one-at-a-time stopped at ",
+                                            n3, "; not touched: ", n2, "\n")));
+  auto c2 = PlaintextClient(n2);
+  ASSERT_TRUE(c2.ok());
+  auto st2 = (*c2)->GetStats();
+  ASSERT_TRUE(st2.ok());
+  EXPECT_EQ(st2->rules(), 28u);
+  EXPECT_EQ(st2->generation(), 4u);
+
+  // config set and stats on the two that run; stats as JSON: one document
+  // with every node's Stats.
+  r = Ctl(absl::StrCat("config set --plaintext --servers ", n1, ",", n2,
+                       " pipeline.emc_insert_inv_prob=7"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_THAT(Row(r.out, n2),
+              ::testing::MatchesRegex(n2 + " +ok +- +pipeline.emc_insert_inv_prob=7 +-"))
+      << r.out;
+  r = RunCommand(absl::StrCat(kCtl, " stats --plaintext --timeout-ms 5000 -o json --servers ", n1,
+                              ",", n2, ",", n3));
+  EXPECT_EQ(r.code, 5) << r.out;
+  google::protobuf::Struct doc;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &doc).ok()) << r.out;
+  const auto& nodes = doc.fields().at("nodes").list_value();
+  ASSERT_EQ(nodes.values_size(), 3) << r.out;
+  const auto node = [&](int i, const std::string& key) -> const google::protobuf::Value& {
+    return nodes.values(i).struct_value().fields().at(key);
+  };
+  EXPECT_EQ(node(0, "node").string_value(), n1);
+  EXPECT_EQ(node(0, "result").string_value(), "ok");
+  EXPECT_EQ(node(0, "generation").string_value(), "5");
+  EXPECT_EQ(node(0, "response").struct_value().fields().at("rules").string_value(), "1");
+  EXPECT_EQ(node(1, "response").struct_value().fields().at("rules").string_value(), "28");
+  EXPECT_EQ(node(2, "result").string_value(), "failed");
+  EXPECT_THAT(node(2, "error").string_value(), HasSubstr("UNAVAILABLE"));
+  EXPECT_EQ(doc.fields().at("failed").number_value(), 1);
+
+  // --discover dns:localhost:PORT1: every address localhost has (127.0.0.1,
+  // maybe ::1 where nothing listens: that row fails).
+  const std::set<std::string> addrs = Resolve("localhost", port1);
+  ASSERT_TRUE(addrs.count(n1)) << "localhost does not resolve to 127.0.0.1 here";
+  r = Ctl(absl::StrCat("stats --plaintext --timeout-ms 5000 --discover dns:localhost:", port1));
+  EXPECT_EQ(r.code, addrs.size() == 1 ? 0 : 5) << r.out;
+  EXPECT_THAT(Row(r.out, n1), ::testing::MatchesRegex(n1 + " +ok +5 +rules=1 pmds=1 packets=.*"))
+      << r.out;
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat("fleet: nodes=", addrs.size(), " ok=1 ")));
+  r = Ctl("stats --plaintext --discover dns:no-such-node.invalid:50051");
+  EXPECT_EQ(r.code, 5) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("no-such-node.invalid does not resolve"));
+  for (const auto& [args, want] : std::vector<std::pair<std::string, std::string>>{
+           {"stats --discover dns:", "expected dns:NAME or dns:NAME:PORT"},
+           {"stats --discover dns:h:0", "PORT '0' is not in 1..65535"},
+           {"stats --discover dns:::1:5", "an IPv6 address needs [brackets]"},
+           {"stats --servers a:1,a:1", "'a:1' is listed twice"},
+           {"stats --servers a:1,nohostport", "'nohostport' is not HOST:PORT"},
+           {"stats --server a:1 --servers b:1", "give one of --server, --servers and --discover"},
+           {"stats --rollout one-at-a-time", "--rollout goes with --servers or --discover"},
+           {"stats --servers a:1 --watch 1", "--watch reads one server, not --servers"},
+           {"config get --servers a:1", "config get reads one server, not --servers"},
+           {"dump-rules --servers a:1", "dump-rules talks to one server"}}) {
+    r = Ctl(args);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.out;
+    EXPECT_THAT(r.out, HasSubstr(want)) << args;
+  }
+  EXPECT_EQ(d1.Stop(30), 0) << d1.Output();
+  EXPECT_EQ(d2.Stop(30), 0) << d2.Output();
+}
+
+// `completion bash`: a script bash accepts that completes command names,
+// options, an option's values and a command's first word.
+TEST(GrpcFlowclassdTest, BashCompletion) {
+  TempDir dir("flowclass_completion");
+  CmdResult r = RunCommand(absl::StrCat(kCtl, " completion bash > ", dir.File("c.bash")));
+  ASSERT_EQ(r.code, 0);
+  r = RunCommand(absl::StrCat("bash -n ", dir.File("c.bash"), " 2>&1"));
+  EXPECT_EQ(r.code, 0) << r.out;
+  const auto complete = [&](const std::string& words) {
+    return RunCommand(absl::StrCat("bash -c 'source ", dir.File("c.bash"),
+                                   "; COMP_WORDS=(", words,
+                                   "); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); _flowclassctl;"
+                                   " echo \"${COMPREPLY[*]}\"' 2>&1"))
+        .out;
+  };
+  EXPECT_EQ(complete("flowclassctl sync"), "sync-rules\n");
+  EXPECT_EQ(complete("flowclassctl d"), "del-rules dump-rules diff-rules dump-megaflows\n");
+  EXPECT_EQ(complete("flowclassctl add-rules --roll"), "--rollout\n");
+  EXPECT_EQ(complete("flowclassctl dump-rules --roll"), "\n");  // no fleet there
+  EXPECT_EQ(complete("flowclassctl stats -o y"), "yaml\n");
+  EXPECT_EQ(complete("flowclassctl sync-rules --format n"), "native\n");
+  EXPECT_EQ(complete("flowclassctl config s"), "set\n");
+  EXPECT_EQ(complete("flowclassctl replay --pipe"), "--pipeline\n");
+  EXPECT_EQ(complete("flowclassctl replay --pipeline a"), "acl\n");
+  // Every command of the main help is completed.
+  const std::string help = RunCommand(absl::StrCat(kCtl, " --help")).out;
+  const std::string all = absl::StrReplaceAll(complete("flowclassctl \"\""), {{"\n", " "}});
+  for (const std::string cmd : {"replay", "add-rules", "del-rules", "dump-rules", "replace-rules",
+                                "diff-rules", "sync-rules", "stats", "config", "trace",
+                                "dump-megaflows", "stats-clear", "lookup-impl", "completion",
+                                "version"}) {
+    EXPECT_THAT(help, HasSubstr("  " + cmd + " ")) << cmd;
+    EXPECT_THAT(" " + all, HasSubstr(" " + cmd + " ")) << cmd << ": " << all;
+  }
+  r = RunCommand(absl::StrCat(kCtl, " completion zsh 2>&1"));
+  EXPECT_EQ(r.code, 2) << r.out;
 }
 
 }  // namespace
