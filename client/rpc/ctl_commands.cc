@@ -108,7 +108,7 @@ constexpr char kAddHelp[] =
     "the last line names the rules that did, by position in FILE).\n"
     "  --format auto|native|classbench   (default auto)\n"
     "  --batch-size N        operations per batch (default 1000)\n"
-    "  --window N            batches in flight (default 8)\n"
+    "  --window N            batches in flight (default 32)\n"
     "  --replace             send replace instead of insert\n"
     "  --cookie C            set this cookie on every rule (decimal or 0x hex)\n"
     "  --classbench-ports N  ClassBench rule L gets output:((L-1)%N)+1\n"

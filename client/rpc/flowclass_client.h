@@ -70,7 +70,9 @@ absl::StatusOr<std::string> ReadTokenFile(absl::string_view what, const std::str
 
 struct ApplyOptions {
   size_t batch_size = 1000;   // operations per RuleBatch (>= 1)
-  size_t window = 8;          // batches in flight (>= 1)
+  // Batches in flight (>= 1): the most one group commit can take, so with a
+  // rule store (one fsync per group) it decides the fsyncs per rule.
+  size_t window = 32;
   uint64_t first_batch_id = 1;
   // Called on the calling thread after each ack: ops acknowledged so far.
   std::function<void(size_t acked_ops, size_t total_ops)> progress;
