@@ -699,10 +699,18 @@ const Rule* RuleTable::Lookup(const Flow& key, Flow* wc,
     auto it = order.by_port.find(static_cast<uint32_t>(key.Get(Field::kInPort)));
     if (it != order.by_port.end()) walk = it->second;
   }
-  // Per level field, how deep the key's prefix is among the entries.
-  std::array<int, kLevelFields> depth;
-  for (int j = 0; j < kLevelFields; ++j)
-    depth[j] = impl_->levels[j].Depth(key.Get(kLevelField[j].field), kLevelField[j].width);
+  // Per level field, how deep the key's prefix is among the entries (packed
+  // one per byte, like Subtable::level_lens) and the bits of its first
+  // missing level, what a skip un-wildcards.
+  uint32_t depths = 0;
+  std::array<uint64_t, kLevelFields> miss_bits;
+  for (int j = 0; j < kLevelFields; ++j) {
+    const internal::LevelField& f = kLevelField[j];
+    const int d = impl_->levels[j].Depth(f.Get(key), f.width);
+    depths |= static_cast<uint32_t>(d) << (8 * j);
+    miss_bits[j] = d < f.width ? PrefixMaskOf(d + kLevelStep, f.width) : 0;  // 0: never short
+  }
+  uint32_t covered = 0;
   const OrderSlot* const begin = walk->data();
   const OrderSlot* const end = begin + walk->size();
   for (const OrderSlot* slot = begin; slot != end; ++slot) {
@@ -718,23 +726,26 @@ const Rule* RuleTable::Lookup(const Flow& key, Flow* wc,
     // A subtable whose mask needs a longer prefix of a level field than the
     // key has among the entries holds no bucket of the key: skipped, with
     // the bits of that field's first missing level in the mask (the fewest
-    // of the fields that can tell).
-    int skip = -1;
-    int skip_cost = 0;
-    uint64_t skip_bits = 0;
-    for (int j = 0; j < kLevelFields; ++j) {
-      if (st.level_len[j] <= depth[j]) continue;
-      const internal::LevelField& f = kLevelField[j];
-      const uint64_t bits = PrefixMaskOf(depth[j] + kLevelStep, f.width);
-      const int cost = std::popcount(bits & ~wc->Get(f.field));
-      if (skip < 0 || cost < skip_cost) {
-        skip = j;
-        skip_cost = cost;
-        skip_bits = bits;
+    // new bits of the fields that can tell; the first such field on a tie).
+    // `covered` (fields whose missing level `wc` already has, a top bit per
+    // byte) makes most skips free: such a skip adds nothing.
+    if (const uint32_t short_fields = internal::LevelsShort(depths, st.level_lens);
+        short_fields != 0) {
+      if ((short_fields & covered) != 0) continue;
+      int skip = -1;
+      int skip_cost = 0;
+      for (uint32_t left = short_fields; left != 0; left &= left - 1) {
+        const int j = std::countr_zero(left) / 8;
+        const int cost =
+            internal::PopCount32(miss_bits[j] & ~kLevelField[j].Get(*wc));
+        if (skip < 0 || cost < skip_cost) {
+          skip = j;
+          skip_cost = cost;
+        }
+        if (cost == 0) break;  // nothing beats free (and adds nothing)
       }
-    }
-    if (skip >= 0) {
-      internal::OrField(wc, kLevelField[skip].field, skip_bits);
+      kLevelField[skip].Or(wc, miss_bits[skip]);
+      covered |= 0x80u << (8 * skip);
       continue;
     }
     for (int j = 0; j < st.n_words; ++j)

@@ -43,13 +43,29 @@ inline constexpr int kSmallKeyWords = 3;
 // (readers at older generations still see the rule) until RemoveDeleted.
 struct RuleNode {
   static constexpr uint64_t kNever = ~uint64_t{0};
-  RuleNode(const Rule& r, uint64_t gen) : rule(r), add_gen(gen) {}
+  RuleNode(const Rule& r, uint64_t gen)
+      : rule(r), add_gen(gen), words(r.match.mask.NonZeroMap()),
+        ranges(!r.match.tp_src.IsFull() || !r.match.tp_dst.IsFull()) {}
   bool VisibleAt(uint64_t gen) const {
     return add_gen <= gen && gen < del_gen.load(std::memory_order_relaxed);
+  }
+  // rule.match.Matches(key), reading only the words the rule's mask has
+  // (three of nine for a 5-tuple).
+  bool Matches(const Flow& key) const {
+    const Match& m = rule.match;
+    for (FlowMap left = words; left != 0; left &= left - 1) {
+      const int i = std::countr_zero(left);
+      if ((key.w[i] & m.mask.w[i]) != m.value.w[i]) return false;
+    }
+    if (!ranges) return true;
+    return m.tp_src.Contains(static_cast<uint16_t>(key.Get(Field::kTpSrc))) &&
+           m.tp_dst.Contains(static_cast<uint16_t>(key.Get(Field::kTpDst)));
   }
   const Rule rule;
   const uint64_t add_gen;
   std::atomic<uint64_t> del_gen{kNever};
+  const FlowMap words;  // the words rule.match.mask has (NonZeroMap)
+  const bool ranges;    // a port range is not full
 };
 static_assert(alignof(RuleNode) >= 4, "buckets tag the low bits of node pointers");
 
@@ -166,9 +182,14 @@ inline void OrField(Flow* wc, Field f, uint64_t bits) {
   wc->w[i.word] |= (bits << i.shift) & i.Mask();
 }
 
-// `m` matches `key`: the bits that keep it matching.
-inline void AddMatchBits(const Match& m, const Flow& key, Flow* wc) {
-  for (int i = 0; i < kFlowWords; ++i) wc->w[i] |= m.mask.w[i];
+// `n`'s rule matches `key`: the bits that keep it matching.
+inline void AddMatchBits(const RuleNode& n, const Flow& key, Flow* wc) {
+  const Match& m = n.rule.match;
+  for (FlowMap left = n.words; left != 0; left &= left - 1) {
+    const int i = std::countr_zero(left);
+    wc->w[i] |= m.mask.w[i];
+  }
+  if (!n.ranges) return;
   if (!m.tp_src.IsFull())
     OrField(wc, Field::kTpSrc,
             InRangeBits(static_cast<uint16_t>(key.Get(Field::kTpSrc)), m.tp_src.lo, m.tp_src.hi));
@@ -177,18 +198,26 @@ inline void AddMatchBits(const Match& m, const Flow& key, Flow* wc) {
             InRangeBits(static_cast<uint16_t>(key.Get(Field::kTpDst)), m.tp_dst.lo, m.tp_dst.hi));
 }
 
-// `m` does not match `key`: bits that keep it from matching (the highest
-// differing bit of the first word that differs, else a failing range's).
-inline void AddMismatchBits(const Match& m, const Flow& key, Flow* wc) {
+// `n`'s rule does not match `key`: bits that keep it from matching (the
+// highest differing bit of the first word that differs, else a failing
+// range's).  Only the words the rule's mask has can differ.
+inline void AddMismatchBits(const RuleNode& n, const Flow& key, Flow* wc) {
+  const Match& m = n.rule.match;
   // A differing bit the mask already has proves it for free.
-  for (int i = 0; i < kFlowWords; ++i)
-    if ((((key.w[i] & m.mask.w[i]) ^ m.value.w[i]) & wc->w[i]) != 0) return;
-  for (int i = 0; i < kFlowWords; ++i) {
+  int first = -1;
+  uint64_t first_d = 0;
+  for (FlowMap left = n.words; left != 0; left &= left - 1) {
+    const int i = std::countr_zero(left);
     const uint64_t d = (key.w[i] & m.mask.w[i]) ^ m.value.w[i];
-    if (d != 0) {
-      wc->w[i] |= uint64_t{1} << (63 - std::countl_zero(d));
-      return;
+    if ((d & wc->w[i]) != 0) return;
+    if (d != 0 && first < 0) {
+      first = i;
+      first_d = d;
     }
+  }
+  if (first >= 0) {
+    wc->w[first] |= uint64_t{1} << (63 - std::countl_zero(first_d));
+    return;
   }
   const auto sp = static_cast<uint16_t>(key.Get(Field::kTpSrc));
   if (!m.tp_src.Contains(sp)) {
@@ -197,6 +226,32 @@ inline void AddMismatchBits(const Match& m, const Flow& key, Flow* wc) {
   }
   const auto dp = static_cast<uint16_t>(key.Get(Field::kTpDst));
   OrField(wc, Field::kTpDst, OutOfRangeBits(dp, m.tp_dst.lo, m.tp_dst.hi));
+}
+
+// n's rule matches `key` (true), or it does not and its mismatch bits are
+// in *wc (AddMismatchBits): one pass over the words for a losing rule.
+inline bool MatchesOrProve(const RuleNode& n, const Flow& key, Flow* wc) {
+  const Match& m = n.rule.match;
+  int first = -1;
+  uint64_t first_d = 0;
+  bool proven = false;
+  for (FlowMap left = n.words; left != 0; left &= left - 1) {
+    const int i = std::countr_zero(left);
+    const uint64_t d = (key.w[i] & m.mask.w[i]) ^ m.value.w[i];
+    if (d == 0) continue;
+    if ((d & wc->w[i]) != 0) proven = true;  // a bit the mask has tells
+    if (first < 0) {
+      first = i;
+      first_d = d;
+    }
+  }
+  if (first >= 0) {
+    if (!proven) wc->w[first] |= uint64_t{1} << (63 - std::countl_zero(first_d));
+    return false;
+  }
+  if (n.Matches(key)) return true;  // the words agree: the ranges decide
+  AddMismatchBits(n, key, wc);
+  return false;
 }
 
 // Reader: the rule of bucket `bits` that `key` matches, visible at `gen`,
@@ -209,34 +264,27 @@ inline const RuleNode* EvalBucket(uintptr_t bits, const Flow& key, uint64_t gen,
   if (!IsList(bits)) {
     const auto* n = reinterpret_cast<const RuleNode*>(bits);
     if (!n->VisibleAt(gen) || (best != nullptr && !RuleBeats(n->rule, *best))) return nullptr;
-    if (n->rule.match.Matches(key)) {
-      AddMatchBits(n->rule.match, key, wc);
-      return n;
-    }
-    AddMismatchBits(n->rule.match, key, wc);
-    return nullptr;
+    if (!MatchesOrProve(*n, key, wc)) return nullptr;
+    AddMatchBits(*n, key, wc);
+    return n;
   }
   const RuleList* l = AsList(bits);
   const uint32_t count = l->n.load(std::memory_order_acquire);
   const RuleNode* win = nullptr;
   if (l->sorted.load(std::memory_order_relaxed) != 0) {
     // Best first: the first visible match that beats `best` wins, and the
-    // visible rules before it are the ones that had to lose.
-    uint32_t end = 0;
-    for (; end < count; ++end) {
-      const RuleNode* n = l->entries()[end].load(std::memory_order_acquire);
+    // visible rules before it are the ones that had to lose (proven as they
+    // are passed, in list order).
+    for (uint32_t i = 0; i < count; ++i) {
+      const RuleNode* n = l->entries()[i].load(std::memory_order_acquire);
       if (n == nullptr || !n->VisibleAt(gen)) continue;
       if (best != nullptr && !RuleBeats(n->rule, *best)) break;
-      if (n->rule.match.Matches(key)) {
+      if (MatchesOrProve(*n, key, wc)) {
         win = n;
         break;
       }
     }
-    for (uint32_t i = 0; i < end; ++i) {
-      const RuleNode* n = l->entries()[i].load(std::memory_order_acquire);
-      if (n != nullptr && n->VisibleAt(gen)) AddMismatchBits(n->rule.match, key, wc);
-    }
-    if (win != nullptr) AddMatchBits(win->rule.match, key, wc);
+    if (win != nullptr) AddMatchBits(*win, key, wc);
     return win;
   }
   for (uint32_t i = 0; i < count; ++i) {
@@ -244,15 +292,15 @@ inline const RuleNode* EvalBucket(uintptr_t bits, const Flow& key, uint64_t gen,
     if (n == nullptr || !n->VisibleAt(gen)) continue;
     const Rule* bar = win != nullptr ? &win->rule : best;
     if (bar != nullptr && !RuleBeats(n->rule, *bar)) continue;
-    if (n->rule.match.Matches(key)) win = n;
+    if (n->Matches(key)) win = n;
   }
   const Rule* bar = win != nullptr ? &win->rule : best;
   for (uint32_t i = 0; i < count; ++i) {
     const RuleNode* n = l->entries()[i].load(std::memory_order_acquire);
     if (n == nullptr || n == win || !n->VisibleAt(gen)) continue;
-    if (bar == nullptr || RuleBeats(n->rule, *bar)) AddMismatchBits(n->rule.match, key, wc);
+    if (bar == nullptr || RuleBeats(n->rule, *bar)) AddMismatchBits(*n, key, wc);
   }
-  if (win != nullptr) AddMatchBits(win->rule.match, key, wc);
+  if (win != nullptr) AddMatchBits(*win, key, wc);
   return win;
 }
 

@@ -58,12 +58,42 @@ struct Partition;
 struct LevelField {
   Field field;
   int width;
+  // Where the field is in a Flow (InfoOf(field)): Lookup reads and
+  // un-wildcards it with constant shifts.
+  int word;
+  int shift;
+  uint64_t Get(const Flow& f) const { return (f.w[word] >> shift) & ((uint64_t{1} << width) - 1); }
+  void Or(Flow* f, uint64_t bits) const { f->w[word] |= bits << shift; }
 };
+constexpr LevelField LevelFieldOf(Field f) {
+  return {f, InfoOf(f).bits, InfoOf(f).word, InfoOf(f).shift};
+}
 inline constexpr int kLevelStep = 8;
 inline constexpr int kLevelFields = 4;
-inline constexpr std::array<LevelField, kLevelFields> kLevelField = {{
-    {Field::kIpv4Src, 32}, {Field::kIpv4Dst, 32}, {Field::kTpSrc, 16}, {Field::kTpDst, 16}}};
+inline constexpr std::array<LevelField, kLevelFields> kLevelField = {
+    {LevelFieldOf(Field::kIpv4Src), LevelFieldOf(Field::kIpv4Dst), LevelFieldOf(Field::kTpSrc),
+     LevelFieldOf(Field::kTpDst)}};
 inline constexpr int kMaxLevels = 32 / kLevelStep;
+static_assert(kLevelFields <= 4 && kMaxLevels * kLevelStep < 0x60,
+              "a level length per byte of a uint32_t, below LevelsShort's borrow");
+
+// Per-field level lengths packed one per byte (field j in byte j): a
+// subtable's table-mask prefix lengths, a key's depths.  Whether a subtable
+// needs a longer prefix than the key has, of any field, is one subtraction:
+// in each byte (0x80 | depth) - length keeps its top bit exactly when
+// length <= depth, and never borrows from the next byte (lengths <= 32).
+inline uint32_t LevelsShort(uint32_t depths, uint32_t lengths) {
+  return ~((depths | 0x80808080u) - lengths) & 0x80808080u;  // top bit: field short
+}
+
+// Bits set in a field of at most 32 bits (no libgcc call without -mpopcnt).
+inline int PopCount32(uint64_t x) {
+  uint32_t v = static_cast<uint32_t>(x);
+  v = v - ((v >> 1) & 0x55555555u);
+  v = (v & 0x33333333u) + ((v >> 2) & 0x33333333u);
+  v = (v + (v >> 4)) & 0x0f0f0f0fu;
+  return static_cast<int>((v * 0x01010101u) >> 24);
+}
 
 // The first `len` bits of a `width`-bit field.
 inline uint64_t PrefixMaskOf(int len, int width) {
@@ -134,6 +164,7 @@ struct alignas(64) Subtable {
       const LevelField& f = kLevelField[j];
       level_len[j] = static_cast<uint8_t>(
           std::countl_one(mask.Get(f.field) << (64 - f.width)));
+      level_lens |= uint32_t{level_len[j]} << (8 * j);
     }
   }
 
@@ -182,6 +213,7 @@ struct alignas(64) Subtable {
   // The table mask's prefix length of each kLevelField (a multiple of
   // kLevelStep).
   std::array<uint8_t, kLevelFields> level_len{};
+  uint32_t level_lens = 0;  // level_len packed, field j in byte j (LevelsShort)
   Flow mask;
   // Linked entries (deleted ones until RemoveDeleted), by priority: the
   // max priority is an upper bound of what any reader's generation sees.
