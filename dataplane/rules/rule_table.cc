@@ -180,6 +180,12 @@ struct RuleTable::Impl {
   void DeleteRule(uint64_t id, uint64_t gen);
   // Unlinks a deleted rule's entries and retires it (RemoveDeleted).
   void UnlinkRule(RuleNode* node);
+  // Replaces every list an append left out of order (`unsorted`) with a
+  // sorted copy, once per batch: a sorted list stops at its first match
+  // (EvalBucket), an unsorted one is read whole, twice.  Rules loaded out
+  // of priority order (random_10k) left most lists unsorted.
+  void SortLists();
+  std::vector<std::pair<Subtable*, Flow>> unsorted;  // (subtable, entry value)
   // Rebuilds the walks of the partitions Touch marked (a subtable came or
   // went, or a max priority changed) and publishes a new Order, dropping
   // emptied partitions.  A stream of rules into existing subtables below
@@ -324,7 +330,14 @@ void RuleTable::Impl::LinkEntry(RuleNode* node, Subtable* st, Keys& keys, const 
     l.Add(v, len, width, retire);
   });
   std::atomic<uintptr_t>& bits = keys.Upsert(key.w, key.hash, st->n_words, retire);
-  keys.Set(bits, BucketWith(bits.load(std::memory_order_relaxed), node, retire));
+  const uintptr_t before = bits.load(std::memory_order_relaxed);
+  const bool was_sorted =
+      IsList(before) && AsList(before)->sorted.load(std::memory_order_relaxed) != 0;
+  const uintptr_t after = BucketWith(before, node, retire);
+  keys.Set(bits, after);
+  // An append into a sorted list that broke its order (a new list is sorted).
+  if (was_sorted && after == before && AsList(after)->sorted.load(std::memory_order_relaxed) == 0)
+    unsorted.push_back({st, node_value});
   const uint32_t priority = node->rule.priority;
   if (priority > st->MaxPriority()) Touch(st->part);
   ++st->priority_counts[priority];
@@ -473,6 +486,7 @@ RuleTable::RuleTable(const RuleTable& other)
   for (const auto& [id, node] : other.impl_->rules)
     impl_->AddRule(new RuleNode(node->rule, 0));
   impl_->generation.store(other.generation(), std::memory_order_relaxed);
+  impl_->SortLists();
   impl_->RebuildOrder();
 }
 
@@ -678,7 +692,23 @@ void RuleTable::Impl::ApplyValid(absl::Span<const RuleOp> ops,
   FinishBatch(result);
 }
 
+void RuleTable::Impl::SortLists() {
+  auto retire = [this](Retired r) { Retire(r); };
+  for (const auto& [st, value] : unsorted) {
+    st->WithKeys(value, [&](auto& keys, const auto& key) {
+      std::atomic<uintptr_t>& bits = keys.Upsert(key.w, key.hash, st->n_words, retire);
+      const uintptr_t b = bits.load(std::memory_order_relaxed);
+      if (!IsList(b) || AsList(b)->sorted.load(std::memory_order_relaxed) != 0) return;
+      RuleList* l = AsList(b);
+      keys.Set(bits, internal::ListBits(RuleList::Make(l->cap, l->Nodes())));
+      Retire(Retired{RuleList::Free, l});
+    });
+  }
+  unsorted.clear();
+}
+
 void RuleTable::Impl::FinishBatch(BatchResult* result) {
+  SortLists();
   RebuildOrder();
   result->generation = generation.load(std::memory_order_relaxed) + 1;
   generation.store(result->generation, std::memory_order_release);
