@@ -234,19 +234,18 @@ inline bool MatchesOrProve(const RuleNode& n, const Flow& key, Flow* wc) {
   const Match& m = n.rule.match;
   int first = -1;
   uint64_t first_d = 0;
-  bool proven = false;
   for (FlowMap left = n.words; left != 0; left &= left - 1) {
     const int i = std::countr_zero(left);
     const uint64_t d = (key.w[i] & m.mask.w[i]) ^ m.value.w[i];
     if (d == 0) continue;
-    if ((d & wc->w[i]) != 0) proven = true;  // a bit the mask has tells
+    if ((d & wc->w[i]) != 0) return false;  // a bit the mask has tells
     if (first < 0) {
       first = i;
       first_d = d;
     }
   }
   if (first >= 0) {
-    if (!proven) wc->w[first] |= uint64_t{1} << (63 - std::countl_zero(first_d));
+    wc->w[first] |= uint64_t{1} << (63 - std::countl_zero(first_d));
     return false;
   }
   if (n.Matches(key)) return true;  // the words agree: the ranges decide

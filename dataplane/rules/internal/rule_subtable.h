@@ -111,7 +111,9 @@ class PrefixLevels {
       const PackedKey<1> k = Key(value, l, width);
       std::atomic<uintptr_t>& bits = sets_[l - 1].Upsert(k.w, k.hash, 1, retire);
       const uintptr_t b = bits.load(std::memory_order_relaxed);
-      sets_[l - 1].Set(bits, b == 0 || b == kTombstone ? kOne : b + kOne - 1);
+      const bool first = b == 0 || b == kTombstone;
+      if (first && l <= kBitmapLevels) SetBit(l, value >> (width - l * kLevelStep), true);
+      sets_[l - 1].Set(bits, first ? kOne : b + kOne - 1);
     }
   }
   template <typename RetireFn>
@@ -120,14 +122,18 @@ class PrefixLevels {
       const PackedKey<1> k = Key(value, l, width);
       std::atomic<uintptr_t>& bits = sets_[l - 1].Upsert(k.w, k.hash, 1, retire);
       const uintptr_t b = bits.load(std::memory_order_relaxed);
+      if (b == kOne && l <= kBitmapLevels) SetBit(l, value >> (width - l * kLevelStep), false);
       sets_[l - 1].Set(bits, b == kOne ? kTombstone : b - (kOne - 1));
     }
   }
   // Reader: the longest level length (0, 8, ...) whose prefix of `value` is
-  // there, at most `width`.
+  // there, at most `width`.  The first two levels are bit tests (8 KB per
+  // field, mostly cached), the others hash probes.
   int Depth(uint64_t value, int width) const {
-    int d = 0;
-    for (int l = 1; l * kLevelStep <= width; ++l) {
+    for (int l = 1; l <= kBitmapLevels; ++l)
+      if (!TestBit(l, value >> (width - l * kLevelStep))) return (l - 1) * kLevelStep;
+    int d = kBitmapLevels * kLevelStep;
+    for (int l = kBitmapLevels + 1; l * kLevelStep <= width; ++l) {
       const PackedKey<1> k = Key(value, l, width);
       if (sets_[l - 1].Find(k.w, k.hash) == 0) break;
       d = l * kLevelStep;
@@ -136,6 +142,24 @@ class PrefixLevels {
   }
 
  private:
+  // Levels 1 and 2 (8 and 16 bits: 256 and 65,536 prefixes) are also a
+  // bitmap each, a bit per prefix present (count > 0), which the writer
+  // sets before the entry's slot is published and clears after it is
+  // unlinked, as it counts.
+  static constexpr int kBitmapLevels = 2;
+  static constexpr size_t BitmapWord(int l) { return l == 1 ? 0 : 256 / 64; }
+  bool TestBit(int l, uint64_t prefix) const {
+    return (bitmap_[BitmapWord(l) + prefix / 64].load(std::memory_order_relaxed) >>
+            (prefix % 64)) & 1;
+  }
+  void SetBit(int l, uint64_t prefix, bool on) {
+    std::atomic<uint64_t>& w = bitmap_[BitmapWord(l) + prefix / 64];
+    const uint64_t bit = uint64_t{1} << (prefix % 64);
+    const uint64_t old = w.load(std::memory_order_relaxed);
+    w.store(on ? old | bit : old & ~bit, std::memory_order_release);
+  }
+  std::array<std::atomic<uint64_t>, (256 + 65536) / 64> bitmap_{};
+
   // A count c is stored as 4c + 1: odd, never 0 (empty) or kTombstone.
   static constexpr uintptr_t kOne = 5;
   static PackedKey<1> Key(uint64_t value, int l, int width) {
