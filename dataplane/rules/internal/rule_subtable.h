@@ -244,6 +244,7 @@ struct alignas(64) Subtable {
   absl::btree_map<uint32_t, uint32_t> priority_counts;
   size_t entries = 0;  // linked entries (deleted ones until RemoveDeleted)
   Partition* part = nullptr;  // the partition holding it
+  bool moved = false;  // listed in the table's `moved` (RebuildOrder)
 };
 
 // What Lookup walks: contiguous, so the next subtables can be prefetched.
@@ -255,11 +256,12 @@ struct OrderSlot {
 // Descending max priority; ties broken by the mask words, so that a walk
 // (and DebugString) depends only on the rule set, not on the history that
 // built it.
+inline bool SlotBefore(const OrderSlot& a, const OrderSlot& b) {
+  if (a.max_priority != b.max_priority) return a.max_priority > b.max_priority;
+  return a.subtable->mask.w > b.subtable->mask.w;
+}
 inline void SortSlots(std::vector<OrderSlot>* slots) {
-  std::sort(slots->begin(), slots->end(), [](const OrderSlot& a, const OrderSlot& b) {
-    if (a.max_priority != b.max_priority) return a.max_priority > b.max_priority;
-    return a.subtable->mask.w > b.subtable->mask.w;
-  });
+  std::sort(slots->begin(), slots->end(), SlotBefore);
 }
 
 // The subtables of the rules of one in_port (the rules whose in_port is
