@@ -41,11 +41,43 @@ inline constexpr int kSmallKeyWords = 3;
 // A rule as the table holds it: the rule and the generations it lives in,
 // [add_gen, del_gen).  A delete only sets del_gen; the node stays linked
 // (readers at older generations still see the rule) until RemoveDeleted.
+// A list entry's copy of what most often rejects its rule without reading
+// the node (a cache miss per rule on a cold table): the rule's priority and
+// its mask and value on one word (its IPv4 addresses if it has any).  A
+// rule whose filter word differs from the key on a bit the megaflow mask
+// already has cannot match and needs no new proof bit (AddMismatchBits
+// returns at such a bit too).
+struct ListFilter {
+  uint64_t mask = 0;
+  uint64_t value = 0;
+  uint32_t priority = 0;
+  uint32_t word = 0;
+  // The rule loses to `key` with a proof `wc` already has.
+  bool Rejects(const Flow& key, const Flow& wc) const {
+    return (((key.w[word] & mask) ^ value) & wc.w[word]) != 0;
+  }
+};
+
+inline ListFilter FilterOf(const Rule& r) {
+  ListFilter f;
+  f.priority = r.priority;
+  for (int w : {kWordIpv4, kWordIpv6SrcHi, kWordIpv6DstHi, kWordL4, kWordEthDst, kWordEthSrc,
+                kWordMeta}) {
+    if (r.match.mask.w[w] != 0) {
+      f.word = static_cast<uint32_t>(w);
+      f.mask = r.match.mask.w[w];
+      f.value = r.match.value.w[w];
+      break;
+    }
+  }
+  return f;
+}
+
 struct RuleNode {
   static constexpr uint64_t kNever = ~uint64_t{0};
   RuleNode(const Rule& r, uint64_t gen)
       : rule(r), add_gen(gen), words(r.match.mask.NonZeroMap()),
-        ranges(!r.match.tp_src.IsFull() || !r.match.tp_dst.IsFull()) {}
+        ranges(!r.match.tp_src.IsFull() || !r.match.tp_dst.IsFull()), filter(FilterOf(r)) {}
   bool VisibleAt(uint64_t gen) const {
     return add_gen <= gen && gen < del_gen.load(std::memory_order_relaxed);
   }
@@ -66,6 +98,7 @@ struct RuleNode {
   std::atomic<uint64_t> del_gen{kNever};
   const FlowMap words;  // the words rule.match.mask has (NonZeroMap)
   const bool ranges;    // a port range is not full
+  const ListFilter filter;  // copied next to the node in a list
 };
 static_assert(alignof(RuleNode) >= 4, "buckets tag the low bits of node pointers");
 
@@ -101,14 +134,21 @@ struct alignas(8) RuleList {
   const std::atomic<RuleNode*>* entries() const {
     return reinterpret_cast<const std::atomic<RuleNode*>*>(this + 1);
   }
+  // After the cap entries: entry i's node's filter, written before the
+  // entry is published (n) and not changed after.
+  ListFilter* filters() { return reinterpret_cast<ListFilter*>(entries() + cap); }
+  const ListFilter* filters() const { return reinterpret_cast<const ListFilter*>(entries() + cap); }
   // A list of capacity `cap` holding `nodes` (not null), sorted.
   static RuleList* Make(uint32_t cap, std::vector<RuleNode*> nodes) {
     std::sort(nodes.begin(), nodes.end(),
               [](const RuleNode* a, const RuleNode* b) { return RuleBeats(a->rule, b->rule); });
-    void* mem = ::operator new(sizeof(RuleList) + cap * sizeof(std::atomic<RuleNode*>));
+    void* mem = ::operator new(sizeof(RuleList) +
+                               cap * (sizeof(std::atomic<RuleNode*>) + sizeof(ListFilter)));
     auto* l = new (mem) RuleList{{static_cast<uint32_t>(nodes.size())}, cap, 0, {1}};
-    for (uint32_t i = 0; i < cap; ++i)
+    for (uint32_t i = 0; i < cap; ++i) {
       new (&l->entries()[i]) std::atomic<RuleNode*>(i < nodes.size() ? nodes[i] : nullptr);
+      new (&l->filters()[i]) ListFilter(i < nodes.size() ? nodes[i]->filter : ListFilter{});
+    }
     return l;
   }
   // The writer's view: the nodes, holes skipped.
@@ -274,7 +314,14 @@ inline const RuleNode* EvalBucket(uintptr_t bits, const Flow& key, uint64_t gen,
     // Best first: the first visible match that beats `best` wins, and the
     // visible rules before it are the ones that had to lose (proven as they
     // are passed, in list order).
+    // An entry's filter settles most rules without their node: one of a
+    // lower priority than `best` ends the walk (what RuleBeats would, here
+    // or at a later rule, all of them lower still), and one the filter
+    // rejects changes nothing whether it is visible or not.
+    const ListFilter* const filters = l->filters();
     for (uint32_t i = 0; i < count; ++i) {
+      if (best != nullptr && filters[i].priority < best->priority) break;
+      if (filters[i].Rejects(key, *wc)) continue;
       const RuleNode* n = l->entries()[i].load(std::memory_order_acquire);
       if (n == nullptr || !n->VisibleAt(gen)) continue;
       if (best != nullptr && !RuleBeats(n->rule, *best)) break;
@@ -320,6 +367,7 @@ uintptr_t BucketWith(uintptr_t bits, RuleNode* node, RetireFn&& retire) {
       if (last != nullptr ? RuleBeats(node->rule, last->rule) : true)
         l->sorted.store(0, std::memory_order_relaxed);
     }
+    l->filters()[count] = node->filter;
     l->entries()[count].store(node, std::memory_order_relaxed);
     l->n.store(count + 1, std::memory_order_release);  // the entry before n
     return bits;
