@@ -753,8 +753,9 @@ void RuleTable::Impl::ApplyValid(absl::Span<const RuleOp> ops,
 
 void RuleTable::Impl::SortLists() {
   auto retire = [this](Retired r) { Retire(r); };
-  for (const auto& [st, value] : unsorted) {
-    st->WithKeys(value, [&](auto& keys, const auto& key) {
+  for (const std::pair<Subtable*, Flow>& u : unsorted) {
+    Subtable* st = u.first;  // (clang 14 lambdas cannot capture a binding)
+    st->WithKeys(u.second, [&](auto& keys, const auto& key) {
       std::atomic<uintptr_t>& bits = keys.Upsert(key.w, key.hash, st->n_words, retire);
       const uintptr_t b = bits.load(std::memory_order_relaxed);
       if (!IsList(b) || AsList(b)->sorted.load(std::memory_order_relaxed) != 0) return;
