@@ -22,7 +22,8 @@
 //   ├─ mask, word_index[0..n_words)   the table mask: the words it touches
 //   ├─ keys          KeySet (internal/rule_key_set.h): PackedKey -> the
 //   │                 key's rules (a bucket: a pointer to the one rule most
-//   │                 keys have, else to an immutable list).  Two sets, one
+//   │                 keys have, else to a list, best first, each entry
+//   │                 with its rule's ListFilter).  Two sets, one
 //   │                 used: keys of <= 3 words (a 5-tuple with in_port) in
 //   │                 32-byte slots, longer ones in 80-byte slots.
 //   └─ priority_counts  priority -> #linked entries   (max priority)
