@@ -238,27 +238,37 @@ inline void AddMatchBits(const RuleNode& n, const Flow& key, Flow* wc) {
             InRangeBits(static_cast<uint16_t>(key.Get(Field::kTpDst)), m.tp_dst.lo, m.tp_dst.hi));
 }
 
-// `n`'s rule does not match `key`: bits that keep it from matching (the
-// highest differing bit of the first word that differs, else a failing
-// range's).  Only the words the rule's mask has can differ.
-inline void AddMismatchBits(const RuleNode& n, const Flow& key, Flow* wc) {
+// How the words of n's rule compare with `key`: one differs on a bit `wc`
+// already has (proven), else the highest differing bit of the first word
+// that differs (word >= 0), else they all agree (word < 0).  Only the words
+// the rule's mask has can differ.
+struct WordScan {
+  bool proven = false;
+  int word = -1;
+  uint64_t bit = 0;
+};
+inline WordScan ScanWords(const RuleNode& n, const Flow& key, const Flow& wc) {
   const Match& m = n.rule.match;
-  // A differing bit the mask already has proves it for free.
-  int first = -1;
-  uint64_t first_d = 0;
+  WordScan s;
   for (FlowMap left = n.words; left != 0; left &= left - 1) {
     const int i = std::countr_zero(left);
     const uint64_t d = (key.w[i] & m.mask.w[i]) ^ m.value.w[i];
-    if ((d & wc->w[i]) != 0) return;
-    if (d != 0 && first < 0) {
-      first = i;
-      first_d = d;
+    if (d == 0) continue;
+    if ((d & wc.w[i]) != 0) {
+      s.proven = true;
+      return s;
+    }
+    if (s.word < 0) {
+      s.word = i;
+      s.bit = uint64_t{1} << (63 - std::countl_zero(d));
     }
   }
-  if (first >= 0) {
-    wc->w[first] |= uint64_t{1} << (63 - std::countl_zero(first_d));
-    return;
-  }
+  return s;
+}
+
+// n's rule fails on a port range (its words agree with `key`): the bits
+// that keep `key` outside the first range that fails.
+inline void AddRangeMismatchBits(const Match& m, const Flow& key, Flow* wc) {
   const auto sp = static_cast<uint16_t>(key.Get(Field::kTpSrc));
   if (!m.tp_src.Contains(sp)) {
     OrField(wc, Field::kTpSrc, OutOfRangeBits(sp, m.tp_src.lo, m.tp_src.hi));
@@ -268,28 +278,33 @@ inline void AddMismatchBits(const RuleNode& n, const Flow& key, Flow* wc) {
   OrField(wc, Field::kTpDst, OutOfRangeBits(dp, m.tp_dst.lo, m.tp_dst.hi));
 }
 
+// `n`'s rule does not match `key`: bits that keep it from matching (none if
+// a differing bit is in the mask already, else the highest differing bit of
+// the first word that differs, else a failing range's).
+inline void AddMismatchBits(const RuleNode& n, const Flow& key, Flow* wc) {
+  const WordScan s = ScanWords(n, key, *wc);
+  if (s.proven) return;
+  if (s.word >= 0) {
+    wc->w[s.word] |= s.bit;
+    return;
+  }
+  AddRangeMismatchBits(n.rule.match, key, wc);
+}
+
 // n's rule matches `key` (true), or it does not and its mismatch bits are
 // in *wc (AddMismatchBits): one pass over the words for a losing rule.
 inline bool MatchesOrProve(const RuleNode& n, const Flow& key, Flow* wc) {
-  const Match& m = n.rule.match;
-  int first = -1;
-  uint64_t first_d = 0;
-  for (FlowMap left = n.words; left != 0; left &= left - 1) {
-    const int i = std::countr_zero(left);
-    const uint64_t d = (key.w[i] & m.mask.w[i]) ^ m.value.w[i];
-    if (d == 0) continue;
-    if ((d & wc->w[i]) != 0) return false;  // a bit the mask has tells
-    if (first < 0) {
-      first = i;
-      first_d = d;
-    }
-  }
-  if (first >= 0) {
-    wc->w[first] |= uint64_t{1} << (63 - std::countl_zero(first_d));
+  const WordScan s = ScanWords(n, key, *wc);
+  if (s.proven) return false;
+  if (s.word >= 0) {
+    wc->w[s.word] |= s.bit;
     return false;
   }
-  if (n.Matches(key)) return true;  // the words agree: the ranges decide
-  AddMismatchBits(n, key, wc);
+  const Match& m = n.rule.match;
+  if (!n.ranges || (m.tp_src.Contains(static_cast<uint16_t>(key.Get(Field::kTpSrc))) &&
+                    m.tp_dst.Contains(static_cast<uint16_t>(key.Get(Field::kTpDst)))))
+    return true;
+  AddRangeMismatchBits(m, key, wc);
   return false;
 }
 
