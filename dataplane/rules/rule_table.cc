@@ -22,7 +22,8 @@
 //   ├─ mask, word_index[0..n_words)   the table mask: the words it touches
 //   ├─ keys          KeySet (internal/rule_key_set.h): PackedKey -> the
 //   │                 key's rules (a bucket: a pointer to the one rule most
-//   │                 keys have, else to an immutable list).  Two sets, one
+//   │                 keys have, else to a list, best first, each entry
+//   │                 with its rule's ListFilter).  Two sets, one
 //   │                 used: keys of <= 3 words (a 5-tuple with in_port) in
 //   │                 32-byte slots, longer ones in 80-byte slots.
 //   └─ priority_counts  priority -> #linked entries   (max priority)
@@ -50,6 +51,7 @@
 #include <bit>
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -98,6 +100,7 @@ using internal::PrefixesOf;
 using internal::Retired;
 using internal::RuleList;
 using internal::RuleNode;
+using internal::SlotBefore;
 using internal::SortSlots;
 using internal::Subtable;
 
@@ -163,6 +166,20 @@ struct RuleTable::Impl {
     p->dirty = true;
     if (p->exact) dirty_ports.push_back(p->port);
   }
+  // `st` is new or its max priority changed: its slot moves in the walks.
+  void Touch(Subtable* st) {
+    if (!st->moved) {
+      st->moved = true;
+      moved.push_back(st);
+    }
+    Touch(st->part);
+  }
+  // `st` was emptied and is retired: its slot leaves the walks.
+  void Gone(Subtable* st) {
+    if (st->moved) std::erase(moved, st);
+    gone.push_back(st);
+    Touch(st->part);
+  }
   // Phase 2 of ApplyBatch: applies operations known to be valid.
   void ApplyValid(absl::Span<const RuleOp> ops, BatchResult* result);
   // Bumps the generation after a batch, re-sorts and republishes the order
@@ -180,11 +197,23 @@ struct RuleTable::Impl {
   void DeleteRule(uint64_t id, uint64_t gen);
   // Unlinks a deleted rule's entries and retires it (RemoveDeleted).
   void UnlinkRule(RuleNode* node);
+  // Replaces every list an append left out of order (`unsorted`) with a
+  // sorted copy, once per batch: a sorted list stops at its first match
+  // (EvalBucket), an unsorted one is read whole, twice.  Rules loaded out
+  // of priority order (random_10k) left most lists unsorted.
+  void SortLists();
+  std::vector<std::pair<Subtable*, Flow>> unsorted;  // (subtable, entry value)
   // Rebuilds the walks of the partitions Touch marked (a subtable came or
   // went, or a max priority changed) and publishes a new Order, dropping
   // emptied partitions.  A stream of rules into existing subtables below
-  // their top priority leaves the order as it is.
+  // their top priority leaves the order as it is.  A walk is rebuilt by
+  // merging: its old slots but those of `moved` and `gone` subtables, and
+  // the moved ones' new slots, sorted (the result a full sort gives, for
+  // O(walk) instead of a sort of the walk per one-rule batch; a port's
+  // first walk is sorted whole).
   void RebuildOrder();
+  std::vector<Subtable*> moved;       // Touch(Subtable*) since RebuildOrder
+  std::vector<const Subtable*> gone;  // Gone since RebuildOrder (address only)
   // Memory a reader may be reading: freed now without concurrent readers,
   // else by FreeRetired.
   void Retire(Retired r) {
@@ -292,7 +321,7 @@ Subtable& RuleTable::Impl::SubtableFor(const Flow& mask, const Flow& value) {
     st = std::make_unique<Subtable>(mask);
     st->part = &part;
     ++n_subtables;
-    Touch(&part);
+    Touch(st.get());
   }
   last_subtable = st.get();
   return *st;
@@ -324,9 +353,16 @@ void RuleTable::Impl::LinkEntry(RuleNode* node, Subtable* st, Keys& keys, const 
     l.Add(v, len, width, retire);
   });
   std::atomic<uintptr_t>& bits = keys.Upsert(key.w, key.hash, st->n_words, retire);
-  keys.Set(bits, BucketWith(bits.load(std::memory_order_relaxed), node, retire));
+  const uintptr_t before = bits.load(std::memory_order_relaxed);
+  const bool was_sorted =
+      IsList(before) && AsList(before)->sorted.load(std::memory_order_relaxed) != 0;
+  const uintptr_t after = BucketWith(before, node, retire);
+  keys.Set(bits, after);
+  // An append into a sorted list that broke its order (a new list is sorted).
+  if (was_sorted && after == before && AsList(after)->sorted.load(std::memory_order_relaxed) == 0)
+    unsorted.push_back({st, node_value});
   const uint32_t priority = node->rule.priority;
-  if (priority > st->MaxPriority()) Touch(st->part);
+  if (priority > st->MaxPriority()) Touch(st);
   ++st->priority_counts[priority];
   ++st->entries;
 }
@@ -397,16 +433,16 @@ void RuleTable::Impl::UnlinkRule(RuleNode* node) {
     });
     auto pc = st.priority_counts.find(rule.priority);
     if (--pc->second == 0) {
-      if (rule.priority == st.MaxPriority()) Touch(&part);
+      if (rule.priority == st.MaxPriority()) Touch(&st);
       st.priority_counts.erase(pc);
     }
     if (--st.entries == 0) {
       if (last_subtable == &st) last_subtable = nullptr;
+      Gone(&st);
       Retire(Retired{[](void* p) { delete static_cast<Subtable*>(p); },
                      st_it->second.release()});
       part.by_mask.erase(st_it);
       --n_subtables;
-      Touch(&part);
     }
   });
   Retire(Retired{[](void* p) { delete static_cast<RuleNode*>(p); }, node});
@@ -418,23 +454,60 @@ void RuleTable::Impl::RebuildOrder() {
     if (walk != nullptr)
       Retire(Retired{[](void* p) { delete static_cast<std::vector<OrderSlot>*>(p); }, walk});
   };
+  // The slots to drop (by subtable address) and, per partition, the moved
+  // subtables' new slots, sorted.
+  std::vector<const Subtable*> stale(gone.begin(), gone.end());
+  absl::flat_hash_map<const Partition*, std::vector<OrderSlot>> fresh;
+  for (Subtable* st : moved) {
+    stale.push_back(st);
+    fresh[st->part].push_back(OrderSlot{st->MaxPriority(), st});
+    st->moved = false;
+  }
+  moved.clear();
+  gone.clear();
+  std::sort(stale.begin(), stale.end());
+  for (auto& [part, slots] : fresh) SortSlots(&slots);
+  auto fresh_of = [&fresh](const Partition& p) -> const std::vector<OrderSlot>& {
+    static const std::vector<OrderSlot> kNone;
+    auto it = fresh.find(&p);
+    return it == fresh.end() ? kNone : it->second;
+  };
+  // `old` without its stale slots, merged with `add` (sorted), into *out.
+  auto merge = [&stale](const std::vector<OrderSlot>& old, const std::vector<OrderSlot>& add,
+                        std::vector<OrderSlot>* out) {
+    out->reserve(old.size() + add.size());
+    auto a = add.begin();
+    for (const OrderSlot& s : old) {
+      if (!stale.empty() && std::binary_search(stale.begin(), stale.end(), s.subtable)) continue;
+      for (; a != add.end() && SlotBefore(*a, s); ++a) out->push_back(*a);
+      out->push_back(s);
+    }
+    out->insert(out->end(), a, add.end());
+  };
   auto* next = new Order();
   const Order* cur = order.load(std::memory_order_relaxed);
   if (shared.dirty) {
-    next->shared.reserve(shared.by_mask.size());
-    for (const auto& [mask, st] : shared.by_mask)
-      next->shared.push_back(OrderSlot{st->MaxPriority(), st.get()});
-    SortSlots(&next->shared);
+    merge(cur->shared, fresh_of(shared), &next->shared);
   } else {
     next->shared = cur->shared;
   }
   auto rebuild = [&](Partition& p) {
     auto* walk = new std::vector<OrderSlot>();
-    walk->reserve(p.by_mask.size() + next->shared.size());
-    for (const auto& [mask, st] : p.by_mask)
-      walk->push_back(OrderSlot{st->MaxPriority(), st.get()});
-    walk->insert(walk->end(), next->shared.begin(), next->shared.end());
-    SortSlots(walk);
+    if (p.walk == nullptr) {  // a new port: its subtables and the shared ones
+      walk->reserve(p.by_mask.size() + next->shared.size());
+      for (const auto& [mask, st] : p.by_mask)
+        walk->push_back(OrderSlot{st->MaxPriority(), st.get()});
+      walk->insert(walk->end(), next->shared.begin(), next->shared.end());
+      SortSlots(walk);
+    } else {
+      const std::vector<OrderSlot>& own = fresh_of(p);
+      const std::vector<OrderSlot>& common = fresh_of(shared);
+      std::vector<OrderSlot> add;
+      add.reserve(own.size() + common.size());
+      std::merge(own.begin(), own.end(), common.begin(), common.end(), std::back_inserter(add),
+                 SlotBefore);
+      merge(*p.walk, add, walk);
+    }
     retire_walk(std::exchange(p.walk, walk));
     p.dirty = false;
   };
@@ -473,6 +546,7 @@ RuleTable::RuleTable(const RuleTable& other)
   for (const auto& [id, node] : other.impl_->rules)
     impl_->AddRule(new RuleNode(node->rule, 0));
   impl_->generation.store(other.generation(), std::memory_order_relaxed);
+  impl_->SortLists();
   impl_->RebuildOrder();
 }
 
@@ -678,7 +752,24 @@ void RuleTable::Impl::ApplyValid(absl::Span<const RuleOp> ops,
   FinishBatch(result);
 }
 
+void RuleTable::Impl::SortLists() {
+  auto retire = [this](Retired r) { Retire(r); };
+  for (const std::pair<Subtable*, Flow>& u : unsorted) {
+    Subtable* st = u.first;  // (clang 14 lambdas cannot capture a binding)
+    st->WithKeys(u.second, [&](auto& keys, const auto& key) {
+      std::atomic<uintptr_t>& bits = keys.Upsert(key.w, key.hash, st->n_words, retire);
+      const uintptr_t b = bits.load(std::memory_order_relaxed);
+      if (!IsList(b) || AsList(b)->sorted.load(std::memory_order_relaxed) != 0) return;
+      RuleList* l = AsList(b);
+      keys.Set(bits, internal::ListBits(RuleList::Make(l->cap, l->Nodes())));
+      Retire(Retired{RuleList::Free, l});
+    });
+  }
+  unsorted.clear();
+}
+
 void RuleTable::Impl::FinishBatch(BatchResult* result) {
+  SortLists();
   RebuildOrder();
   result->generation = generation.load(std::memory_order_relaxed) + 1;
   generation.store(result->generation, std::memory_order_release);
@@ -699,10 +790,18 @@ const Rule* RuleTable::Lookup(const Flow& key, Flow* wc,
     auto it = order.by_port.find(static_cast<uint32_t>(key.Get(Field::kInPort)));
     if (it != order.by_port.end()) walk = it->second;
   }
-  // Per level field, how deep the key's prefix is among the entries.
-  std::array<int, kLevelFields> depth;
-  for (int j = 0; j < kLevelFields; ++j)
-    depth[j] = impl_->levels[j].Depth(key.Get(kLevelField[j].field), kLevelField[j].width);
+  // Per level field, how deep the key's prefix is among the entries (packed
+  // one per byte, like Subtable::level_lens) and the bits of its first
+  // missing level, what a skip un-wildcards.
+  uint32_t depths = 0;
+  std::array<uint64_t, kLevelFields> miss_bits;
+  for (int j = 0; j < kLevelFields; ++j) {
+    const internal::LevelField& f = kLevelField[j];
+    const int d = impl_->levels[j].Depth(f.Get(key), f.width);
+    depths |= static_cast<uint32_t>(d) << (8 * j);
+    miss_bits[j] = d < f.width ? PrefixMaskOf(d + kLevelStep, f.width) : 0;  // 0: never short
+  }
+  uint32_t covered = 0;
   const OrderSlot* const begin = walk->data();
   const OrderSlot* const end = begin + walk->size();
   for (const OrderSlot* slot = begin; slot != end; ++slot) {
@@ -718,23 +817,26 @@ const Rule* RuleTable::Lookup(const Flow& key, Flow* wc,
     // A subtable whose mask needs a longer prefix of a level field than the
     // key has among the entries holds no bucket of the key: skipped, with
     // the bits of that field's first missing level in the mask (the fewest
-    // of the fields that can tell).
-    int skip = -1;
-    int skip_cost = 0;
-    uint64_t skip_bits = 0;
-    for (int j = 0; j < kLevelFields; ++j) {
-      if (st.level_len[j] <= depth[j]) continue;
-      const internal::LevelField& f = kLevelField[j];
-      const uint64_t bits = PrefixMaskOf(depth[j] + kLevelStep, f.width);
-      const int cost = std::popcount(bits & ~wc->Get(f.field));
-      if (skip < 0 || cost < skip_cost) {
-        skip = j;
-        skip_cost = cost;
-        skip_bits = bits;
+    // new bits of the fields that can tell; the first such field on a tie).
+    // `covered` (fields whose missing level `wc` already has, a top bit per
+    // byte) makes most skips free: such a skip adds nothing.
+    if (const uint32_t short_fields = internal::LevelsShort(depths, st.level_lens);
+        short_fields != 0) {
+      if ((short_fields & covered) != 0) continue;
+      int skip = -1;
+      int skip_cost = 0;
+      for (uint32_t left = short_fields; left != 0; left &= left - 1) {
+        const int j = std::countr_zero(left) / 8;
+        const int cost =
+            internal::PopCount32(miss_bits[j] & ~kLevelField[j].Get(*wc));
+        if (skip < 0 || cost < skip_cost) {
+          skip = j;
+          skip_cost = cost;
+        }
+        if (cost == 0) break;  // nothing beats free (and adds nothing)
       }
-    }
-    if (skip >= 0) {
-      internal::OrField(wc, kLevelField[skip].field, skip_bits);
+      kLevelField[skip].Or(wc, miss_bits[skip]);
+      covered |= 0x80u << (8 * skip);
       continue;
     }
     for (int j = 0; j < st.n_words; ++j)

@@ -3,6 +3,7 @@
 // same rule, compared with a linear scan (ReferenceClassifier).  Rule sets
 // under churn, port ranges, IPv6, overlapping priorities and the ClassBench
 // sets; and the megaflows the ClassBench traces need, which must stay few.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -110,6 +111,91 @@ TEST(RuleTableMegaflowTest, AgreeingKeysGetTheSameRule) {
   }
   std::printf("megaflow contract: %ld perturbed keys checked\n", checks);
   EXPECT_GE(checks, kSanitized ? 50000 : 500000);
+}
+
+// Buckets filled against priority order: every rule of a load in ascending
+// priority (worst first) breaks its list's order when appended, and each
+// batch re-sorts the lists it broke (RuleTable::Impl::SortLists), which a
+// lookup then stops reading at the first match.  Loaded in one batch and
+// one rule per batch, then churned; a table read while written also answers
+// at the generation before each batch, re-sorted lists included.  Crowded
+// rules (two base networks, many priorities, ranges, IPv6) share buckets.
+TEST(RuleTableMegaflowTest, BucketsLoadedAgainstPriorityOrder) {
+  RandomRuleOptions crowded;
+  crowded.address_pool = 2;
+  crowded.max_priority = 1000;
+  crowded.range_fraction = 0.5;
+  crowded.ipv6_fraction = 0.2;
+  long checks = 0;
+  for (int seed = 0; seed < Scaled(6); ++seed) {
+    for (const bool one_per_batch : {false, true}) {
+      SCOPED_TRACE(absl::StrCat("seed ", seed, one_per_batch ? " one rule per batch" : ""));
+      RandomRuleGen gen(7000 + static_cast<uint64_t>(seed), crowded);
+      std::vector<Rule> live = gen.NextRules(400);
+      std::vector<Rule> worst_first = live;
+      std::sort(worst_first.begin(), worst_first.end(),
+                [](const Rule& a, const Rule& b) { return RuleBeats(b, a); });
+      RuleTable table;
+      RuleTable versioned(RuleTableLimits{}, /*concurrent_readers=*/true);
+      ReferenceClassifier ref;
+      std::vector<RuleOp> load;
+      for (const Rule& r : worst_first) load.push_back(RuleOp::Insert(r));
+      if (one_per_batch) {
+        for (const RuleOp& op : load) {
+          ApplyOk(&table, {op});
+          ApplyOk(&versioned, {op});
+        }
+      } else {
+        ApplyOk(&table, load);
+        ApplyOk(&versioned, load);
+      }
+      if (::testing::Test::HasFatalFailure()) return;
+      ASSERT_TRUE(ref.ApplyBatch(load).ok());
+      for (int k = 0; k < 400; ++k) {
+        CheckKey(table, ref, gen, gen.NextKeyNear(live), 4, &checks);
+        CheckKey(versioned, ref, gen, gen.NextKeyNear(live), 4, &checks);
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+      uint64_t next_id = live.size() + 1;
+      for (int round = 0; round < 10; ++round) {
+        // Churn, then 20 new rules worst first.
+        std::vector<RuleOp> ops = gen.NextBatch(30, &live, &next_id);
+        std::vector<Rule> added = gen.NextRules(20, next_id);
+        next_id += added.size();
+        std::sort(added.begin(), added.end(),
+                  [](const Rule& a, const Rule& b) { return RuleBeats(b, a); });
+        for (const Rule& r : added) {
+          ops.push_back(RuleOp::Insert(r));
+          live.push_back(r);
+        }
+        const ReferenceClassifier before = ref;
+        const uint64_t old_gen = versioned.generation();
+        ApplyOk(&table, ops);
+        ApplyOk(&versioned, ops);
+        if (::testing::Test::HasFatalFailure()) return;
+        ASSERT_TRUE(ref.ApplyBatch(ops).ok());
+        for (int k = 0; k < 100; ++k) {
+          const Flow key = gen.NextKeyNear(live);
+          CheckKey(table, ref, gen, key, 4, &checks);
+          if (::testing::Test::HasFatalFailure()) return;
+          Flow wc;
+          const uint64_t want = IdOf(before.Lookup(key));
+          ASSERT_EQ(IdOf(versioned.Lookup(key, &wc, nullptr, old_gen)), want)
+              << "key " << Dump(key) << " at the generation before the batch";
+          for (int p = 0; p < 4; ++p) {
+            const Flow other = gen.NextKeyAgreeing(key, wc);
+            ASSERT_EQ(IdOf(before.Lookup(other)), want)
+                << "key " << Dump(key) << "\nwc  " << Dump(wc) << "\nkey'" << Dump(other);
+            ++checks;
+          }
+        }
+        versioned.RemoveDeleted();
+        versioned.FreeRetired();
+      }
+    }
+  }
+  std::printf("buckets against priority order: %ld perturbed keys checked\n", checks);
+  EXPECT_GE(checks, kSanitized ? 10000 : 60000);
 }
 
 // The range proofs on their own, every bound and key of a 6-bit corner of

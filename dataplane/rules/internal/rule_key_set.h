@@ -41,15 +41,64 @@ inline constexpr int kSmallKeyWords = 3;
 // A rule as the table holds it: the rule and the generations it lives in,
 // [add_gen, del_gen).  A delete only sets del_gen; the node stays linked
 // (readers at older generations still see the rule) until RemoveDeleted.
+// A list entry's copy of what most often rejects its rule without reading
+// the node (a cache miss per rule on a cold table): the rule's priority and
+// its mask and value on one word (its IPv4 addresses if it has any).  A
+// rule whose filter word differs from the key on a bit the megaflow mask
+// already has cannot match and needs no new proof bit (AddMismatchBits
+// returns at such a bit too).
+struct ListFilter {
+  uint64_t mask = 0;
+  uint64_t value = 0;
+  uint32_t priority = 0;
+  uint32_t word = 0;
+  // The rule loses to `key` with a proof `wc` already has.
+  bool Rejects(const Flow& key, const Flow& wc) const {
+    return (((key.w[word] & mask) ^ value) & wc.w[word]) != 0;
+  }
+};
+
+inline ListFilter FilterOf(const Rule& r) {
+  ListFilter f;
+  f.priority = r.priority;
+  for (int w : {kWordIpv4, kWordIpv6SrcHi, kWordIpv6DstHi, kWordL4, kWordEthDst, kWordEthSrc,
+                kWordMeta}) {
+    if (r.match.mask.w[w] != 0) {
+      f.word = static_cast<uint32_t>(w);
+      f.mask = r.match.mask.w[w];
+      f.value = r.match.value.w[w];
+      break;
+    }
+  }
+  return f;
+}
+
 struct RuleNode {
   static constexpr uint64_t kNever = ~uint64_t{0};
-  RuleNode(const Rule& r, uint64_t gen) : rule(r), add_gen(gen) {}
+  RuleNode(const Rule& r, uint64_t gen)
+      : rule(r), add_gen(gen), words(r.match.mask.NonZeroMap()),
+        ranges(!r.match.tp_src.IsFull() || !r.match.tp_dst.IsFull()), filter(FilterOf(r)) {}
   bool VisibleAt(uint64_t gen) const {
     return add_gen <= gen && gen < del_gen.load(std::memory_order_relaxed);
+  }
+  // rule.match.Matches(key), reading only the words the rule's mask has
+  // (three of nine for a 5-tuple).
+  bool Matches(const Flow& key) const {
+    const Match& m = rule.match;
+    for (FlowMap left = words; left != 0; left &= left - 1) {
+      const int i = std::countr_zero(left);
+      if ((key.w[i] & m.mask.w[i]) != m.value.w[i]) return false;
+    }
+    if (!ranges) return true;
+    return m.tp_src.Contains(static_cast<uint16_t>(key.Get(Field::kTpSrc))) &&
+           m.tp_dst.Contains(static_cast<uint16_t>(key.Get(Field::kTpDst)));
   }
   const Rule rule;
   const uint64_t add_gen;
   std::atomic<uint64_t> del_gen{kNever};
+  const FlowMap words;  // the words rule.match.mask has (NonZeroMap)
+  const bool ranges;    // a port range is not full
+  const ListFilter filter;  // copied next to the node in a list
 };
 static_assert(alignof(RuleNode) >= 4, "buckets tag the low bits of node pointers");
 
@@ -85,14 +134,21 @@ struct alignas(8) RuleList {
   const std::atomic<RuleNode*>* entries() const {
     return reinterpret_cast<const std::atomic<RuleNode*>*>(this + 1);
   }
+  // After the cap entries: entry i's node's filter, written before the
+  // entry is published (n) and not changed after.
+  ListFilter* filters() { return reinterpret_cast<ListFilter*>(entries() + cap); }
+  const ListFilter* filters() const { return reinterpret_cast<const ListFilter*>(entries() + cap); }
   // A list of capacity `cap` holding `nodes` (not null), sorted.
   static RuleList* Make(uint32_t cap, std::vector<RuleNode*> nodes) {
     std::sort(nodes.begin(), nodes.end(),
               [](const RuleNode* a, const RuleNode* b) { return RuleBeats(a->rule, b->rule); });
-    void* mem = ::operator new(sizeof(RuleList) + cap * sizeof(std::atomic<RuleNode*>));
+    void* mem = ::operator new(sizeof(RuleList) +
+                               cap * (sizeof(std::atomic<RuleNode*>) + sizeof(ListFilter)));
     auto* l = new (mem) RuleList{{static_cast<uint32_t>(nodes.size())}, cap, 0, {1}};
-    for (uint32_t i = 0; i < cap; ++i)
+    for (uint32_t i = 0; i < cap; ++i) {
       new (&l->entries()[i]) std::atomic<RuleNode*>(i < nodes.size() ? nodes[i] : nullptr);
+      new (&l->filters()[i]) ListFilter(i < nodes.size() ? nodes[i]->filter : ListFilter{});
+    }
     return l;
   }
   // The writer's view: the nodes, holes skipped.
@@ -166,9 +222,14 @@ inline void OrField(Flow* wc, Field f, uint64_t bits) {
   wc->w[i.word] |= (bits << i.shift) & i.Mask();
 }
 
-// `m` matches `key`: the bits that keep it matching.
-inline void AddMatchBits(const Match& m, const Flow& key, Flow* wc) {
-  for (int i = 0; i < kFlowWords; ++i) wc->w[i] |= m.mask.w[i];
+// `n`'s rule matches `key`: the bits that keep it matching.
+inline void AddMatchBits(const RuleNode& n, const Flow& key, Flow* wc) {
+  const Match& m = n.rule.match;
+  for (FlowMap left = n.words; left != 0; left &= left - 1) {
+    const int i = std::countr_zero(left);
+    wc->w[i] |= m.mask.w[i];
+  }
+  if (!n.ranges) return;
   if (!m.tp_src.IsFull())
     OrField(wc, Field::kTpSrc,
             InRangeBits(static_cast<uint16_t>(key.Get(Field::kTpSrc)), m.tp_src.lo, m.tp_src.hi));
@@ -177,19 +238,37 @@ inline void AddMatchBits(const Match& m, const Flow& key, Flow* wc) {
             InRangeBits(static_cast<uint16_t>(key.Get(Field::kTpDst)), m.tp_dst.lo, m.tp_dst.hi));
 }
 
-// `m` does not match `key`: bits that keep it from matching (the highest
-// differing bit of the first word that differs, else a failing range's).
-inline void AddMismatchBits(const Match& m, const Flow& key, Flow* wc) {
-  // A differing bit the mask already has proves it for free.
-  for (int i = 0; i < kFlowWords; ++i)
-    if ((((key.w[i] & m.mask.w[i]) ^ m.value.w[i]) & wc->w[i]) != 0) return;
-  for (int i = 0; i < kFlowWords; ++i) {
+// How the words of n's rule compare with `key`: one differs on a bit `wc`
+// already has (proven), else the highest differing bit of the first word
+// that differs (word >= 0), else they all agree (word < 0).  Only the words
+// the rule's mask has can differ.
+struct WordScan {
+  bool proven = false;
+  int word = -1;
+  uint64_t bit = 0;
+};
+inline WordScan ScanWords(const RuleNode& n, const Flow& key, const Flow& wc) {
+  const Match& m = n.rule.match;
+  WordScan s;
+  for (FlowMap left = n.words; left != 0; left &= left - 1) {
+    const int i = std::countr_zero(left);
     const uint64_t d = (key.w[i] & m.mask.w[i]) ^ m.value.w[i];
-    if (d != 0) {
-      wc->w[i] |= uint64_t{1} << (63 - std::countl_zero(d));
-      return;
+    if (d == 0) continue;
+    if ((d & wc.w[i]) != 0) {
+      s.proven = true;
+      return s;
+    }
+    if (s.word < 0) {
+      s.word = i;
+      s.bit = uint64_t{1} << (63 - std::countl_zero(d));
     }
   }
+  return s;
+}
+
+// n's rule fails on a port range (its words agree with `key`): the bits
+// that keep `key` outside the first range that fails.
+inline void AddRangeMismatchBits(const Match& m, const Flow& key, Flow* wc) {
   const auto sp = static_cast<uint16_t>(key.Get(Field::kTpSrc));
   if (!m.tp_src.Contains(sp)) {
     OrField(wc, Field::kTpSrc, OutOfRangeBits(sp, m.tp_src.lo, m.tp_src.hi));
@@ -197,6 +276,36 @@ inline void AddMismatchBits(const Match& m, const Flow& key, Flow* wc) {
   }
   const auto dp = static_cast<uint16_t>(key.Get(Field::kTpDst));
   OrField(wc, Field::kTpDst, OutOfRangeBits(dp, m.tp_dst.lo, m.tp_dst.hi));
+}
+
+// `n`'s rule does not match `key`: bits that keep it from matching (none if
+// a differing bit is in the mask already, else the highest differing bit of
+// the first word that differs, else a failing range's).
+inline void AddMismatchBits(const RuleNode& n, const Flow& key, Flow* wc) {
+  const WordScan s = ScanWords(n, key, *wc);
+  if (s.proven) return;
+  if (s.word >= 0) {
+    wc->w[s.word] |= s.bit;
+    return;
+  }
+  AddRangeMismatchBits(n.rule.match, key, wc);
+}
+
+// n's rule matches `key` (true), or it does not and its mismatch bits are
+// in *wc (AddMismatchBits): one pass over the words for a losing rule.
+inline bool MatchesOrProve(const RuleNode& n, const Flow& key, Flow* wc) {
+  const WordScan s = ScanWords(n, key, *wc);
+  if (s.proven) return false;
+  if (s.word >= 0) {
+    wc->w[s.word] |= s.bit;
+    return false;
+  }
+  const Match& m = n.rule.match;
+  if (!n.ranges || (m.tp_src.Contains(static_cast<uint16_t>(key.Get(Field::kTpSrc))) &&
+                    m.tp_dst.Contains(static_cast<uint16_t>(key.Get(Field::kTpDst)))))
+    return true;
+  AddRangeMismatchBits(m, key, wc);
+  return false;
 }
 
 // Reader: the rule of bucket `bits` that `key` matches, visible at `gen`,
@@ -209,34 +318,34 @@ inline const RuleNode* EvalBucket(uintptr_t bits, const Flow& key, uint64_t gen,
   if (!IsList(bits)) {
     const auto* n = reinterpret_cast<const RuleNode*>(bits);
     if (!n->VisibleAt(gen) || (best != nullptr && !RuleBeats(n->rule, *best))) return nullptr;
-    if (n->rule.match.Matches(key)) {
-      AddMatchBits(n->rule.match, key, wc);
-      return n;
-    }
-    AddMismatchBits(n->rule.match, key, wc);
-    return nullptr;
+    if (!MatchesOrProve(*n, key, wc)) return nullptr;
+    AddMatchBits(*n, key, wc);
+    return n;
   }
   const RuleList* l = AsList(bits);
   const uint32_t count = l->n.load(std::memory_order_acquire);
   const RuleNode* win = nullptr;
   if (l->sorted.load(std::memory_order_relaxed) != 0) {
     // Best first: the first visible match that beats `best` wins, and the
-    // visible rules before it are the ones that had to lose.
-    uint32_t end = 0;
-    for (; end < count; ++end) {
-      const RuleNode* n = l->entries()[end].load(std::memory_order_acquire);
+    // visible rules before it are the ones that had to lose (proven as they
+    // are passed, in list order).
+    // An entry's filter settles most rules without their node: one of a
+    // lower priority than `best` ends the walk (what RuleBeats would, here
+    // or at a later rule, all of them lower still), and one the filter
+    // rejects changes nothing whether it is visible or not.
+    const ListFilter* const filters = l->filters();
+    for (uint32_t i = 0; i < count; ++i) {
+      if (best != nullptr && filters[i].priority < best->priority) break;
+      if (filters[i].Rejects(key, *wc)) continue;
+      const RuleNode* n = l->entries()[i].load(std::memory_order_acquire);
       if (n == nullptr || !n->VisibleAt(gen)) continue;
       if (best != nullptr && !RuleBeats(n->rule, *best)) break;
-      if (n->rule.match.Matches(key)) {
+      if (MatchesOrProve(*n, key, wc)) {
         win = n;
         break;
       }
     }
-    for (uint32_t i = 0; i < end; ++i) {
-      const RuleNode* n = l->entries()[i].load(std::memory_order_acquire);
-      if (n != nullptr && n->VisibleAt(gen)) AddMismatchBits(n->rule.match, key, wc);
-    }
-    if (win != nullptr) AddMatchBits(win->rule.match, key, wc);
+    if (win != nullptr) AddMatchBits(*win, key, wc);
     return win;
   }
   for (uint32_t i = 0; i < count; ++i) {
@@ -244,15 +353,15 @@ inline const RuleNode* EvalBucket(uintptr_t bits, const Flow& key, uint64_t gen,
     if (n == nullptr || !n->VisibleAt(gen)) continue;
     const Rule* bar = win != nullptr ? &win->rule : best;
     if (bar != nullptr && !RuleBeats(n->rule, *bar)) continue;
-    if (n->rule.match.Matches(key)) win = n;
+    if (n->Matches(key)) win = n;
   }
   const Rule* bar = win != nullptr ? &win->rule : best;
   for (uint32_t i = 0; i < count; ++i) {
     const RuleNode* n = l->entries()[i].load(std::memory_order_acquire);
     if (n == nullptr || n == win || !n->VisibleAt(gen)) continue;
-    if (bar == nullptr || RuleBeats(n->rule, *bar)) AddMismatchBits(n->rule.match, key, wc);
+    if (bar == nullptr || RuleBeats(n->rule, *bar)) AddMismatchBits(*n, key, wc);
   }
-  if (win != nullptr) AddMatchBits(win->rule.match, key, wc);
+  if (win != nullptr) AddMatchBits(*win, key, wc);
   return win;
 }
 
@@ -273,6 +382,7 @@ uintptr_t BucketWith(uintptr_t bits, RuleNode* node, RetireFn&& retire) {
       if (last != nullptr ? RuleBeats(node->rule, last->rule) : true)
         l->sorted.store(0, std::memory_order_relaxed);
     }
+    l->filters()[count] = node->filter;
     l->entries()[count].store(node, std::memory_order_relaxed);
     l->n.store(count + 1, std::memory_order_release);  // the entry before n
     return bits;

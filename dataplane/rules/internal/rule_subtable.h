@@ -58,12 +58,42 @@ struct Partition;
 struct LevelField {
   Field field;
   int width;
+  // Where the field is in a Flow (InfoOf(field)): Lookup reads and
+  // un-wildcards it with constant shifts.
+  int word;
+  int shift;
+  uint64_t Get(const Flow& f) const { return (f.w[word] >> shift) & ((uint64_t{1} << width) - 1); }
+  void Or(Flow* f, uint64_t bits) const { f->w[word] |= bits << shift; }
 };
+constexpr LevelField LevelFieldOf(Field f) {
+  return {f, InfoOf(f).bits, InfoOf(f).word, InfoOf(f).shift};
+}
 inline constexpr int kLevelStep = 8;
 inline constexpr int kLevelFields = 4;
-inline constexpr std::array<LevelField, kLevelFields> kLevelField = {{
-    {Field::kIpv4Src, 32}, {Field::kIpv4Dst, 32}, {Field::kTpSrc, 16}, {Field::kTpDst, 16}}};
+inline constexpr std::array<LevelField, kLevelFields> kLevelField = {
+    {LevelFieldOf(Field::kIpv4Src), LevelFieldOf(Field::kIpv4Dst), LevelFieldOf(Field::kTpSrc),
+     LevelFieldOf(Field::kTpDst)}};
 inline constexpr int kMaxLevels = 32 / kLevelStep;
+static_assert(kLevelFields <= 4 && kMaxLevels * kLevelStep < 0x60,
+              "a level length per byte of a uint32_t, below LevelsShort's borrow");
+
+// Per-field level lengths packed one per byte (field j in byte j): a
+// subtable's table-mask prefix lengths, a key's depths.  Whether a subtable
+// needs a longer prefix than the key has, of any field, is one subtraction:
+// in each byte (0x80 | depth) - length keeps its top bit exactly when
+// length <= depth, and never borrows from the next byte (lengths <= 32).
+inline uint32_t LevelsShort(uint32_t depths, uint32_t lengths) {
+  return ~((depths | 0x80808080u) - lengths) & 0x80808080u;  // top bit: field short
+}
+
+// Bits set in a field of at most 32 bits (no libgcc call without -mpopcnt).
+inline int PopCount32(uint64_t x) {
+  uint32_t v = static_cast<uint32_t>(x);
+  v = v - ((v >> 1) & 0x55555555u);
+  v = (v & 0x33333333u) + ((v >> 2) & 0x33333333u);
+  v = (v + (v >> 4)) & 0x0f0f0f0fu;
+  return static_cast<int>((v * 0x01010101u) >> 24);
+}
 
 // The first `len` bits of a `width`-bit field.
 inline uint64_t PrefixMaskOf(int len, int width) {
@@ -81,7 +111,9 @@ class PrefixLevels {
       const PackedKey<1> k = Key(value, l, width);
       std::atomic<uintptr_t>& bits = sets_[l - 1].Upsert(k.w, k.hash, 1, retire);
       const uintptr_t b = bits.load(std::memory_order_relaxed);
-      sets_[l - 1].Set(bits, b == 0 || b == kTombstone ? kOne : b + kOne - 1);
+      const bool first = b == 0 || b == kTombstone;
+      if (first && l <= kBitmapLevels) SetBit(l, value >> (width - l * kLevelStep), true);
+      sets_[l - 1].Set(bits, first ? kOne : b + kOne - 1);
     }
   }
   template <typename RetireFn>
@@ -90,14 +122,18 @@ class PrefixLevels {
       const PackedKey<1> k = Key(value, l, width);
       std::atomic<uintptr_t>& bits = sets_[l - 1].Upsert(k.w, k.hash, 1, retire);
       const uintptr_t b = bits.load(std::memory_order_relaxed);
+      if (b == kOne && l <= kBitmapLevels) SetBit(l, value >> (width - l * kLevelStep), false);
       sets_[l - 1].Set(bits, b == kOne ? kTombstone : b - (kOne - 1));
     }
   }
   // Reader: the longest level length (0, 8, ...) whose prefix of `value` is
-  // there, at most `width`.
+  // there, at most `width`.  The first two levels are bit tests (8 KB per
+  // field, mostly cached), the others hash probes.
   int Depth(uint64_t value, int width) const {
-    int d = 0;
-    for (int l = 1; l * kLevelStep <= width; ++l) {
+    for (int l = 1; l <= kBitmapLevels; ++l)
+      if (!TestBit(l, value >> (width - l * kLevelStep))) return (l - 1) * kLevelStep;
+    int d = kBitmapLevels * kLevelStep;
+    for (int l = kBitmapLevels + 1; l * kLevelStep <= width; ++l) {
       const PackedKey<1> k = Key(value, l, width);
       if (sets_[l - 1].Find(k.w, k.hash) == 0) break;
       d = l * kLevelStep;
@@ -106,6 +142,24 @@ class PrefixLevels {
   }
 
  private:
+  // Levels 1 and 2 (8 and 16 bits: 256 and 65,536 prefixes) are also a
+  // bitmap each, a bit per prefix present (count > 0), which the writer
+  // sets before the entry's slot is published and clears after it is
+  // unlinked, as it counts.
+  static constexpr int kBitmapLevels = 2;
+  static constexpr size_t BitmapWord(int l) { return l == 1 ? 0 : 256 / 64; }
+  bool TestBit(int l, uint64_t prefix) const {
+    return (bitmap_[BitmapWord(l) + prefix / 64].load(std::memory_order_relaxed) >>
+            (prefix % 64)) & 1;
+  }
+  void SetBit(int l, uint64_t prefix, bool on) {
+    std::atomic<uint64_t>& w = bitmap_[BitmapWord(l) + prefix / 64];
+    const uint64_t bit = uint64_t{1} << (prefix % 64);
+    const uint64_t old = w.load(std::memory_order_relaxed);
+    w.store(on ? old | bit : old & ~bit, std::memory_order_release);
+  }
+  std::array<std::atomic<uint64_t>, (256 + 65536) / 64> bitmap_{};
+
   // A count c is stored as 4c + 1: odd, never 0 (empty) or kTombstone.
   static constexpr uintptr_t kOne = 5;
   static PackedKey<1> Key(uint64_t value, int l, int width) {
@@ -134,6 +188,7 @@ struct alignas(64) Subtable {
       const LevelField& f = kLevelField[j];
       level_len[j] = static_cast<uint8_t>(
           std::countl_one(mask.Get(f.field) << (64 - f.width)));
+      level_lens |= uint32_t{level_len[j]} << (8 * j);
     }
   }
 
@@ -182,12 +237,14 @@ struct alignas(64) Subtable {
   // The table mask's prefix length of each kLevelField (a multiple of
   // kLevelStep).
   std::array<uint8_t, kLevelFields> level_len{};
+  uint32_t level_lens = 0;  // level_len packed, field j in byte j (LevelsShort)
   Flow mask;
   // Linked entries (deleted ones until RemoveDeleted), by priority: the
   // max priority is an upper bound of what any reader's generation sees.
   absl::btree_map<uint32_t, uint32_t> priority_counts;
   size_t entries = 0;  // linked entries (deleted ones until RemoveDeleted)
   Partition* part = nullptr;  // the partition holding it
+  bool moved = false;  // listed in the table's `moved` (RebuildOrder)
 };
 
 // What Lookup walks: contiguous, so the next subtables can be prefetched.
@@ -199,11 +256,12 @@ struct OrderSlot {
 // Descending max priority; ties broken by the mask words, so that a walk
 // (and DebugString) depends only on the rule set, not on the history that
 // built it.
+inline bool SlotBefore(const OrderSlot& a, const OrderSlot& b) {
+  if (a.max_priority != b.max_priority) return a.max_priority > b.max_priority;
+  return a.subtable->mask.w > b.subtable->mask.w;
+}
 inline void SortSlots(std::vector<OrderSlot>* slots) {
-  std::sort(slots->begin(), slots->end(), [](const OrderSlot& a, const OrderSlot& b) {
-    if (a.max_priority != b.max_priority) return a.max_priority > b.max_priority;
-    return a.subtable->mask.w > b.subtable->mask.w;
-  });
+  std::sort(slots->begin(), slots->end(), SlotBefore);
 }
 
 // The subtables of the rules of one in_port (the rules whose in_port is
