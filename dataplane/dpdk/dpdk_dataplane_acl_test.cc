@@ -362,7 +362,7 @@ TEST(DpdkDataplaneAclTest, AlgorithmIsARunTimeSettingCheckedAgainstTheCpu) {
               std::string::npos)
         << st;
   }
-  EXPECT_GT(refused, 0) << "EAL runs without --force-max-simd-bitwidth=512: no avx512 here";
+  EXPECT_GT(refused, 0) << "EAL runs without --force-max-simd-bitwidth=512: no avx512x32";
   EXPECT_EQ(dp.GetConfig()[kConfigIdleSleepUs], "10");
   EXPECT_EQ(dp.GetConfig()[kConfigAclAlgorithm], "scalar");
   EXPECT_EQ(dp.Stats().acl.algorithm, AclAlgorithm::kScalar);
