@@ -48,9 +48,9 @@ absl::StatusOr<ReplayResult> RunAclReplay(const ReplayOptions& options, std::ost
   out << absl::StrFormat("rules: %d  %s  passes: %d\n", rules->size(), input.described,
                          options.repeat);
   out << absl::StrFormat("acl: algorithm %s; build %.6f s; rte_acl rules ipv4 %d, ipv6 %d, "
-                         "other %d\n",
+                         "other %d; context memory %d bytes\n",
                          AclAlgorithmName((*acl)->algorithm()), bs.build_seconds,
-                         bs.acl_rules[0], bs.acl_rules[1], bs.acl_rules[2]);
+                         bs.acl_rules[0], bs.acl_rules[1], bs.acl_rules[2], bs.context_bytes);
   out << absl::StrFormat("classified: %d packets in %.6f s (%.0f packets/s)\n",
                          result.packets, result.seconds,
                          result.seconds > 0 ? static_cast<double>(result.packets) / result.seconds

@@ -143,6 +143,15 @@ struct AclBuilderStats {
   uint64_t coalesced_batches = 0;  // of those, past the first of their build
   uint64_t queue_depth = 0;        // batches applied, waiting for a build now
   uint64_t live_generation = 0;    // generation every PMD classifies with
+  // The classify implementation the PMDs run (pipeline.acl_algorithm, kDefault
+  // resolved to what it stands for; kAutovalidator as is).
+  AclAlgorithm algorithm = AclAlgorithm::kDefault;
+  // Keys on which some implementation differed from scalar while the
+  // autovalidator ran, over every classifier since start.
+  uint64_t autovalidator_mismatches = 0;
+  // DPDK heap bytes the live classifier's rte_acl contexts hold (rules and
+  // tries; AclBuildStats::context_bytes).
+  uint64_t context_bytes = 0;
   // Builds by duration: le_ms[i] counts builds of at most kBucketsMs[i]
   // ms (cumulative, Prometheus style); `builds` is the +Inf bucket.
   static constexpr double kBucketsMs[] = {1, 5, 20, 100, 500, 2000, 10000};

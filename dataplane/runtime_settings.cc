@@ -96,6 +96,7 @@ void RuntimeSettingsUpdate::ApplyTo(RuntimeSettings* s) const {
   if (upcall_burst) s->upcall_burst = *upcall_burst;
   if (upcall_limit_action) s->upcall_limit_action = *upcall_limit_action;
   if (rare_mask_subtables) s->rare_mask_subtables = *rare_mask_subtables;
+  if (acl_algorithm) s->acl_algorithm = *acl_algorithm;
   if (force_scalar) s->lookup.force_scalar = *force_scalar;
   for (int i = 0; i < kLookupImplCount; ++i)
     if (lookup_prio[i]) s->lookup.priority[i] = *lookup_prio[i];
@@ -179,6 +180,13 @@ absl::Status ParseRuntimeSetting(absl::string_view key, absl::string_view value,
                  absl::StrCat("a whole number in 0..", kMaxMaxSubtablesPerPort, " (0: off)"),
                  &out->rare_mask_subtables);
   }
+  if (key == kConfigAclAlgorithm) {
+    std::optional<AclAlgorithm> a =
+        ParseAclAlgorithmName(std::string_view(value.data(), value.size()));
+    if (!a) return bad(kAclAlgorithmNames);
+    out->acl_algorithm = *a;
+    return absl::OkStatus();
+  }
   if (key == kConfigForceScalar) return two(kTrueFalse, &out->force_scalar);
   if (std::optional<absl::string_view> name = Suffix(key, kConfigLookupPrioPrefix)) {
     int prio = 0;
@@ -237,6 +245,7 @@ std::vector<ConfigValue> FormatRuntimeSettings(const RuntimeSettingsUpdate& u) {
   if (u.upcall_limit_action)
     add(kConfigUpcallLimitAction, std::string(UpcallLimitActionName(*u.upcall_limit_action)));
   if (u.rare_mask_subtables) add(kConfigRareMaskSubtables, absl::StrCat(*u.rare_mask_subtables));
+  if (u.acl_algorithm) add(kConfigAclAlgorithm, AclAlgorithmName(*u.acl_algorithm));
   if (u.force_scalar) add(kConfigForceScalar, BoolText(*u.force_scalar, kTrueFalse));
   auto name = [](int i) { return LookupImplName(static_cast<LookupImplId>(i)); };
   for (int i = 0; i < kLookupImplCount; ++i)

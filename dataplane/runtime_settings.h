@@ -20,8 +20,16 @@
 //                                 (0: unlimited)
 //   pipeline.upcall_burst         1..10000000 upcalls
 //   pipeline.upcall_limit_action  drop / classify
+<<<<<<< HEAD
 //   pipeline.rare_mask_subtables  0..65535 (0: the mask-explosion defence off;
 //                                 default kDefaultRareMaskSubtables)
+=======
+//   pipeline.rare_mask_subtables  0..65535 (0: the mask-explosion defence off)
+//   pipeline.acl_algorithm        default / scalar / sse / avx2 / avx512x16 /
+//                                 avx512x32 / autovalidator (acl_algorithm.h;
+//                                 listed by acl dataplanes only, which also
+//                                 refuse one the CPU lacks)
+>>>>>>> wt-acl
 //   dpcls.force_scalar            true / false
 //   dpcls.lookup_prio.NAME        0..255, NAME a lookup implementation
 //   dpcls.lookup_available.NAME   true / false, read-only (whether this CPU
@@ -53,6 +61,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "dataplane/acl_algorithm.h"
 #include "dataplane/cache/cuckoo_distributor.h"
 #include "dataplane/dpcls/subtable_lookup.h"
 #include "dataplane/pipeline.h"
@@ -74,6 +83,7 @@ inline constexpr char kConfigUpcallRate[] = "pipeline.upcall_rate";
 inline constexpr char kConfigUpcallBurst[] = "pipeline.upcall_burst";
 inline constexpr char kConfigUpcallLimitAction[] = "pipeline.upcall_limit_action";
 inline constexpr char kConfigRareMaskSubtables[] = "pipeline.rare_mask_subtables";
+inline constexpr char kConfigAclAlgorithm[] = "pipeline.acl_algorithm";
 inline constexpr char kConfigForceScalar[] = "dpcls.force_scalar";
 inline constexpr char kConfigLookupPrioPrefix[] = "dpcls.lookup_prio.";
 inline constexpr char kConfigLookupAvailablePrefix[] = "dpcls.lookup_available.";
@@ -108,7 +118,12 @@ struct RuntimeSettings {
   uint32_t upcall_rate = 0;
   uint32_t upcall_burst = 1000;
   UpcallLimitAction upcall_limit_action = UpcallLimitAction::kDrop;
+<<<<<<< HEAD
   uint32_t rare_mask_subtables = kDefaultRareMaskSubtables;
+=======
+  uint32_t rare_mask_subtables = 0;
+  AclAlgorithm acl_algorithm = AclAlgorithm::kDefault;  // pipeline.kind acl only
+>>>>>>> wt-acl
   LookupPriorities lookup;  // dpcls.lookup_prio.* and dpcls.force_scalar
 
   friend bool operator==(const RuntimeSettings&, const RuntimeSettings&) = default;
@@ -130,15 +145,18 @@ struct RuntimeSettingsUpdate {
   std::optional<uint32_t> upcall_burst;
   std::optional<UpcallLimitAction> upcall_limit_action;
   std::optional<uint32_t> rare_mask_subtables;
+  std::optional<AclAlgorithm> acl_algorithm;
   std::optional<bool> force_scalar;
   std::array<std::optional<int>, kLookupImplCount> lookup_prio;  // by LookupImplId
   // Read-only: reported by GetConfig, never applied (ApplyTo ignores it).
   std::array<std::optional<bool>, kLookupImplCount> lookup_available;
 
-  // Every field of `s`; lookup_available from LookupImplAvailable().
+  // Every field of `s` but acl_algorithm (an acl dataplane adds it);
+  // lookup_available from LookupImplAvailable().
   static RuntimeSettingsUpdate All(const RuntimeSettings& s);
   // Whether it sets a setting the PMDs' pipelines read (anything but
-  // pmd.tx_retries, pmd.idle_sleep_us and the read-only keys).
+  // pmd.tx_retries, pmd.idle_sleep_us, pipeline.acl_algorithm, which the
+  // acl classifiers read, and the read-only keys).
   bool ChangesPipeline() const;
   // Writes the fields that are set into `s`.
   void ApplyTo(RuntimeSettings* s) const;

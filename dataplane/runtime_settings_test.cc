@@ -92,6 +92,34 @@ TEST(RuntimeSettingsTest, EveryKeyRoundTrips) {
   }
 }
 
+// pipeline.acl_algorithm: every name round-trips; All() leaves it out (only
+// an acl dataplane lists it); it is no PMD knob (ChangesPipeline: the acl
+// classifiers read it).
+TEST(RuntimeSettingsTest, AclAlgorithmIsListedByAclDataplanesOnly) {
+  for (const ConfigValue& kv : FormatRuntimeSettings(RuntimeSettingsUpdate::All(Unusual())))
+    EXPECT_NE(kv.first, kConfigAclAlgorithm);
+  for (AclAlgorithm a : kAclAlgorithms) {
+    RuntimeSettingsUpdate u;
+    ASSERT_TRUE(ParseRuntimeSetting(kConfigAclAlgorithm, AclAlgorithmName(a), &u).ok());
+    EXPECT_EQ(u.acl_algorithm, a);
+    EXPECT_FALSE(u.ChangesPipeline());
+    EXPECT_EQ(FormatRuntimeSettings(u),
+              std::vector<ConfigValue>({{kConfigAclAlgorithm, AclAlgorithmName(a)}}));
+    RuntimeSettings s;
+    u.ApplyTo(&s);
+    EXPECT_EQ(s.acl_algorithm, a);
+  }
+  // A dataplane that does not list it (megaflow) answers NOT_FOUND.
+  const auto r = ParseRuntimeSettingsRequest({{kConfigAclAlgorithm, "scalar"}},
+                                             Listed(RuntimeSettings{}));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
+  auto listed = Listed(RuntimeSettings{});
+  listed[kConfigAclAlgorithm] = "default";
+  const auto ok = ParseRuntimeSettingsRequest({{kConfigAclAlgorithm, "sse"}}, listed);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->acl_algorithm, AclAlgorithm::kSse);
+}
+
 TEST(RuntimeSettingsTest, BadValuesNameTheKeyAsUsersSeeThem) {
   struct Case {
     const char* key;
@@ -128,6 +156,9 @@ TEST(RuntimeSettingsTest, BadValuesNameTheKeyAsUsersSeeThem) {
        "pipeline.upcall_limit_action: \"reject\" is not drop or classify"},
       {"pipeline.rare_mask_subtables", "65536",
        "pipeline.rare_mask_subtables: \"65536\" is not a whole number in 0..65535 (0: off)"},
+      {"pipeline.acl_algorithm", "avx3",
+       "pipeline.acl_algorithm: \"avx3\" is not default, scalar, sse, avx2, avx512x16, "
+       "avx512x32 or autovalidator"},
       {"dpcls.force_scalar", "on", "dpcls.force_scalar: \"on\" is not true or false"},
       {"dpcls.lookup_prio.avx512", "4000000000",
        "dpcls.lookup_prio.avx512: \"4000000000\" is not a whole-number priority in 0..255"},

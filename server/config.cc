@@ -467,6 +467,15 @@ absl::StatusOr<DaemonConfig> Convert(const YAML::Node& root) {
   } else {
     c.dataplane.kind = *k;
   }
+  std::string acl_algorithm(AclAlgorithmName(c.dataplane.acl_algorithm));
+  FC_RETURN_IF_ERROR(pl.String("acl_algorithm", &acl_algorithm));
+  if (std::optional<AclAlgorithm> a = ParseAclAlgorithmName(acl_algorithm); !a) {
+    return absl::InvalidArgumentError(absl::StrCat("pipeline.acl_algorithm: ",
+                                                   QuoteForMessage(acl_algorithm, '"'),
+                                                   " is not ", kAclAlgorithmNames));
+  } else {
+    c.dataplane.acl_algorithm = *a;
+  }
   FC_RETURN_IF_ERROR(
       pl.Int("emc_insert_inv_prob", &pc.emc_config.insert_inv_prob, 0, kMaxEmcInsertInvProb));
   FC_RETURN_IF_ERROR(pl.Bool("smc", &pc.smc));
@@ -690,6 +699,9 @@ std::string DescribeConfig(const DaemonConfig& c) {
                     " rss ", p.rss ? "true" : "false", "\n");
   const PipelineConfig& pc = c.dataplane.pipeline;
   absl::StrAppend(&s, "pipeline.kind: ", PipelineKindName(c.dataplane.kind), "\n");
+  if (c.dataplane.kind == PipelineKind::kAcl)
+    absl::StrAppend(&s, "pipeline.acl_algorithm: ", AclAlgorithmName(c.dataplane.acl_algorithm),
+                    " (checked against this CPU when flowclassd starts)\n");
   absl::StrAppend(&s, "pipeline: emc_insert_inv_prob ", pc.emc_config.insert_inv_prob, " smc ",
                   pc.smc ? "on" : "off", " cd ", std::string(CdModeName(pc.cd.mode)),
                   " ranking_interval_ms ", pc.ranking_interval_ms, "\n");

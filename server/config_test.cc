@@ -376,6 +376,28 @@ TEST(ConfigTest, PipelineKind) {
               HasSubstr("pipeline.kind: \"tss\" is not megaflow or acl"));
 }
 
+// pipeline.acl_algorithm: by name, in the file and on the command line; the
+// CPU check needs EAL and is made when the dataplane starts.
+TEST(ConfigTest, AclAlgorithm) {
+  auto d = Parse(std::string(kMinimal) + "pipeline: {kind: acl}\n");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->dataplane.acl_algorithm, AclAlgorithm::kDefault);
+  EXPECT_THAT(DescribeConfig(*d), HasSubstr("\npipeline.acl_algorithm: default ("));
+  auto a = Parse(std::string(kMinimal) + "pipeline: {kind: acl, acl_algorithm: autovalidator}\n");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->dataplane.acl_algorithm, AclAlgorithm::kAutovalidator);
+  auto o = Parse(std::string(kMinimal) + "pipeline: {kind: acl}\n",
+                 {"pipeline.acl_algorithm=scalar"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->dataplane.acl_algorithm, AclAlgorithm::kScalar);
+  EXPECT_THAT(DescribeConfig(*o), HasSubstr("\npipeline.acl_algorithm: scalar ("));
+  auto x = Parse(kMinimal, {"pipeline.acl_algorithm=avx3"});
+  ASSERT_FALSE(x.ok());
+  EXPECT_THAT(std::string(x.status().message()),
+              HasSubstr("pipeline.acl_algorithm: \"avx3\" is not default, scalar, sse, avx2, "
+                        "avx512x16, avx512x32 or autovalidator"));
+}
+
 TEST(ConfigTest, MissingSectionsAndSyntaxErrors) {
   auto r = Parse("pmd: {lcores: [1]}\neal: {hugepages: false, memory_mb: 64}\n");
   ASSERT_FALSE(r.ok());

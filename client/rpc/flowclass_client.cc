@@ -442,14 +442,17 @@ std::string FormatStats(const v1::Stats& s) {
         "  avg build: %.3f ms, %.1f rules\n"
         "  batches built: %d (coalesced: %d)\n"
         "  build queue depth: %d\n"
-        "  live generation: %d\n",
+        "  live generation: %d\n"
+        "  context memory: %d bytes\n"
+        "  algorithm: %s (autovalidator mismatches: %d)\n",
         a.builds(), a.build_failures(), static_cast<double>(a.last_build_ns()) / 1e6,
         a.last_build_rules(),
         a.builds() ? static_cast<double>(a.build_ns()) / 1e6 / static_cast<double>(a.builds())
                    : 0.0,
         a.builds() ? static_cast<double>(a.rules_built()) / static_cast<double>(a.builds())
                    : 0.0,
-        a.batches(), a.coalesced_batches(), a.queue_depth(), a.live_generation());
+        a.batches(), a.coalesced_batches(), a.queue_depth(), a.live_generation(),
+        a.context_bytes(), a.algorithm(), a.autovalidator_mismatches());
   }
   return out;
 }

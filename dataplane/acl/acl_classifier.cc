@@ -5,6 +5,7 @@
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_lcore.h>
+#include <rte_malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -120,6 +121,20 @@ const std::vector<AclAlgorithm>& SupportedAlgorithms() {
   return supported;
 }
 
+// SetAclAutovalidatorFaultForTesting's implementation (kDefault: none).
+std::atomic<AclAlgorithm> g_autovalidator_fault{AclAlgorithm::kDefault};
+
+// Bytes allocated from DPDK's malloc heaps, over every socket.
+size_t HeapAllocatedBytes() {
+  size_t total = 0;
+  for (unsigned i = 0; i < rte_socket_count(); ++i) {
+    rte_malloc_socket_stats st{};
+    if (rte_malloc_get_socket_stats(rte_socket_id_by_idx(i), &st) == 0)
+      total += st.heap_allocsz_bytes;
+  }
+  return total;
+}
+
 absl::Status RuleStatus(absl::StatusCode code, RuleErrorKind kind, size_t index,
                         uint64_t id, RuleField field, absl::string_view name,
                         absl::string_view problem) {
@@ -232,28 +247,33 @@ const std::array<AclFieldDef, kAclNumFields> kAclFields = {{
     {"tp_dst", kBitmask, 2, 70, 19},
 }};
 
-const char* AclAlgorithmName(AclAlgorithm a) {
-  switch (a) {
-    case AclAlgorithm::kDefault: return "default";
-    case AclAlgorithm::kScalar: return "scalar";
-    case AclAlgorithm::kSse: return "sse";
-    case AclAlgorithm::kAvx2: return "avx2";
-    case AclAlgorithm::kAvx512x16: return "avx512x16";
-    case AclAlgorithm::kAvx512x32: return "avx512x32";
-    case AclAlgorithm::kAutovalidator: return "autovalidator";
-  }
-  return "?";
+absl::StatusOr<AclAlgorithm> ParseAclAlgorithm(std::string_view name) {
+  if (std::optional<AclAlgorithm> a = ParseAclAlgorithmName(name)) return *a;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "acl algorithm: ", QuoteForMessage(absl::string_view(name.data(), name.size()), '"'),
+      " is not ", kAclAlgorithmNames));
 }
 
-absl::StatusOr<AclAlgorithm> ParseAclAlgorithm(std::string_view name) {
-  for (AclAlgorithm a : {AclAlgorithm::kDefault, AclAlgorithm::kScalar, AclAlgorithm::kSse,
-                         AclAlgorithm::kAvx2, AclAlgorithm::kAvx512x16,
-                         AclAlgorithm::kAvx512x32, AclAlgorithm::kAutovalidator})
-    if (name == AclAlgorithmName(a)) return a;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "acl algorithm: unknown ",
-      QuoteForMessage(absl::string_view(name.data(), name.size()), '"'),
-      " (default, scalar, sse, avx2, avx512x16, avx512x32, autovalidator)"));
+absl::Status CheckAclAlgorithm(AclAlgorithm a, std::string_view what) {
+  if (a == AclAlgorithm::kDefault || a == AclAlgorithm::kAutovalidator) return absl::OkStatus();
+  const std::vector<AclAlgorithm>& supported = SupportedAlgorithms();
+  if (std::find(supported.begin(), supported.end(), a) != supported.end())
+    return absl::OkStatus();
+  std::vector<std::string> names;
+  for (AclAlgorithm s : supported) names.push_back(AclAlgorithmName(s));
+  return absl::FailedPreconditionError(absl::StrCat(
+      absl::string_view(what.data(), what.size()), ": ", AclAlgorithmName(a),
+      " is not supported here (CPU flags or EAL's max SIMD bit width; supported: ",
+      absl::StrJoin(names, ", "), ")"));
+}
+
+AclAlgorithm ResolveAclAlgorithm(AclAlgorithm a) {
+  // kConcrete's order: the widest last.
+  return a == AclAlgorithm::kDefault ? SupportedAlgorithms().back() : a;
+}
+
+void SetAclAutovalidatorFaultForTesting(AclAlgorithm a) {
+  g_autovalidator_fault.store(a, std::memory_order_relaxed);
 }
 
 void MakeAclKeyImage(const FlowKey& key, AclKeyImage* out) {
@@ -363,6 +383,7 @@ absl::StatusOr<std::unique_ptr<AclClassifier>> AclClassifier::Build(
     c->stats_.acl_rules[k] = acl[k].size();
     if (acl[k].empty()) continue;  // no context: every key of this kind misses
     const std::string name = NextCtxName(kCtxName[k]);
+    const size_t heap_before = HeapAllocatedBytes();
     rte_acl_param p{};
     p.name = name.c_str();
     p.socket_id = options.socket_id < 0 ? SOCKET_ID_ANY : options.socket_id;
@@ -388,6 +409,8 @@ absl::StatusOr<std::unique_ptr<AclClassifier>> AclClassifier::Build(
           " rules): ", rte_strerror(-rc),
           rc == -ENOMEM ? " (EAL memory, or acl max_size, too small)" : ""));
     }
+    const size_t heap_after = HeapAllocatedBytes();
+    if (heap_after > heap_before) c->stats_.context_bytes += heap_after - heap_before;
   }
   c->stats_.build_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -395,17 +418,8 @@ absl::StatusOr<std::unique_ptr<AclClassifier>> AclClassifier::Build(
 }
 
 absl::Status AclClassifier::SetAlgorithm(AclAlgorithm a) {
-  if (a == AclAlgorithm::kDefault) a = supported_.back();  // kConcrete's order: widest last
-  if (a != AclAlgorithm::kAutovalidator &&
-      std::find(supported_.begin(), supported_.end(), a) == supported_.end()) {
-    std::vector<std::string> names;
-    for (AclAlgorithm s : supported_) names.push_back(AclAlgorithmName(s));
-    return absl::FailedPreconditionError(absl::StrCat(
-        "acl algorithm: ", AclAlgorithmName(a),
-        " is not supported here (CPU flags or EAL's max SIMD bit width; supported: ",
-        absl::StrJoin(names, ", "), ")"));
-  }
-  algorithm_.store(a, std::memory_order_relaxed);
+  if (absl::Status s = CheckAclAlgorithm(a); !s.ok()) return s;
+  algorithm_.store(ResolveAclAlgorithm(a), std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
@@ -429,9 +443,11 @@ void AclClassifier::RunContext(int c, const uint8_t** data, uint32_t* results, i
                        RTE_ACL_CLASSIFY_SCALAR);
   uint32_t other[kMaxBurst];
   uint64_t bad = 0;
+  const AclAlgorithm fault = g_autovalidator_fault.load(std::memory_order_relaxed);
   for (AclAlgorithm a : supported_) {
     if (a == AclAlgorithm::kScalar) continue;
     rte_acl_classify_alg(ctx, data, other, static_cast<uint32_t>(n), 1, ToRte(a));
+    if (a == fault) other[0] = ~other[0];  // a broken implementation (tests)
     for (int i = 0; i < n; ++i) bad += other[i] != results[i];
   }
   if (bad != 0) mismatches_.fetch_add(bad, std::memory_order_relaxed);

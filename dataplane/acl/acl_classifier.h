@@ -59,6 +59,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "dataplane/acl_algorithm.h"
 #include "dataplane/flow/flow.h"
 #include "dataplane/rules/rule.h"
 
@@ -66,24 +67,20 @@ struct rte_acl_ctx;
 
 namespace flowclass {
 
-// rte_acl's classify implementations (enum rte_acl_classify_alg), plus the
-// autovalidator: every implementation the CPU runs, each checked against
-// scalar on every burst (differences counted, scalar's answer used).
-enum class AclAlgorithm : uint8_t {
-  kDefault,  // the best the CPU and EAL's max SIMD bit width allow
-  kScalar,
-  kSse,
-  kAvx2,
-  kAvx512x16,
-  kAvx512x32,
-  kAutovalidator,
-};
-
-// "default", "scalar", "sse", "avx2", "avx512x16", "avx512x32",
-// "autovalidator".
-const char* AclAlgorithmName(AclAlgorithm a);
-// INVALID_ARGUMENT listing the accepted names.
+// INVALID_ARGUMENT listing the accepted names (acl_algorithm.h).
 absl::StatusOr<AclAlgorithm> ParseAclAlgorithm(std::string_view name);
+// OK when this process can run `a` (kDefault and kAutovalidator always):
+// rte_acl_set_ctx_classify accepts it here (CPU flags and EAL's max SIMD bit
+// width, probed once; EAL must be initialised).  FAILED_PRECONDITION
+// "<what>: NAME is not supported here (...; supported: ...)" otherwise.
+absl::Status CheckAclAlgorithm(AclAlgorithm a, std::string_view what = "acl algorithm");
+// kDefault: the widest implementation this process runs; others as they are.
+AclAlgorithm ResolveAclAlgorithm(AclAlgorithm a);
+// Test hook: while set to an implementation other than scalar, the
+// autovalidator corrupts that implementation's answer for the first key of
+// every context it runs (as a broken implementation would), so a test can see
+// the disagreement counted.  kDefault: off.  Tests only.
+void SetAclAutovalidatorFaultForTesting(AclAlgorithm a);
 
 struct AclOptions {
   AclAlgorithm algorithm = AclAlgorithm::kDefault;
@@ -121,6 +118,12 @@ struct AclBuildStats {
   size_t rules = 0;             // distinct rules given
   size_t acl_rules[3] = {};     // rte_acl rules per context (ipv4, ipv6, other)
   double build_seconds = 0;     // rte_acl_add_rules + rte_acl_build
+  // Bytes of DPDK's malloc heap the contexts hold (their rule space and
+  // run-time tries): the heap's growth (rte_malloc_get_socket_stats, every
+  // socket) across each context's rte_acl_create + add_rules + build.  Other
+  // rte_malloc users running at that moment would be counted too (none in
+  // flowclassd at run time: one builder thread, pools made at start-up).
+  size_t context_bytes = 0;
 };
 
 class AclClassifier {

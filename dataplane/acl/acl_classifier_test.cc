@@ -7,6 +7,9 @@
 // carries.  Also: the key image's layout and the build's errors.
 #include "dataplane/acl/acl_classifier.h"
 
+#include <rte_lcore.h>
+#include <rte_malloc.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -308,6 +311,94 @@ TEST_F(AclTest, AlgorithmsTheCpuLacksAreRefusedAndTheRestBuild) {
   }
   EXPECT_FALSE(ParseAclAlgorithm("avx3").ok());
   EXPECT_EQ(*ParseAclAlgorithm("avx512x32"), AclAlgorithm::kAvx512x32);
+}
+
+// Bytes allocated from DPDK's malloc heaps (what AclBuildStats::context_bytes
+// measures, read here independently).
+size_t DpdkHeapBytes() {
+  size_t total = 0;
+  for (unsigned i = 0; i < rte_socket_count(); ++i) {
+    rte_malloc_socket_stats st{};
+    EXPECT_EQ(rte_malloc_get_socket_stats(rte_socket_id_by_idx(i), &st), 0);
+    total += st.heap_allocsz_bytes;
+  }
+  return total;
+}
+
+// The autovalidator answers with scalar's result and counts every key on
+// which another implementation differs: with one implementation broken on
+// purpose (the test hook), the answers stay right and the differences show.
+TEST_F(AclTest, AutovalidatorCountsAnImplementationThatDiffersFromScalar) {
+  RandomRuleOptions opts;
+  opts.ipv6_fraction = 0.5;
+  opts.range_fraction = 0.3;
+  RandomRuleGen gen(11, opts);
+  const std::vector<Rule> rules = gen.NextRules(150);
+  const ReferenceClassifier ref(rules);
+  std::unique_ptr<AclClassifier> c = BuildOk(rules, AclAlgorithm::kAutovalidator);
+  ASSERT_NE(c, nullptr);
+  ASSERT_EQ(c->algorithm(), AclAlgorithm::kAutovalidator);
+  const AclAlgorithm broken = c->supported().back();
+  if (broken == AclAlgorithm::kScalar)
+    GTEST_SKIP() << "this CPU runs scalar only: no implementation to differ from it";
+  std::vector<FlowKey> keys;
+  for (int i = 0; i < 32 * 20; ++i) keys.push_back(FlowKey::FromFlow(gen.NextKeyNear(rules)));
+  // Every answer is the reference's; returns the bursts classified.
+  auto classify_all = [&] {
+    int bursts = 0;
+    for (size_t i = 0; i < keys.size(); i += kMaxBurst, ++bursts) {
+      const Rule* out[kMaxBurst];
+      c->ClassifyBurst(&keys[i], kMaxBurst, out);
+      for (int j = 0; j < kMaxBurst; ++j)
+        EXPECT_EQ(IdOf(out[j]), IdOf(ref.Lookup(keys[i + j].ToFlow()))) << "key " << i + j;
+    }
+    return bursts;
+  };
+  classify_all();
+  EXPECT_EQ(c->autovalidator_mismatches(), 0u);
+
+  struct Unbreak {
+    ~Unbreak() { SetAclAutovalidatorFaultForTesting(AclAlgorithm::kDefault); }
+  } unbreak;
+  SetAclAutovalidatorFaultForTesting(broken);
+  const int bursts = classify_all();  // still the reference's answers
+  // At least one corrupted key per burst (one per context the burst used).
+  EXPECT_GE(c->autovalidator_mismatches(), static_cast<uint64_t>(bursts))
+      << AclAlgorithmName(broken) << " broken";
+  // Not autovalidating: the broken implementation is not run against scalar.
+  const uint64_t counted = c->autovalidator_mismatches();
+  ASSERT_TRUE(c->SetAlgorithm(AclAlgorithm::kScalar).ok());
+  classify_all();
+  EXPECT_EQ(c->autovalidator_mismatches(), counted);
+}
+
+// context_bytes is the DPDK heap the contexts hold: the heap grows by it
+// when the classifier is built and shrinks by it when it is freed; more
+// rules take more.
+TEST_F(AclTest, ContextBytesAreTheDpdkHeapTheContextsHold) {
+  RandomRuleOptions opts;
+  opts.ipv6_fraction = 0.4;
+  RandomRuleGen gen(5, opts);
+  const std::vector<Rule> small_set = gen.NextRules(20);
+  const std::vector<Rule> large_set = gen.NextRules(1500, 1000);
+  BuildOk({});  // the implementations' one-time probe, out of the counts
+  const size_t heap0 = DpdkHeapBytes();
+  std::unique_ptr<AclClassifier> small = BuildOk(small_set);
+  ASSERT_NE(small, nullptr);
+  const size_t heap1 = DpdkHeapBytes();
+  EXPECT_GT(small->stats().context_bytes, 0u);
+  EXPECT_EQ(heap1 - heap0, small->stats().context_bytes);
+  std::unique_ptr<AclClassifier> large = BuildOk(large_set);
+  ASSERT_NE(large, nullptr);
+  EXPECT_EQ(DpdkHeapBytes() - heap1, large->stats().context_bytes);
+  EXPECT_GT(large->stats().context_bytes, 4 * small->stats().context_bytes);
+  large.reset();
+  EXPECT_EQ(DpdkHeapBytes(), heap1);
+  small.reset();
+  EXPECT_EQ(DpdkHeapBytes(), heap0);
+  // No rules: no context, nothing held.
+  std::unique_ptr<AclClassifier> empty = BuildOk({});
+  EXPECT_EQ(empty->stats().context_bytes, 0u);
 }
 
 TEST_F(AclTest, AdaptiveEmcStopsLookingWhileItMissesAndResumesOnHits) {

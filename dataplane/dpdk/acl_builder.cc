@@ -2,6 +2,7 @@
 #include "dataplane/dpdk/acl_builder.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 #include <utility>
 
@@ -14,6 +15,8 @@ namespace dpdk_internal {
 
 AclBuilder::AclBuilder(DpdkDataplane::Impl* dp) : d_(*dp) {
   stats_.enabled = true;
+  algorithm_ = d_.opts.acl_algorithm;  // checked by Create
+  options_.algorithm = algorithm_;
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -23,6 +26,7 @@ AclBuilder::~AclBuilder() {
     stop_ = true;
   }
   work_cv_.notify_all();
+  HoldForTesting(false);
   thread_.join();
   std::lock_guard<std::mutex> l(mu_);
   for (const std::shared_ptr<Ticket>& t : waiting_) {
@@ -63,15 +67,64 @@ const Rule* AclBuilder::ClassifyLive(const FlowKey& key, Rule* copy,
   return r ? copy : nullptr;
 }
 
+uint64_t AclBuilder::MismatchesLocked() const {
+  uint64_t n = retired_mismatches_;
+  if (live_) n += live_->autovalidator_mismatches();
+  if (publishing_) n += publishing_->autovalidator_mismatches();
+  return n;
+}
+
+void AclBuilder::RetireLocked(const AclClassifier& c) {
+  retired_mismatches_ += c.autovalidator_mismatches();
+}
+
+void AclBuilder::LogMismatchesLocked() {
+  const uint64_t n = MismatchesLocked();
+  if (n == logged_mismatches_) return;
+  std::fprintf(stderr,
+               "flowclassd: acl autovalidator: %llu keys on which an implementation differed "
+               "from scalar in the last ~second (%llu since start; the PMDs answered with "
+               "scalar's)\n",
+               static_cast<unsigned long long>(n - logged_mismatches_),
+               static_cast<unsigned long long>(n));
+  logged_mismatches_ = n;
+}
+
+absl::Status AclBuilder::SetAlgorithm(AclAlgorithm a) {
+  if (absl::Status s = CheckAclAlgorithm(a, kConfigAclAlgorithm); !s.ok()) return s;
+  std::lock_guard<std::mutex> l(mu_);
+  algorithm_ = a;
+  options_.algorithm = a;
+  for (AclClassifier* c : {live_.get(), publishing_})
+    if (c != nullptr) {
+      if (absl::Status s = c->SetAlgorithm(a); !s.ok()) return s;
+    }
+  return absl::OkStatus();
+}
+
 AclBuilderStats AclBuilder::Stats() const {
   std::lock_guard<std::mutex> l(mu_);
   AclBuilderStats s = stats_;
   s.live_generation = live_generation_;
+  s.algorithm = live_ ? live_->algorithm() : ResolveAclAlgorithm(algorithm_);
+  s.autovalidator_mismatches = MismatchesLocked();
+  s.context_bytes = live_ ? live_->stats().context_bytes : 0;
   s.queue_depth = 0;
   for (const std::shared_ptr<Ticket>& t : waiting_)
     for (uint64_t g : t->generations)
       if (g > attempted_) ++s.queue_depth;
   return s;
+}
+
+void AclBuilder::HoldForTesting(bool hold) {
+  std::lock_guard<std::mutex> h(hold_mu_);
+  hold_ = hold;
+  hold_cv_.notify_all();
+}
+
+bool AclBuilder::HeldForTesting() const {
+  std::lock_guard<std::mutex> h(hold_mu_);
+  return held_;
 }
 
 void AclBuilder::SetAckObserverForTesting(std::function<void(uint64_t)> f) {
@@ -95,7 +148,9 @@ void AclBuilder::Run() {
   for (;;) {
     {
       std::unique_lock<std::mutex> l(mu_);
-      work_cv_.wait(l, [&] { return stop_ || requested_ > attempted_; });
+      while (!work_cv_.wait_for(l, std::chrono::seconds(1),
+                                [&] { return stop_ || requested_ > attempted_; }))
+        LogMismatchesLocked();  // at most once a second, and only while idle
       if (stop_) return;
     }
 
@@ -117,10 +172,21 @@ void AclBuilder::Run() {
     }
 
     // Off every lock: the PMDs go on with the operating classifier.
+    AclOptions options;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      options = options_;
+    }
     const auto t0 = std::chrono::steady_clock::now();
     if (const int64_t ms = delay_ms_.load(std::memory_order_relaxed); ms > 0)
       std::this_thread::sleep_for(std::chrono::milliseconds(ms));  // a slow build (tests)
-    absl::StatusOr<std::unique_ptr<AclClassifier>> built = AclClassifier::Build(rules, options_);
+    {
+      std::unique_lock<std::mutex> h(hold_mu_);  // a held build (tests)
+      held_ = hold_;
+      hold_cv_.wait(h, [&] { return !hold_; });
+      held_ = false;
+    }
+    absl::StatusOr<std::unique_ptr<AclClassifier>> built = AclClassifier::Build(rules, options);
     const uint64_t ns = static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
                                                              t0)
@@ -137,6 +203,12 @@ void AclBuilder::Run() {
       continue;
     }
 
+    {
+      // A SetAlgorithm during the build reaches this classifier from here on.
+      std::lock_guard<std::mutex> l(mu_);
+      (*built)->SetAlgorithm(algorithm_).IgnoreError();  // checked when it was set
+      publishing_ = built->get();
+    }
     auto view = std::make_unique<PublishedTable>(nullptr, generation);
     view->acl = built->get();
     RulePublisher::WaitResult wait;
@@ -154,7 +226,10 @@ void AclBuilder::Run() {
         // No grace period: the lagging PMD may still classify with the old
         // classifier through the old view.  Both stay until it catches up.
         d_.owed_views.push_back(std::move(old));
-        if (live_) d_.owed_classifiers.push_back(std::move(live_));
+        if (live_) {
+          RetireLocked(*live_);
+          d_.owed_classifiers.push_back(std::move(live_));
+        }
         d_.grace_owed = true;
         d_.owed_reader = wait.lagging_reader;
         d_.owed_generation = generation;
@@ -168,8 +243,10 @@ void AclBuilder::Run() {
             " (stalled?); the batch is applied and the other PMDs run it, the stalled PMD "
             "takes it when it resumes; not acknowledged"));
       } else {
+        if (live_) RetireLocked(*live_);
         retired = std::move(live_);  // freed below, off the locks
       }
+      publishing_ = nullptr;
       live_ = std::move(*built);
       live_generation_ = generation;
       ++stats_.builds;

@@ -30,6 +30,13 @@
 //   once per batch generation in that order.
 // * Live(): the classifier every PMD runs (or is being handed), for Trace,
 //   under the builder's mutex (ClassifyLive).
+// * SetAlgorithm (pipeline.acl_algorithm; control thread, any time): the
+//   live classifier, the one being published and every later build classify
+//   with it from their next burst (AclClassifier::SetAlgorithm: an atomic each
+//   burst reads once; no rebuild, no publication).
+// * Autovalidator: its differences are summed over every classifier (Stats);
+//   while the builder waits for work it looks once a second and logs to
+//   stderr when the sum grew (rate-limited, off the PMDs, which only count).
 //
 // Lock order: Impl::apply_mu before the builder's mutex; the builder never
 // holds its mutex while it takes apply_mu.
@@ -79,17 +86,30 @@ class AclBuilder {
   // generation it was built from.
   const Rule* ClassifyLive(const FlowKey& key, Rule* copy, uint64_t* generation) const;
   AclBuilderStats Stats() const;
+  // FAILED_PRECONDITION naming pipeline.acl_algorithm for one this CPU lacks
+  // (nothing changes then).
+  absl::Status SetAlgorithm(AclAlgorithm a);
 
   void SetDelayForTesting(std::chrono::milliseconds d) {
     delay_ms_.store(d.count(), std::memory_order_relaxed);
   }
   void SetAckObserverForTesting(std::function<void(uint64_t)> f);
+  // While held, a build stops after it took the table's rules (before
+  // rte_acl_build) until released; Held() says a build is stopped there.
+  void HoldForTesting(bool hold);
+  bool HeldForTesting() const;
 
  private:
   void Run();
   // Under mu_: completes, in order, the tickets a build at `generation`
   // covered, with `status`.
   void CompleteLocked(uint64_t generation, const absl::Status& status);
+  // Under mu_: the autovalidator's differences over every classifier.
+  uint64_t MismatchesLocked() const;
+  // Under mu_: `c` stops being the live classifier; its differences are kept.
+  void RetireLocked(const AclClassifier& c);
+  // Under mu_: logs the differences found since the last log, if any.
+  void LogMismatchesLocked();
 
   DpdkDataplane::Impl& d_;
   AclOptions options_;
@@ -103,9 +123,17 @@ class AclBuilder {
   uint64_t attempted_ = 0;  // newest generation a build took
   bool stop_ = false;
   std::unique_ptr<AclClassifier> live_;  // what the PMDs run (published last)
+  AclClassifier* publishing_ = nullptr;  // built, being published (owned by Run)
+  AclAlgorithm algorithm_ = AclAlgorithm::kDefault;  // pipeline.acl_algorithm
+  uint64_t retired_mismatches_ = 0;  // of classifiers no longer live
+  uint64_t logged_mismatches_ = 0;   // the sum at the last log
   uint64_t live_generation_ = 0;
   AclBuilderStats stats_;
   std::function<void(uint64_t)> observer_;
+  mutable std::mutex hold_mu_;  // the hold test hook (not mu_: a held build holds no lock)
+  std::condition_variable hold_cv_;
+  bool hold_ = false;
+  bool held_ = false;
   std::thread thread_;
 };
 

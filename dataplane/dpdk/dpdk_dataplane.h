@@ -73,9 +73,12 @@
 //   batch it covered (INTERNAL / RESOURCE_EXHAUSTED, "applied but not
 //   live"): the table keeps them, the PMDs keep the last live classifier,
 //   and the next batch's build covers them again.  generation() and Stats()
-//   report the live generation.  pipeline.* run-time settings are accepted
-//   but only pmd.* ones change an acl PMD; Trace answers from the live
-//   classifier (layer "acl"); no megaflows (DumpMegaflows is empty).
+//   report the live generation.  pipeline.acl_algorithm switches the classify
+//   implementation of the live classifier and of every later build (checked
+//   against the CPU first: FAILED_PRECONDITION, nothing changes); the other
+//   pipeline.* run-time settings are accepted but only pmd.* ones change an
+//   acl PMD; Trace answers from the live classifier (layer "acl"); no
+//   megaflows (DumpMegaflows is empty).
 // * Threads: all public methods from non-PMD threads; ApplyBatch and
 //   ApplySettings are serialised internally.
 #ifndef FLOWCLASS_DATAPLANE_DPDK_DPDK_DATAPLANE_H_
@@ -95,6 +98,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "dataplane/acl_algorithm.h"
 #include "dataplane/dataplane.h"
 #include "dataplane/pipeline.h"
 #include "dataplane/pipeline_kind.h"
@@ -170,6 +174,10 @@ struct DpdkDataplaneOptions {
   // above).  `pipeline` configures the megaflow one; the acl one takes its
   // EMC settings (emc on/off, emc_config.entries, insert_inv_prob).
   PipelineKind kind = PipelineKind::kMegaflow;
+  // pipeline.acl_algorithm (kind acl): the rte_acl classify implementation
+  // the PMDs start with; Create refuses one this CPU lacks.  A run-time
+  // setting too (ApplySettings; GetConfig lists it for kind acl only).
+  AclAlgorithm acl_algorithm = AclAlgorithm::kDefault;
   PipelineConfig pipeline;
   RuleTableLimits limits;
   // pmd.publish_timeout_ms: how long a rule batch waits for every PMD to
@@ -267,6 +275,11 @@ class DpdkDataplane final : public Dataplane {
   // batch is acknowledged, in ack order.
   void SetAclBuildDelayForTesting(std::chrono::milliseconds delay);
   void SetAclAckObserverForTesting(std::function<void(uint64_t generation)> observer);
+  // While `hold`, each acl build stops after it took the table's rules, before
+  // rte_acl_build, until released (a build that never ends, as far as the
+  // PMDs can tell); AclBuildHeldForTesting() says one is stopped there.
+  void HoldAclBuildForTesting(bool hold);
+  bool AclBuildHeldForTesting() const;
 
  private:
   struct Impl;

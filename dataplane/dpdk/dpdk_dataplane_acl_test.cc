@@ -5,7 +5,15 @@
 //   * coalescing: batches applied while a (slowed) build runs go into one next
 //     build, and every batch is acked once, in generation order;
 //   * a batch with a bad rule is refused whole, naming the rule's index;
-//   * Restore and DeleteAll build and publish too; Trace answers "acl".
+//   * Restore and DeleteAll build and publish too; Trace answers "acl";
+//   * pipeline.acl_algorithm at run time (checked against the CPU, all or
+//     nothing), the autovalidator's differences counted, the context memory;
+//   * differential: random IPv4 and IPv6 rules (ranges, overlaps, equal
+//     priorities) changed batch by batch, every packet through the PMDs and
+//     every key through Trace agree with the reference classifier;
+//   * lookups never wait for a build: while a build is held (not slowed: held
+//     until the test lets it go), both PMDs keep looping and classifying with
+//     the operating classifier.
 #include "dataplane/dpdk/dpdk_dataplane.h"
 
 #include <rte_mbuf.h>
@@ -14,14 +22,21 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "dataplane/acl/acl_classifier.h"
 #include "dataplane/dpdk/testing/ring_ports.h"
+#include "dataplane/flow/packet_parser.h"
 #include "dataplane/rules/rule_error.h"
 #include "gtest/gtest.h"
+#include "tests/common/packet_builder.h"
+#include "tests/common/random_rules.h"
+#include "tests/common/reference_classifier.h"
 #include "tests/common/rule_builders.h"
 
 namespace flowclass {
@@ -46,7 +61,9 @@ struct AclRig {
   std::unique_ptr<DpdkDataplane> dp;
   uint64_t next_tag = 0;
 
-  explicit AclRig(const std::string& prefix) {
+  // emc_insert_inv_prob: pipeline.emc_insert_inv_prob (1: every ACL answer
+  // enters the EMC).
+  explicit AclRig(const std::string& prefix, uint32_t emc_insert_inv_prob = 100) {
     p1 = RingPort::Make(prefix + "1", 2, 2);
     p2 = RingPort::Make(prefix + "2", 1, 2);
     p3 = RingPort::Make(prefix + "3", 1, 2);
@@ -55,6 +72,7 @@ struct AclRig {
     o.ports = {Port(1, p1.name, true, 2), Port(2, p2.name, false), Port(3, p3.name, false)};
     o.pmd_lcores = {1, 2};
     o.idle_sleep_us = 10;
+    o.pipeline.emc_config.insert_inv_prob = emc_insert_inv_prob;
     auto r = DpdkDataplane::Create(o);
     EXPECT_TRUE(r.ok()) << r.status();
     if (r.ok()) dp = std::move(*r);
@@ -301,6 +319,276 @@ TEST(DpdkDataplaneAclTest, RestoreDeleteAllAndTraceUseTheLiveClassifier) {
   EXPECT_EQ(CountOf(rig.Send(flip, 8), 0), 8u);  // no rule: dropped
   const PmdStats s = dp.Stats().Total().pipeline;
   EXPECT_GE(s.acl_misses, 8u);
+}
+
+// A flow with a distinct source per `i`: a new EMC entry, so the ACL runs.
+Flow NewFlow(uint32_t i) { return UdpFlow(0xac100000 + i, kFlipDst, 4000, 53); }
+
+TEST(DpdkDataplaneAclTest, AlgorithmIsARunTimeSettingCheckedAgainstTheCpu) {
+  AclRig rig("al");
+  ASSERT_NE(rig.dp, nullptr);
+  DpdkDataplane& dp = *rig.dp;
+  ASSERT_TRUE(dp.ApplyBatch({RuleOp::Insert(FlipRule(0))}).ok());
+  ASSERT_TRUE(dp.Start().ok());
+  const AclAlgorithm widest = ResolveAclAlgorithm(AclAlgorithm::kDefault);
+  EXPECT_EQ(dp.GetConfig()[kConfigAclAlgorithm], "default");
+  EXPECT_EQ(dp.Stats().acl.algorithm, widest);
+  // The live classifier's contexts hold DPDK memory.
+  const uint64_t one_rule_bytes = dp.Stats().acl.context_bytes;
+  EXPECT_GT(one_rule_bytes, 0u);
+
+  ASSERT_TRUE(dp.ApplySettings({{kConfigAclAlgorithm, "scalar"}}).ok());
+  EXPECT_EQ(dp.GetConfig()[kConfigAclAlgorithm], "scalar");
+  EXPECT_EQ(dp.Stats().acl.algorithm, AclAlgorithm::kScalar);
+  EXPECT_EQ(CountOf(rig.Send(NewFlow(1), 8), 2), 8u);
+
+  // A bad name, and an implementation this CPU (or EAL's 256-bit SIMD
+  // default) does not run: refused, naming the key; nothing of the request
+  // changes, not even its pmd.* part.
+  auto bad = dp.ApplySettings({{kConfigIdleSleepUs, "33"}, {kConfigAclAlgorithm, "avx3"}});
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument) << bad;
+  EXPECT_NE(bad.message().find("pipeline.acl_algorithm: \"avx3\" is not"), std::string::npos)
+      << bad;
+  int refused = 0;
+  for (AclAlgorithm a : {AclAlgorithm::kSse, AclAlgorithm::kAvx2, AclAlgorithm::kAvx512x16,
+                         AclAlgorithm::kAvx512x32}) {
+    if (CheckAclAlgorithm(a).ok()) continue;
+    ++refused;
+    auto st = dp.ApplySettings({{kConfigIdleSleepUs, "33"}, {kConfigAclAlgorithm,
+                                                             AclAlgorithmName(a)}});
+    EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+    EXPECT_NE(st.message().find(absl::StrCat("pipeline.acl_algorithm: ", AclAlgorithmName(a),
+                                             " is not supported here")),
+              std::string::npos)
+        << st;
+  }
+  EXPECT_GT(refused, 0) << "EAL runs without --force-max-simd-bitwidth=512: no avx512x32";
+  EXPECT_EQ(dp.GetConfig()[kConfigIdleSleepUs], "10");
+  EXPECT_EQ(dp.GetConfig()[kConfigAclAlgorithm], "scalar");
+  EXPECT_EQ(dp.Stats().acl.algorithm, AclAlgorithm::kScalar);
+
+  // The autovalidator: no differences on a sound DPDK...
+  ASSERT_TRUE(dp.ApplySettings({{kConfigAclAlgorithm, "autovalidator"}}).ok());
+  EXPECT_EQ(dp.Stats().acl.algorithm, AclAlgorithm::kAutovalidator);
+  for (uint32_t i = 0; i < 16; ++i) EXPECT_EQ(CountOf(rig.Send(NewFlow(100 + i), 1), 2), 1u);
+  EXPECT_EQ(dp.Stats().acl.autovalidator_mismatches, 0u);
+  // ... and every key an implementation gets wrong counted, while the PMDs
+  // still answer right (scalar's answer).
+  if (widest == AclAlgorithm::kScalar) GTEST_SKIP() << "scalar only here: nothing to compare";
+  {
+    struct Unbreak {
+      ~Unbreak() { SetAclAutovalidatorFaultForTesting(AclAlgorithm::kDefault); }
+    } unbreak;
+    SetAclAutovalidatorFaultForTesting(widest);
+    for (uint32_t i = 0; i < 16; ++i) EXPECT_EQ(CountOf(rig.Send(NewFlow(200 + i), 1), 2), 1u);
+  }
+  const uint64_t found = dp.Stats().acl.autovalidator_mismatches;
+  EXPECT_GE(found, 16u) << "one corrupted key per ACL burst";
+
+  // A new build keeps the setting and the differences found so far; a larger
+  // rule set holds more memory.
+  std::vector<RuleOp> more;
+  for (uint32_t i = 0; i < 500; ++i)
+    more.push_back(RuleOp::Insert(Ipv4DstRule(10 + i, 5, 0x0b000000 + (i << 8), 24,
+                                              Action::Output(3))));
+  ASSERT_TRUE(dp.ApplyBatch(more).ok());
+  const AclBuilderStats after = dp.Stats().acl;
+  EXPECT_EQ(after.algorithm, AclAlgorithm::kAutovalidator);
+  EXPECT_EQ(after.autovalidator_mismatches, found);
+  EXPECT_GT(after.context_bytes, one_rule_bytes);
+  EXPECT_EQ(CountOf(rig.Send(NewFlow(300), 4), 2), 4u);
+  EXPECT_EQ(dp.Stats().acl.autovalidator_mismatches, found);
+}
+
+// An mbuf holding `frame` followed by `tag` (after the frame, so that no
+// header byte of an IPv6 frame is overwritten).
+rte_mbuf* MakeTaggedFrame(const std::vector<uint8_t>& frame, uint64_t tag) {
+  rte_mbuf* m = rte_pktmbuf_alloc(dpdk_testing::g_test_pool);
+  if (m == nullptr) return nullptr;
+  char* p = rte_pktmbuf_append(m, static_cast<uint16_t>(frame.size() + 8));
+  std::memcpy(p, frame.data(), frame.size());
+  std::memcpy(p + frame.size(), &tag, 8);
+  return m;
+}
+
+// Drains a tx ring of tagged frames: tag -> port.
+void DrainTags(rte_ring* r, uint32_t port, std::map<uint64_t, uint32_t>* out) {
+  void* objs[64];
+  unsigned n;
+  while ((n = rte_ring_dequeue_burst(r, objs, 64, nullptr)) > 0) {
+    for (unsigned i = 0; i < n; ++i) {
+      rte_mbuf* m = static_cast<rte_mbuf*>(objs[i]);
+      uint64_t tag;
+      std::memcpy(&tag, rte_pktmbuf_mtod_offset(m, const uint8_t*, m->data_len - 8), 8);
+      EXPECT_TRUE(out->emplace(tag, port).second) << "tag " << tag << " twice";
+      rte_pktmbuf_free(m);
+    }
+  }
+}
+
+// The daemon's dataplane against the reference classifier on random rule
+// sets of IPv4 and IPv6 rules (port ranges, arbitrary masks, overlaps,
+// equal priorities), changed batch by batch through ApplyBatch: after each
+// ack every packet leaves by the port of the reference's winner (dropped
+// when it is a drop rule or there is none), and Trace names that winner.
+TEST(DpdkDataplaneAclTest, RandomIpv4AndIpv6RulesThroughThePmdsMatchTheReference) {
+  AclRig rig("df", /*emc_insert_inv_prob=*/1);
+  ASSERT_NE(rig.dp, nullptr);
+  DpdkDataplane& dp = *rig.dp;
+  ASSERT_TRUE(dp.Start().ok());
+  RandomRuleOptions opts;
+  opts.ipv6_fraction = 0.5;
+  opts.range_fraction = 0.35;
+  opts.in_ports = 1;  // every packet arrives on port 1
+  opts.l2_only_fraction = 0;  // no catch-all rules answering most keys
+  opts.max_priority = 64;      // equal priorities still common
+  RandomRuleGen gen(25, opts);
+  // Actions the rig can observe: out of port 1, 2 or 3, or a drop.
+  auto observable = [](Rule r) {
+    r.action = r.id % 5 == 0 ? Action::Drop() : Action::Output(1 + r.id % 3);
+    return r;
+  };
+  std::vector<Rule> live;
+  for (const Rule& r : gen.NextRules(300)) live.push_back(observable(r));
+  uint64_t next_id = live.size() + 1;
+  ReferenceClassifier ref(live);
+  {
+    std::vector<RuleOp> ops;
+    for (const Rule& r : live) ops.push_back(RuleOp::Insert(r));
+    auto res = dp.ApplyBatch(ops);
+    ASSERT_TRUE(res.ok()) << res.status();
+  }
+  uint64_t tag = 0;
+  long packets = 0, ipv6 = 0, traced = 0;
+  std::map<uint32_t, long> by_port;  // outcomes: 0 (dropped), 1, 2, 3
+  std::map<uint64_t, long> winners;  // the reference's winning rules
+  for (int round = 0; round < 4; ++round) {
+    SCOPED_TRACE(absl::StrCat("round ", round));
+    if (round > 0) {
+      std::vector<RuleOp> ops = gen.NextBatch(1 + static_cast<int>(gen.Uniform(40)), &live,
+                                              &next_id);
+      for (RuleOp& op : ops)
+        if (op.kind == RuleOp::Kind::kInsert || op.kind == RuleOp::Kind::kReplace)
+          op.rule = observable(op.rule);
+      for (Rule& r : live) r = observable(r);
+      ASSERT_TRUE(ref.ApplyBatch(ops).ok());
+      auto res = dp.ApplyBatch(ops);
+      ASSERT_TRUE(res.ok()) << res.status();
+    }
+    // Keys near the rules (and some unrelated), as the PMD will parse them,
+    // each sent twice to the same PMD: the ACL answers the first, the EMC the
+    // second (every answer is inserted).
+    std::map<uint64_t, Flow> sent;  // tag -> the key the PMD sees
+    std::vector<std::vector<uint8_t>> frames;
+    for (int i = 0; frames.size() < 384 && i < 20000; ++i) {
+      Flow f = i % 6 == 5 ? gen.NextKey() : gen.NextKeyNear(live);
+      f.Set(Field::kInPort, 1);
+      if (!CanBuildFrameFromFlow(f)) continue;
+      frames.push_back(BuildFrameFromFlow(f, 64));
+      ASSERT_EQ(ParsePacketToFlow(frames.back().data(), frames.back().size(), 1), f)
+          << "the frame does not parse back to its key";
+      sent.emplace(tag + 2 * frames.size() - 2, f);
+      sent.emplace(tag + 2 * frames.size() - 1, f);
+    }
+    for (int copy = 0; copy < 2; ++copy) {
+      for (size_t i = 0; i < frames.size(); ++i) {
+        rte_mbuf* m = MakeTaggedFrame(frames[i], tag + 2 * i + static_cast<uint64_t>(copy));
+        ASSERT_NE(m, nullptr);
+        while (rte_ring_enqueue(rig.p1.rx[i % 2], m) != 0) std::this_thread::yield();
+      }
+      const uint64_t want = static_cast<uint64_t>(packets) + (copy + 1) * frames.size();
+      ASSERT_TRUE(WaitFor(
+          [&] {
+            const PmdCounters t = dp.Stats().Total();
+            return t.tx_packets + t.tx_dropped + t.rule_drops + t.no_match + t.bad_port >= want;
+          },
+          20))
+          << dp.Stats().ToString();
+    }
+    tag += 2 * frames.size();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::map<uint64_t, uint32_t> got;
+    DrainTags(rig.p1.tx, 1, &got);
+    DrainTags(rig.p2.tx, 2, &got);
+    DrainTags(rig.p3.tx, 3, &got);
+    for (const auto& [t, key] : sent) {
+      const Rule* want = ref.Lookup(key);
+      const uint32_t want_port =
+          want && want->action.kind == Action::Kind::kOutput ? want->action.port : 0;
+      const auto it = got.find(t);
+      EXPECT_EQ(it == got.end() ? 0u : it->second, want_port)
+          << "packet " << t << " key " << key.ToString() << " reference rule "
+          << (want ? want->id : 0);
+      ++by_port[want_port];
+      ++winners[want ? want->id : 0];
+      ipv6 += key.Get(Field::kEthType) == kEthTypeIpv6;
+      if (t % 2 == 0) {  // once per key: the live classifier's answer
+        auto tr = dp.Trace(FlowKey::FromFlow(key));
+        ASSERT_TRUE(tr.ok()) << tr.status();
+        EXPECT_EQ(tr->matched, want != nullptr) << key.ToString();
+        EXPECT_EQ(tr->matched ? tr->rule.id : 0, want ? want->id : 0) << key.ToString();
+        ++traced;
+      }
+    }
+    packets += static_cast<long>(sent.size());
+  }
+  // Both families, every outcome, many winning rules, and the EMC in front
+  // was exercised.
+  EXPECT_GT(ipv6, packets / 5);
+  for (uint32_t port = 0; port <= 3; ++port) EXPECT_GT(by_port[port], packets / 20) << port;
+  EXPECT_GT(winners.size(), 100u);
+  EXPECT_GT(dp.Stats().Total().pipeline.emc_hits, 0u);
+  EXPECT_EQ(dp.Stats().acl.build_failures, 0u);
+  EXPECT_GT(traced, 1000);
+}
+
+// Lookups never wait for a build: with a build held (it has taken the new
+// rules and does not finish until the test releases it), both PMDs keep
+// passing their loop and their quiescent points, and classify every packet
+// with the operating classifier; the batch is acked only after the release,
+// and then every packet follows it.  No clock is involved in the assertions.
+TEST(DpdkDataplaneAclTest, PmdsKeepClassifyingWhileABuildIsHeld) {
+  AclRig rig("hd");
+  ASSERT_NE(rig.dp, nullptr);
+  DpdkDataplane& dp = *rig.dp;
+  ASSERT_TRUE(dp.ApplyBatch({RuleOp::Insert(FlipRule(0))}).ok());  // -> port 2
+  ASSERT_TRUE(dp.Start().ok());
+  EXPECT_EQ(CountOf(rig.Send(NewFlow(0), 8), 2), 8u);
+
+  dp.HoldAclBuildForTesting(true);
+  std::atomic<bool> acked{false};
+  absl::StatusOr<BatchResult> res = absl::UnknownError("not run");
+  std::thread applier([&] {
+    res = dp.ApplyBatch({RuleOp::Replace(FlipRule(1))});  // -> port 3
+    acked.store(true);
+  });
+  ASSERT_TRUE(WaitFor([&] { return dp.AclBuildHeldForTesting(); }, 30));
+  const DataplaneHeartbeat h0 = dp.Heartbeat();
+  // Many bursts of new flows (each an ACL lookup) while the build is held.
+  uint64_t acl0 = dp.Stats().Total().pipeline.acl_hits;
+  for (uint32_t round = 0; round < 20; ++round) {
+    const std::vector<uint32_t> ports = rig.Send(NewFlow(1000 + round), 16);
+    EXPECT_EQ(CountOf(ports, 2), 16u) << "round " << round << ": the operating rule";
+  }
+  EXPECT_TRUE(dp.AclBuildHeldForTesting());
+  EXPECT_FALSE(acked.load());
+  EXPECT_GE(dp.Stats().Total().pipeline.acl_hits, acl0 + 20);
+  const DataplaneHeartbeat h1 = dp.Heartbeat();
+  ASSERT_EQ(h1.pmds.size(), 2u);
+  for (size_t i = 0; i < h1.pmds.size(); ++i) {
+    // Each PMD went on looping (polling its queue, passing the point where it
+    // would install a new classifier) and still runs the operating one.
+    EXPECT_GT(h1.pmds[i].iterations, h0.pmds[i].iterations) << "pmd " << i;
+    EXPECT_EQ(h1.pmds[i].generation, 1u) << "pmd " << i;
+  }
+  EXPECT_EQ(dp.generation(), 1u);
+  EXPECT_EQ(dp.Stats().acl.queue_depth, 0u);  // taken by the held build
+
+  dp.HoldAclBuildForTesting(false);
+  applier.join();
+  ASSERT_TRUE(res.ok()) << res.status();
+  EXPECT_EQ(res->generation, 2u);
+  EXPECT_EQ(CountOf(rig.Send(NewFlow(5000), 16), 3), 16u);
 }
 
 }  // namespace

@@ -263,6 +263,7 @@ std::map<std::string, std::string> DpdkDataplane::GetConfig() const {
   }
   for (auto& [k, v] : FormatRuntimeSettings(RuntimeSettingsUpdate::All(rs)))
     m[std::move(k)] = std::move(v);
+  if (d.acl()) m[kConfigAclAlgorithm] = AclAlgorithmName(rs.acl_algorithm);
   return m;
 }
 
@@ -283,6 +284,11 @@ absl::Status DpdkDataplane::ApplySettings(absl::Span<const ConfigValue> values) 
     return absl::FailedPreconditionError(absl::StrCat(
         kConfigMaxMegaflows, ": ", *update->max_megaflows, " is more than the ", pool,
         " megaflows each PMD allocated at start-up (raise it in the config file)"));
+  if (update->acl_algorithm) {
+    if (absl::Status s = CheckAclAlgorithm(*update->acl_algorithm, kConfigAclAlgorithm);
+        !s.ok())
+      return s;
+  }
   return impl_->Apply(*update);
 }
 
@@ -321,6 +327,9 @@ absl::Status DpdkDataplane::Impl::Apply(const RuntimeSettingsUpdate& update) {
   settings = next;
   tx_retries.store(static_cast<int>(next.tx_retries), std::memory_order_relaxed);
   idle_sleep_us.store(next.idle_sleep_us, std::memory_order_relaxed);
+  if (update.acl_algorithm && acl_builder) {
+    if (absl::Status s = acl_builder->SetAlgorithm(*update.acl_algorithm); !s.ok()) return s;
+  }
   if (!publish) return absl::OkStatus();
   knobs = next;
   return all_took(knobs_version.fetch_add(1, std::memory_order_acq_rel) + 1,

@@ -86,6 +86,11 @@ absl::StatusOr<std::unique_ptr<DpdkDataplane>> DpdkDataplane::Create(
                                                    o.publish_timeout_ms, " is outside 1..",
                                                    kMaxPublishTimeoutMs));
 
+  if (o.kind == PipelineKind::kAcl) {
+    if (absl::Status s = CheckAclAlgorithm(o.acl_algorithm, kConfigAclAlgorithm); !s.ok())
+      return s;
+  }
+
   auto impl = std::make_unique<Impl>();
   impl->opts = o;
   impl->publish_timeout = std::chrono::milliseconds(o.publish_timeout_ms);
@@ -103,6 +108,7 @@ absl::StatusOr<std::unique_ptr<DpdkDataplane>> DpdkDataplane::Create(
   rs.upcall_burst = o.pipeline.upcall_burst;
   rs.upcall_limit_action = o.pipeline.upcall_limit_action;
   rs.rare_mask_subtables = o.pipeline.rare_mask_subtables;
+  rs.acl_algorithm = o.acl_algorithm;
   rs.lookup = o.pipeline.dpcls.lookup;
   impl->knobs = rs;
   impl->tx_retries.store(o.tx_retries);

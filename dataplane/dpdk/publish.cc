@@ -275,6 +275,14 @@ void DpdkDataplane::SetAclAckObserverForTesting(std::function<void(uint64_t)> ob
   if (impl_->acl_builder) impl_->acl_builder->SetAckObserverForTesting(std::move(observer));
 }
 
+void DpdkDataplane::HoldAclBuildForTesting(bool hold) {
+  if (impl_->acl_builder) impl_->acl_builder->HoldForTesting(hold);
+}
+
+bool DpdkDataplane::AclBuildHeldForTesting() const {
+  return impl_->acl_builder && impl_->acl_builder->HeldForTesting();
+}
+
 uint64_t DpdkDataplane::generation() const {
   return impl_->publisher->Current()->generation;
 }

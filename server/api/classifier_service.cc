@@ -447,6 +447,9 @@ grpc::Status ClassifierService::GetStats(grpc::ServerContext*,
     a->set_coalesced_batches(s.acl.coalesced_batches);
     a->set_queue_depth(s.acl.queue_depth);
     a->set_live_generation(s.acl.live_generation);
+    a->set_algorithm(AclAlgorithmName(s.acl.algorithm));
+    a->set_autovalidator_mismatches(s.acl.autovalidator_mismatches);
+    a->set_context_bytes(s.acl.context_bytes);
   }
   for (const PortCounters& p : s.ports) {
     v1::PortStats* ps = resp->add_port();

@@ -291,6 +291,17 @@ void AddAclBuilder(const AclBuilderStats& a, Families& f) {
   f.Gauge("flowclass_acl_live_generation",
           "pipeline.kind acl: rule generation of the classifier published last.", {},
           static_cast<double>(a.live_generation));
+  f.Gauge("flowclass_acl_context_bytes",
+          "pipeline.kind acl: DPDK heap bytes the live rte_acl contexts hold (rules and "
+          "tries).",
+          {}, static_cast<double>(a.context_bytes));
+  f.Counter("flowclass_acl_autovalidator_mismatches_total",
+            "pipeline.kind acl: keys on which an rte_acl classify implementation differed from "
+            "scalar while pipeline.acl_algorithm was autovalidator (scalar's answer was used).",
+            {}, a.autovalidator_mismatches);
+  f.Gauge("flowclass_acl_algorithm_info",
+          "pipeline.kind acl: the rte_acl classify implementation the PMDs run (value 1).",
+          {{"algorithm", AclAlgorithmName(a.algorithm)}}, 1);
 }
 
 }  // namespace

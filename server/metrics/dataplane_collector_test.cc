@@ -483,6 +483,9 @@ TEST(DataplaneCollectorTest, AclBuilderFamiliesAndTheAclLayer) {
   s.acl.queue_depth = 4;
   s.acl.last_build_rules = 1000;
   s.acl.live_generation = 12;
+  s.acl.context_bytes = 123456;
+  s.acl.autovalidator_mismatches = 5;
+  s.acl.algorithm = AclAlgorithm::kAutovalidator;
   PmdCounters p;
   p.pipeline.packets = 100;
   p.pipeline.emc_hits = 60;
@@ -497,6 +500,9 @@ TEST(DataplaneCollectorTest, AclBuilderFamiliesAndTheAclLayer) {
   EXPECT_EQ(v["flowclass_acl_build_queue_depth"].at(""), 4);
   EXPECT_EQ(v["flowclass_acl_last_build_rules"].at(""), 1000);
   EXPECT_EQ(v["flowclass_acl_live_generation"].at(""), 12);
+  EXPECT_EQ(v["flowclass_acl_context_bytes"].at(""), 123456);
+  EXPECT_EQ(v["flowclass_acl_autovalidator_mismatches_total"].at(""), 5);
+  EXPECT_EQ(v["flowclass_acl_algorithm_info"].at("algorithm=autovalidator"), 1);
   EXPECT_EQ(v["flowclass_pmd_acl_hits_total"].at("pmd=0"), 30);
   EXPECT_EQ(v["flowclass_pmd_acl_misses_total"].at("pmd=0"), 10);
   EXPECT_EQ(v["flowclass_pmd_packets_total"].at("layer=acl,pmd=0"), 40);

@@ -27,6 +27,16 @@
 #              WINDOW (flowclassctl's default) — add-rules --window: batches
 #                in flight, the most one group commit (one publication and,
 #                with STORE=on, one fsync) can take.
+#              PIPELINE (megaflow) — pipeline.kind of the daemon: megaflow
+#                or acl (every ack waits for an rte_acl build of the whole
+#                table; batches that arrive during a build share the next
+#                one).  With acl the script also prints the builder's
+#                counters (builds, coalesced batches, build time, context
+#                memory) after the stream; EAL gets MEMORY_MB (2048 with
+#                acl, else 512) MB.
+#              PIPELINE=compare: ROUNDS (3) rounds of megaflow then acl,
+#                alternating, in one run; prints each run's rules/s, the
+#                medians and the ratio acl/megaflow (full reports to stderr).
 #              BASE (seed) — the rules the daemon starts with: seed (the
 #                traffic's port has the seed set, see below) or catchall
 #                (one catch-all rule: the tables before 2026-12-01 ≈ 15:00).
@@ -41,6 +51,29 @@
 # the first ack and a stats call): the PMD's revalidations and upcalls of
 # its own rules escaped the measurement.
 set -euo pipefail
+if [ "${PIPELINE:-megaflow}" = compare ]; then
+  rounds="${ROUNDS:-3}"
+  mf=(); acl=()
+  for ((i = 1; i <= rounds; i++)); do
+    for kind in megaflow acl; do
+      out="$(PIPELINE=$kind "${BASH_SOURCE[0]}" "$@")"
+      printf '%s\n' "---- round $i, PIPELINE=$kind" "$out" >&2
+      rate="$(printf '%s\n' "$out" | sed -n 's/^add-rules: .* rules_per_s=\([0-9]*\).*/\1/p')"
+      [ -n "$rate" ] || { echo "grpc_add_rules_bench: round $i PIPELINE=$kind printed no rate" >&2; exit 1; }
+      echo "round $i PIPELINE=$kind: $rate rules/s"
+      printf '%s\n' "$out" | grep '^acl builder' || true
+      if [ "$kind" = megaflow ]; then mf+=("$rate"); else acl+=("$rate"); fi
+    done
+  done
+  python3 - "${mf[*]}" "${acl[*]}" <<'PY'
+import statistics, sys
+mf = [float(x) for x in sys.argv[1].split()]
+acl = [float(x) for x in sys.argv[2].split()]
+m, a = statistics.median(mf), statistics.median(acl)
+print(f"median rules/s acked: megaflow {m:.0f}, acl {a:.0f}: acl/megaflow = {a / m:.3f}")
+PY
+  exit 0
+fi
 if [ "${STORE:-off}" = compare ]; then
   rounds="${ROUNDS:-3}"
   off=(); on=()
@@ -166,10 +199,15 @@ else
   tx_device=net_null1; tx_args=""
 fi
 
+case "${PIPELINE:-megaflow}" in
+  megaflow) memory_mb="${MEMORY_MB:-512}" ;;
+  acl) memory_mb="${MEMORY_MB:-2048}" ;;
+  *) echo "PIPELINE must be megaflow, acl or compare" >&2; exit 2 ;;
+esac
 cat > "$work/d.yaml" <<YAML
 eal:
   hugepages: false
-  memory_mb: 512
+  memory_mb: $memory_mb
   pci: false
   lcore_map: "0@0,1@1"
   log_level: error
@@ -199,6 +237,7 @@ YAML
 if [ "${STORE:-off}" = on ]; then
   printf 'store:\n  path: %s\n' "$work/store" >> "$work/d.yaml"
 fi
+printf 'pipeline:\n  kind: %s\n' "${PIPELINE:-megaflow}" >> "$work/d.yaml"
 
 "$build/server/flowclassd" -c "$work/d.yaml" --file-prefix "fcgrpcbench_$$" > "$work/daemon.log" 2>&1 &
 daemon_pid=$!
@@ -294,6 +333,11 @@ gen=$(ctl stats | awk '/^pmd thread 0/{t=1} t && /rule set generation:/{print $4
 p2=$(rx); t2=$(now); sleep 3; p3=$(rx); t3=$(now)
 after_pps=$(python3 -c "print(($p3-$p2)/($t3-$t2))")
 echo "flowclassd VmRSS: ${rss0} MB before the stream, $(rss) MB after"
+# pipeline.kind acl: what the builder did for the stream (one line).
+if [ "${PIPELINE:-megaflow}" = acl ]; then
+  ctl stats | awk '/^acl builder:/{t=1; next} t{sub(/^ +/, ""); printf "%s; ", $0} END{print ""}' \
+    | sed 's/^/acl builder: /'
+fi
 
 kill -TERM "$daemon_pid"; wait "$daemon_pid" || true; daemon_pid=""
 if [ "${STORE:-off}" = on ]; then
