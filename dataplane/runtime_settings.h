@@ -20,16 +20,12 @@
 //                                 (0: unlimited)
 //   pipeline.upcall_burst         1..10000000 upcalls
 //   pipeline.upcall_limit_action  drop / classify
-<<<<<<< HEAD
 //   pipeline.rare_mask_subtables  0..65535 (0: the mask-explosion defence off;
 //                                 default kDefaultRareMaskSubtables)
-=======
-//   pipeline.rare_mask_subtables  0..65535 (0: the mask-explosion defence off)
 //   pipeline.acl_algorithm        default / scalar / sse / avx2 / avx512x16 /
 //                                 avx512x32 / autovalidator (acl_algorithm.h;
 //                                 listed by acl dataplanes only, which also
 //                                 refuse one the CPU lacks)
->>>>>>> wt-acl
 //   dpcls.force_scalar            true / false
 //   dpcls.lookup_prio.NAME        0..255, NAME a lookup implementation
 //   dpcls.lookup_available.NAME   true / false, read-only (whether this CPU
@@ -118,12 +114,8 @@ struct RuntimeSettings {
   uint32_t upcall_rate = 0;
   uint32_t upcall_burst = 1000;
   UpcallLimitAction upcall_limit_action = UpcallLimitAction::kDrop;
-<<<<<<< HEAD
   uint32_t rare_mask_subtables = kDefaultRareMaskSubtables;
-=======
-  uint32_t rare_mask_subtables = 0;
   AclAlgorithm acl_algorithm = AclAlgorithm::kDefault;  // pipeline.kind acl only
->>>>>>> wt-acl
   LookupPriorities lookup;  // dpcls.lookup_prio.* and dpcls.force_scalar
 
   friend bool operator==(const RuntimeSettings&, const RuntimeSettings&) = default;

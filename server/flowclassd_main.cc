@@ -98,15 +98,9 @@ void PrintStats(const char* tag, const DataplaneStats& s, bool ports) {
         "algorithm=%s autovalidator_mismatches=%d\n",
         tag, s.acl.builds, s.acl.build_failures, static_cast<double>(s.acl.last_build_ns) / 1e6,
         s.acl.last_build_rules, s.acl.batches, s.acl.coalesced_batches, s.acl.queue_depth,
-<<<<<<< HEAD
-        s.acl.live_generation);
-  LogLines(*spdlog::default_logger(), LogLevel::kInfo, out);
-=======
         s.acl.live_generation, s.acl.context_bytes, AclAlgorithmName(s.acl.algorithm),
         s.acl.autovalidator_mismatches);
-  std::fputs(out.c_str(), stdout);
-  std::fflush(stdout);
->>>>>>> wt-acl
+  LogLines(*spdlog::default_logger(), LogLevel::kInfo, out);
 }
 
 // Test-only hook (docs/operations.md, "Test hooks"), off unless the
