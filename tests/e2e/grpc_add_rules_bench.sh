@@ -51,51 +51,35 @@
 # the first ack and a stats call): the PMD's revalidations and upcalls of
 # its own rules escaped the measurement.
 set -euo pipefail
-if [ "${PIPELINE:-megaflow}" = compare ]; then
-  rounds="${ROUNDS:-3}"
-  mf=(); acl=()
-  for ((i = 1; i <= rounds; i++)); do
-    for kind in megaflow acl; do
-      out="$(PIPELINE=$kind "${BASH_SOURCE[0]}" "$@")"
-      printf '%s\n' "---- round $i, PIPELINE=$kind" "$out" >&2
+# compare VAR A B [ARGS...]: ROUNDS (3) rounds of this script with VAR=A
+# then VAR=B, alternating; prints each run's rules/s (the acl builder's line
+# too), the medians and B/A (each run's full report goes to stderr).
+compare() {
+  local var="$1" a="$2" b="$3" i v out rate
+  shift 3
+  local ra=() rb=()
+  for ((i = 1; i <= ${ROUNDS:-3}; i++)); do
+    for v in "$a" "$b"; do
+      out="$(env "$var=$v" "${BASH_SOURCE[0]}" "$@")"
+      printf '%s\n' "---- round $i, $var=$v" "$out" >&2
       rate="$(printf '%s\n' "$out" | sed -n 's/^add-rules: .* rules_per_s=\([0-9]*\).*/\1/p')"
-      [ -n "$rate" ] || { echo "grpc_add_rules_bench: round $i PIPELINE=$kind printed no rate" >&2; exit 1; }
-      echo "round $i PIPELINE=$kind: $rate rules/s"
+      [ -n "$rate" ] || { echo "grpc_add_rules_bench: round $i $var=$v printed no rate" >&2; exit 1; }
+      echo "round $i $var=$v: $rate rules/s"
       printf '%s\n' "$out" | grep '^acl builder' || true
-      if [ "$kind" = megaflow ]; then mf+=("$rate"); else acl+=("$rate"); fi
+      if [ "$v" = "$a" ]; then ra+=("$rate"); else rb+=("$rate"); fi
     done
   done
-  python3 - "${mf[*]}" "${acl[*]}" <<'PY'
+  python3 - "$var" "$a" "$b" "${ra[*]}" "${rb[*]}" <<'PY'
 import statistics, sys
-mf = [float(x) for x in sys.argv[1].split()]
-acl = [float(x) for x in sys.argv[2].split()]
-m, a = statistics.median(mf), statistics.median(acl)
-print(f"median rules/s acked: megaflow {m:.0f}, acl {a:.0f}: acl/megaflow = {a / m:.3f}")
+var, a, b = sys.argv[1:4]
+ma = statistics.median(float(x) for x in sys.argv[4].split())
+mb = statistics.median(float(x) for x in sys.argv[5].split())
+print(f"median rules/s acked: {var}={a} {ma:.0f}, {var}={b} {mb:.0f}: {b}/{a} = {mb / ma:.3f}")
 PY
   exit 0
-fi
-if [ "${STORE:-off}" = compare ]; then
-  rounds="${ROUNDS:-3}"
-  off=(); on=()
-  for ((i = 1; i <= rounds; i++)); do
-    for mode in off on; do
-      out="$(STORE=$mode "${BASH_SOURCE[0]}" "$@")"
-      printf '%s\n' "---- round $i, STORE=$mode" "$out" >&2
-      rate="$(printf '%s\n' "$out" | sed -n 's/^add-rules: .* rules_per_s=\([0-9]*\).*/\1/p')"
-      [ -n "$rate" ] || { echo "grpc_add_rules_bench: round $i STORE=$mode printed no rate" >&2; exit 1; }
-      echo "round $i STORE=$mode: $rate rules/s"
-      if [ "$mode" = off ]; then off+=("$rate"); else on+=("$rate"); fi
-    done
-  done
-  python3 - "${off[*]}" "${on[*]}" <<'PY'
-import statistics, sys
-off = [float(x) for x in sys.argv[1].split()]
-on = [float(x) for x in sys.argv[2].split()]
-mo, mn = statistics.median(off), statistics.median(on)
-print(f"median rules/s acked: store off {mo:.0f}, store on {mn:.0f}: on/off = {mn / mo:.2f}")
-PY
-  exit 0
-fi
+}
+[ "${PIPELINE:-megaflow}" = compare ] && compare PIPELINE megaflow acl "$@"
+[ "${STORE:-off}" = compare ] && compare STORE off on "$@"
 build="${1:?usage: grpc_add_rules_bench.sh BUILD_DIR [RULES] [BATCH] [SEED_SET]}"
 rules="${2:-1000000}"
 batch="${3:-1000}"
