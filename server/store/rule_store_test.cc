@@ -634,6 +634,36 @@ TEST_F(DamageTest, NotARuleStore) {
   ExpectDamage("not a flowclass rule store", 0);
 }
 
+// A store file switched out of WAL mode (not one the store wrote): refused
+// before anything writes to it (switching it back would rewrite its header;
+// store_file_fuzz found a refused file changed that way).
+TEST_F(DamageTest, NotInWalModeIsRefusedUnchanged) {
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(dir_.db().c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "PRAGMA journal_mode=DELETE", nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  const std::string before = ReadAll(dir_.db());
+  ASSERT_NE(before, pristine_);  // the header's read/write versions say "rollback"
+  absl::StatusOr<RuleStoreState> s = OpenAndLoad(dir_.path());
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kDataLoss) << s.status();
+  EXPECT_THAT(s.status().message(), HasSubstr(dir_.db()));
+  EXPECT_THAT(s.status().message(), HasSubstr("not in WAL mode (journal_mode is delete)"));
+  EXPECT_EQ(ReadAll(dir_.db()), before) << "a refused store was changed";
+  RuleStoreOptions o;
+  o.recover_to_last_consistent = true;
+  s = OpenAndLoad(dir_.path(), o);
+  // As for a foreign file: set aside whole, the store starts empty.
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE(s->info.recovered);
+  EXPECT_EQ(s->generation, 0u);
+  EXPECT_TRUE(s->rules.empty());
+  EXPECT_EQ(ReadAll(s->info.damaged_file), before);
+}
+
 TEST_F(DamageTest, DatabaseRemovedButItsWalLeft) {
   WriteAll(dir_.wal(), "leftover");
   fs::remove(dir_.db());

@@ -115,6 +115,17 @@ absl::StatusOr<sqlite3*> OpenDb(const std::string& path, bool create, int32_t ap
           path, ": not a flowclass rule store (SQLite application_id ", *app, ", expected ",
           application_id, ")"));
     }
+    // The store writes only WAL files: one in another journal mode was not
+    // written by it, and switching it would rewrite its header (the fuzzer
+    // found a refused store changed that way).
+    absl::StatusOr<std::string> was = QueryText(db, path, "PRAGMA journal_mode");
+    if (!was.ok() || *was != "wal") {
+      CloseDb(db, false);
+      if (!was.ok()) return was.status();
+      return absl::DataLossError(absl::StrCat(
+          path, ": not in WAL mode (journal_mode is ", *was,
+          "): the rule store writes only WAL files; left as it is"));
+    }
   }
   absl::StatusOr<std::string> mode = QueryText(db, path, "PRAGMA journal_mode=WAL");
   if (!mode.ok() || *mode != "wal") {
