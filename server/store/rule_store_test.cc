@@ -466,6 +466,15 @@ class DamageTest : public ::testing::Test {
     pristine_ = ReadAll(dir_.db());
   }
 
+  // Runs `sql` on rules.db with plain SQLite, past the store's checks.
+  void ExecSql(const char* sql) {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(dir_.db().c_str(), &db), SQLITE_OK);
+    const int rc = sqlite3_exec(db, sql, nullptr, nullptr, nullptr);
+    sqlite3_close(db);
+    ASSERT_EQ(rc, SQLITE_OK) << sql;
+  }
+
   // Flips one bit in every copy of `needle` in rules.db (freed pages may
   // hold old copies; the live one is among them).
   void FlipText(const std::string& needle) {
@@ -565,13 +574,7 @@ TEST_F(DamageTest, BatchTheTableWouldRefuse) {
 }
 
 TEST_F(DamageTest, MetaRowChanged) {
-  {
-    sqlite3* db = nullptr;
-    ASSERT_EQ(sqlite3_open(dir_.db().c_str(), &db), SQLITE_OK);
-    ASSERT_EQ(sqlite3_exec(db, "UPDATE meta SET head_generation = 25", nullptr, nullptr, nullptr),
-              SQLITE_OK);
-    sqlite3_close(db);
-  }
+  ASSERT_NO_FATAL_FAILURE(ExecSql("UPDATE meta SET head_generation = 25"));
   ExpectDamage("table meta: checksum mismatch", 0);
 }
 
@@ -600,37 +603,18 @@ TEST_F(DamageTest, TruncatedByHalfAndByOnePage) {
 
 TEST_F(DamageTest, HeadOfTheStoreMissingItsLastBatch) {
   // A valid-looking file whose newest batch row is gone: meta's head says 20.
-  {
-    sqlite3* db = nullptr;
-    ASSERT_EQ(sqlite3_open(dir_.db().c_str(), &db), SQLITE_OK);
-    ASSERT_EQ(sqlite3_exec(db, "DELETE FROM batch WHERE generation = 20", nullptr, nullptr, nullptr),
-              SQLITE_OK);
-    sqlite3_close(db);
-  }
+  ASSERT_NO_FATAL_FAILURE(ExecSql("DELETE FROM batch WHERE generation = 20"));
   ExpectDamage("batch generation 20 is missing", 19);
 }
 
 TEST_F(DamageTest, GapInGenerations) {
-  {
-    sqlite3* db = nullptr;
-    ASSERT_EQ(sqlite3_open(dir_.db().c_str(), &db), SQLITE_OK);
-    ASSERT_EQ(sqlite3_exec(db, "DELETE FROM batch WHERE generation = 13", nullptr, nullptr, nullptr),
-              SQLITE_OK);
-    sqlite3_close(db);
-  }
+  ASSERT_NO_FATAL_FAILURE(ExecSql("DELETE FROM batch WHERE generation = 13"));
   ExpectDamage("batch generation 14: generation 13 is missing", 12);
 }
 
 TEST_F(DamageTest, NotARuleStore) {
   fs::remove(dir_.db());
-  {
-    sqlite3* db = nullptr;
-    ASSERT_EQ(sqlite3_open(dir_.db().c_str(), &db), SQLITE_OK);
-    ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE t (x); INSERT INTO t VALUES (1)", nullptr, nullptr,
-                           nullptr),
-              SQLITE_OK);
-    sqlite3_close(db);
-  }
+  ASSERT_NO_FATAL_FAILURE(ExecSql("CREATE TABLE t (x); INSERT INTO t VALUES (1)"));
   ExpectDamage("not a flowclass rule store", 0);
 }
 
@@ -638,13 +622,7 @@ TEST_F(DamageTest, NotARuleStore) {
 // before anything writes to it (switching it back would rewrite its header;
 // store_file_fuzz found a refused file changed that way).
 TEST_F(DamageTest, NotInWalModeIsRefusedUnchanged) {
-  {
-    sqlite3* db = nullptr;
-    ASSERT_EQ(sqlite3_open(dir_.db().c_str(), &db), SQLITE_OK);
-    ASSERT_EQ(sqlite3_exec(db, "PRAGMA journal_mode=DELETE", nullptr, nullptr, nullptr),
-              SQLITE_OK);
-    sqlite3_close(db);
-  }
+  ASSERT_NO_FATAL_FAILURE(ExecSql("PRAGMA journal_mode=DELETE"));
   const std::string before = ReadAll(dir_.db());
   ASSERT_NE(before, pristine_);  // the header's read/write versions say "rollback"
   absl::StatusOr<RuleStoreState> s = OpenAndLoad(dir_.path());
