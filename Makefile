@@ -36,7 +36,8 @@ DEB_PACKAGES := cmake ninja-build g++ pkg-config python3 openssl libabsl-dev \
                 libdpdk-dev libpcap-dev libyaml-cpp-dev libcli11-dev libsqlite3-dev zlib1g-dev \
                 libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libssl-dev \
                 prometheus-cpp-dev prometheus yamllint iproute2 libjemalloc-dev \
-                openvswitch-switch-dpdk libcli11-dev libspdlog-dev
+                openvswitch-switch-dpdk libcli11-dev libspdlog-dev \
+                golang-github-gogo-googleapis-dev
 # Node.js + npm run the foreign gRPC client test.  Checked by command, not by
 # package: NodeSource's nodejs (which bundles npm) conflicts with Debian's npm.
 NODE_PACKAGES := nodejs npm

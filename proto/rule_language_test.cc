@@ -182,7 +182,7 @@ TEST(RuleLanguageTest, EveryEntryPointAcceptsAndRejectsTheSame) {
     std::vector<RuleOp> wire_ops;
     bool wire_read = false;
     if (std::string_view(c.field).starts_with("ipv4")) {
-      v1::RuleBatch batch;
+      v1::ApplyRulesRequest batch;
       *batch.add_ops()->mutable_insert() = structured;
       uint64_t batch_id = 0;
       wire_read = ReadRuleBatchWire(batch.SerializeAsString(), &batch_id, &wire_ops);

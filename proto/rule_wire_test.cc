@@ -62,7 +62,7 @@ TEST(RuleWireTest, RuleBatchWireIsProtobufsSerialization) {
   size_t direct = 0;
   for (size_t lo = 0; lo < ops.size(); lo += 97) {
     const absl::Span<const RuleOp> batch = absl::MakeConstSpan(ops).subspan(lo, 97);
-    v1::RuleBatch p;
+    v1::ApplyRulesRequest p;
     p.set_batch_id(lo == 0 ? 0 : rng() >> (rng() % 64));
     for (const RuleOp& op : batch) {
       RuleOpToProto(op, p.add_ops());
@@ -86,7 +86,7 @@ TEST(RuleWireTest, RuleBatchWireIsProtobufsSerialization) {
 // What the slow path makes of a wire batch: parse, then RuleOpFromProto;
 // false when either fails.
 bool SlowRead(const std::string& wire, uint64_t* batch_id, std::vector<RuleOp>* ops) {
-  v1::RuleBatch p;
+  v1::ApplyRulesRequest p;
   if (!p.ParseFromString(wire)) return false;
   *batch_id = p.batch_id();
   ops->assign(static_cast<size_t>(p.ops_size()), RuleOp{});
@@ -145,7 +145,7 @@ TEST(RuleWireTest, RuleBatchWireReadIsTheSlowPathsResult) {
   }
   int declined = 0;
   for (int b = 0; b < 40; ++b) {
-    v1::RuleBatch p;
+    v1::ApplyRulesRequest p;
     p.set_batch_id(rng() % 1000);
     for (int i = 0; i < 50; ++i) {
       const Rule r = gen.NextRule(static_cast<uint64_t>(1 + b * 50 + i));
@@ -186,7 +186,7 @@ TEST(RuleWireTest, RuleBatchWireReadIsTheSlowPathsResult) {
   // Hand-made messages other clients may send: the reader either declines
   // them or reads what the slow path reads.
   auto one_op = [](const v1::RuleOp& op) {
-    v1::RuleBatch b;
+    v1::ApplyRulesRequest b;
     *b.add_ops() = op;
     return b.SerializeAsString();
   };

@@ -72,8 +72,8 @@ std::unique_ptr<RuleStore> OpenStore(const std::string& dir, RuleStoreState* sta
   return *std::move(s);
 }
 
-v1::RuleBatch V1Batch(uint64_t id, const std::vector<RuleOp>& ops) {
-  v1::RuleBatch b;
+v1::ApplyRulesRequest V1Batch(uint64_t id, const std::vector<RuleOp>& ops) {
+  v1::ApplyRulesRequest b;
   b.set_batch_id(id);
   for (const RuleOp& op : ops) {
     v1::RuleOp* o = b.add_ops();
@@ -145,7 +145,7 @@ TEST_F(DurableTest, EveryAckIsDurableWhenWritten) {
     absl::StatusOr<v1::BatchAck> ack =
         client_->ApplyBatch(V1Batch(id, {RuleOp::Insert(R(id))}));
     ASSERT_TRUE(ack.ok()) << ack.status();
-    ASSERT_EQ(ack->status_code(), 0) << ack->status_message();
+    ASSERT_EQ(ack->status().code(), 0) << ack->status().message();
     EXPECT_EQ(store_->generation(), ack->generation());
     EXPECT_EQ(ack->server().boot_id(), 0x1234abcd5678ef01u);
     EXPECT_TRUE(ack->server().durable());
@@ -155,16 +155,16 @@ TEST_F(DurableTest, EveryAckIsDurableWhenWritten) {
   const uint64_t gen = fake_.generation();
   absl::StatusOr<v1::BatchAck> dup = client_->ApplyBatch(V1Batch(999, {RuleOp::Insert(R(5))}));
   ASSERT_TRUE(dup.ok());
-  EXPECT_NE(dup->status_code(), 0);
+  EXPECT_NE(dup->status().code(), 0);
   EXPECT_EQ(store_->generation(), gen);
   // Deletes and DeleteAll are stored too.
-  ASSERT_EQ(client_->ApplyBatch(V1Batch(1000, {RuleOp::Delete(3)}))->status_code(), 0);
+  ASSERT_EQ(client_->ApplyBatch(V1Batch(1000, {RuleOp::Delete(3)}))->status().code(), 0);
   const std::vector<std::string> before_delete_all = Texts(fake_.ListRules());
   absl::StatusOr<v1::BatchAck> all = client_->DeleteAll();
   ASSERT_TRUE(all.ok()) << all.status();
   EXPECT_EQ(all->server().boot_id(), 0x1234abcd5678ef01u);
   EXPECT_EQ(store_->generation(), all->generation());
-  ASSERT_EQ(client_->ApplyBatch(V1Batch(1001, Inserts(500, 510)))->status_code(), 0);
+  ASSERT_EQ(client_->ApplyBatch(V1Batch(1001, Inserts(500, 510)))->status().code(), 0);
   const uint64_t final_gen = fake_.generation();
   const std::vector<std::string> final_rules = Texts(fake_.ListRules());
   RuleStoreState st = Reload();
@@ -175,7 +175,7 @@ TEST_F(DurableTest, EveryAckIsDurableWhenWritten) {
 }
 
 TEST_F(DurableTest, StatsAndConfigTellWhichStart) {
-  absl::StatusOr<v1::Stats> s = client_->GetStats();
+  absl::StatusOr<v1::GetStatsResponse> s = client_->GetStats();
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->server().boot_id(), 0x1234abcd5678ef01u);
   EXPECT_TRUE(s->server().durable());
@@ -186,22 +186,22 @@ TEST_F(DurableTest, StatsAndConfigTellWhichStart) {
 }
 
 TEST_F(DurableTest, AFailedAppendIsDataLossThenEveryChangeIsRefused) {
-  ASSERT_EQ(client_->ApplyBatch(V1Batch(1, Inserts(1, 5)))->status_code(), 0);
+  ASSERT_EQ(client_->ApplyBatch(V1Batch(1, Inserts(1, 5)))->status().code(), 0);
   // A change behind the store's back: the next generation does not continue
   // the store's, so its append fails.
   ASSERT_TRUE(fake_.ApplyBatch(Inserts(100, 100)).ok());
   absl::StatusOr<v1::BatchAck> ack = client_->ApplyBatch(V1Batch(2, Inserts(6, 6)));
   ASSERT_TRUE(ack.ok()) << ack.status();
-  EXPECT_EQ(ack->status_code(), kDataLoss);
-  EXPECT_THAT(ack->status_message(), HasSubstr("applied to the dataplane but is not durable"));
-  EXPECT_THAT(ack->status_message(), HasSubstr("refuses rule changes until it is restarted"));
+  EXPECT_EQ(ack->status().code(), kDataLoss);
+  EXPECT_THAT(ack->status().message(), HasSubstr("applied to the dataplane but is not durable"));
+  EXPECT_THAT(ack->status().message(), HasSubstr("refuses rule changes until it is restarted"));
   EXPECT_TRUE(fake_.GetRule(6).ok());  // applied, not durable
   const uint64_t gen = fake_.generation();
   const size_t applied = fake_.applied_batches().size();
   ack = client_->ApplyBatch(V1Batch(3, Inserts(7, 7)));
   ASSERT_TRUE(ack.ok()) << ack.status();
-  EXPECT_EQ(ack->status_code(), kUnavailable);
-  EXPECT_THAT(ack->status_message(), HasSubstr("refuses rule changes until it is restarted"));
+  EXPECT_EQ(ack->status().code(), kUnavailable);
+  EXPECT_THAT(ack->status().message(), HasSubstr("refuses rule changes until it is restarted"));
   absl::StatusOr<v1::BatchAck> all = client_->DeleteAll();
   EXPECT_EQ(all.status().code(), absl::StatusCode::kUnavailable);
   absl::StatusOr<v1::BatchAck> rep = client_->ReplaceRules({R(1)});
@@ -298,7 +298,7 @@ TEST(DurableOverlapTest, TheCommitOverlapsThePublication) {
 }
 
 TEST_F(DurableTest, ReplaceRulesIsOneGenerationAllOrNothing) {
-  ASSERT_EQ(client_->ApplyBatch(V1Batch(1, Inserts(1, 5)))->status_code(), 0);
+  ASSERT_EQ(client_->ApplyBatch(V1Batch(1, Inserts(1, 5)))->status().code(), 0);
   const uint64_t gen = fake_.generation();
   const size_t applied = fake_.applied_batches().size();
   std::vector<Rule> next;
@@ -328,9 +328,9 @@ TEST_F(DurableTest, ReplaceRulesIsOneGenerationAllOrNothing) {
   // Only inserts may be streamed.
   {
     grpc::ClientContext ctx;
-    v1::BatchAck a;
+    v1::ReplaceRulesResponse a;
     auto w = client_->stub()->ReplaceRules(&ctx, &a);
-    v1::RuleBatch b;
+    v1::ReplaceRulesRequest b;
     b.add_ops()->set_delete_id(4);
     w->Write(b);
     w->WritesDone();

@@ -177,17 +177,17 @@ TEST(ReadinessTest, GrpcHealthFollowsReadiness) {
     return h.value_or(true);
   };
   EXPECT_FALSE(healthy(""));
-  EXPECT_FALSE(healthy("flowclass.v1.Classifier"));
+  EXPECT_FALSE(healthy("flowclass.v1.ClassifierService"));
   const auto t0 = Readiness::Clock::now();
   r.SetRulesRestored(true);
   r.Observe(Beat(0, {Pmd(0, 1, 0)}), t0);
   EXPECT_TRUE(healthy(""));
-  EXPECT_TRUE(healthy("flowclass.v1.Classifier"));
+  EXPECT_TRUE(healthy("flowclass.v1.ClassifierService"));
   r.Observe(Beat(0, {Pmd(0, 1, 0)}), t0 + Ms(1500));  // stalled
   EXPECT_FALSE(healthy(""));
-  EXPECT_FALSE(healthy("flowclass.v1.Classifier"));
+  EXPECT_FALSE(healthy("flowclass.v1.ClassifierService"));
   r.Observe(Beat(0, {Pmd(0, 2, 0)}), t0 + Ms(1600));  // resumed
-  EXPECT_TRUE(healthy("flowclass.v1.Classifier"));
+  EXPECT_TRUE(healthy("flowclass.v1.ClassifierService"));
   (*server)->Shutdown();
   r.Observe(Beat(0, {Pmd(0, 3, 0)}), t0 + Ms(1700));  // no callback into a gone server
 }

@@ -36,6 +36,7 @@
 #include "dataplane/rules/rule_format.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "proto/rich_error.h"
 #include "proto/rule_convert.h"
 #include "yaml-cpp/yaml.h"
 
@@ -581,7 +582,7 @@ bool HasFlag(const Args& a, const char* name) { return a.values.count(name) > 0;
 
 // stats --watch: what the totals did per second since the previous report.
 // A counter that went down (stats-clear, a restarted daemon) starts again.
-std::string WatchRates(const v1::Stats& prev, const v1::Stats& now, double seconds) {
+std::string WatchRates(const v1::GetStatsResponse& prev, const v1::GetStatsResponse& now, double seconds) {
   const v1::PmdStats &p = prev.total(), &n = now.total();
   if (n.packets() < p.packets() || n.tx_packets() < p.tx_packets() ||
       now.server().boot_id() != prev.server().boot_id())
@@ -1129,7 +1130,7 @@ int SyncRules(absl::string_view cmd, const Args& a) {
   return RunOnDiff(cmd, a, [&](FlowclassClient& client, const RuleDiff& d) {
     NodeResult r;
     if (d.empty()) {  // nothing to send; the generation it is in sync at
-      absl::StatusOr<v1::Stats> st = client.GetStats();
+      absl::StatusOr<v1::GetStatsResponse> st = client.GetStats();
       if (!st.ok()) return Failed(cmd, st.status());
       r.generation = st->generation();
       r.ack = absl::StrCat("in sync, nothing sent: rules=", d.unchanged);
@@ -1138,7 +1139,7 @@ int SyncRules(absl::string_view cmd, const Args& a) {
     }
     // One batch: all of it or nothing.  Deletes first, then inserts and
     // replacements, in id order.
-    v1::RuleBatch batch;
+    v1::ApplyRulesRequest batch;
     batch.set_batch_id(1);
     for (const Rule& rule : d.removed) batch.add_ops()->set_delete_id(rule.id);
     for (const Rule& rule : d.added) RuleToProto(rule, batch.add_ops()->mutable_insert());
@@ -1146,7 +1147,7 @@ int SyncRules(absl::string_view cmd, const Args& a) {
       RuleToProto(new_rule, batch.add_ops()->mutable_replace());
     absl::StatusOr<v1::BatchAck> ack = client.ApplyBatch(batch);
     if (!ack.ok()) return Failed(cmd, ack.status());
-    if (ack->status_code() != 0) return Failed(cmd, AckStatus(*ack));
+    if (ack->status().code() != 0) return Failed(cmd, AckStatus(*ack));
     r.generation = ack->generation();
     r.ack = absl::StrCat("inserted=", ack->inserted(), " replaced=", ack->replaced(),
                          " deleted=", ack->deleted(), " unchanged=", d.unchanged);
@@ -1185,7 +1186,7 @@ NodeResult ApplyRuleOps(absl::string_view cmd, FlowclassClient& client,
       absl::StrAppendFormat(&res.err,
                             "flowclassctl add-rules: batch %llu was rejected before: %s\n",
                             static_cast<unsigned long long>(partial.first_error->batch_id()),
-                            partial.first_error->status_message().c_str());
+                            partial.first_error->status().message().c_str());
     if (!ops.empty())
       absl::StrAppendFormat(&res.err, "flowclassctl add-rules: %s\n",
                             StreamFailureReport(partial, ao.batch_size, ops.size()).c_str());
@@ -1196,14 +1197,15 @@ NodeResult ApplyRuleOps(absl::string_view cmd, FlowclassClient& client,
     absl::StrAppendFormat(
         &res.err, "flowclassctl add-rules: batch %llu rejected: %s: %s\n",
         static_cast<unsigned long long>(e.batch_id()),
-        absl::StatusCodeToString(static_cast<absl::StatusCode>(e.status_code())).c_str(),
-        e.status_message().c_str());
-    for (const v1::OpError& oe : e.errors()) {
-      const size_t idx = (e.batch_id() - ao.first_batch_id) * ao.batch_size + oe.op_index();
+        absl::StatusCodeToString(static_cast<absl::StatusCode>(e.status().code())).c_str(),
+        e.status().message().c_str());
+    if (const std::optional<FieldViolation> v = GetFieldViolation(e.status());
+        v.has_value() && v->op_index.has_value()) {
+      const size_t idx = (e.batch_id() - ao.first_batch_id) * ao.batch_size + *v->op_index;
       if (idx < ops.size())
         absl::StrAppendFormat(&res.err, "  rule #%zu of %s (line %zu, field %s): %s\n", idx + 1,
                               in.source.c_str(), idx < in.lines.size() ? in.lines[idx] : idx + 1,
-                              oe.field().empty() ? "-" : oe.field().c_str(),
+                              v->field.empty() ? "-" : v->field.c_str(),
                               ops[idx].rule.ToString().c_str());
     }
     // Every batch before the rejected one was applied, so the rest of
@@ -1233,7 +1235,7 @@ NodeResult ApplyRuleOps(absl::string_view cmd, FlowclassClient& client,
 
 int DelRules(absl::string_view cmd, const Args& a) {
   const bool all = HasFlag(a, "--all");
-  v1::RuleBatch batch;
+  v1::ApplyRulesRequest batch;
   batch.set_batch_id(1);
   for (const std::string& p : a.positional) {
     uint64_t id = 0;
@@ -1251,7 +1253,7 @@ int DelRules(absl::string_view cmd, const Args& a) {
   return RunOnServers(cmd, a, [&](FlowclassClient& client) {
     absl::StatusOr<v1::BatchAck> ack = all ? client.DeleteAll() : client.ApplyBatch(batch);
     if (!ack.ok()) return Failed(cmd, ack.status());
-    if (ack->status_code() != 0) return Failed(cmd, AckStatus(*ack));
+    if (ack->status().code() != 0) return Failed(cmd, AckStatus(*ack));
     NodeResult r;
     r.generation = ack->generation();
     r.ack = absl::StrCat("deleted=", ack->deleted());
@@ -1305,8 +1307,8 @@ int DumpRules(absl::string_view cmd, const Args& a) {
   if (!client.ok()) return Usage(cmd, std::string(client.status().message()));
   absl::StatusOr<std::vector<v1::Rule>> rules = (*client)->ListRules(req);
   if (!rules.ok()) return Fail(cmd, rules.status());
-  if (a.json) {  // one RulePage with every rule (hits included)
-    v1::RulePage page;
+  if (a.json) {  // one ListRulesResponse with every rule (hits included)
+    v1::ListRulesResponse page;
     for (v1::Rule& p : *rules) *page.add_rules() = std::move(p);
     PrintStructured(a, page);
     return kCtlExitOk;
@@ -1340,11 +1342,11 @@ int Stats(absl::string_view cmd, const Args& a) {
   if (!a.fleet_from.empty()) {  // one report a node, in the table
     if (watch > 0) return Usage(cmd, absl::StrCat("--watch reads one server, not ", a.fleet_from));
     return RunOnServers(cmd, a, [&](FlowclassClient& client) {
-      absl::StatusOr<v1::Stats> st = client.GetStats(false, HasFlag(a, "--rule-hits"));
+      absl::StatusOr<v1::GetStatsResponse> st = client.GetStats(false, HasFlag(a, "--rule-hits"));
       if (!st.ok()) return Failed(cmd, st.status());
       NodeResult r;
       r.generation = st->generation();
-      r.ack = absl::StrCat("rules=", st->rules(), " pmds=", st->pmd_size(),
+      r.ack = absl::StrCat("rules=", st->rules(), " pmds=", st->pmds_size(),
                            " packets=", st->total().packets());
       r.json = ToJson(*st);
       return r;
@@ -1352,10 +1354,10 @@ int Stats(absl::string_view cmd, const Args& a) {
   }
   auto client = Dial(a);
   if (!client.ok()) return Usage(cmd, std::string(client.status().message()));
-  std::optional<v1::Stats> prev;
+  std::optional<v1::GetStatsResponse> prev;
   std::chrono::steady_clock::time_point prev_at;
   for (uint64_t n = 1;; ++n) {
-    absl::StatusOr<v1::Stats> st = (*client)->GetStats(false, HasFlag(a, "--rule-hits"));
+    absl::StatusOr<v1::GetStatsResponse> st = (*client)->GetStats(false, HasFlag(a, "--rule-hits"));
     if (!st.ok()) return Fail(cmd, st.status());
     const auto at = std::chrono::steady_clock::now();
     if (a.json) {
@@ -1476,14 +1478,19 @@ int Trace(absl::string_view cmd, const Args& a) {
   std::printf("key: %s\n", t->key().c_str());
   // The parser's flags for a frame: what the key is missing and why (a PMD
   // counts such frames as parse_errors and classifies what it could read).
-  if (t->parse_flags() != 0) {
+  if (t->parse_flags_size() != 0) {
     std::string why;
-    if (t->parse_flags() & 1) why = "truncated (the frame ends inside a header)";
-    if (t->parse_flags() & 2)
-      absl::StrAppend(&why, why.empty() ? "" : ", ", "malformed (a header field is invalid)");
+    for (const int f : t->parse_flags())
+      absl::StrAppend(&why, why.empty() ? "" : ", ",
+                      f == v1::PARSE_FLAG_TRUNCATED   ? "truncated (the frame ends inside a header)"
+                      : f == v1::PARSE_FLAG_MALFORMED ? "malformed (a header field is invalid)"
+                                                      : v1::ParseFlag_Name(f));
     std::printf("parse: %s\n", why.c_str());
   }
-  std::printf("layer: %s\n", t->layer().c_str());
+  // The layer's enum name without its prefix: "emc", "slow_path", ...
+  std::printf("layer: %s\n",
+              absl::AsciiStrToLower(absl::StripPrefix(v1::Layer_Name(t->layer()), "LAYER_"))
+                  .c_str());
   if (t->has_pmd()) std::printf("pmd: %u\n", t->pmd());
   std::printf("megaflow: %s\nrule subtables visited: %u\n", t->megaflow().c_str(),
               t->rule_subtables_visited());

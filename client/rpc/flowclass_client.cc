@@ -57,9 +57,9 @@ std::string ConnectionHint(const absl::Status& s) {
 }
 
 absl::Status AckStatus(const v1::BatchAck& ack) {
-  if (ack.status_code() == 0) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(ack.status_code()),
-                      absl::StrCat("batch ", ack.batch_id(), ": ", ack.status_message()));
+  if (ack.status().code() == 0) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(ack.status().code()),
+                      absl::StrCat("batch ", ack.batch_id(), ": ", ack.status().message()));
 }
 
 absl::StatusOr<std::unique_ptr<FlowclassClient>> FlowclassClient::Connect(
@@ -102,11 +102,11 @@ absl::StatusOr<std::unique_ptr<FlowclassClient>> FlowclassClient::Connect(
   c->options_ = o;
   c->channel_ = grpc::CreateCustomChannel(o.target, creds, args);
   if (!c->channel_) return absl::InvalidArgumentError(absl::StrCat("bad target ", o.target));
-  c->stub_ = v1::Classifier::NewStub(c->channel_);
+  c->stub_ = v1::ClassifierService::NewStub(c->channel_);
   // The method's name lives as long as the program (RpcMethod keeps the
   // pointer).
   static const std::string* const kApplyRules =
-      new std::string(absl::StrCat("/", v1::Classifier::service_full_name(), "/ApplyRules"));
+      new std::string(absl::StrCat("/", v1::ClassifierService::service_full_name(), "/ApplyRules"));
   c->apply_rules_raw_ = std::make_unique<grpc::internal::RpcMethod>(
       kApplyRules->c_str(), grpc::internal::RpcMethod::BIDI_STREAMING, c->channel_);
   return c;
@@ -155,7 +155,7 @@ absl::StatusOr<ApplyResult> FlowclassClient::ApplyOps(absl::Span<const RuleOp> o
   const size_t n_batches = (ops.size() + o.batch_size - 1) / o.batch_size;
   ApplyResult result;
   if (n_batches == 0) {  // nothing to send: the generation as it stands
-    absl::StatusOr<v1::Stats> st = GetStats(false, false);
+    absl::StatusOr<v1::GetStatsResponse> st = GetStats(false, false);
     if (!st.ok()) return st.status();
     result.generation = st->generation();
     return result;
@@ -168,9 +168,9 @@ absl::StatusOr<ApplyResult> FlowclassClient::ApplyOps(absl::Span<const RuleOp> o
     ctx.set_deadline(std::chrono::system_clock::now() +
                      options_.timeout * static_cast<int64_t>(1 + n_batches / o.window));
   // ApplyRules with batches written as bytes (AppendRuleBatchWire), not
-  // built as messages: the server reads the same v1.RuleBatch.
-  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, v1::BatchAck>> stream(
-      grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, v1::BatchAck>::Create(
+  // built as messages: the server reads the same v1.ApplyRulesRequest.
+  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, v1::ApplyRulesResponse>> stream(
+      grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, v1::ApplyRulesResponse>::Create(
           channel_.get(), *apply_rules_raw_, &ctx));
 
   std::mutex mu;
@@ -181,7 +181,7 @@ absl::StatusOr<ApplyResult> FlowclassClient::ApplyOps(absl::Span<const RuleOp> o
   const auto start = std::chrono::steady_clock::now();
   std::thread writer([&] {
     // Each batch is encoded straight from the ops into one buffer (the
-    // bytes protobuf would write for the RuleBatch RuleOpToProto builds):
+    // bytes protobuf would write for the ApplyRulesRequest RuleOpToProto builds):
     // building and serializing the messages was most of the client's time
     // in a streamed load, on the CPU the server shares with it.
     std::string wire;
@@ -204,14 +204,15 @@ absl::StatusOr<ApplyResult> FlowclassClient::ApplyOps(absl::Span<const RuleOp> o
     stream->WritesDone();
   });
 
-  v1::BatchAck ack;
+  v1::ApplyRulesResponse resp;
   size_t acked_ops = 0;
-  while (stream->Read(&ack)) {
+  while (stream->Read(&resp)) {
+    const v1::BatchAck& ack = resp.ack();
     ++result.batches_acked;
     const uint64_t b = ack.batch_id() - o.first_batch_id;
     const size_t batch_ops =
         b < n_batches ? std::min(ops.size(), (b + 1) * o.batch_size) - b * o.batch_size : 0;
-    if (ack.status_code() == 0) {
+    if (ack.status().code() == 0) {
       result.ops_applied += batch_ops;
       result.generation = ack.generation();
       if (b < n_batches) result.ok_batches.push_back(static_cast<size_t>(b));
@@ -222,7 +223,7 @@ absl::StatusOr<ApplyResult> FlowclassClient::ApplyOps(absl::Span<const RuleOp> o
     {
       std::lock_guard<std::mutex> lock(mu);
       --in_flight;
-      if (ack.status_code() != 0) stop = true;
+      if (ack.status().code() != 0) stop = true;
     }
     cv.notify_all();
     if (o.progress) o.progress(acked_ops, ops.size());
@@ -244,63 +245,59 @@ absl::StatusOr<ApplyResult> FlowclassClient::ApplyOps(absl::Span<const RuleOp> o
   return result;
 }
 
-absl::StatusOr<v1::BatchAck> FlowclassClient::ApplyBatch(const v1::RuleBatch& batch) {
+absl::StatusOr<v1::BatchAck> FlowclassClient::ApplyBatch(const v1::ApplyRulesRequest& batch) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
   auto stream = stub_->ApplyRules(&ctx);
   stream->Write(batch);
   stream->WritesDone();
-  v1::BatchAck ack;
-  const bool got = stream->Read(&ack);
+  v1::ApplyRulesResponse resp;
+  const bool got = stream->Read(&resp);
   const grpc::Status st = stream->Finish();
   if (!st.ok()) return FromGrpcStatus(st);
   if (!got) return absl::InternalError("ApplyRules: the stream ended without an ack");
-  return ack;
+  return std::move(*resp.mutable_ack());
 }
 
 absl::StatusOr<std::vector<v1::Rule>> FlowclassClient::ListRules(
     const v1::ListRulesRequest& req) {
   std::vector<v1::Rule> out;
-  {  // In pages (a message per page, not per rule).
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx);
-    auto reader = stub_->ListRulePages(&ctx, req);
-    v1::RulePage page;
-    while (reader->Read(&page))
-      for (v1::Rule& r : *page.mutable_rules()) out.push_back(std::move(r));
-    const grpc::Status st = reader->Finish();
-    if (st.ok()) return out;
-    // A server from before ListRulePages: the stream of single rules.
-    if (st.error_code() != grpc::StatusCode::UNIMPLEMENTED) return FromGrpcStatus(st);
-  }
-  out.clear();
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
   auto reader = stub_->ListRules(&ctx, req);
-  v1::Rule r;
-  while (reader->Read(&r)) out.push_back(r);
+  v1::ListRulesResponse page;
+  while (reader->Read(&page))
+    for (v1::Rule& r : *page.mutable_rules()) out.push_back(std::move(r));
   const grpc::Status st = reader->Finish();
   if (!st.ok()) return FromGrpcStatus(st);
   return out;
 }
 
-#define FC_UNARY(method, req, resp_type)          \
-  grpc::ClientContext ctx;                        \
-  SetDeadline(&ctx);                              \
-  resp_type resp;                                 \
+// The answer of a unary call, or its `field` (e.g. rule, ack, config).
+#define FC_UNARY_FIELD(method, req, resp_type, field)      \
+  grpc::ClientContext ctx;                                 \
+  SetDeadline(&ctx);                                       \
+  resp_type resp;                                          \
   const grpc::Status st = stub_->method(&ctx, req, &resp); \
-  if (!st.ok()) return FromGrpcStatus(st);        \
+  if (!st.ok()) return FromGrpcStatus(st);                 \
+  return std::move(*resp.mutable_##field())
+#define FC_UNARY(method, req, resp_type)                   \
+  grpc::ClientContext ctx;                                 \
+  SetDeadline(&ctx);                                       \
+  resp_type resp;                                          \
+  const grpc::Status st = stub_->method(&ctx, req, &resp); \
+  if (!st.ok()) return FromGrpcStatus(st);                 \
   return resp
 
 absl::StatusOr<v1::Rule> FlowclassClient::GetRule(uint64_t id) {
   v1::GetRuleRequest req;
   req.set_id(id);
-  FC_UNARY(GetRule, req, v1::Rule);
+  FC_UNARY_FIELD(GetRule, req, v1::GetRuleResponse, rule);
 }
 
 absl::StatusOr<v1::BatchAck> FlowclassClient::DeleteAll() {
   v1::DeleteAllRequest req;
-  FC_UNARY(DeleteAll, req, v1::BatchAck);
+  FC_UNARY_FIELD(DeleteAll, req, v1::DeleteAllResponse, ack);
 }
 
 absl::StatusOr<v1::BatchAck> FlowclassClient::ReplaceRules(absl::Span<const Rule> rules,
@@ -308,10 +305,10 @@ absl::StatusOr<v1::BatchAck> FlowclassClient::ReplaceRules(absl::Span<const Rule
   if (per_message == 0) per_message = 1;
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
-  v1::BatchAck ack;
-  auto writer = stub_->ReplaceRules(&ctx, &ack);
+  v1::ReplaceRulesResponse resp;
+  auto writer = stub_->ReplaceRules(&ctx, &resp);
   for (size_t i = 0; i < rules.size(); i += per_message) {
-    v1::RuleBatch b;
+    v1::ReplaceRulesRequest b;
     for (size_t k = i; k < std::min(rules.size(), i + per_message); ++k)
       RuleToProto(rules[k], b.add_ops()->mutable_insert());
     if (!writer->Write(b)) break;  // the server ended the call: Finish says why
@@ -319,26 +316,26 @@ absl::StatusOr<v1::BatchAck> FlowclassClient::ReplaceRules(absl::Span<const Rule
   writer->WritesDone();
   const grpc::Status st = writer->Finish();
   if (!st.ok()) return FromGrpcStatus(st);
-  return ack;
+  return std::move(*resp.mutable_ack());
 }
 
-absl::StatusOr<v1::Stats> FlowclassClient::GetStats(bool include_subtables,
+absl::StatusOr<v1::GetStatsResponse> FlowclassClient::GetStats(bool include_subtables,
                                                     bool include_rule_hits) {
   v1::GetStatsRequest req;
   req.set_include_subtables(include_subtables);
   req.set_include_rule_hits(include_rule_hits);
-  FC_UNARY(GetStats, req, v1::Stats);
+  FC_UNARY(GetStats, req, v1::GetStatsResponse);
 }
 
 absl::StatusOr<v1::Config> FlowclassClient::GetConfig() {
   v1::GetConfigRequest req;
-  FC_UNARY(GetConfig, req, v1::Config);
+  FC_UNARY_FIELD(GetConfig, req, v1::GetConfigResponse, config);
 }
 
 absl::StatusOr<v1::Config> FlowclassClient::SetConfig(const v1::Config& config) {
   v1::SetConfigRequest req;
   *req.mutable_config() = config;
-  FC_UNARY(SetConfig, req, v1::Config);
+  FC_UNARY_FIELD(SetConfig, req, v1::SetConfigResponse, config);
 }
 
 absl::StatusOr<v1::TraceResponse> FlowclassClient::Trace(const v1::TraceRequest& req) {
@@ -351,6 +348,7 @@ absl::StatusOr<v1::ClearStatsResponse> FlowclassClient::ClearStats() {
 }
 
 #undef FC_UNARY
+#undef FC_UNARY_FIELD
 
 absl::StatusOr<std::vector<v1::MegaflowEntry>> FlowclassClient::DumpMegaflows(
     const v1::DumpMegaflowsRequest& req) {
@@ -387,7 +385,7 @@ absl::StatusOr<bool> FlowclassClient::Healthy(const std::string& service) {
   return resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
 }
 
-std::string FormatStats(const v1::Stats& s) {
+std::string FormatStats(const v1::GetStatsResponse& s) {
   std::string out = absl::StrFormat("generation %d, %d rules\n", s.generation(), s.rules());
   auto block = [&](const std::string& title, const v1::PmdStats& p) {
     const uint64_t total_cycles = p.cycles_busy() + p.cycles_idle();
@@ -417,15 +415,15 @@ std::string FormatStats(const v1::Stats& s) {
       absl::StrAppendFormat(&out, "  emc occupancy: %d/%d  smc occupancy: %d/%d\n",
                             p.emc_occupancy(), p.emc_entries(), p.smc_occupancy(),
                             p.smc_entries());
-    for (const v1::SubtableStats& st : p.subtable())
+    for (const v1::SubtableStats& st : p.subtables())
       absl::StrAppendFormat(&out, "  subtable %d port %d rank %d hits %d megaflows %d %s %s\n",
                             st.id(), st.in_port(), st.rank(), st.hits(), st.megaflows(),
                             st.lookup_impl(), st.mask());
   };
-  for (const v1::PmdStats& p : s.pmd())
+  for (const v1::PmdStats& p : s.pmds())
     block(absl::StrFormat("pmd thread %d (lcore %d)", p.pmd(), p.lcore()), p);
   block("total", s.total());
-  for (const v1::PortStats& p : s.port())
+  for (const v1::PortStats& p : s.ports())
     absl::StrAppendFormat(&out,
                           "port %d (%s): rx %d tx %d tx_dropped %d rx_errors %d rx_missed %d\n",
                           p.port(), p.name(), p.rx_packets(), p.tx_packets(),

@@ -69,7 +69,7 @@ struct ClientOptions {
 absl::StatusOr<std::string> ReadTokenFile(absl::string_view what, const std::string& path);
 
 struct ApplyOptions {
-  size_t batch_size = 1000;   // operations per RuleBatch (>= 1)
+  size_t batch_size = 1000;   // operations per batch (ApplyRulesRequest) (>= 1)
   // Batches in flight (>= 1): the most one group commit can take, so with a
   // rule store (one fsync per group) it decides the fsyncs per rule.
   size_t window = 32;
@@ -110,9 +110,8 @@ class FlowclassClient {
                                        const ApplyOptions& options = {},
                                        ApplyResult* partial = nullptr);
   // One batch on its own stream.
-  absl::StatusOr<v1::BatchAck> ApplyBatch(const v1::RuleBatch& batch);
-  // The rules ListRules names, read in pages (ListRulePages), or rule by
-  // rule from a server without it.
+  absl::StatusOr<v1::BatchAck> ApplyBatch(const v1::ApplyRulesRequest& batch);
+  // The rules ListRules names, read page by page.
   absl::StatusOr<std::vector<v1::Rule>> ListRules(const v1::ListRulesRequest& req = {});
   absl::StatusOr<v1::Rule> GetRule(uint64_t id);
   absl::StatusOr<v1::BatchAck> DeleteAll();
@@ -120,7 +119,7 @@ class FlowclassClient {
   // (streamed as inserts, `per_message` a message).
   absl::StatusOr<v1::BatchAck> ReplaceRules(absl::Span<const Rule> rules,
                                             size_t per_message = 1000);
-  absl::StatusOr<v1::Stats> GetStats(bool include_subtables = false,
+  absl::StatusOr<v1::GetStatsResponse> GetStats(bool include_subtables = false,
                                      bool include_rule_hits = false);
   absl::StatusOr<v1::Config> GetConfig();
   absl::StatusOr<v1::Config> SetConfig(const v1::Config& config);
@@ -132,7 +131,7 @@ class FlowclassClient {
   // grpc.health.v1 Check of `service` ("" = the whole server): true if SERVING.
   absl::StatusOr<bool> Healthy(const std::string& service = "");
 
-  v1::Classifier::Stub* stub() { return stub_.get(); }
+  v1::ClassifierService::Stub* stub() { return stub_.get(); }
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
 
  private:
@@ -143,7 +142,7 @@ class FlowclassClient {
 
   ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::Classifier::Stub> stub_;
+  std::unique_ptr<v1::ClassifierService::Stub> stub_;
   // ApplyRules, for writing batches as bytes (ApplyOps).
   std::unique_ptr<grpc::internal::RpcMethod> apply_rules_raw_;
 };
@@ -157,7 +156,7 @@ absl::Status AckStatus(const v1::BatchAck& ack);
 // `pmd-stats-show`-like text: one block per PMD (a line per counter of the
 // table that GetStats carries, dataplane/pmd_counters.h, then the averages and
 // the PMD loop's counts), then totals and ports.
-std::string FormatStats(const v1::Stats& stats);
+std::string FormatStats(const v1::GetStatsResponse& stats);
 
 // One megaflow as `flowclassctl dump-megaflows` prints it (like
 // `ovs-appctl dpctl/dump-flows`), no newline:

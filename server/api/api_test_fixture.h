@@ -23,8 +23,10 @@
 #include "dataplane/dataplane.h"
 #include "dataplane/forwarding_dataplane.h"
 #include "gtest/gtest.h"
+#include "proto/rich_error.h"
 #include "server/api/grpc_server.h"
 #include "server/testing/fake_dataplane.h"
+#include "tests/common/ack_reader.h"
 
 namespace flowclass {
 
@@ -48,8 +50,8 @@ inline v1::Rule MakeRule(uint64_t id, uint32_t priority = 10, uint64_t cookie = 
   return r;
 }
 
-inline v1::RuleBatch Batch(uint64_t id, std::vector<v1::RuleOp> ops) {
-  v1::RuleBatch b;
+inline v1::ApplyRulesRequest Batch(uint64_t id, std::vector<v1::RuleOp> ops) {
+  v1::ApplyRulesRequest b;
   b.set_batch_id(id);
   for (v1::RuleOp& op : ops) *b.add_ops() = std::move(op);
   return b;
@@ -75,15 +77,32 @@ inline v1::RuleOp DeleteCookie(uint64_t c) {
   return op;
 }
 
+// The violation an ack's google.rpc.Status carries (GetFieldViolation):
+// how many (0 or 1), and it (empty when none).
+inline int ViolationCount(const v1::BatchAck& ack) {
+  return GetFieldViolation(ack.status()).has_value() ? 1 : 0;
+}
+inline FieldViolation Violation(const v1::BatchAck& ack) {
+  return GetFieldViolation(ack.status()).value_or(FieldViolation{});
+}
+// The google.rpc.Code an ErrorInfo reason goes with (-1: none known).
+inline int ReasonCode(const std::string& reason) {
+  if (reason == "INVALID_RULE") return static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT);
+  if (reason == "RULE_EXISTS") return static_cast<int>(grpc::StatusCode::ALREADY_EXISTS);
+  if (reason == "RULE_NOT_FOUND") return static_cast<int>(grpc::StatusCode::NOT_FOUND);
+  if (reason == "LIMIT") return static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED);
+  return -1;
+}
+
 // Reads a stream's acks to the end: (batch id, generation) and status codes.
 inline std::pair<std::vector<std::pair<uint64_t, uint64_t>>, std::vector<int>> ReadAcks(
-    grpc::ClientReaderWriter<v1::RuleBatch, v1::BatchAck>* stream) {
+    grpc::ClientReaderWriter<v1::ApplyRulesRequest, v1::ApplyRulesResponse>* stream) {
   v1::BatchAck ack;
   std::vector<std::pair<uint64_t, uint64_t>> seen;
   std::vector<int> codes;
-  while (stream->Read(&ack)) {
+  while (ReadAck(stream, &ack)) {
     seen.emplace_back(ack.batch_id(), ack.generation());
-    codes.push_back(ack.status_code());
+    codes.push_back(ack.status().code());
   }
   return {seen, codes};
 }
@@ -113,7 +132,7 @@ class ApiTest : public ::testing::Test {
     EXPECT_TRUE(c.ok()) << c.status();
     return c.ok() ? *std::move(c) : nullptr;
   }
-  v1::BatchAck Apply(v1::RuleBatch b) {
+  v1::BatchAck Apply(v1::ApplyRulesRequest b) {
     absl::StatusOr<v1::BatchAck> ack = client_->ApplyBatch(b);
     EXPECT_TRUE(ack.ok()) << ack.status();
     return ack.ok() ? *ack : v1::BatchAck();

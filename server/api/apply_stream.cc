@@ -21,6 +21,7 @@
 #include "grpc/grpc.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "grpcpp/support/proto_buffer_reader.h"
+#include "proto/rich_error.h"
 #include "proto/rule_convert.h"
 #include "proto/rule_wire.h"
 #include "server/api/idle_watchdog.h"
@@ -65,40 +66,69 @@ uint64_t OpRuleId(const v1::RuleOp& op) {
   return rule->id();
 }
 
+// v1.RuleOp's oneof name of an operation.
+absl::string_view OpOneof(const v1::RuleOp& op) {
+  switch (op.op_case()) {
+    case v1::RuleOp::kInsert: return "insert";
+    case v1::RuleOp::kReplace: return "replace";
+    case v1::RuleOp::kDeleteId: return "delete_id";
+    case v1::RuleOp::kDeleteCookie: return "delete_cookie";
+    default: return "";
+  }
+}
+absl::string_view OpOneof(const RuleOp& op) {
+  switch (op.kind) {
+    case RuleOp::Kind::kInsert: return "insert";
+    case RuleOp::Kind::kReplace: return "replace";
+    case RuleOp::Kind::kDelete: return "delete_id";
+    case RuleOp::Kind::kDeleteByCookie: return "delete_cookie";
+  }
+  return "";
+}
+bool IsTextRule(const v1::RuleOp& op) {
+  const v1::Rule* rule = op.has_insert() ? &op.insert() : op.has_replace() ? &op.replace() : nullptr;
+  return rule != nullptr && !rule->text().empty();
+}
+
+// Where an operation's error points: its oneof and whether its rule is text.
+struct OpWhere {
+  absl::string_view oneof;
+  bool text_rule = false;
+};
+
 // Rejects the batch of `ack` for the error of one operation, `e`: its
-// kind's code, `message`, and the OpError (index, rule id, `field`).
+// kind's code, `message`, and the BadRequest / ErrorInfo details (the field
+// path in the request, the index, rule id and `field`).
 void RejectOp(v1::BatchAck* ack, const RuleOpError& e, std::string message,
-              absl::string_view field) {
-  const absl::StatusCode code = KindCode(e.kind);
-  ack->set_status_code(static_cast<int>(code));
-  ack->set_status_message(message);
-  v1::OpError* oe = ack->add_errors();
-  oe->set_op_index(e.index);
-  oe->set_rule_id(e.rule_id);
-  oe->set_field(std::string(field));
-  oe->set_message(std::move(message));
-  oe->set_code(static_cast<int>(code));
+              absl::string_view field, OpWhere where) {
+  FieldViolation v;
+  v.path = OpFieldPath(e, where.oneof, where.text_rule);
+  v.description = message;
+  v.reason = std::string(ErrorReason(e.kind));
+  v.op_index = e.index;
+  v.rule_id = e.rule_id;
+  v.field = std::string(field);
+  SetRichStatus(KindCode(e.kind), message, &v, ack->mutable_status());
 }
 
 // Rejects the batch of `ack` for `s`, a conversion or dataplane error, read
 // from its RuleOpError `e` (GetRuleOpError(s)).  The error of one operation
-// gets an OpError; its field is named in v1's names when `v1_names` (the
-// message too: a table error names the native one), in the native ones
+// gets a field violation; its field is named in v1's names when `v1_names`
+// (the message too: a table error names the native one), in the native ones
 // otherwise.  Any other error (no RuleOpError, or one of no operation) is
 // told by code and message only.
 void Reject(v1::BatchAck* ack, const absl::Status& s, const std::optional<RuleOpError>& e,
-            bool v1_names) {
+            bool v1_names, OpWhere where) {
   if (!e.has_value() || !e->has_op) {
-    ack->set_status_code(static_cast<int>(ApiCode(s)));
-    ack->set_status_message(std::string(s.message()));
+    SetRichStatus(ApiCode(s), s.message(), nullptr, ack->mutable_status());
     return;
   }
   if (!v1_names) {
-    RejectOp(ack, *e, std::string(s.message()), NativeName(e->field));
+    RejectOp(ack, *e, std::string(s.message()), NativeName(e->field), where);
     return;
   }
   const absl::string_view field = ProtoName(e->field);
-  RejectOp(ack, *e, RenameErrorField(s.message(), *e, field), field);
+  RejectOp(ack, *e, RenameErrorField(s.message(), *e, field), field, where);
 }
 
 }  // namespace
@@ -156,7 +186,7 @@ std::vector<v1::BatchAck> CommitGroup(Dataplane* dp, absl::Span<const GroupBatch
       RejectOp(&ack, e,
                absl::StrCat("grpc.max_batch_ops: batch ", batch_id, " has ", n_ops,
                             " operations, limit ", max_ops),
-               ProtoName(e.field));
+               ProtoName(e.field), OpWhere{});
       rejected[b] = true;
       continue;
     }
@@ -164,14 +194,15 @@ std::vector<v1::BatchAck> CommitGroup(Dataplane* dp, absl::Span<const GroupBatch
       ops[b] = std::move(*g.ops);
       continue;
     }
-    const v1::RuleBatch& batch = *g.msg;
+    const v1::ApplyRulesRequest& batch = *g.msg;
     ops[b].resize(static_cast<size_t>(batch.ops_size()));
     for (int i = 0; i < batch.ops_size(); ++i) {
       const absl::Status s = RuleOpFromProto(batch.ops(i), &ops[b][static_cast<size_t>(i)]);
       if (!s.ok()) {
         // Told in v1's names, as the conversion's message already is.
         const absl::Status at = AtOperation(s, static_cast<uint32_t>(i), OpRuleId(batch.ops(i)));
-        Reject(&ack, at, GetRuleOpError(at), /*v1_names=*/true);
+        Reject(&ack, at, GetRuleOpError(at), /*v1_names=*/true,
+               OpWhere{OpOneof(batch.ops(i)), IsTextRule(batch.ops(i))});
         rejected[b] = true;
         ops[b].clear();
         break;
@@ -201,20 +232,22 @@ std::vector<v1::BatchAck> CommitGroup(Dataplane* dp, absl::Span<const GroupBatch
       // sent as native text keeps the native ones it was written with.
       // (Batches read directly hold structured rules only.)
       bool v1_names = false;
+      OpWhere where;
       if (e.has_value() && e->has_op) {
         const uint32_t index = e->index;
-        if (const v1::RuleBatch* batch = batches[b].msg; batch == nullptr) {
-          v1_names = index < ops[b].size() && (ops[b][index].kind == RuleOp::Kind::kInsert ||
-                                               ops[b][index].kind == RuleOp::Kind::kReplace);
+        if (const v1::ApplyRulesRequest* batch = batches[b].msg; batch == nullptr) {
+          if (index < ops[b].size()) {
+            where.oneof = OpOneof(ops[b][index]);
+            v1_names = ops[b][index].kind == RuleOp::Kind::kInsert ||
+                       ops[b][index].kind == RuleOp::Kind::kReplace;
+          }
         } else if (index < static_cast<uint32_t>(batch->ops_size())) {
           const v1::RuleOp& op = batch->ops(static_cast<int>(index));
-          const v1::Rule* rule = op.has_insert()    ? &op.insert()
-                                 : op.has_replace() ? &op.replace()
-                                                    : nullptr;
-          v1_names = rule != nullptr && rule->text().empty();
+          where = OpWhere{OpOneof(op), IsTextRule(op)};
+          v1_names = (op.has_insert() || op.has_replace()) && !where.text_rule;
         }
       }
-      Reject(&ack, r.status(), e, v1_names);
+      Reject(&ack, r.status(), e, v1_names, where);
       ack.set_generation(gen);
       continue;
     }
@@ -250,7 +283,7 @@ grpc::Status ServeApplyStream(
   // included, is parsed as a message as before.
   struct Received {
     std::unique_ptr<google::protobuf::Arena> arena;  // only for a parsed message
-    v1::RuleBatch* batch = nullptr;  // on `arena`; null when read directly
+    v1::ApplyRulesRequest* batch = nullptr;  // on `arena`; null when read directly
     uint64_t batch_id = 0;
     std::vector<RuleOp> ops;  // read directly
     size_t size() const { return batch ? static_cast<size_t>(batch->ops_size()) : ops.size(); }
@@ -260,7 +293,7 @@ grpc::Status ServeApplyStream(
   std::deque<Received> queue;
   bool closed = false;  // the reader is done (half-close, error, or told to)
   bool stop = false;    // tells the reader to stop taking batches
-  // A message that did not parse as a RuleBatch: its position in the
+  // A message that did not parse as an ApplyRulesRequest: its position in the
   // stream (1-based; 0: none).  Set under mu with `closed`.
   uint64_t bad_message = 0;
   std::thread reader([&] {
@@ -287,7 +320,7 @@ grpc::Status ServeApplyStream(
         // A message, on an arena only such a batch needs.
         std::vector<RuleOp>().swap(next.ops);  // what the direct read left
         next.arena = std::make_unique<google::protobuf::Arena>();
-        next.batch = google::protobuf::Arena::CreateMessage<v1::RuleBatch>(next.arena.get());
+        next.batch = google::protobuf::Arena::CreateMessage<v1::ApplyRulesRequest>(next.arena.get());
         grpc::ProtoBufferReader in(&raw);
         if (!next.batch->ParseFromZeroCopyStream(&in) || !in.status().ok()) {
           bad = n_read;
@@ -360,12 +393,14 @@ grpc::Status ServeApplyStream(
     status = CheckAlive(ctx, absl::StrCat("batch ", first_id, " was applied"));
     if (!status.ok()) break;
     bool written = true;
-    for (const v1::BatchAck& ack : CommitGroup(dp, batches, max_batch_ops, server)) {
+    for (v1::BatchAck& ack : CommitGroup(dp, batches, max_batch_ops, server)) {
       grpc::ByteBuffer out;
       bool own = false;
+      v1::ApplyRulesResponse resp;
+      resp.mutable_ack()->Swap(&ack);
       unread.Kick();
       const bool sent =
-          grpc::SerializationTraits<v1::BatchAck>::Serialize(ack, &out, &own).ok() &&
+          grpc::SerializationTraits<v1::ApplyRulesResponse>::Serialize(resp, &out, &own).ok() &&
           stream->Write(out);
       unread.Pause();
       if (!sent) {  // client went away, or read nothing for idle_timeout
@@ -398,7 +433,7 @@ grpc::Status ServeApplyStream(
     return grpc::Status(
         grpc::StatusCode::INVALID_ARGUMENT,
         absl::StrCat("message ", bad_message,
-                     " of the stream does not parse as a RuleBatch (e.g. truncated, or a "
+                     " of the stream does not parse as an ApplyRulesRequest (e.g. truncated, or a "
                      "string field that is not UTF-8): it and the messages after it were not "
                      "applied; every batch before it was acknowledged"));
   // Read() fails at the client's half-close, or when the transport gave up

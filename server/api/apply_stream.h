@@ -1,5 +1,5 @@
-// apply_stream.h — ApplyRules: a stream of RuleBatches, group-committed to a
-// `Dataplane`, one BatchAck per batch.
+// apply_stream.h — ApplyRules: a stream of batches (ApplyRulesRequest), group-committed to a
+// `Dataplane`, one BatchAck (in an ApplyRulesResponse) per batch.
 //
 // Contract
 // --------
@@ -20,8 +20,8 @@
 //     off the stream and queues them (at most 64 batches read ahead; it waits
 //     when the queue is full).  The usual batches (structured rules, deletes)
 //     are read straight into operations (ReadRuleBatchWire); any other is
-//     parsed as a v1.RuleBatch, on an arena of its own.  A message that is not
-//     a RuleBatch stops the reader.
+//     parsed as a v1.ApplyRulesRequest, on an arena of its own.  A message that is not
+//     an ApplyRulesRequest stops the reader.
 //   * Who commits: the calling thread (gRPC's handler thread of the call).
 //     Whatever has queued up when the dataplane is free again is one group
 //     (at most 65536 operations, or one batch larger than that): one
@@ -71,7 +71,7 @@ namespace flowclass {
 // A batch of a group: the parsed message, or (msg null) the batch id and
 // operations ReadRuleBatchWire read straight from the wire (moved from).
 struct GroupBatch {
-  const v1::RuleBatch* msg = nullptr;
+  const v1::ApplyRulesRequest* msg = nullptr;
   uint64_t batch_id = 0;
   std::vector<RuleOp>* ops = nullptr;
 };

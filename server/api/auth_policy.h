@@ -5,7 +5,7 @@
 // Contract
 // --------
 // Two roles.  `reader` may call the methods that only look (kMethodRoles
-// below: GetStats, GetConfig, ListRules, ListRulePages, GetRule, Trace,
+// below: GetStats, GetConfig, ListRules, GetRule, Trace,
 // health and reflection); `admin` may call everything.  kMethodRoles is the
 // one place that says which method needs which role; a method that is not
 // in it needs admin (deny by default), so a new RPC is refused to readers
@@ -49,7 +49,7 @@ enum class Role { kNone = 0, kReader = 1, kAdmin = 2 };
 const char* RoleName(Role r);  // "none", "reader", "admin"
 
 // The method -> role table.  `method` is the gRPC path
-// ("/flowclass.v1.Classifier/GetStats"); a whole service is written
+// ("/flowclass.v1.ClassifierService/GetStats"); a whole service is written
 // "/grpc.health.v1.Health/*".  Anything not listed: kAdmin.
 struct MethodRole {
   const char* method;

@@ -13,13 +13,18 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/quote.h"
 #include "common/version.h"
 #include "dataplane/flow/packet_parser.h"
 #include "dataplane/rules/rule_format.h"
 #include "grpcpp/support/method_handler.h"
 #include "proto/pmd_stats_convert.h"
+#include "proto/rich_error.h"
 #include "proto/rule_convert.h"
 #include "server/api/apply_stream.h"
 #include "server/api/grpc_auth.h"
@@ -54,10 +59,10 @@ void FillPmdSnapshot(const PipelineSnapshot& snap, bool include_subtables,
   out->set_smc_occupancy(snap.smc_occupancy);
   out->set_smc_entries(snap.smc_entries);
   out->set_megaflows(snap.megaflows);
-  out->set_subtables(static_cast<uint32_t>(snap.subtables));
+  out->set_subtable_count(static_cast<uint32_t>(snap.subtables));
   if (!include_subtables) return;
   for (const SubtableInfo& t : snap.subtable) {
-    v1::SubtableStats* st = out->add_subtable();
+    v1::SubtableStats* st = out->add_subtables();
     st->set_id(t.id);
     st->set_in_port(t.in_port);
     st->set_mask(t.mask.ToString());
@@ -66,6 +71,23 @@ void FillPmdSnapshot(const PipelineSnapshot& snap, bool include_subtables,
     st->set_rank(static_cast<uint32_t>(t.rank));
     st->set_lookup_impl(t.lookup_fn);
   }
+}
+
+// TraceResult.layer ("emc", ..., "slow_path") as the API's enum.
+v1::Layer LayerToProto(absl::string_view layer) {
+  static constexpr std::pair<absl::string_view, v1::Layer> kLayers[] = {
+      {"emc", v1::LAYER_EMC},
+      {"smc", v1::LAYER_SMC},
+      {"cd", v1::LAYER_CD},
+      {"megaflow", v1::LAYER_MEGAFLOW},
+      {"upcall", v1::LAYER_UPCALL},
+      {"upcall_limited", v1::LAYER_UPCALL_LIMITED},
+      {"slow_path", v1::LAYER_SLOW_PATH},
+      {"acl", v1::LAYER_ACL},
+  };
+  for (const auto& [name, value] : kLayers)
+    if (name == layer) return value;
+  return v1::LAYER_UNSPECIFIED;
 }
 
 void FillPmd(const PmdCounters& p, v1::PmdStats* out) {
@@ -160,7 +182,7 @@ ClassifierService::ClassifierService(Dataplane* dp, const GrpcServerConfig& conf
   // descriptor does: find ApplyRules' index there (it is in the service
   // this class is generated from), so a reordered .proto still marks it.
   const google::protobuf::ServiceDescriptor* service =
-      v1::RuleBatch::descriptor()->file()->FindServiceByName("Classifier");
+      v1::ApplyRulesRequest::descriptor()->file()->FindServiceByName("ClassifierService");
   int apply_rules = 0;
   while (service->method(apply_rules)->name() != "ApplyRules") ++apply_rules;
   MarkMethodStreamed(
@@ -173,13 +195,13 @@ ClassifierService::ClassifierService(Dataplane* dp, const GrpcServerConfig& conf
              this));
 }
 
-v1::BatchAck ClassifierService::ApplyOne(const v1::RuleBatch& batch) {
-  const v1::RuleBatch* one[] = {&batch};
+v1::BatchAck ClassifierService::ApplyOne(const v1::ApplyRulesRequest& batch) {
+  const v1::ApplyRulesRequest* one[] = {&batch};
   return std::move(ApplyGroup(one, config_.max_batch_ops).front());
 }
 
 std::vector<v1::BatchAck> ClassifierService::ApplyGroup(
-    absl::Span<const v1::RuleBatch* const> batches, uint64_t max_ops) {
+    absl::Span<const v1::ApplyRulesRequest* const> batches, uint64_t max_ops) {
   std::vector<GroupBatch> group(batches.size());
   for (size_t b = 0; b < batches.size(); ++b) group[b].msg = batches[b];
   return ApplyGroup(group, max_ops);
@@ -235,18 +257,76 @@ grpc::Status ClassifierService::ApplyRulesRaw(
                           std::chrono::milliseconds(config_.stream_idle_timeout_ms));
 }
 
+namespace {
+
+// Where a ListRules page ended: the rules after it in (priority desc, id
+// asc) order come next.
+struct ListPosition {
+  uint32_t priority = 0;
+  uint64_t id = 0;
+};
+
+// ListRules' page tokens: the position of the last rule of a page (priority,
+// id) and the filters it was listed under, as web-safe base64 of
+// "v1.PRIORITY.ID.COOKIE.MIN.MAX" (absent filters "-").  Opaque to clients.
+std::string FilterText(const v1::ListRulesRequest& req) {
+  auto opt = [](bool has, uint64_t v) { return has ? absl::StrCat(v) : std::string("-"); };
+  return absl::StrCat(opt(req.has_cookie(), req.cookie()), ".",
+                      opt(req.has_min_priority(), req.min_priority()), ".",
+                      opt(req.has_max_priority(), req.max_priority()));
+}
+
+std::string PageToken(const v1::ListRulesRequest& req, const v1::Rule& last) {
+  return absl::WebSafeBase64Escape(
+      absl::StrCat("v1.", last.priority(), ".", last.id(), ".", FilterText(req)));
+}
+
+// The position *page_token resumes after, or an error naming the field.
+grpc::Status ParsePageToken(const v1::ListRulesRequest& req, std::optional<ListPosition>* at) {
+  at->reset();
+  if (req.page_token().empty()) return grpc::Status::OK;
+  std::string text;
+  ListPosition pos;
+  const std::vector<absl::string_view> parts =
+      absl::WebSafeBase64Unescape(req.page_token(), &text)
+          ? absl::StrSplit(text, absl::MaxSplits('.', 3))
+          : std::vector<absl::string_view>{};
+  FieldViolation v;
+  v.path = "page_token";
+  v.field = "page_token";
+  v.reason = "INVALID_PAGE_TOKEN";
+  if (parts.size() != 4 || parts[0] != "v1" || !absl::SimpleAtoi(parts[1], &pos.priority) ||
+      !absl::SimpleAtoi(parts[2], &pos.id)) {
+    v.description = "page_token: not a token of ListRules (use a next_page_token as it came)";
+    return RichGrpcStatus(grpc::StatusCode::INVALID_ARGUMENT, v.description, v);
+  }
+  if (parts[3] != FilterText(req)) {
+    v.description =
+        "page_token: issued for other filters (cookie, min_priority, max_priority must be those "
+        "of the call that returned it)";
+    return RichGrpcStatus(grpc::StatusCode::INVALID_ARGUMENT, v.description, v);
+  }
+  *at = pos;
+  return grpc::Status::OK;
+}
+
+}  // namespace
+
 // `what` names the call in errors; emit(v1::Rule&) may take the message
 // (it is rebuilt for the next rule) and returns false when the client went
-// away.
+// away.  *more: the listing stopped at `limit` with a rule still to list.
 template <typename Emit>
 grpc::Status ClassifierService::ForEachListed(grpc::ServerContext* ctx,
                                               const v1::ListRulesRequest& req,
-                                              absl::string_view what, Emit&& emit) {
+                                              absl::string_view what, Emit&& emit, bool* more) {
+  *more = false;
   if (req.has_min_priority() && req.has_max_priority() &&
       req.min_priority() > req.max_priority())
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         absl::StrCat("min_priority: ", req.min_priority(),
                                      " is above max_priority ", req.max_priority()));
+  std::optional<ListPosition> after;
+  if (grpc::Status st = ParsePageToken(req, &after); !st.ok()) return st;
   absl::flat_hash_map<uint64_t, uint64_t> hits;
   if (absl::StatusOr<std::vector<RuleHit>> h = dp_->RuleHits(); h.ok())
     for (const RuleHit& rh : *h) hits[rh.id] = rh.hits;
@@ -260,10 +340,17 @@ grpc::Status ClassifierService::ForEachListed(grpc::ServerContext* ctx,
     if (i % 1024 == 0 && ctx->IsCancelled())
       return grpc::Status(grpc::StatusCode::CANCELLED, absl::StrCat(what, " cancelled"));
     const Rule& r = rules[i];
+    // (priority desc, id asc): skip up to and including the token's rule.
+    if (after.has_value() &&
+        (r.priority > after->priority || (r.priority == after->priority && r.id <= after->id)))
+      continue;
     if (req.has_cookie() && r.cookie != req.cookie()) continue;
     if (req.has_min_priority() && r.priority < req.min_priority()) continue;
     if (req.has_max_priority() && r.priority > req.max_priority()) continue;
-    if (req.limit() && sent >= req.limit()) break;
+    if (req.limit() && sent >= req.limit()) {
+      *more = true;
+      break;
+    }
     RuleToProto(r, &out);
     if (auto it = hits.find(r.id); it != hits.end()) out.set_hits(it->second);
     if (!emit(out)) return grpc::Status::OK;
@@ -274,24 +361,7 @@ grpc::Status ClassifierService::ForEachListed(grpc::ServerContext* ctx,
 
 grpc::Status ClassifierService::ListRules(grpc::ServerContext* ctx,
                                           const v1::ListRulesRequest* req,
-                                          grpc::ServerWriter<v1::Rule>* writer) {
-  if (grpc::Status s = Restoring(); !s.ok()) return s;
-  StreamSlot slot(this, ctx);
-  if (!slot.status().ok()) return slot.status();
-  IdleWatchdog watchdog(ctx, std::chrono::milliseconds(config_.stream_idle_timeout_ms),
-                        IdleMessage("the client read nothing", config_.stream_idle_timeout_ms,
-                                    ""));
-  watchdog.Pause();  // until the listing is built
-  grpc::Status st = ForEachListed(ctx, *req, "ListRules", [&](v1::Rule& r) {
-    watchdog.Kick();
-    return writer->Write(r);
-  });
-  return watchdog.fired() ? watchdog.status() : st;
-}
-
-grpc::Status ClassifierService::ListRulePages(grpc::ServerContext* ctx,
-                                              const v1::ListRulesRequest* req,
-                                              grpc::ServerWriter<v1::RulePage>* writer) {
+                                          grpc::ServerWriter<v1::ListRulesResponse>* writer) {
   if (grpc::Status s = Restoring(); !s.ok()) return s;
   StreamSlot slot(this, ctx);
   if (!slot.status().ok()) return slot.status();
@@ -301,35 +371,45 @@ grpc::Status ClassifierService::ListRulePages(grpc::ServerContext* ctx,
   watchdog.Pause();  // until the listing is built
   const size_t max_rules = req->page_size() ? req->page_size() : 1024;
   const size_t max_bytes = std::min<size_t>(config_.max_message_bytes / 2, 1u << 20);
-  v1::RulePage page;
+  // A page is sent when the next rule does not fit it: every page but the
+  // last then knows a rule follows, and carries the token that resumes
+  // after it.
+  v1::ListRulesResponse page;
   size_t bytes = 0;
   bool open = true;  // the client still reads
-  auto flush = [&] {
+  auto flush = [&](bool last_page) {
+    if (!last_page)
+      page.set_next_page_token(PageToken(*req, page.rules(page.rules_size() - 1)));
     watchdog.Kick();
     open = writer->Write(page);
     watchdog.Pause();
-    page.clear_rules();
+    page.Clear();
     bytes = 0;
     return open;
   };
-  grpc::Status st = ForEachListed(ctx, *req, "ListRulePages", [&](v1::Rule& r) {
-    // A rule's share of the page: its bytes and its tag and length.
-    const size_t size = r.ByteSizeLong() + 6;
-    if (page.rules_size() > 0 &&
-        (static_cast<size_t>(page.rules_size()) >= max_rules || bytes + size > max_bytes) &&
-        !flush())
-      return false;
-    page.mutable_rules()->Add(std::move(r));  // moved, not copied
-    bytes += size;
-    return true;
-  });
-  if (st.ok() && open && page.rules_size() > 0) flush();
+  bool more = false;
+  grpc::Status st = ForEachListed(
+      ctx, *req, "ListRules",
+      [&](v1::Rule& r) {
+        // A rule's share of the page: its bytes and its tag and length.
+        const size_t size = r.ByteSizeLong() + 6;
+        if (page.rules_size() > 0 &&
+            (static_cast<size_t>(page.rules_size()) >= max_rules || bytes + size > max_bytes) &&
+            !flush(/*last_page=*/false))
+          return false;
+        page.mutable_rules()->Add(std::move(r));  // moved, not copied
+        bytes += size;
+        return true;
+      },
+      &more);
+  if (st.ok() && open && page.rules_size() > 0) flush(/*last_page=*/!more);
   return watchdog.fired() ? watchdog.status() : st;
 }
 
 grpc::Status ClassifierService::GetRule(grpc::ServerContext*,
                                         const v1::GetRuleRequest* req,
-                                        v1::Rule* resp) {
+                                        v1::GetRuleResponse* answer) {
+  v1::Rule* resp = answer->mutable_rule();
   if (grpc::Status s = Restoring(); !s.ok()) return s;
   if (req->id() == 0)
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -345,7 +425,8 @@ grpc::Status ClassifierService::GetRule(grpc::ServerContext*,
 
 grpc::Status ClassifierService::DeleteAll(grpc::ServerContext* ctx,
                                           const v1::DeleteAllRequest*,
-                                          v1::BatchAck* resp) {
+                                          v1::DeleteAllResponse* answer) {
+  v1::BatchAck* resp = answer->mutable_ack();
   if (grpc::Status s = Restoring(); !s.ok()) return s;
   if (grpc::Status s = CheckAlive(ctx, "DeleteAll was applied"); !s.ok()) return s;
   absl::StatusOr<BatchResult> r = dp_->DeleteAll();
@@ -358,8 +439,9 @@ grpc::Status ClassifierService::DeleteAll(grpc::ServerContext* ctx,
 }
 
 grpc::Status ClassifierService::ReplaceRules(grpc::ServerContext* ctx,
-                                             grpc::ServerReader<v1::RuleBatch>* reader,
-                                             v1::BatchAck* resp) {
+                                             grpc::ServerReader<v1::ReplaceRulesRequest>* reader,
+                                             v1::ReplaceRulesResponse* answer) {
+  v1::BatchAck* resp = answer->mutable_ack();
   if (grpc::Status s = Restoring(); !s.ok()) return s;
   StreamSlot slot(this, ctx);
   if (!slot.status().ok()) return slot.status();
@@ -368,22 +450,38 @@ grpc::Status ClassifierService::ReplaceRules(grpc::ServerContext* ctx,
                                     "; nothing was replaced"));
   std::vector<Rule> rules;
   uint64_t n_msg = 0;
-  for (v1::RuleBatch batch; reader->Read(&batch);) {
+  for (v1::ReplaceRulesRequest batch; reader->Read(&batch);) {
     watchdog.Pause();  // converting is the server's time
     ++n_msg;
     for (int i = 0; i < batch.ops_size(); ++i) {
       const v1::RuleOp& op = batch.ops(i);
-      if (!op.has_insert())
-        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                            absl::StrCat("message ", n_msg, " operation ", i,
-                                         ": ReplaceRules takes inserts only; nothing was "
-                                         "replaced"));
+      FieldViolation v;
+      v.op_index = static_cast<uint32_t>(i);
+      if (!op.has_insert()) {
+        v.path = absl::StrCat("ops[", i, "]");
+        v.field = "op";
+        v.reason = std::string(ErrorReason(RuleErrorKind::kInvalid));
+        v.description = absl::StrCat("message ", n_msg, " operation ", i,
+                                     ": ReplaceRules takes inserts only; nothing was replaced");
+        return RichGrpcStatus(grpc::StatusCode::INVALID_ARGUMENT, v.description, v);
+      }
       RuleOp converted;
-      if (absl::Status s = RuleOpFromProto(op, &converted); !s.ok())
-        return grpc::Status(static_cast<grpc::StatusCode>(ApiCode(s)),
-                            absl::StrCat("message ", n_msg, " operation ", i, " (rule ",
-                                         rules.size(), "): ", s.message(),
-                                         "; nothing was replaced"));
+      if (absl::Status s = RuleOpFromProto(op, &converted); !s.ok()) {
+        v.description = absl::StrCat("message ", n_msg, " operation ", i, " (rule ",
+                                     rules.size(), "): ", s.message(), "; nothing was replaced");
+        v.path = absl::StrCat("ops[", i, "].insert");
+        v.reason = std::string(ErrorReason(RuleErrorKind::kInvalid));
+        if (const std::optional<RuleOpError> e = GetRuleOpError(s); e.has_value()) {
+          RuleOpError at = *e;
+          at.index = static_cast<uint32_t>(i);
+          v.path = OpFieldPath(at, "insert", !op.insert().text().empty());
+          v.reason = std::string(ErrorReason(e->kind));
+          v.field = std::string(op.insert().text().empty() ? ProtoName(e->field)
+                                                           : NativeName(e->field));
+          v.rule_id = op.insert().id();
+        }
+        return RichGrpcStatus(static_cast<grpc::StatusCode>(ApiCode(s)), v.description, v);
+      }
       rules.push_back(std::move(converted.rule));
     }
     watchdog.Kick();
@@ -402,7 +500,7 @@ grpc::Status ClassifierService::ReplaceRules(grpc::ServerContext* ctx,
 
 grpc::Status ClassifierService::GetStats(grpc::ServerContext*,
                                          const v1::GetStatsRequest* req,
-                                         v1::Stats* resp) {
+                                         v1::GetStatsResponse* resp) {
   if (grpc::Status s = Restoring(); !s.ok()) return s;
   DataplaneStats s = dp_->Stats();
   std::map<uint64_t, uint64_t> base_hits;
@@ -419,7 +517,7 @@ grpc::Status ClassifierService::GetStats(grpc::ServerContext*,
   PipelineSnapshot sum;
   bool any_snapshot = false;
   for (const PmdCounters& p : s.pmds) {
-    v1::PmdStats* out = resp->add_pmd();
+    v1::PmdStats* out = resp->add_pmds();
     FillPmd(p, out);
     if (p.has_snapshot) {
       FillPmdSnapshot(p.snapshot, req->include_subtables(), out);
@@ -452,7 +550,7 @@ grpc::Status ClassifierService::GetStats(grpc::ServerContext*,
     a->set_context_bytes(s.acl.context_bytes);
   }
   for (const PortCounters& p : s.ports) {
-    v1::PortStats* ps = resp->add_port();
+    v1::PortStats* ps = resp->add_ports();
     ps->set_port(p.number);
     ps->set_name(p.device);
     ps->set_rx_packets(p.dev_ipackets);
@@ -482,7 +580,8 @@ grpc::Status ClassifierService::GetStats(grpc::ServerContext*,
 
 grpc::Status ClassifierService::GetConfig(grpc::ServerContext*,
                                           const v1::GetConfigRequest*,
-                                          v1::Config* resp) {
+                                          v1::GetConfigResponse* answer) {
+  v1::Config* resp = answer->mutable_config();
   if (grpc::Status s = Restoring(); !s.ok()) return s;
   ConfigFromMap(dp_->GetConfig(), resp);
   *resp->mutable_server() = server_;
@@ -491,7 +590,8 @@ grpc::Status ClassifierService::GetConfig(grpc::ServerContext*,
 
 grpc::Status ClassifierService::SetConfig(grpc::ServerContext* ctx,
                                           const v1::SetConfigRequest* req,
-                                          v1::Config* resp) {
+                                          v1::SetConfigResponse* answer) {
+  v1::Config* resp = answer->mutable_config();
   if (grpc::Status s = Restoring(); !s.ok()) return s;
   const v1::Config& c = req->config();
   // The named fields, typed, and spelt as keys by the settings' formatter.
@@ -560,7 +660,19 @@ grpc::Status ClassifierService::SetConfig(grpc::ServerContext* ctx,
     return it != now.end() && it->second == kv.second;
   });
   if (!changes.empty()) {
-    if (absl::Status s = dp_->ApplySettings(changes); !s.ok()) return ToGrpcStatus(s);
+    if (absl::Status s = dp_->ApplySettings(changes); !s.ok()) {
+      // The key the dataplane refused, when its message names it first.
+      for (const ConfigValue& kv : changes) {
+        if (!absl::StartsWith(s.message(), absl::StrCat(kv.first, ":"))) continue;
+        FieldViolation v;
+        v.path = absl::StrCat("config.values[", kv.first, "]");
+        v.field = kv.first;
+        v.reason = "INVALID_CONFIG";
+        v.description = std::string(s.message());
+        return RichGrpcStatus(static_cast<grpc::StatusCode>(s.code()), s.message(), v);
+      }
+      return ToGrpcStatus(s);
+    }
   }
   ConfigFromMap(dp_->GetConfig(), resp);
   *resp->mutable_server() = server_;
@@ -598,8 +710,9 @@ grpc::Status ClassifierService::Trace(grpc::ServerContext*,
   absl::StatusOr<TraceResult> t = dp_->Trace(key);
   if (!t.ok()) return ToGrpcStatus(t.status());
   resp->set_key(key.ToString());
-  resp->set_parse_flags(key.flags);
-  resp->set_layer(t->layer);
+  if (key.flags & kKeyTruncated) resp->add_parse_flags(v1::PARSE_FLAG_TRUNCATED);
+  if (key.flags & kKeyMalformed) resp->add_parse_flags(v1::PARSE_FLAG_MALFORMED);
+  resp->set_layer(LayerToProto(t->layer));
   if (t->pmd >= 0) resp->set_pmd(static_cast<uint32_t>(t->pmd));
   if (t->has_megaflow) {
     resp->set_megaflow(t->megaflow_value.ToString(t->megaflow_mask));

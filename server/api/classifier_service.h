@@ -1,14 +1,14 @@
-// classifier_service.h — flowclass.v1.Classifier over a `Dataplane`.
+// classifier_service.h — flowclass.v1.ClassifierService over a `Dataplane`.
 //
 // Contract
 // --------
 // The service only translates: proto messages in, dataplane calls, proto
 // messages out (rule_convert.h does the rule model).  Every semantic rule
 // lives in the Dataplane / RuleTable; the service adds the API's own limits:
-//   * max_batch_ops operations per RuleBatch (RESOURCE_EXHAUSTED ack, nothing
+//   * max_batch_ops operations per batch (ApplyRulesRequest) (RESOURCE_EXHAUSTED ack, nothing
 //     applied, the stream goes on);
 //   * max_concurrent_streams open streaming calls (ApplyRules, ReplaceRules,
-//     ListRules, ListRulePages, DumpMegaflows) server-wide, and
+//     ListRules, DumpMegaflows) server-wide, and
 //     StreamsPerIdentity of them per identity (the AuthContext's
 //     kIdentityProperty with authorization on; without it, the connection,
 //     told by ServerContext::peer): one more is refused with
@@ -62,30 +62,29 @@
 
 namespace flowclass {
 
-class ClassifierService final : public v1::Classifier::Service {
+class ClassifierService final : public v1::ClassifierService::Service {
  public:
   // `dp` must outlive the service.
   ClassifierService(Dataplane* dp, const GrpcServerConfig& config);
 
   // ApplyRules is served by ApplyRulesRaw (the constructor installs it).
   grpc::Status ListRules(grpc::ServerContext* ctx, const v1::ListRulesRequest* req,
-                         grpc::ServerWriter<v1::Rule>* writer) override;
-  grpc::Status ListRulePages(grpc::ServerContext* ctx, const v1::ListRulesRequest* req,
-                             grpc::ServerWriter<v1::RulePage>* writer) override;
+                         grpc::ServerWriter<v1::ListRulesResponse>* writer) override;
   grpc::Status GetRule(grpc::ServerContext* ctx, const v1::GetRuleRequest* req,
-                       v1::Rule* resp) override;
+                       v1::GetRuleResponse* resp) override;
   grpc::Status DeleteAll(grpc::ServerContext* ctx, const v1::DeleteAllRequest* req,
-                         v1::BatchAck* resp) override;
+                         v1::DeleteAllResponse* resp) override;
   // ReplaceRules: every insert of the stream, then ReplaceAllByListing (one
   // batch, one generation).  Counts as an open stream.
-  grpc::Status ReplaceRules(grpc::ServerContext* ctx, grpc::ServerReader<v1::RuleBatch>* reader,
-                            v1::BatchAck* resp) override;
+  grpc::Status ReplaceRules(grpc::ServerContext* ctx,
+                            grpc::ServerReader<v1::ReplaceRulesRequest>* reader,
+                            v1::ReplaceRulesResponse* resp) override;
   grpc::Status GetStats(grpc::ServerContext* ctx, const v1::GetStatsRequest* req,
-                        v1::Stats* resp) override;
+                        v1::GetStatsResponse* resp) override;
   grpc::Status GetConfig(grpc::ServerContext* ctx, const v1::GetConfigRequest* req,
-                         v1::Config* resp) override;
+                         v1::GetConfigResponse* resp) override;
   grpc::Status SetConfig(grpc::ServerContext* ctx, const v1::SetConfigRequest* req,
-                         v1::Config* resp) override;
+                         v1::SetConfigResponse* resp) override;
   grpc::Status Trace(grpc::ServerContext* ctx, const v1::TraceRequest* req,
                      v1::TraceResponse* resp) override;
   // Dataplane::DumpMegaflows, written in pages.  Counts as an open stream.
@@ -102,12 +101,12 @@ class ClassifierService final : public v1::Classifier::Service {
   void Restored(const ServerInstanceInfo& instance);
 
   // Processes one batch as ApplyRules does (exposed for tests).
-  v1::BatchAck ApplyOne(const v1::RuleBatch& batch);
+  v1::BatchAck ApplyOne(const v1::ApplyRulesRequest& batch);
 
   // Processes batches received back to back on one stream as one group
   // commit (Dataplane::ApplyBatches): acks, one per batch and in order, are
   // exactly those of ApplyOne called for each batch in turn.
-  std::vector<v1::BatchAck> ApplyGroup(absl::Span<const v1::RuleBatch* const> batches,
+  std::vector<v1::BatchAck> ApplyGroup(absl::Span<const v1::ApplyRulesRequest* const> batches,
                                        uint64_t max_ops);
 
   // A batch of a group (apply_stream.h): CommitGroup on this service's
@@ -120,18 +119,18 @@ class ClassifierService final : public v1::Classifier::Service {
   // the client's half-close and for a message it cannot parse (truncated, or
   // a string field that is not UTF-8): the stream then ended with OK and the
   // batches after it were dropped unacknowledged.  Parsing here tells them
-  // apart: a message that is not a RuleBatch ends the stream with
+  // apart: a message that is not an ApplyRulesRequest ends the stream with
   // INVALID_ARGUMENT naming it, after the acks of the batches before it.
   // The usual batches (structured rules, deletes) are read straight into
   // operations (ReadRuleBatchWire); any other is parsed as a message.
   grpc::Status ApplyRulesRaw(grpc::ServerContext* ctx,
                              grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream);
-  // ListRules' and ListRulePages' rules: emit(v1::Rule&) for each that
+  // ListRules' rules: emit(v1::Rule&) for each that
   // passes the request's filters, up to its limit, until emit returns false
   // (emit may move the message away: it is rebuilt for the next rule).
   template <typename Emit>
   grpc::Status ForEachListed(grpc::ServerContext* ctx, const v1::ListRulesRequest& req,
-                             absl::string_view what, Emit&& emit);
+                             absl::string_view what, Emit&& emit, bool* more);
 
   // UNAVAILABLE "flowclassd is restoring N rules ..." during the restore
   // window; every Classifier call answers it before anything else.

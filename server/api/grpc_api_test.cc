@@ -1,6 +1,6 @@
 // The flowclass.v1 rule calls over a FakeDataplane, through a real gRPC
 // server on 127.0.0.1 (port 0) and the C++ client library: health, batch
-// atomicity, deletes by cookie, listing (ListRules, ListRulePages, GetRule,
+// atomicity, deletes by cookie, listing (ListRules in pages, page tokens, GetRule,
 // DeleteAll), the bad-input table and errors classified by their payload.
 // Streaming and group commit: grpc_apply_stream_test.cc; stats, config and
 // trace: grpc_config_stats_test.cc.
@@ -23,7 +23,7 @@ using ::testing::HasSubstr;
 TEST_F(ApiTest, HealthServing) {
   Start();
   EXPECT_EQ(client_->Healthy("").value_or(false), true);
-  EXPECT_EQ(client_->Healthy("flowclass.v1.Classifier").value_or(false), true);
+  EXPECT_EQ(client_->Healthy("flowclass.v1.ClassifierService").value_or(false), true);
   server_->Shutdown(std::chrono::milliseconds(100));
   auto c = Connect(std::chrono::milliseconds(500));
   EXPECT_FALSE(c->Healthy("").ok());
@@ -31,18 +31,22 @@ TEST_F(ApiTest, HealthServing) {
 
 TEST_F(ApiTest, BatchWithOneBadRuleChangesNothingAndNamesIt) {
   Start();
-  ASSERT_EQ(Apply(Batch(1, {Insert(MakeRule(1))})).status_code(), kOk);
+  ASSERT_EQ(Apply(Batch(1, {Insert(MakeRule(1))})).status().code(), kOk);
   v1::Rule bad = MakeRule(3);
   bad.mutable_match()->set_ipv4_dst("10.0.0.256");
   const v1::BatchAck ack =
       Apply(Batch(2, {Insert(MakeRule(2)), Insert(bad), Insert(MakeRule(4))}));
   EXPECT_EQ(ack.batch_id(), 2u);
-  EXPECT_EQ(ack.status_code(), kInvalid);
-  ASSERT_EQ(ack.errors_size(), 1);
-  EXPECT_EQ(ack.errors(0).op_index(), 1u);
-  EXPECT_EQ(ack.errors(0).rule_id(), 3u);
-  EXPECT_EQ(ack.errors(0).field(), "ipv4_dst");
-  EXPECT_THAT(ack.status_message(), HasSubstr("operation 1 (rule id 3): ipv4_dst:"));
+  EXPECT_EQ(ack.status().code(), kInvalid);
+  ASSERT_EQ(ViolationCount(ack), 1);
+  EXPECT_EQ(Violation(ack).op_index.value_or(~0u), 1u);
+  EXPECT_EQ(Violation(ack).rule_id, 3u);
+  EXPECT_EQ(Violation(ack).field, "ipv4_dst");
+  // google.rpc.BadRequest: the field's path in the request, and the message.
+  EXPECT_EQ(Violation(ack).path, "ops[1].insert.match.ipv4_dst");
+  EXPECT_EQ(Violation(ack).description, ack.status().message());
+  EXPECT_EQ(Violation(ack).reason, "INVALID_RULE");
+  EXPECT_THAT(ack.status().message(), HasSubstr("operation 1 (rule id 3): ipv4_dst:"));
   EXPECT_EQ(ack.generation(), 1u);
   EXPECT_EQ(RuleIds(), std::vector<uint64_t>({1}));
 
@@ -52,11 +56,11 @@ TEST_F(ApiTest, BatchWithOneBadRuleChangesNothingAndNamesIt) {
   v1::Rule on_arp = MakeRule(5);
   on_arp.mutable_match()->set_eth_type(0x0806);
   const v1::BatchAck ack2 = Apply(Batch(3, {Insert(MakeRule(6)), Insert(on_arp)}));
-  EXPECT_EQ(ack2.status_code(), kInvalid);
-  ASSERT_EQ(ack2.errors_size(), 1);
-  EXPECT_EQ(ack2.errors(0).op_index(), 1u);
-  EXPECT_EQ(ack2.errors(0).rule_id(), 5u);
-  EXPECT_EQ(ack2.errors(0).field(), "ipv4_src");
+  EXPECT_EQ(ack2.status().code(), kInvalid);
+  ASSERT_EQ(ViolationCount(ack2), 1);
+  EXPECT_EQ(Violation(ack2).op_index.value_or(~0u), 1u);
+  EXPECT_EQ(Violation(ack2).rule_id, 5u);
+  EXPECT_EQ(Violation(ack2).field, "ipv4_src");
   EXPECT_EQ(fake_->generation(), 1u);
   EXPECT_EQ(RuleIds(), std::vector<uint64_t>({1}));
 }
@@ -65,7 +69,7 @@ TEST_F(ApiTest, DeleteByCookieAndListFilters) {
   Start();
   const v1::BatchAck first = Apply(Batch(1, {Insert(MakeRule(1, 5, 7)), Insert(MakeRule(2, 6, 8)),
                                              Insert(MakeRule(3, 7, 7)), Insert(MakeRule(4, 8, 9))}));
-  ASSERT_EQ(first.status_code(), kOk);
+  ASSERT_EQ(first.status().code(), kOk);
   EXPECT_EQ(first.rules(), 4u);  // in the table after the batch
   v1::ListRulesRequest req;
   req.set_cookie(7);
@@ -87,7 +91,7 @@ TEST_F(ApiTest, DeleteByCookieAndListFilters) {
   EXPECT_EQ((*listed)[1].match().tp_dst().exact(), 53u);
 
   const v1::BatchAck ack = Apply(Batch(2, {DeleteCookie(7), DeleteCookie(12345)}));
-  EXPECT_EQ(ack.status_code(), kOk);
+  EXPECT_EQ(ack.status().code(), kOk);
   EXPECT_EQ(ack.deleted(), 2u);
   EXPECT_EQ(ack.rules(), 2u);
   EXPECT_EQ(RuleIds(), std::vector<uint64_t>({2, 4}));
@@ -105,7 +109,7 @@ TEST_F(ApiTest, DeleteByCookieAndListFilters) {
   EXPECT_TRUE(fake_->ListRules().empty());
 }
 
-TEST_F(ApiTest, ListRulePagesSendsListRulesRulesInBoundedPages) {
+TEST_F(ApiTest, ListRulesSendsTheRulesInBoundedPages) {
   // The pages hold exactly the stream of single rules (same filters, limit,
   // order, hits), at most page_size rules each, and under half the server's
   // message limit (64 KiB here: pages of at most 32 KiB).
@@ -117,22 +121,27 @@ TEST_F(ApiTest, ListRulePagesSendsListRulesRulesInBoundedPages) {
     std::vector<v1::RuleOp> ops;
     for (uint64_t id = 1 + 500 * b; id <= 500 * (b + 1); ++id)
       ops.push_back(Insert(MakeRule(id, static_cast<uint32_t>(id % 97), id % 3)));
-    ASSERT_EQ(Apply(Batch(b + 1, ops)).status_code(), kOk);
+    ASSERT_EQ(Apply(Batch(b + 1, ops)).status().code(), kOk);
   }
-  auto singles = [&](const v1::ListRulesRequest& req) {
+  // One rule a page: the listing in its plainest form.
+  auto singles = [&](v1::ListRulesRequest req) {
+    req.set_page_size(1);
     grpc::ClientContext ctx;
     auto reader = client_->stub()->ListRules(&ctx, req);
     std::vector<std::string> out;
-    v1::Rule r;
-    while (reader->Read(&r)) out.push_back(r.SerializeAsString());
+    v1::ListRulesResponse r;
+    while (reader->Read(&r)) {
+      EXPECT_EQ(r.rules_size(), 1);
+      for (const v1::Rule& rule : r.rules()) out.push_back(rule.SerializeAsString());
+    }
     EXPECT_TRUE(reader->Finish().ok());
     return out;
   };
   auto paged = [&](const v1::ListRulesRequest& req, std::vector<size_t>* sizes) {
     grpc::ClientContext ctx;
-    auto reader = client_->stub()->ListRulePages(&ctx, req);
+    auto reader = client_->stub()->ListRules(&ctx, req);
     std::vector<std::string> out;
-    v1::RulePage page;
+    v1::ListRulesResponse page;
     while (reader->Read(&page)) {
       EXPECT_GT(page.rules_size(), 0);
       EXPECT_LE(page.ByteSizeLong(), 32u * 1024);
@@ -180,12 +189,88 @@ TEST_F(ApiTest, ListRulePagesSendsListRulesRulesInBoundedPages) {
   bad.set_min_priority(5);
   bad.set_max_priority(4);
   grpc::ClientContext ctx;
-  auto reader = client_->stub()->ListRulePages(&ctx, bad);
-  v1::RulePage page;
+  auto reader = client_->stub()->ListRules(&ctx, bad);
+  v1::ListRulesResponse page;
   EXPECT_FALSE(reader->Read(&page));
   const grpc::Status st = reader->Finish();
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(st.error_message(), HasSubstr("min_priority"));
+}
+
+// A listing that broke resumes from the last page's token: the pages read
+// before plus the listing resumed are the whole listing, with no rule twice.
+// A token of other filters, or none of ours, is INVALID_ARGUMENT naming
+// page_token in a BadRequest.
+TEST_F(ApiTest, ListRulesResumesFromAPageToken) {
+  Start();
+  std::vector<v1::RuleOp> ops;
+  for (uint64_t id = 1; id <= 700; ++id)
+    ops.push_back(Insert(MakeRule(id, static_cast<uint32_t>(id % 7), id % 2)));
+  ASSERT_EQ(Apply(Batch(1, ops)).status().code(), kOk);
+  v1::ListRulesRequest req;
+  req.set_cookie(1);
+  req.set_page_size(100);
+  std::vector<uint64_t> whole;
+  std::vector<std::string> tokens;
+  {
+    grpc::ClientContext ctx;
+    auto reader = client_->stub()->ListRules(&ctx, req);
+    for (v1::ListRulesResponse page; reader->Read(&page);) {
+      for (const v1::Rule& r : page.rules()) whole.push_back(r.id());
+      tokens.push_back(page.next_page_token());
+    }
+    ASSERT_TRUE(reader->Finish().ok());
+  }
+  ASSERT_EQ(whole.size(), 350u);
+  ASSERT_EQ(tokens.size(), 4u);
+  EXPECT_TRUE(tokens.back().empty()) << "the last page has no token";
+  for (size_t i = 0; i + 1 < tokens.size(); ++i) EXPECT_FALSE(tokens[i].empty()) << i;
+  // Resume after page 2 (a break after reading 200 rules): the rest.
+  v1::ListRulesRequest resume = req;
+  resume.set_page_token(tokens[1]);
+  std::vector<uint64_t> rest;
+  {
+    grpc::ClientContext ctx;
+    auto reader = client_->stub()->ListRules(&ctx, resume);
+    for (v1::ListRulesResponse page; reader->Read(&page);)
+      for (const v1::Rule& r : page.rules()) rest.push_back(r.id());
+    ASSERT_TRUE(reader->Finish().ok());
+  }
+  EXPECT_EQ(rest, std::vector<uint64_t>(whole.begin() + 200, whole.end()));
+  // `limit` cut the listing: its last page still resumes.
+  v1::ListRulesRequest limited = req;
+  limited.set_limit(150);
+  {
+    grpc::ClientContext ctx;
+    auto reader = client_->stub()->ListRules(&ctx, limited);
+    std::string last;
+    size_t n = 0;
+    for (v1::ListRulesResponse page; reader->Read(&page);) {
+      n += static_cast<size_t>(page.rules_size());
+      last = page.next_page_token();
+    }
+    ASSERT_TRUE(reader->Finish().ok());
+    EXPECT_EQ(n, 150u);
+    EXPECT_FALSE(last.empty()) << "rules are left after the limit";
+  }
+  for (const auto& [token, cookie] : std::vector<std::pair<std::string, uint64_t>>{
+           {tokens[1], 0},     // another cookie filter
+           {"not-a-token", 1},  // not ours
+       }) {
+    v1::ListRulesRequest bad = req;
+    bad.set_cookie(cookie);
+    bad.set_page_token(token);
+    grpc::ClientContext ctx;
+    auto reader = client_->stub()->ListRules(&ctx, bad);
+    v1::ListRulesResponse page;
+    EXPECT_FALSE(reader->Read(&page));
+    const grpc::Status st = reader->Finish();
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << token;
+    const std::optional<FieldViolation> v = GetFieldViolation(st);
+    ASSERT_TRUE(v.has_value()) << "a BadRequest in grpc-status-details-bin";
+    EXPECT_EQ(v->path, "page_token");
+    EXPECT_THAT(v->description, HasSubstr("page_token: "));
+  }
 }
 
 struct BadInput {
@@ -201,7 +286,7 @@ TEST_F(ApiTest, BadInputTable) {
   cfg.max_batch_ops = 4;
   Start(cfg);
   ASSERT_EQ(Apply(Batch(1, {Insert(MakeRule(1, 10, 5)), Insert(MakeRule(2, 10, 5))}))
-                .status_code(),
+                .status().code(),
             kOk);
   v1::Rule frag = MakeRule(10);
   frag.mutable_match()->set_ip_frag(static_cast<v1::Frag>(42));
@@ -281,24 +366,24 @@ TEST_F(ApiTest, BadInputTable) {
     const v1::BatchAck ack = Apply(Batch(batch_id, c.ops));
     EXPECT_EQ(ack.batch_id(), batch_id) << c.name;
     ++batch_id;
-    EXPECT_EQ(ack.status_code(), c.code) << c.name << ": " << ack.status_message();
+    EXPECT_EQ(ack.status().code(), c.code) << c.name << ": " << ack.status().message();
     if (c.op_index < 0) {
-      EXPECT_EQ(ack.errors_size(), 0) << c.name;
+      EXPECT_EQ(ViolationCount(ack), 0) << c.name;
     } else {
-      ASSERT_EQ(ack.errors_size(), 1) << c.name;
-      EXPECT_EQ(ack.errors(0).op_index(), static_cast<uint32_t>(c.op_index)) << c.name;
-      EXPECT_EQ(ack.errors(0).field(), c.field) << c.name << ": " << ack.status_message();
-      EXPECT_EQ(ack.errors(0).code(), c.code) << c.name;
+      ASSERT_EQ(ViolationCount(ack), 1) << c.name;
+      EXPECT_EQ(Violation(ack).op_index.value_or(~0u), static_cast<uint32_t>(c.op_index)) << c.name;
+      EXPECT_EQ(Violation(ack).field, c.field) << c.name << ": " << ack.status().message();
+      EXPECT_EQ(ReasonCode(Violation(ack).reason), c.code) << c.name;
       // The message names the same field as `field` (when it names one).
       if (*c.field != 0 && c.op_index >= 0 && c.code == kInvalid) {
-        EXPECT_THAT(ack.status_message(), HasSubstr(absl::StrCat(c.field, ": "))) << c.name;
+        EXPECT_THAT(ack.status().message(), HasSubstr(absl::StrCat(c.field, ": "))) << c.name;
       }
     }
     if (std::string(c.name).rfind("bad native text with its own", 0) == 0) {
-      EXPECT_EQ(ack.errors(0).rule_id(), 77u) << ack.status_message();
+      EXPECT_EQ(Violation(ack).rule_id, 77u) << ack.status().message();
     }
     if (std::string(c.name).find("unknown kind") != std::string::npos) {
-      EXPECT_THAT(ack.status_message(), HasSubstr("a kind this server does not know")) << c.name;
+      EXPECT_THAT(ack.status().message(), HasSubstr("a kind this server does not know")) << c.name;
     }
     EXPECT_EQ(ack.generation(), 1u) << c.name;
     EXPECT_EQ(fake_->generation(), 1u) << c.name;
@@ -306,7 +391,7 @@ TEST_F(ApiTest, BadInputTable) {
   }
   // Empty batch: OK, nothing changes.
   const v1::BatchAck empty = Apply(Batch(1000, {}));
-  EXPECT_EQ(empty.status_code(), kOk);
+  EXPECT_EQ(empty.status().code(), kOk);
   EXPECT_EQ(empty.generation(), 1u);
   EXPECT_EQ(fake_->applied_batches().size(), 1u);
 }
@@ -317,7 +402,7 @@ TEST_F(ApiTest, BadInputTable) {
 // nothing.
 TEST_F(ApiTest, ErrorsAreClassifiedByTheirPayloadNotTheirText) {
   Start();
-  ASSERT_EQ(Apply(Batch(1, {Insert(MakeRule(1)), Insert(MakeRule(2))})).status_code(), kOk);
+  ASSERT_EQ(Apply(Batch(1, {Insert(MakeRule(1)), Insert(MakeRule(2))})).status().code(), kOk);
   auto typed = [](RuleErrorKind kind, RuleField field, uint32_t index, uint64_t id,
                   const char* message) {
     absl::Status s = absl::InvalidArgumentError(message);
@@ -354,13 +439,13 @@ TEST_F(ApiTest, ErrorsAreClassifiedByTheirPayloadNotTheirText) {
   for (const Case& c : cases) {
     fake_->FailNextApply(c.error);
     const v1::BatchAck ack = Apply(Batch(batch_id++, c.ops));
-    EXPECT_EQ(ack.status_code(), c.code) << c.name;
-    EXPECT_EQ(ack.status_message(), c.error.message()) << c.name;  // as the dataplane said it
-    ASSERT_EQ(ack.errors_size(), 1) << c.name;
-    EXPECT_EQ(ack.errors(0).op_index(), c.op_index) << c.name;
-    EXPECT_EQ(ack.errors(0).rule_id(), c.rule_id) << c.name;
-    EXPECT_EQ(ack.errors(0).field(), c.field) << c.name;
-    EXPECT_EQ(ack.errors(0).code(), c.code) << c.name;
+    EXPECT_EQ(ack.status().code(), c.code) << c.name;
+    EXPECT_EQ(ack.status().message(), c.error.message()) << c.name;  // as the dataplane said it
+    ASSERT_EQ(ViolationCount(ack), 1) << c.name;
+    EXPECT_EQ(Violation(ack).op_index.value_or(~0u), c.op_index) << c.name;
+    EXPECT_EQ(Violation(ack).rule_id, c.rule_id) << c.name;
+    EXPECT_EQ(Violation(ack).field, c.field) << c.name;
+    EXPECT_EQ(ReasonCode(Violation(ack).reason), c.code) << c.name;
     EXPECT_EQ(ack.generation(), 1u) << c.name;
   }
 
@@ -371,9 +456,9 @@ TEST_F(ApiTest, ErrorsAreClassifiedByTheirPayloadNotTheirText) {
         "operation 1 (rule id 3): max_rules: the table would hold 3 rules, limit 2"}) {
     fake_->FailNextApply(absl::InvalidArgumentError(text));
     const v1::BatchAck ack = Apply(Batch(batch_id++, {Insert(MakeRule(3)), DeleteId(99)}));
-    EXPECT_EQ(ack.status_code(), kInvalid) << text;
-    EXPECT_EQ(ack.status_message(), text);
-    EXPECT_EQ(ack.errors_size(), 0) << text;
+    EXPECT_EQ(ack.status().code(), kInvalid) << text;
+    EXPECT_EQ(ack.status().message(), text);
+    EXPECT_EQ(ViolationCount(ack), 0) << text;
   }
   EXPECT_EQ(RuleIds(), std::vector<uint64_t>({1, 2}));
 

@@ -13,8 +13,10 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/rich_error.h"
 #include "proto/rule_convert.h"
 #include "server/api/api_test_fixture.h"
+#include "tests/common/ack_reader.h"
 
 namespace flowclass {
 namespace {
@@ -86,32 +88,35 @@ TEST_F(ApiTest, LimitsBatchOpsRulesStreamsMessageSize) {
   auto stream = client_->stub()->ApplyRules(&ctx);
   ASSERT_TRUE(stream->Write(Batch(1, eleven)));
   v1::BatchAck ack;
-  ASSERT_TRUE(stream->Read(&ack));
-  EXPECT_EQ(ack.status_code(), kExhausted);
-  EXPECT_THAT(ack.status_message(), HasSubstr("grpc.max_batch_ops"));
+  ASSERT_TRUE(ReadAck(stream.get(), &ack));
+  EXPECT_EQ(ack.status().code(), kExhausted);
+  EXPECT_THAT(ack.status().message(), HasSubstr("grpc.max_batch_ops"));
   EXPECT_EQ(fake_->generation(), 0u);
   eleven.pop_back();
   ASSERT_TRUE(stream->Write(Batch(2, eleven)));
-  ASSERT_TRUE(stream->Read(&ack));
-  EXPECT_EQ(ack.status_code(), kOk);
+  ASSERT_TRUE(ReadAck(stream.get(), &ack));
+  EXPECT_EQ(ack.status().code(), kOk);
   // Table limit: 10 + 3 > 12.
   ASSERT_TRUE(stream->Write(Batch(3, {Insert(MakeRule(20)), Insert(MakeRule(21)),
                                       Insert(MakeRule(22))})));
-  ASSERT_TRUE(stream->Read(&ack));
-  EXPECT_EQ(ack.status_code(), kExhausted);
-  ASSERT_EQ(ack.errors_size(), 1);
-  EXPECT_EQ(ack.errors(0).op_index(), 2u);
-  EXPECT_EQ(ack.errors(0).field(), "max_rules");
+  ASSERT_TRUE(ReadAck(stream.get(), &ack));
+  EXPECT_EQ(ack.status().code(), kExhausted);
+  const std::optional<FieldViolation> v = GetFieldViolation(ack.status());
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->op_index, 2u);
+  EXPECT_EQ(v->field, "max_rules");
+  EXPECT_EQ(v->path, "ops[2].insert");
+  EXPECT_EQ(v->reason, "LIMIT");
   EXPECT_EQ(fake_->ListRules().size(), 10u);
 
   // Streams: this one is open; one more is fine, a third is refused.
   grpc::ClientContext ctx2, ctx3;
   auto s2 = client_->stub()->ApplyRules(&ctx2);
   ASSERT_TRUE(s2->Write(Batch(1, {})));
-  ASSERT_TRUE(s2->Read(&ack));  // s2 is now surely open on the server
+  ASSERT_TRUE(ReadAck(s2.get(), &ack));  // s2 is now surely open on the server
   auto s3 = client_->stub()->ApplyRules(&ctx3);
   s3->Write(Batch(1, {}));
-  EXPECT_FALSE(s3->Read(&ack));
+  EXPECT_FALSE(ReadAck(s3.get(), &ack));
   const grpc::Status st3 = s3->Finish();
   EXPECT_EQ(st3.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_THAT(st3.error_message(), HasSubstr("grpc.max_concurrent_streams"));
@@ -119,7 +124,7 @@ TEST_F(ApiTest, LimitsBatchOpsRulesStreamsMessageSize) {
   EXPECT_TRUE(s2->Finish().ok());
 
   // Message size: a batch over 64 KiB ends the stream, nothing applied.
-  v1::RuleBatch big;
+  v1::ApplyRulesRequest big;
   for (uint64_t id = 100; id < 110; ++id) {
     v1::Rule r = MakeRule(id);
     r.set_text(std::string(8000, ' '));  // padding
@@ -127,7 +132,7 @@ TEST_F(ApiTest, LimitsBatchOpsRulesStreamsMessageSize) {
   }
   ASSERT_GT(big.ByteSizeLong(), 64u * 1024);
   stream->Write(big);
-  EXPECT_FALSE(stream->Read(&ack));
+  EXPECT_FALSE(ReadAck(stream.get(), &ack));
   EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_EQ(fake_->ListRules().size(), 10u);
 }
@@ -163,7 +168,7 @@ TEST_F(ApiTest, DeadlinePassedBatchIsNotApplied) {
   stream->Write(Batch(2, {Insert(MakeRule(2))}));
   stream->WritesDone();
   v1::BatchAck ack;
-  while (stream->Read(&ack)) {
+  while (ReadAck(stream.get(), &ack)) {
   }
   EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // let the server finish

@@ -18,7 +18,7 @@
 //
 // AuditInterceptorFactory logs one line per call of a method that needs
 // admin (RequiredRole), when the call ends:
-//   audit: identity=token:ci method=/flowclass.v1.Classifier/DeleteAll
+//   audit: identity=token:ci method=/flowclass.v1.ClassifierService/DeleteAll
 //          peer=ipv4:127.0.0.1:41234 batches=1 code=OK generation=7
 // `batches` counts the messages the client sent (RuleBatches on a stream, 1
 // for a unary call); `generation` is the dataplane's after the call.

@@ -20,15 +20,16 @@
 #include <grpcpp/impl/codegen/client_callback.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/rule_convert.h"
 #include "server/api/api_test_fixture.h"
-#include "absl/strings/str_join.h"
 #include "server/api/auth_policy.h"
 #include "server/api/classifier_service.h"
-#include "proto/rule_convert.h"
 #include "server/api/grpc_server.h"
 #include "server/testing/fake_dataplane.h"
+#include "tests/common/ack_reader.h"
 
 namespace flowclass {
 namespace {
@@ -49,9 +50,9 @@ void WriteFile(const std::string& path, const std::string& text) {
 std::vector<std::string> AllMethods() {
   std::vector<std::string> out;
   const auto* svc = google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
-      "flowclass.v1.Classifier");
+      "flowclass.v1.ClassifierService");
   for (int i = 0; svc && i < svc->method_count(); ++i)
-    out.push_back(absl::StrCat("/flowclass.v1.Classifier/", svc->method(i)->name()));
+    out.push_back(absl::StrCat("/flowclass.v1.ClassifierService/", svc->method(i)->name()));
   out.push_back("/grpc.health.v1.Health/Check");
   out.push_back("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo");
   return out;
@@ -61,10 +62,10 @@ std::vector<std::string> AllMethods() {
 // test: readers look, admins change; anything else needs admin.
 Role ExpectedRole(const std::string& method) {
   static const char* const kReader[] = {
-      "/flowclass.v1.Classifier/GetStats",    "/flowclass.v1.Classifier/GetConfig",
-      "/flowclass.v1.Classifier/ListRules",   "/flowclass.v1.Classifier/ListRulePages",
-      "/flowclass.v1.Classifier/GetRule",     "/flowclass.v1.Classifier/Trace",
-      "/flowclass.v1.Classifier/DumpMegaflows",
+      "/flowclass.v1.ClassifierService/GetStats",    "/flowclass.v1.ClassifierService/GetConfig",
+      "/flowclass.v1.ClassifierService/ListRules",
+      "/flowclass.v1.ClassifierService/GetRule",     "/flowclass.v1.ClassifierService/Trace",
+      "/flowclass.v1.ClassifierService/DumpMegaflows",
       "/grpc.health.v1.Health/Check",
       "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"};
   for (const char* m : kReader)
@@ -191,9 +192,9 @@ class AuthTest : public ::testing::Test {
   // A rule set and a config to watch.
   void Seed() {
     if (fake_.ListRules().empty()) {
-      v1::RuleBatch b = Batch(1, {Insert(MakeRule(7))});
+      v1::ApplyRulesRequest b = Batch(1, {Insert(MakeRule(7))});
       ClassifierService svc(&fake_, GrpcServerConfig{});
-      ASSERT_EQ(svc.ApplyOne(b).status_code(), 0);
+      ASSERT_EQ(svc.ApplyOne(b).status().code(), 0);
     }
   }
   struct State {
@@ -250,15 +251,15 @@ std::string* AuthTest::dir_ = nullptr;
 bool AuthTest::made_ = false;
 
 TEST(AuthPolicyTest, MethodTableDeniesByDefault) {
-  EXPECT_EQ(RequiredRole("/flowclass.v1.Classifier/GetStats"), Role::kReader);
-  EXPECT_EQ(RequiredRole("/flowclass.v1.Classifier/Trace"), Role::kReader);
+  EXPECT_EQ(RequiredRole("/flowclass.v1.ClassifierService/GetStats"), Role::kReader);
+  EXPECT_EQ(RequiredRole("/flowclass.v1.ClassifierService/Trace"), Role::kReader);
   EXPECT_EQ(RequiredRole("/grpc.health.v1.Health/Watch"), Role::kReader);
-  EXPECT_EQ(RequiredRole("/flowclass.v1.Classifier/ApplyRules"), Role::kAdmin);
-  EXPECT_EQ(RequiredRole("/flowclass.v1.Classifier/DeleteAll"), Role::kAdmin);
-  EXPECT_EQ(RequiredRole("/flowclass.v1.Classifier/SetConfig"), Role::kAdmin);
+  EXPECT_EQ(RequiredRole("/flowclass.v1.ClassifierService/ApplyRules"), Role::kAdmin);
+  EXPECT_EQ(RequiredRole("/flowclass.v1.ClassifierService/DeleteAll"), Role::kAdmin);
+  EXPECT_EQ(RequiredRole("/flowclass.v1.ClassifierService/SetConfig"), Role::kAdmin);
   // Not listed: admin.
-  EXPECT_EQ(RequiredRole("/flowclass.v1.Classifier/ClearStats"), Role::kAdmin);
-  EXPECT_EQ(RequiredRole("/flowclass.v1.Classifier/GetStatsX"), Role::kAdmin);
+  EXPECT_EQ(RequiredRole("/flowclass.v1.ClassifierService/ClearStats"), Role::kAdmin);
+  EXPECT_EQ(RequiredRole("/flowclass.v1.ClassifierService/GetStatsX"), Role::kAdmin);
   EXPECT_EQ(RequiredRole("/grpc.health.v1.Health/x/y"), Role::kAdmin);
   EXPECT_EQ(RequiredRole(""), Role::kAdmin);
 }
@@ -330,11 +331,11 @@ TEST_F(AuthTest, EveryMethodOverMutualTls) {
   });
   // The refusal says who it saw and what was needed.
   auto reader = Channel(*s, "reader");
-  grpc::Status st = CallRaw(reader, "/flowclass.v1.Classifier/DeleteAll", "");
+  grpc::Status st = CallRaw(reader, "/flowclass.v1.ClassifierService/DeleteAll", "");
   EXPECT_EQ(st.error_message(),
-            "/flowclass.v1.Classifier/DeleteAll needs role admin; "
+            "/flowclass.v1.ClassifierService/DeleteAll needs role admin; "
             "cert:spiffe://flowclass.test/reader is reader");
-  st = CallRaw(Channel(*s, "stranger"), "/flowclass.v1.Classifier/GetStats", "");
+  st = CallRaw(Channel(*s, "stranger"), "/flowclass.v1.ClassifierService/GetStats", "");
   EXPECT_THAT(st.error_message(), HasSubstr("stranger.example, stranger) is in neither"));
 }
 
@@ -386,11 +387,11 @@ TEST_F(AuthTest, AdminCallsAreAudited) {
   std::lock_guard<std::mutex> g(mu_);
   ASSERT_EQ(audit_.size(), 3u) << absl::StrJoin(audit_, "\n");
   EXPECT_THAT(audit_[0], HasSubstr("audit: identity=token:ci-admin "
-                                   "method=/flowclass.v1.Classifier/ApplyRules peer=ipv4:127.0.0.1:"));
+                                   "method=/flowclass.v1.ClassifierService/ApplyRules peer=ipv4:127.0.0.1:"));
   EXPECT_THAT(audit_[0], HasSubstr(" batches=1 code=OK generation=1"));
-  EXPECT_THAT(audit_[1], HasSubstr("method=/flowclass.v1.Classifier/ApplyRules"));
+  EXPECT_THAT(audit_[1], HasSubstr("method=/flowclass.v1.ClassifierService/ApplyRules"));
   EXPECT_THAT(audit_[1], HasSubstr(" batches=1 code=OK generation=2"));
-  EXPECT_THAT(audit_[2], HasSubstr("method=/flowclass.v1.Classifier/DeleteAll"));
+  EXPECT_THAT(audit_[2], HasSubstr("method=/flowclass.v1.ClassifierService/DeleteAll"));
   EXPECT_THAT(audit_[2], HasSubstr(absl::StrCat(" code=OK generation=", del->generation())));
 }
 
@@ -415,8 +416,8 @@ TEST_F(AuthTest, TokenFileReload) {
   auto stream = admin->stub()->ApplyRules(&ctx);
   ASSERT_TRUE(stream->Write(Batch(1, {Insert(MakeRule(1))})));
   v1::BatchAck ack;
-  ASSERT_TRUE(stream->Read(&ack));
-  EXPECT_EQ(ack.status_code(), 0);
+  ASSERT_TRUE(ReadAck(stream.get(), &ack));
+  EXPECT_EQ(ack.status().code(), 0);
 
   const std::string fresh = "fresh-admin-token-0123456789";
   WriteFile(F("tokens"), absl::StrCat("admin ", fresh, "\n"));
@@ -426,8 +427,8 @@ TEST_F(AuthTest, TokenFileReload) {
   EXPECT_TRUE(client(fresh)->GetStats().ok());
   // The running stream was let in before: it goes on.
   ASSERT_TRUE(stream->Write(Batch(2, {Insert(MakeRule(2))})));
-  ASSERT_TRUE(stream->Read(&ack));
-  EXPECT_EQ(ack.status_code(), 0) << ack.status_message();
+  ASSERT_TRUE(ReadAck(stream.get(), &ack));
+  EXPECT_EQ(ack.status().code(), 0) << ack.status().message();
   stream->WritesDone();
   EXPECT_TRUE(stream->Finish().ok());
 

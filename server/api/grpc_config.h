@@ -70,7 +70,7 @@ struct GrpcServerConfig {
   std::string tls_ca_file;           // PEM CA for client certificates
   bool require_client_cert = true;   // mutual TLS (with TLS: the default)
   uint32_t max_message_bytes = 4u << 20;   // per message, both directions
-  uint32_t max_batch_ops = 100000;         // operations per RuleBatch
+  uint32_t max_batch_ops = 100000;         // operations per batch (ApplyRulesRequest)
   uint32_t max_concurrent_streams = 32;    // open streaming calls, server-wide
   // Open streaming calls of one identity (its AuthContext identity with
   // authorization on, else its connection); 0: max_concurrent_streams / 4,

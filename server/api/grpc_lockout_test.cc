@@ -31,6 +31,7 @@
 #include "gtest/gtest.h"
 #include "proto/rule_convert.h"
 #include "server/api/api_test_fixture.h"
+#include "tests/common/ack_reader.h"
 
 namespace flowclass {
 namespace {
@@ -221,16 +222,16 @@ class LockoutTest : public ::testing::Test {
   // An ApplyRules stream with one batch acknowledged: open on the server.
   struct Stream {
     grpc::ClientContext ctx;
-    std::unique_ptr<grpc::ClientReaderWriter<v1::RuleBatch, v1::BatchAck>> rw;
+    std::unique_ptr<grpc::ClientReaderWriter<v1::ApplyRulesRequest, v1::ApplyRulesResponse>> rw;
     bool acked = false;
   };
-  std::unique_ptr<Stream> Open(v1::Classifier::Stub* stub, const std::string& token = "") {
+  std::unique_ptr<Stream> Open(v1::ClassifierService::Stub* stub, const std::string& token = "") {
     auto s = std::make_unique<Stream>();
     if (!token.empty()) s->ctx.AddMetadata("authorization", "Bearer " + token);
     s->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
     s->rw = stub->ApplyRules(&s->ctx);
     v1::BatchAck ack;
-    s->acked = s->rw->Write(Batch(1, {})) && s->rw->Read(&ack) && ack.status_code() == kOk;
+    s->acked = s->rw->Write(Batch(1, {})) && ReadAck(s->rw.get(), &ack) && ack.status().code() == kOk;
     return s;
   }
   // Another controller (`token`, its own connection through the client
@@ -257,7 +258,7 @@ class LockoutTest : public ::testing::Test {
   }
   // Open, retried for up to 2 s: the client may see a stream's end before
   // the server's handler has returned and given its slot back.
-  std::unique_ptr<Stream> OpenSoon(v1::Classifier::Stub* stub, const std::string& token = "") {
+  std::unique_ptr<Stream> OpenSoon(v1::ClassifierService::Stub* stub, const std::string& token = "") {
     const auto end = Clock::now() + std::chrono::seconds(2);
     for (;;) {
       auto s = Open(stub, token);
@@ -268,17 +269,17 @@ class LockoutTest : public ::testing::Test {
   // The status of a stream the server refused or ended.
   static grpc::Status Ended(Stream* s) {
     v1::BatchAck ack;
-    while (s->rw->Read(&ack)) {
+    while (ReadAck(s->rw.get(), &ack)) {
     }
     return s->rw->Finish();
   }
   // GetStats on `stub` (unary) as `token`.
-  static grpc::Status Stats(v1::Classifier::Stub* stub, const std::string& token = "") {
+  static grpc::Status Stats(v1::ClassifierService::Stub* stub, const std::string& token = "") {
     grpc::ClientContext ctx;
     if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     v1::GetStatsRequest req;
-    v1::Stats resp;
+    v1::GetStatsResponse resp;
     return stub->GetStats(&ctx, req, &resp);
   }
 
@@ -292,7 +293,7 @@ constexpr char kTokenB[] = "controller-b-0123456789abcdef";
 
 // The lockout of the issue: one client opens every streaming slot it may and
 // leaves them idle.  Before the per-identity share, the others' add-rules,
-// del-rules and dump-rules (ApplyRules, ListRulePages) were all refused.
+// del-rules and dump-rules (ApplyRules, ListRules) were all refused.
 TEST_F(LockoutTest, OneIdentityHoldingItsShareLeavesTheOthersTheirs) {
   GrpcServerConfig cfg;
   cfg.max_concurrent_streams = 4;
@@ -300,7 +301,7 @@ TEST_F(LockoutTest, OneIdentityHoldingItsShareLeavesTheOthersTheirs) {
   cfg.stream_idle_timeout_ms = 0;  // held for good: only the share protects
   Start(cfg, absl::StrCat("admin ", kTokenA, " ci-a\nadmin ", kTokenB, " ci-b\n"));
   auto ch = Channel();
-  auto stub = v1::Classifier::NewStub(ch);
+  auto stub = v1::ClassifierService::NewStub(ch);
   std::vector<std::unique_ptr<Stream>> held;
   for (int i = 0; i < 2; ++i) {
     held.push_back(Open(stub.get(), kTokenA));
@@ -330,7 +331,7 @@ TEST_F(LockoutTest, ThirtyTwoIdleStreamsOfOneControllerWithTheDefaults) {
   GrpcServerConfig cfg;  // 32 server-wide, 8 per identity
   cfg.stream_idle_timeout_ms = 0;
   Start(cfg, absl::StrCat("admin ", kTokenA, " ci-a\nadmin ", kTokenB, " ci-b\n"));
-  auto stub = v1::Classifier::NewStub(Channel());
+  auto stub = v1::ClassifierService::NewStub(Channel());
   std::vector<std::unique_ptr<Stream>> held;
   int open = 0;
   for (int i = 0; i < 32; ++i) {
@@ -348,8 +349,8 @@ TEST_F(LockoutTest, WithoutAuthorizationTheShareIsPerConnection) {
   cfg.max_concurrent_streams = 8;  // the share: 8 / 4 = 2
   cfg.stream_idle_timeout_ms = 0;
   Start(cfg);
-  auto a = v1::Classifier::NewStub(Channel());
-  auto b = v1::Classifier::NewStub(Channel());
+  auto a = v1::ClassifierService::NewStub(Channel());
+  auto b = v1::ClassifierService::NewStub(Channel());
   auto a1 = Open(a.get()), a2 = Open(a.get()), a3 = Open(a.get());
   EXPECT_TRUE(a1->acked && a2->acked);
   EXPECT_FALSE(a3->acked);
@@ -367,14 +368,14 @@ TEST_F(LockoutTest, IdleApplyRulesStreamIsClosedWithAStatusSayingWhy) {
   cfg.max_streams_per_identity = 1;
   cfg.stream_idle_timeout_ms = 300;
   Start(cfg);
-  auto stub = v1::Classifier::NewStub(Channel());
+  auto stub = v1::ClassifierService::NewStub(Channel());
   // A stream that keeps sending is not idle: 8 batches 100 ms apart.
   auto busy = Open(stub.get());
   ASSERT_TRUE(busy->acked);
   for (int i = 0; i < 8; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     v1::BatchAck ack;
-    ASSERT_TRUE(busy->rw->Write(Batch(2 + i, {})) && busy->rw->Read(&ack)) << i;
+    ASSERT_TRUE(busy->rw->Write(Batch(2 + i, {})) && ReadAck(busy->rw.get(), &ack)) << i;
   }
   // Then it sends nothing: closed after about 300 ms, with the key named.
   const auto t0 = Clock::now();
@@ -392,12 +393,14 @@ TEST_F(LockoutTest, ReplaceRulesThatSendsNothingIsClosed) {
   GrpcServerConfig cfg;
   cfg.stream_idle_timeout_ms = 300;
   Start(cfg);
-  auto stub = v1::Classifier::NewStub(Channel());
+  auto stub = v1::ClassifierService::NewStub(Channel());
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
-  v1::BatchAck ack;
+  v1::ReplaceRulesResponse ack;
   auto w = stub->ReplaceRules(&ctx, &ack);
-  ASSERT_TRUE(w->Write(Batch(1, {Insert(MakeRule(1))})));
+  v1::ReplaceRulesRequest one;
+  *one.add_ops() = Insert(MakeRule(1));
+  ASSERT_TRUE(w->Write(one));
   const auto t0 = Clock::now();
   const grpc::Status st = w->Finish();  // never half-closed: idle
   EXPECT_EQ(st.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << st.error_message();
@@ -424,12 +427,13 @@ TEST_F(LockoutTest, ListingThatTheClientDoesNotReadIsClosed) {
   ASSERT_TRUE(fake_.ApplyBatch(ops).ok());
   grpc::ChannelArguments small_window;  // keep HTTP/2's window at its 64 KiB
   small_window.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
-  auto stub = v1::Classifier::NewStub(Channel(small_window));
+  auto stub = v1::ClassifierService::NewStub(Channel(small_window));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   v1::ListRulesRequest req;
+  req.set_page_size(1);  // a message a rule: the window holds few
   auto reader = stub->ListRules(&ctx, req);
-  v1::Rule r;
+  v1::ListRulesResponse r;
   ASSERT_TRUE(reader->Read(&r));
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // reads nothing
   int read = 1;
@@ -463,7 +467,7 @@ TEST_F(LockoutTest, ApplyRulesWhoseAcksAreNotReadIsClosed) {
   Start(cfg);
   grpc::ChannelArguments small_window;
   small_window.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
-  auto stub = v1::Classifier::NewStub(Channel(small_window));
+  auto stub = v1::ClassifierService::NewStub(Channel(small_window));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   auto rw = stub->ApplyRules(&ctx);
@@ -471,7 +475,7 @@ TEST_F(LockoutTest, ApplyRulesWhoseAcksAreNotReadIsClosed) {
   int sent = 0;
   while (sent < 200000 && rw->Write(Batch(static_cast<uint64_t>(sent + 1), {}))) ++sent;
   v1::BatchAck ack;
-  while (rw->Read(&ack)) {
+  while (ReadAck(rw.get(), &ack)) {
   }
   const grpc::Status st = rw->Finish();
   EXPECT_LT(sent, 200000) << "the client could write on for ever";
@@ -493,10 +497,10 @@ TEST_F(LockoutTest, VanishedPeerLosesItsStreamsToKeepalive) {
   cfg.keepalive_timeout_ms = 300;
   Start(cfg);
   FreezableProxy proxy(server_->port());
-  auto far = v1::Classifier::NewStub(Channel({}, proxy.port()));
+  auto far = v1::ClassifierService::NewStub(Channel({}, proxy.port()));
   auto h1 = Open(far.get()), h2 = Open(far.get());
   ASSERT_TRUE(h1->acked && h2->acked);
-  auto near = v1::Classifier::NewStub(Channel());
+  auto near = v1::ClassifierService::NewStub(Channel());
   auto refused = Open(near.get());
   EXPECT_FALSE(refused->acked);
   EXPECT_EQ(Ended(refused.get()).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
@@ -525,7 +529,7 @@ TEST_F(LockoutTest, ClientPingingTooOftenIsSentAway) {
   flood.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   flood.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   flood.SetInt(GRPC_ARG_HTTP2_MIN_SENT_PING_INTERVAL_WITHOUT_DATA_MS, 50);
-  auto stub = v1::Classifier::NewStub(Channel(flood));
+  auto stub = v1::ClassifierService::NewStub(Channel(flood));
   auto s = Open(stub.get());
   ASSERT_TRUE(s->acked);
   const auto t0 = Clock::now();
@@ -533,12 +537,12 @@ TEST_F(LockoutTest, ClientPingingTooOftenIsSentAway) {
   EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAVAILABLE) << st.error_message();
   EXPECT_LT(Clock::now() - t0, std::chrono::seconds(10));
   // A client within the interval keeps its stream.
-  auto calm = v1::Classifier::NewStub(Channel());
+  auto calm = v1::ClassifierService::NewStub(Channel());
   auto c = Open(calm.get());
   ASSERT_TRUE(c->acked);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   v1::BatchAck ack;
-  EXPECT_TRUE(c->rw->Write(Batch(2, {})) && c->rw->Read(&ack));
+  EXPECT_TRUE(c->rw->Write(Batch(2, {})) && ReadAck(c->rw.get(), &ack));
   c->rw->WritesDone();
   EXPECT_TRUE(Ended(c.get()).ok());
 }
@@ -548,7 +552,7 @@ TEST_F(LockoutTest, IdleConnectionIsClosed) {
   cfg.max_connection_idle_ms = 300;
   Start(cfg);
   auto ch = Channel();
-  auto stub = v1::Classifier::NewStub(ch);
+  auto stub = v1::ClassifierService::NewStub(ch);
   ASSERT_TRUE(Stats(stub.get()).ok());
   EXPECT_EQ(ch->GetState(false), GRPC_CHANNEL_READY);
   const auto end = Clock::now() + std::chrono::seconds(5);

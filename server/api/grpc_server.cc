@@ -152,7 +152,7 @@ std::vector<std::string> GrpcServer::Reload(const GrpcServerConfig& config) {
 void GrpcServer::SetServing(bool serving) {
   if (auto* h = server_->GetHealthCheckService()) {
     h->SetServingStatus("", serving);
-    h->SetServingStatus("flowclass.v1.Classifier", serving);
+    h->SetServingStatus("flowclass.v1.ClassifierService", serving);
   }
 }
 

@@ -4,8 +4,8 @@
 // --------
 // StartGrpcServer(dp, config) validates `config` (grpc_config.h), reads the
 // TLS files (or takes them already read), and starts a gRPC server with:
-//   flowclass.v1.Classifier   (classifier_service.h) over `dp`
-//   grpc.health.v1.Health     "" and "flowclass.v1.Classifier": SERVING;
+//   flowclass.v1.ClassifierService   (classifier_service.h) over `dp`
+//   grpc.health.v1.Health     "" and "flowclass.v1.ClassifierService": SERVING;
 //                             with a Readiness (server/readiness.h) SERVING
 //                             exactly while it is ready, NOT_SERVING
 //                             otherwise (it follows every change); without
@@ -17,7 +17,7 @@
 // refused with RESOURCE_EXHAUSTED; the HTTP/2 per-connection stream limit is
 // set 16 above it so unary calls still pass), max_streams_per_identity of
 // them per identity and stream_idle_timeout_ms (classifier_service.h),
-// max_batch_ops per RuleBatch; per connection handshake_timeout_ms,
+// max_batch_ops per batch (ApplyRulesRequest); per connection handshake_timeout_ms,
 // keepalive_time_ms / keepalive_timeout_ms (the server's pings),
 // min_client_ping_interval_ms (GOAWAY for clients pinging more often) and
 // max_connection_idle_ms.  SO_REUSEPORT is off: a port another process

@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "server/api/grpc_server.h"
 #include "server/testing/fake_dataplane.h"
+#include "tests/common/ack_reader.h"
 
 namespace flowclass {
 namespace {
@@ -97,7 +98,7 @@ class TlsTest : public ::testing::Test {
     EXPECT_TRUE(s.ok()) << s.status();
     return s.ok() ? *std::move(s) : nullptr;
   }
-  absl::StatusOr<v1::Stats> Call(const GrpcServer& s, ClientOptions o) {
+  absl::StatusOr<v1::GetStatsResponse> Call(const GrpcServer& s, ClientOptions o) {
     o.target = s.target();
     o.timeout = std::chrono::milliseconds(3000);
     auto c = FlowclassClient::Connect(o);
@@ -190,10 +191,10 @@ std::string ServedCn(const GrpcServer& s, const std::string& dir) {
   args.SetSslTargetNameOverride("localhost");
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   auto ch = grpc::CreateCustomChannel(s.target(), grpc::SslCredentials(o), args);
-  auto stub = v1::Classifier::NewStub(ch);
+  auto stub = v1::ClassifierService::NewStub(ch);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
-  v1::Stats out;
+  v1::GetStatsResponse out;
   grpc::Status st = stub->GetStats(&ctx, v1::GetStatsRequest(), &out);
   if (!st.ok()) return absl::StrCat("error ", st.error_code(), ": ", st.error_message());
   auto v = ctx.auth_context()->FindPropertyValues("x509_common_name");
@@ -229,11 +230,11 @@ TEST_F(TlsTest, ReloadServesTheNewCertificateAndKeepsStreams) {
   ASSERT_TRUE(client.ok());
   grpc::ClientContext ctx;
   auto stream = (*client)->stub()->ApplyRules(&ctx);
-  v1::RuleBatch b;
+  v1::ApplyRulesRequest b;
   b.set_batch_id(1);
   ASSERT_TRUE(stream->Write(b));
   v1::BatchAck ack;
-  ASSERT_TRUE(stream->Read(&ack));
+  ASSERT_TRUE(ReadAck(stream.get(), &ack));
 
   std::filesystem::copy_file(F("server2.pem"), F("rot.pem"),
                              std::filesystem::copy_options::overwrite_existing);
@@ -246,7 +247,7 @@ TEST_F(TlsTest, ReloadServesTheNewCertificateAndKeepsStreams) {
   EXPECT_EQ(cn, "localhost-2");
   b.set_batch_id(2);
   ASSERT_TRUE(stream->Write(b));  // the stream opened before goes on
-  ASSERT_TRUE(stream->Read(&ack));
+  ASSERT_TRUE(ReadAck(stream.get(), &ack));
   EXPECT_EQ(ack.batch_id(), 2u);
   stream->WritesDone();
   EXPECT_TRUE(stream->Finish().ok());

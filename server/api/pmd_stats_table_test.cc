@@ -22,7 +22,7 @@ uint64_t ValueOf(uint32_t pmd, size_t i) { return 100000 * (pmd + 1) + 100 * (i 
 
 // Two PMDs whose loop counters are all zero, so every value GetStats reports
 // for a table counter comes from the pipeline's PmdStats.
-v1::Stats GetStatsOf(FakeDataplane* fake) {
+v1::GetStatsResponse GetStatsOf(FakeDataplane* fake) {
   DataplaneStats s;
   for (uint32_t pmd = 0; pmd < 2; ++pmd) {
     PmdCounters p;
@@ -34,20 +34,20 @@ v1::Stats GetStatsOf(FakeDataplane* fake) {
   fake->SetStats(s);
   ClassifierService service(fake, GrpcServerConfig{});
   v1::GetStatsRequest req;
-  v1::Stats resp;
+  v1::GetStatsResponse resp;
   EXPECT_TRUE(service.GetStats(nullptr, &req, &resp).ok());
   return resp;
 }
 
 TEST(PmdStatsTableTest, GetStatsCarriesEveryRpcCounterOfEachPmdAndTheirSum) {
   FakeDataplane fake;
-  const v1::Stats st = GetStatsOf(&fake);
-  ASSERT_EQ(st.pmd_size(), 2);
+  const v1::GetStatsResponse st = GetStatsOf(&fake);
+  ASSERT_EQ(st.pmds_size(), 2);
   for (size_t i = 0; i < kNumPmdCounters; ++i) {
     const PmdCounterInfo& c = kPmdCounters[i];
     if (!c.rpc) continue;
-    EXPECT_EQ(PmdCounterFromProto(st.pmd(0), c.id), ValueOf(0, i)) << c.name;
-    EXPECT_EQ(PmdCounterFromProto(st.pmd(1), c.id), ValueOf(1, i)) << c.name;
+    EXPECT_EQ(PmdCounterFromProto(st.pmds(0), c.id), ValueOf(0, i)) << c.name;
+    EXPECT_EQ(PmdCounterFromProto(st.pmds(1), c.id), ValueOf(1, i)) << c.name;
     EXPECT_EQ(PmdCounterFromProto(st.total(), c.id), ValueOf(0, i) + ValueOf(1, i)) << c.name;
   }
 }
@@ -55,12 +55,12 @@ TEST(PmdStatsTableTest, GetStatsCarriesEveryRpcCounterOfEachPmdAndTheirSum) {
 // No pipeline counter is left out of GetStats (each PMD and the total).
 TEST(PmdStatsTableTest, GetStatsCarriesEveryPipelineCounter) {
   FakeDataplane fake;
-  const v1::Stats st = GetStatsOf(&fake);
-  ASSERT_EQ(st.pmd_size(), 2);
+  const v1::GetStatsResponse st = GetStatsOf(&fake);
+  ASSERT_EQ(st.pmds_size(), 2);
   for (size_t i = 0; i < kNumPmdCounters; ++i) {
     const PmdCounterInfo& c = kPmdCounters[i];
-    EXPECT_EQ(PmdCounterFromProto(st.pmd(0), c.id), ValueOf(0, i)) << c.name;
-    EXPECT_EQ(PmdCounterFromProto(st.pmd(1), c.id), ValueOf(1, i)) << c.name;
+    EXPECT_EQ(PmdCounterFromProto(st.pmds(0), c.id), ValueOf(0, i)) << c.name;
+    EXPECT_EQ(PmdCounterFromProto(st.pmds(1), c.id), ValueOf(1, i)) << c.name;
     EXPECT_EQ(PmdCounterFromProto(st.total(), c.id), ValueOf(0, i) + ValueOf(1, i)) << c.name;
   }
 }
@@ -80,14 +80,14 @@ TEST(PmdStatsTableTest, GetStatsCarriesEveryLoopCounterOfEachPmdAndTheTotal) {
   fake.SetStats(s);
   ClassifierService service(&fake, GrpcServerConfig{});
   v1::GetStatsRequest req;
-  v1::Stats st;
+  v1::GetStatsResponse st;
   ASSERT_TRUE(service.GetStats(nullptr, &req, &st).ok());
-  ASSERT_EQ(st.pmd_size(), 2);
+  ASSERT_EQ(st.pmds_size(), 2);
   for (size_t i = 0; i < kNumPmdLoopCounters; ++i) {
     const PmdLoopCounterInfo& c = kPmdLoopCounters[i];
     const uint64_t v0 = ValueOf(0, kNumPmdCounters + i), v1 = ValueOf(1, kNumPmdCounters + i);
-    EXPECT_EQ(PmdLoopCounterFromProto(st.pmd(0), c.id), v0) << c.name;
-    EXPECT_EQ(PmdLoopCounterFromProto(st.pmd(1), c.id), v1) << c.name;
+    EXPECT_EQ(PmdLoopCounterFromProto(st.pmds(0), c.id), v0) << c.name;
+    EXPECT_EQ(PmdLoopCounterFromProto(st.pmds(1), c.id), v1) << c.name;
     EXPECT_EQ(PmdLoopCounterFromProto(st.total(), c.id),
               c.kind == PmdCounterKind::kCounter ? v0 + v1 : std::max(v0, v1))
         << c.name;
@@ -96,7 +96,7 @@ TEST(PmdStatsTableTest, GetStatsCarriesEveryLoopCounterOfEachPmdAndTheTotal) {
 
 TEST(PmdStatsTableTest, StatsTextHasOneLinePerRpcCounterWithItsTextAndValue) {
   FakeDataplane fake;
-  const v1::Stats st = GetStatsOf(&fake);
+  const v1::GetStatsResponse st = GetStatsOf(&fake);
   const std::string text = FormatStats(st);
   for (size_t i = 0; i < kNumPmdCounters; ++i) {
     const PmdCounterInfo& c = kPmdCounters[i];

@@ -160,8 +160,8 @@ TEST(FlowclassdAclTest, RulesAreAckedLiveStatsShowTheAclAndARestartRebuildsThem)
     ASSERT_TRUE(st.ok()) << st.status();
     EXPECT_EQ(st->generation(), 10u);
     EXPECT_EQ(st->rules(), 400u);
-    ASSERT_EQ(st->pmd_size(), 1);
-    EXPECT_EQ(st->pmd(0).generation(), 10u);  // the ack: live on the PMD
+    ASSERT_EQ(st->pmds_size(), 1);
+    EXPECT_EQ(st->pmds(0).generation(), 10u);  // the ack: live on the PMD
     EXPECT_EQ(st->acl().live_generation(), 10u);
     EXPECT_EQ(st->acl().batches(), 10u);
     EXPECT_GE(st->acl().builds(), 1u);
@@ -245,7 +245,7 @@ TEST(FlowclassdAclTest, RulesAreAckedLiveStatsShowTheAclAndARestartRebuildsThem)
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_THAT(r.out, HasSubstr("deleted=3 generation=11"));
     st = (*client)->GetStats();
-    EXPECT_EQ(st->pmd(0).generation(), 11u);
+    EXPECT_EQ(st->pmds(0).generation(), 11u);
     EXPECT_EQ(st->acl().last_build_rules(), 397u);
     // The rebuild emptied the EMC: the traffic's flows go through the ACL
     // again, each lookup autovalidated.  (Counted from before the del-rules:
@@ -277,7 +277,7 @@ TEST(FlowclassdAclTest, RulesAreAckedLiveStatsShowTheAclAndARestartRebuildsThem)
     ASSERT_TRUE(st.ok()) << st.status();
     EXPECT_EQ(st->generation(), 11u);
     EXPECT_EQ(st->rules(), 397u);
-    EXPECT_EQ(st->pmd(0).generation(), 11u);
+    EXPECT_EQ(st->pmds(0).generation(), 11u);
     EXPECT_EQ(st->acl().live_generation(), 11u);
     EXPECT_EQ(st->acl().last_build_rules(), 397u);
     std::this_thread::sleep_for(std::chrono::milliseconds(300));

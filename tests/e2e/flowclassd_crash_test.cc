@@ -25,6 +25,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/rule_convert.h"
+#include "tests/common/ack_reader.h"
 #include "tests/common/e2e_util.h"
 
 namespace flowclass {
@@ -43,8 +44,8 @@ Rule CrashRule(uint64_t id, uint64_t cookie) {
   return r.ok() ? *r : Rule{};
 }
 
-v1::RuleBatch CrashBatch(uint64_t j) {
-  v1::RuleBatch b;
+v1::ApplyRulesRequest CrashBatch(uint64_t j) {
+  v1::ApplyRulesRequest b;
   b.set_batch_id(j);
   for (uint64_t k = 0; k < 3; ++k)
     RuleToProto(CrashRule(3 * j + k, 0), b.add_ops()->mutable_insert());
@@ -133,7 +134,7 @@ TEST(FlowclassdCrashTest, RestoredStateIsExactlyTheAckedBatchesPlusWholeOnesInFl
     ASSERT_TRUE(client.ok()) << client.status();
 
     // ---- what was restored ----
-    absl::StatusOr<v1::Stats> stats = (*client)->GetStats();
+    absl::StatusOr<v1::GetStatsResponse> stats = (*client)->GetStats();
     ASSERT_TRUE(stats.ok()) << stats.status();
     const uint64_t restored = stats->generation();
     ASSERT_GE(restored, acked) << "cycle " << cycles << ": an acknowledged batch was lost";
@@ -172,8 +173,8 @@ TEST(FlowclassdCrashTest, RestoredStateIsExactlyTheAckedBatchesPlusWholeOnesInFl
           ++outstanding;
         }
         v1::BatchAck ack;
-        if (!stream->Read(&ack)) return;
-        if (ack.status_code() != 0 || ack.generation() != ack.batch_id()) {
+        if (!ReadAck(stream.get(), &ack)) return;
+        if (ack.status().code() != 0 || ack.generation() != ack.batch_id()) {
           bad_ack.store(true);
           return;
         }

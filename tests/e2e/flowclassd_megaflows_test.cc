@@ -135,7 +135,7 @@ TEST(FlowclassdMegaflowsTest, DumpMegaflowsAndStatsClear) {
   o.timeout = std::chrono::milliseconds(10000);
   std::unique_ptr<FlowclassClient> client;
   // Every packet received (the pcaps are read once, at start).
-  absl::StatusOr<v1::Stats> st;
+  absl::StatusOr<v1::GetStatsResponse> st;
   for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
        std::chrono::steady_clock::now() < end && d.Running();
        std::this_thread::sleep_for(std::chrono::milliseconds(50))) {
@@ -236,14 +236,14 @@ TEST(FlowclassdMegaflowsTest, DumpMegaflowsAndStatsClear) {
   r = Ctl(absl::StrCat("stats-clear ", conn));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(r.out, absl::StrCat("stats-clear: cleared at generation ", st->generation(), "\n"));
-  absl::StatusOr<v1::Stats> cleared = client->GetStats(false, true);
+  absl::StatusOr<v1::GetStatsResponse> cleared = client->GetStats(false, true);
   ASSERT_TRUE(cleared.ok()) << cleared.status();
   EXPECT_EQ(cleared->generation(), st->generation()) << "the rule set is unchanged";
   EXPECT_EQ(cleared->rules(), 3u);
   EXPECT_EQ(cleared->total().megaflows(), st->total().megaflows()) << "a gauge: not cleared";
   EXPECT_EQ(cleared->rule_hits_size(), 0);
-  ASSERT_EQ(cleared->pmd_size(), 2);
-  for (const v1::PmdStats* p : {&cleared->total(), &cleared->pmd(0), &cleared->pmd(1)}) {
+  ASSERT_EQ(cleared->pmds_size(), 2);
+  for (const v1::PmdStats* p : {&cleared->total(), &cleared->pmds(0), &cleared->pmds(1)}) {
     SCOPED_TRACE(p->pmd());
     EXPECT_EQ(p->packets(), 0u);
     EXPECT_EQ(p->emc_hits(), 0u);
@@ -253,7 +253,7 @@ TEST(FlowclassdMegaflowsTest, DumpMegaflowsAndStatsClear) {
     EXPECT_EQ(p->rule_drops(), 0u);
     EXPECT_EQ(p->generation(), st->generation());
   }
-  for (const v1::PortStats& p : cleared->port()) EXPECT_EQ(p.tx_packets(), 0u) << p.port();
+  for (const v1::PortStats& p : cleared->ports()) EXPECT_EQ(p.tx_packets(), 0u) << p.port();
   ASSERT_EQ(client->ListRules()->size(), 3u);
   r = Ctl(absl::StrCat("stats ", conn));
   ASSERT_EQ(r.code, 0) << r.out;

@@ -77,8 +77,8 @@ Rule ParsedRule(const std::string& text) {
   return r.ok() ? *r : Rule{};
 }
 
-v1::RuleBatch InsertBatch(uint64_t id) {
-  v1::RuleBatch b;
+v1::ApplyRulesRequest InsertBatch(uint64_t id) {
+  v1::ApplyRulesRequest b;
   b.set_batch_id(id);
   RuleToProto(ParsedRule(absl::StrCat("id=", id, ",priority=5000,tcp,tp_dst=", id % 60000,
                                       ",actions=drop")),
@@ -283,11 +283,11 @@ TEST(FlowclassdReadinessTest, RestoreThenPmdStallThenRecovery) {
   std::printf("restore: /metrics %s while restoring\n",
               restoring_metrics_zero ? "scraped (ready 0, live 1)" : "not scraped");
   EXPECT_THAT(d.Output(), HasSubstr(absl::StrCat("generation 1, ", kRules, " rules")));
-  EXPECT_EQ(fx.Health("flowclass.v1.Classifier").value_or(false), true);
+  EXPECT_EQ(fx.Health("flowclass.v1.ClassifierService").value_or(false), true);
   auto client = fx.Client();
   ASSERT_NE(client, nullptr);
   {
-    absl::StatusOr<v1::Stats> s = client->GetStats();
+    absl::StatusOr<v1::GetStatsResponse> s = client->GetStats();
     ASSERT_TRUE(s.ok()) << s.status();
     EXPECT_EQ(s->generation(), 1u);
     EXPECT_EQ(s->rules(), static_cast<uint64_t>(kRules));
@@ -346,7 +346,7 @@ TEST(FlowclassdReadinessTest, RestoreThenPmdStallThenRecovery) {
   EXPECT_EQ(Sample(p.metrics, "flowclass_pmd_stalled", "pmd=\"1\""), 1.0);
   EXPECT_EQ(Sample(p.metrics, "flowclass_pmd_stalled", "pmd=\"0\""), 0.0);
   EXPECT_EQ(Sample(p.metrics, "flowclass_publish_timeouts_total"), 0.0);
-  for (const char* service : {"", "flowclass.v1.Classifier"}) {
+  for (const char* service : {"", "flowclass.v1.ClassifierService"}) {
     absl::StatusOr<bool> h = fx.Health(service);
     ASSERT_TRUE(h.ok()) << h.status();
     EXPECT_FALSE(*h) << "gRPC health of \"" << service << "\" SERVING during a stall";
@@ -388,7 +388,7 @@ TEST(FlowclassdReadinessTest, RestoreThenPmdStallThenRecovery) {
     EXPECT_GE(std::atoi(m.c_str() + at + 11), kPublishTimeoutMs) << m;
   }
   {
-    absl::StatusOr<v1::Stats> s = client->GetStats();
+    absl::StatusOr<v1::GetStatsResponse> s = client->GetStats();
     ASSERT_TRUE(s.ok()) << s.status();
     EXPECT_EQ(s->generation(), 3u) << "the timed-out batch is applied, the refused one not";
     EXPECT_EQ(s->rules(), static_cast<uint64_t>(kRules + 2));
@@ -420,7 +420,7 @@ TEST(FlowclassdReadinessTest, RestoreThenPmdStallThenRecovery) {
   EXPECT_EQ(Sample(p.metrics, "flowclass_live"), 1.0);
   EXPECT_EQ(Sample(p.metrics, "flowclass_pmd_stalled", "pmd=\"1\""), 0.0);
   EXPECT_EQ(Sample(p.metrics, "flowclass_publish_timeouts_total"), 1.0) << "a counter";
-  for (const char* service : {"", "flowclass.v1.Classifier"})
+  for (const char* service : {"", "flowclass.v1.ClassifierService"})
     EXPECT_EQ(fx.Health(service).value_or(false), true) << service;
   // Batches succeed again, acknowledged and durable.
   a = client->ApplyBatch(InsertBatch(1000004));
@@ -431,10 +431,10 @@ TEST(FlowclassdReadinessTest, RestoreThenPmdStallThenRecovery) {
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(AckStatus(*a), absl::OkStatus());
   EXPECT_EQ(a->generation(), 5u);
-  absl::StatusOr<v1::Stats> before = client->GetStats();
+  absl::StatusOr<v1::GetStatsResponse> before = client->GetStats();
   ASSERT_TRUE(before.ok());
-  EXPECT_EQ(before->pmd_size(), 2);
-  for (const v1::PmdStats& pmd : before->pmd()) EXPECT_EQ(pmd.generation(), 5u);
+  EXPECT_EQ(before->pmds_size(), 2);
+  for (const v1::PmdStats& pmd : before->pmds()) EXPECT_EQ(pmd.generation(), 5u);
   client.reset();
   d.Signal(SIGTERM);
   ASSERT_EQ(d.Wait(30), 0) << d.Output();
@@ -454,7 +454,7 @@ TEST(FlowclassdReadinessTest, RestoreThenPmdStallThenRecovery) {
                                      " (plaintext): restoring ", kRules + 4,
                                      " rules, health NOT_SERVING")));
   EXPECT_THAT(again.Output(), Not(HasSubstr("grpc listening on")));
-  for (const char* service : {"", "flowclass.v1.Classifier"}) {
+  for (const char* service : {"", "flowclass.v1.ClassifierService"}) {
     absl::StatusOr<bool> h = fx.Health(service);
     ASSERT_TRUE(h.ok()) << "gRPC must answer during the restore: " << h.status();
     EXPECT_FALSE(*h) << "gRPC health of \"" << service << "\" SERVING during the restore";
@@ -463,7 +463,7 @@ TEST(FlowclassdReadinessTest, RestoreThenPmdStallThenRecovery) {
   ASSERT_NE(client, nullptr);
   {
     const std::string restoring = absl::StrCat("flowclassd is restoring ", kRules + 4, " rules");
-    absl::StatusOr<v1::Stats> s = client->GetStats();
+    absl::StatusOr<v1::GetStatsResponse> s = client->GetStats();
     EXPECT_EQ(s.status().code(), absl::StatusCode::kUnavailable) << s.status();
     EXPECT_THAT(std::string(s.status().message()), HasSubstr(restoring));
     absl::StatusOr<v1::Rule> r = client->GetRule(1000001);
@@ -489,7 +489,7 @@ TEST(FlowclassdReadinessTest, RestoreThenPmdStallThenRecovery) {
        std::this_thread::sleep_for(std::chrono::milliseconds(20)))
     serving_again = fx.Health().value_or(false);
   EXPECT_TRUE(serving_again) << "gRPC health not SERVING after the restore";
-  absl::StatusOr<v1::Stats> after = client->GetStats();
+  absl::StatusOr<v1::GetStatsResponse> after = client->GetStats();
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_EQ(after->generation(), 5u);
   EXPECT_EQ(after->rules(), static_cast<uint64_t>(kRules + 4));

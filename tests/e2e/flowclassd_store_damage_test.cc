@@ -163,7 +163,7 @@ class StoreDamageTest : public ::testing::Test {
     EXPECT_TRUE(c.ok()) << c.status();
     if (c.ok()) {
       for (int j : apply) {
-        v1::RuleBatch b;
+        v1::ApplyRulesRequest b;
         b.set_batch_id(static_cast<uint64_t>(j));
         for (const RuleOp& op : BatchOps(j)) RuleOpToProto(op, b.add_ops());
         absl::StatusOr<v1::BatchAck> a = (*c)->ApplyBatch(b);
@@ -173,7 +173,7 @@ class StoreDamageTest : public ::testing::Test {
           EXPECT_EQ(a->generation(), static_cast<uint64_t>(j)) << "batch " << j;
         }
       }
-      absl::StatusOr<v1::Stats> s = (*c)->GetStats();
+      absl::StatusOr<v1::GetStatsResponse> s = (*c)->GetStats();
       EXPECT_TRUE(s.ok()) << s.status();
       if (s.ok()) o.generation = static_cast<int>(s->generation());
       absl::StatusOr<std::vector<v1::Rule>> listed = (*c)->ListRules();

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
@@ -153,23 +154,23 @@ TEST(GrpcFlowclassdTest, FlowclassctlAgainstARealDaemon) {
   ASSERT_TRUE(st.ok()) << st.status();
   EXPECT_EQ(st->generation(), 20u);
   EXPECT_EQ(st->rules(), 2000u);
-  ASSERT_EQ(st->pmd_size(), 1);
-  EXPECT_EQ(st->pmd(0).generation(), 20u);
+  ASSERT_EQ(st->pmds_size(), 1);
+  EXPECT_EQ(st->pmds(0).generation(), 20u);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   auto st2 = (*client)->GetStats();
   ASSERT_TRUE(st2.ok());
   EXPECT_GT(st2->total().packets(), st->total().packets());
   // The total carries the PMDs' cache figures too (one PMD: the same).
-  EXPECT_GT(st2->pmd(0).emc_entries(), 0u);
-  EXPECT_EQ(st2->total().emc_entries(), st2->pmd(0).emc_entries());
-  EXPECT_EQ(st2->total().emc_occupancy(), st2->pmd(0).emc_occupancy());
-  EXPECT_EQ(st2->total().smc_entries(), st2->pmd(0).smc_entries());
-  EXPECT_EQ(st2->total().megaflows(), st2->pmd(0).megaflows());
-  EXPECT_EQ(st2->total().cd_enabled(), st2->pmd(0).cd_enabled());
+  EXPECT_GT(st2->pmds(0).emc_entries(), 0u);
+  EXPECT_EQ(st2->total().emc_entries(), st2->pmds(0).emc_entries());
+  EXPECT_EQ(st2->total().emc_occupancy(), st2->pmds(0).emc_occupancy());
+  EXPECT_EQ(st2->total().smc_entries(), st2->pmds(0).smc_entries());
+  EXPECT_EQ(st2->total().megaflows(), st2->pmds(0).megaflows());
+  EXPECT_EQ(st2->total().cd_enabled(), st2->pmds(0).cd_enabled());
   // Where the packets went adds up to what was received, give or take the
   // burst the PMD is in the middle of (its counters are updated at its end).
   {
-    const v1::PmdStats& p = st2->pmd(0);
+    const v1::PmdStats& p = st2->pmds(0);
     const int64_t went = static_cast<int64_t>(p.tx_packets() + p.tx_dropped() + p.rule_drops() +
                                               p.no_match() + p.bad_port());
     EXPECT_GT(p.tx_packets(), 0u);
@@ -180,7 +181,7 @@ TEST(GrpcFlowclassdTest, FlowclassctlAgainstARealDaemon) {
         << " bad_port " << p.bad_port();
     EXPECT_EQ(st2->total().tx_packets(), p.tx_packets());
   }
-  EXPECT_EQ((*client)->Healthy("flowclass.v1.Classifier").value_or(false), true);
+  EXPECT_EQ((*client)->Healthy("flowclass.v1.ClassifierService").value_or(false), true);
   // Server reflection describes every service the daemon serves, the health
   // service included (a tool such as grpcurl finds its methods).
   {
@@ -189,10 +190,10 @@ TEST(GrpcFlowclassdTest, FlowclassctlAgainstARealDaemon) {
         << "run tests/node/setup.sh " << FLOWCLASS_BINARY_DIR << " first (make test does)";
     const CmdResult refl = RunCommand(absl::StrCat(
         "NODE_PATH=", modules, " timeout 60 node ", FLOWCLASS_SOURCE_DIR, "/tests/node/reflect.js ",
-        target, " flowclass.v1.Classifier grpc.health.v1.Health grpc.health.v1.HealthCheckRequest",
+        target, " flowclass.v1.ClassifierService grpc.health.v1.Health grpc.health.v1.HealthCheckRequest",
         " no.such.Service 2>&1"));
     ASSERT_EQ(refl.code, 0) << refl.out;
-    EXPECT_THAT(refl.out, HasSubstr("{\"flowclass.v1.Classifier\":\"found\","
+    EXPECT_THAT(refl.out, HasSubstr("{\"flowclass.v1.ClassifierService\":\"found\","
                                     "\"grpc.health.v1.Health\":\"found\","
                                     "\"grpc.health.v1.HealthCheckRequest\":\"found\","
                                     "\"no.such.Service\":\"error\"}"));
@@ -368,12 +369,12 @@ TEST(GrpcFlowclassdTest, FlowclassctlAgainstARealDaemon) {
     // Remove them again, in one batch of deletes.
     auto listed = (*client)->ListRules();
     ASSERT_TRUE(listed.ok());
-    v1::RuleBatch dels;
+    v1::ApplyRulesRequest dels;
     for (const v1::Rule& x : *listed)
       if (x.id() >= 100000) dels.add_ops()->set_delete_id(x.id());
     auto ack = (*client)->ApplyBatch(dels);
     ASSERT_TRUE(ack.ok()) << ack.status();
-    EXPECT_EQ(ack->status_code(), 0) << ack->status_message();
+    EXPECT_EQ(ack->status().code(), 0) << ack->status().message();
     EXPECT_EQ((*client)->GetStats()->rules(), rules_before_stream);
   }
 
@@ -403,7 +404,7 @@ TEST(GrpcFlowclassdTest, FlowclassctlAgainstARealDaemon) {
   st = (*client)->GetStats();
   EXPECT_EQ(st->rules(), 0u);
   EXPECT_EQ(st->generation(), gen_before + 1);
-  EXPECT_EQ(st->pmd(0).generation(), gen_before + 1);
+  EXPECT_EQ(st->pmds(0).generation(), gen_before + 1);
   EXPECT_EQ(Ctl("dump-rules " + conn).out, "");
   r = Ctl(absl::StrCat("add-rules ", conn, " --progress off ", dir.File("bad.txt")));
   EXPECT_EQ(r.code, 4) << r.out;  // still names its bad rule
@@ -462,11 +463,11 @@ TEST(GrpcFlowclassdTest, JsonOutputAndVersion) {
   EXPECT_EQ(dv.out, absl::StrCat("flowclassd ", version, "\n"));
   EXPECT_THAT(d.Output(), HasSubstr(absl::StrCat("; version ", version, "\n")));
 
-  // dump-rules: one RulePage, the same rules as the text, hits included.
+  // dump-rules: one ListRulesResponse, the same rules as the text, hits included.
   r = Ctl("dump-rules -o json " + conn);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << "one line";
-  v1::RulePage page;
+  v1::ListRulesResponse page;
   ASSERT_TRUE(parse(r.out, &page).ok()) << r.out.substr(0, 300);
   ASSERT_EQ(page.rules_size(), 50);
   EXPECT_THAT(r.out, HasSubstr("\"hits\":"));  // zero values are printed
@@ -483,11 +484,11 @@ TEST(GrpcFlowclassdTest, JsonOutputAndVersion) {
   // stats: a Stats at the acked generation; --watch gives one line a report.
   r = Ctl("stats --output=json " + conn);
   ASSERT_EQ(r.code, 0) << r.out;
-  v1::Stats st;
+  v1::GetStatsResponse st;
   ASSERT_TRUE(parse(r.out, &st).ok()) << r.out.substr(0, 300);
   EXPECT_EQ(st.generation(), 5u);
   EXPECT_EQ(st.rules(), 50u);
-  ASSERT_EQ(st.pmd_size(), 1);
+  ASSERT_EQ(st.pmds_size(), 1);
   EXPECT_EQ(st.server().version(), version);
   r = Ctl("stats -ojson --watch 0.05 --count 3 " + conn);
   ASSERT_EQ(r.code, 0) << r.out;
@@ -495,7 +496,7 @@ TEST(GrpcFlowclassdTest, JsonOutputAndVersion) {
   ASSERT_EQ(lines.size(), 3u) << r.out.substr(0, 300);
   uint64_t last = 0;
   for (const std::string& l : lines) {
-    v1::Stats s;
+    v1::GetStatsResponse s;
     ASSERT_TRUE(parse(l, &s).ok()) << l.substr(0, 300);
     EXPECT_GE(s.total().packets(), last);
     last = s.total().packets();
@@ -550,7 +551,13 @@ TEST(GrpcFlowclassdTest, JsonOutputAndVersion) {
   ASSERT_TRUE(parse(r.out, &tr).ok()) << r.out;
   const CmdResult ttext = Ctl(absl::StrCat("trace ", conn, " ", flow));
   ASSERT_EQ(ttext.code, 0) << ttext.out;
-  EXPECT_THAT(ttext.out, HasSubstr(absl::StrCat("layer: ", tr.layer(), "\n")));
+  // The text says the enum's name without its prefix: LAYER_UPCALL is "upcall".
+  EXPECT_THAT(ttext.out,
+              HasSubstr(absl::StrCat(
+                  "layer: ",
+                  absl::AsciiStrToLower(absl::StripPrefix(v1::Layer_Name(tr.layer()), "LAYER_")),
+                  "\n")));
+  EXPECT_NE(tr.layer(), v1::LAYER_UNSPECIFIED);
   EXPECT_THAT(ttext.out, HasSubstr(absl::StrCat("rule: id=", tr.rule_id(), ",")));
   EXPECT_EQ(tr.rule_id(), 3u);  // 10.0.3.0/24 is rule 3's only destination
 

@@ -41,7 +41,7 @@ TEST(GrpcNodeTest, NodeClientStreamsBatchesAndReadsStats) {
   const std::string src = FLOWCLASS_SOURCE_DIR;
   const CmdResult r = RunCommand(absl::StrCat("NODE_PATH=", modules, " timeout 60 node ", src,
                                         "/tests/node/client.js ", (*server)->target(), " ",
-                                        src, "/proto 2>&1"));
+                                        src, "/proto ", FLOWCLASS_GOOGLEAPIS_PROTO_DIR, " 2>&1"));
   ASSERT_EQ(r.code, 0) << r.out;
   // Batches 1..5 applied (generations 1..5), 6 rejected naming op 1 and
   // ipv4_src with the generation unchanged, 7 deleted the 250 even ids.
@@ -49,9 +49,16 @@ TEST(GrpcNodeTest, NodeClientStreamsBatchesAndReadsStats) {
     EXPECT_THAT(r.out, HasSubstr(absl::StrCat("{\"batch_id\":\"", b,
                                               "\",\"status_code\":0,\"generation\":\"", b,
                                               "\",\"inserted\":100,\"deleted\":0")));
+  // The ack's google.rpc.Status, decoded by protobufjs: BadRequest's path
+  // and ErrorInfo's op_index, field and reason.
   EXPECT_THAT(r.out, HasSubstr("{\"batch_id\":\"6\",\"status_code\":3,\"generation\":\"5\","
-                               "\"inserted\":0,\"deleted\":0,\"error_index\":1,"
-                               "\"error_field\":\"ipv4_src\"}"));
+                               "\"inserted\":0,\"deleted\":0,\"error_index\":\"1\","
+                               "\"error_field\":\"ipv4_src\","
+                               "\"error_path\":\"ops[1].insert.match.ipv4_src\","
+                               "\"error_reason\":\"INVALID_RULE\"}"));
+  // A failed call's google.rpc.Status, from grpc-status-details-bin.
+  EXPECT_THAT(r.out, HasSubstr("\"bad_token\":{\"code\":3,\"status_code\":3,"
+                               "\"path\":\"page_token\"}"));
   EXPECT_THAT(r.out, HasSubstr("{\"batch_id\":\"7\",\"status_code\":0,\"generation\":\"6\","
                                "\"inserted\":0,\"deleted\":250"));
   EXPECT_THAT(r.out, HasSubstr("\"stats\":{\"rules\":\"250\",\"generation\":\"6\",\"pmds\":1,"
@@ -60,7 +67,7 @@ TEST(GrpcNodeTest, NodeClientStreamsBatchesAndReadsStats) {
   EXPECT_THAT(r.out, HasSubstr("\"rule7\":{\"ipv4_src\":\"10.7.0.0/16\",\"tp_dst_hi\":2007,"
                                "\"output_port\":2}"));
   EXPECT_THAT(r.out, HasSubstr("\"missing_code\":5"));  // NOT_FOUND
-  // A message that is not a RuleBatch (truncated; a string that is not
+  // A message that is not an ApplyRulesRequest (truncated; a string that is not
   // UTF-8) between two good batches: the first is acked, the stream ends
   // with INVALID_ARGUMENT naming message 2, the third is not applied.
   EXPECT_THAT(r.out, HasSubstr("\"raw\":[{\"acks\":[\"101\"],\"code\":3,\"message2\":true,"

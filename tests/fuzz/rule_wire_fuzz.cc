@@ -1,5 +1,5 @@
 // libFuzzer target for the ApplyRules stream's wire reader (proto/rule_wire.h):
-// the bytes a client sends as one v1.RuleBatch.
+// the bytes a client sends as one v1.ApplyRulesRequest.
 //
 // Invariants (any violation aborts):
 //   1. Whenever ReadRuleBatchWire answers, protobuf's own parser plus
@@ -36,7 +36,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<RuleOp> ops;
   const bool direct = ReadRuleBatchWire(wire, &batch_id, &ops);
 
-  v1::RuleBatch parsed;
+  v1::ApplyRulesRequest parsed;
   const bool parses = parsed.ParseFromString(wire);
   std::vector<RuleOp> slow;
   bool converts = parses;
@@ -57,7 +57,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Check(ops.size() == slow.size(), "op count differs from protobuf's");
   for (size_t i = 0; i < ops.size(); ++i) Check(SameOp(ops[i], slow[i]), "op differs from protobuf's");
 
-  v1::RuleBatch rebuilt;
+  v1::ApplyRulesRequest rebuilt;
   rebuilt.set_batch_id(batch_id);
   for (const RuleOp& op : ops) RuleOpToProto(op, rebuilt.add_ops());
   std::string written;

@@ -243,7 +243,7 @@ def check_manifests(src, rendered, values_file):
         elif grpc_on and not tls_on:
             check(p and p.get("grpc", {}).get("port") == v["grpc"]["port"], f"{kind}: {p} is not a gRPC probe")
             if kind == "readinessProbe":
-                check(p and p["grpc"].get("service") == "flowclass.v1.Classifier",
+                check(p and p["grpc"].get("service") == "flowclass.v1.ClassifierService",
                       f"readiness probes service {p and p['grpc'].get('service')}")
         elif grpc_on:
             check(p and "grpc" not in p and p.get("tcpSocket", {}).get("port") == "grpc",

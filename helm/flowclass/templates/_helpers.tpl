@@ -324,7 +324,7 @@ httpGet:
 grpc:
   port: {{ $v.grpc.port | int }}
   {{- if eq .kind "readiness" }}
-  service: flowclass.v1.Classifier
+  service: flowclass.v1.ClassifierService
   {{- end }}
 {{- else if $v.grpc.enabled }}
 tcpSocket:
