@@ -276,13 +276,6 @@ void SetAclAutovalidatorFaultForTesting(AclAlgorithm a) {
   g_autovalidator_fault.store(a, std::memory_order_relaxed);
 }
 
-void MakeAclKeyImage(const FlowKey& key, AclKeyImage* out) {
-  uint64_t w[kFlowWords] = {};
-  uint32_t m = key.map;
-  for (int j = 0; m != 0; ++j, m &= m - 1) w[std::countr_zero(m)] = __builtin_bswap64(key.words[j]);
-  std::memcpy(out->bytes, w, sizeof(w));
-}
-
 absl::Status CheckAclExpressible(const Rule& rule, size_t index) {
   // Bits the definitions cover, per word (ports: the range and bitmask
   // definitions cover the same bytes).
@@ -454,6 +447,26 @@ void AclClassifier::RunContext(int c, const uint8_t** data, uint32_t* results, i
 }
 
 void AclClassifier::ClassifyImages(const AclKeyImage* images, int n, const Rule** out) const {
+  // The common burst: every key of one context (IPv4 traffic), classified
+  // in place, no split.
+  if (n > 0) {
+    const auto ctx_of = [&](int i) {
+      return ContextOfEthType(
+          static_cast<uint16_t>(images[i].bytes[2] << 8 | images[i].bytes[3]));
+    };
+    const int c0 = ctx_of(0);
+    int same = 1;
+    while (same < n && ctx_of(same) == c0) ++same;
+    if (same == n) {
+      const uint8_t* data[kMaxBurst];
+      for (int i = 0; i < n; ++i) data[i] = images[i].bytes;
+      uint32_t results[kMaxBurst];
+      RunContext(c0, data, results, n);
+      for (int i = 0; i < n; ++i)
+        out[i] = results[i] == 0 ? nullptr : &ranked_[results[i] - 1];
+      return;
+    }
+  }
   const uint8_t* data[3][kMaxBurst];
   uint8_t slot[3][kMaxBurst];
   int count[3] = {0, 0, 0};

@@ -17,6 +17,7 @@ absl::StatusOr<std::unique_ptr<AclPipeline>> AclPipeline::Create(AclPipelineConf
 }
 
 AclPipeline::AclPipeline(AclPipelineConfig config) : config_(config) {
+  insert_countdown_ = NextInsertCountdown();
   if (config_.emc) {
     emc_.resize(config_.emc_entries);
     mask_ = config_.emc_entries - 1;
@@ -28,6 +29,17 @@ void AclPipeline::SetClassifier(const AclClassifier* classifier) {
   classifier_ = classifier;
   ++generation_;  // every EMC entry of the old classifier is now a miss
   ++stats_.generation;
+}
+
+uint32_t AclPipeline::NextInsertCountdown() {
+  // Uniform in [1, 2 * inv - 1]: a mean of inv misses per insert (1: every
+  // miss).  xorshift64.
+  const uint64_t inv = config_.emc_insert_inv_prob;
+  if (inv <= 1) return 1;
+  rng_ ^= rng_ << 13;
+  rng_ ^= rng_ >> 7;
+  rng_ ^= rng_ << 17;
+  return 1 + static_cast<uint32_t>(rng_ % (2 * inv - 1));
 }
 
 uint32_t AclPipeline::Slot1(uint64_t hash) const {
@@ -76,39 +88,52 @@ bool AclPipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts) {
     window_probed_ += static_cast<uint64_t>(n);
     window_hits_ += static_cast<uint64_t>(n - misses);
   } else {
-    for (int i = 0; i < n; ++i) miss_index[i] = i;
     misses = n;
   }
   if (misses > 0) {
-    const Rule* found[kMaxBurst];
+    // The burst's misses through the ACL.  A burst that did not look the
+    // EMC up (or missed it entirely) is classified in place: key i's answer
+    // is rule[i], no gather or scatter.
+    const bool all = misses == n;
+    const Rule* found_buf[kMaxBurst];
+    const Rule** found = all ? rule : found_buf;
     if (classifier_ == nullptr) {
       for (int j = 0; j < misses; ++j) found[j] = nullptr;
     } else {
       AclKeyImage images[kMaxBurst];
-      for (int j = 0; j < misses; ++j) MakeAclKeyImage(keys[miss_index[j]], &images[j]);
+      if (all) {
+        for (int j = 0; j < n; ++j) MakeAclKeyImage(keys[j], &images[j]);
+      } else {
+        for (int j = 0; j < misses; ++j) MakeAclKeyImage(keys[miss_index[j]], &images[j]);
+      }
       classifier_->ClassifyImages(images, misses, found);
     }
-    for (int j = 0; j < misses; ++j) {
-      const int i = miss_index[j];
-      rule[i] = found[j];
-      stats_.acl_hits += found[j] != nullptr;
-      stats_.acl_misses += found[j] == nullptr;
-      if (!config_.emc || config_.emc_insert_inv_prob == 0) continue;
-      if (config_.emc_insert_inv_prob > 1) {
-        rng_ ^= rng_ << 13;
-        rng_ ^= rng_ >> 7;
-        rng_ ^= rng_ << 17;
-        if (rng_ % config_.emc_insert_inv_prob != 0) continue;
+    uint64_t hits = 0;
+    if (!all) {
+      for (int j = 0; j < misses; ++j) rule[miss_index[j]] = found[j];
+    }
+    for (int j = 0; j < misses; ++j) hits += found[j] != nullptr;
+    stats_.acl_hits += hits;
+    stats_.acl_misses += static_cast<uint64_t>(misses) - hits;
+    // Inserts: only from bursts that looked the EMC up (while it is being
+    // skipped, the sampled ones), one miss in emc_insert_inv_prob on
+    // average: a countdown of misses, redrawn at each insert, so a miss
+    // that is not inserted costs a decrement.
+    if (probe && config_.emc_insert_inv_prob != 0) {
+      for (int j = 0; j < misses; ++j) {
+        if (--insert_countdown_ != 0) continue;
+        insert_countdown_ = NextInsertCountdown();
+        // Slot 0 unless it holds a live entry and slot 1 does not.
+        const int i = all ? j : miss_index[j];
+        const uint64_t h = keys[i].hash;
+        EmcEntry* a = &emc_[static_cast<uint32_t>(h) & mask_];
+        EmcEntry* b = &emc_[Slot1(h)];
+        EmcEntry* e = (a->generation == generation_ && b->generation != generation_) ? b : a;
+        e->key = keys[i];
+        e->rule = found[j];
+        e->generation = generation_;
+        ++stats_.emc_inserts;
       }
-      // Slot 0 unless it holds a live entry and slot 1 does not.
-      const uint64_t h = keys[i].hash;
-      EmcEntry* a = &emc_[static_cast<uint32_t>(h) & mask_];
-      EmcEntry* b = &emc_[Slot1(h)];
-      EmcEntry* e = (a->generation == generation_ && b->generation != generation_) ? b : a;
-      e->key = keys[i];
-      e->rule = found[j];
-      e->generation = generation_;
-      ++stats_.emc_inserts;
     }
   }
   bool alike = true;
