@@ -62,6 +62,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "dataplane/acl_algorithm.h"
+#include "dataplane/dpcls/megaflow.h"
 #include "dataplane/flow/flow.h"
 #include "dataplane/rules/rule.h"
 
@@ -154,6 +155,14 @@ class AclClassifier {
   void ClassifyBurst(const FlowKey* keys, int n, const Rule** out) const;
   // The same on prepared images (each image's eth_type picks the context).
   void ClassifyImages(const AclKeyImage* images, int n, const Rule** out) const;
+  // The same as results: results[i] is 0 (no rule) or the winner's rank + 1
+  // (RuleOfResult, verdict_table).  What AclPipeline runs.
+  void ClassifyImagesToResults(const AclKeyImage* images, int n, uint32_t* results) const;
+  const Rule* RuleOfResult(uint32_t r) const { return r == 0 ? nullptr : &ranked_[r - 1]; }
+  // verdict_table()[r] is result r's verdict ([0]: Verdict{}, no rule): 16
+  // bytes a rule, so the verdicts of a burst read a small table instead of
+  // the rules themselves (2 MB of them at 10K rules, past the caches).
+  const Verdict* verdict_table() const { return verdicts_.data(); }
   const Rule* Classify(const FlowKey& key) const;
 
   // What ClassifyBurst runs (kDefault resolved; kAutovalidator stays).
@@ -178,6 +187,7 @@ class AclClassifier {
   void RunContext(int c, const uint8_t** data, uint32_t* results, int n) const;
 
   std::vector<Rule> ranked_;
+  std::vector<Verdict> verdicts_;  // [0] = {}, [r + 1] = ranked_[r]'s
   rte_acl_ctx* ctx_[3] = {nullptr, nullptr, nullptr};
   std::atomic<AclAlgorithm> algorithm_{AclAlgorithm::kScalar};
   std::vector<AclAlgorithm> supported_;

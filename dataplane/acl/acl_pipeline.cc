@@ -49,7 +49,9 @@ uint32_t AclPipeline::Slot1(uint64_t hash) const {
 }
 
 bool AclPipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts) {
-  const Rule* rule[kMaxBurst];
+  if (n <= 0) return true;
+  // res[i]: key i's classifier result (0: no rule; r: verdict_table()[r]).
+  uint32_t res[kMaxBurst];
   int miss_index[kMaxBurst];
   int misses = 0;
   stats_.packets += static_cast<uint64_t>(n);
@@ -74,12 +76,12 @@ bool AclPipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts) {
       const uint64_t h = keys[i].hash;
       const EmcEntry& a = emc_[static_cast<uint32_t>(h) & mask_];
       if (a.generation == generation_ && a.key.hash == h && a.key.SameFlow(keys[i])) {
-        rule[i] = a.rule;
+        res[i] = a.result;
         continue;
       }
       const EmcEntry& b = emc_[Slot1(h)];
       if (b.generation == generation_ && b.key.hash == h && b.key.SameFlow(keys[i])) {
-        rule[i] = b.rule;
+        res[i] = b.result;
         continue;
       }
       miss_index[misses++] = i;
@@ -92,13 +94,13 @@ bool AclPipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts) {
   }
   if (misses > 0) {
     // The burst's misses through the ACL.  A burst that did not look the
-    // EMC up (or missed it entirely) is classified in place: key i's answer
-    // is rule[i], no gather or scatter.
+    // EMC up (or missed it entirely) is classified in place: key i's result
+    // is res[i], no gather or scatter.
     const bool all = misses == n;
-    const Rule* found_buf[kMaxBurst];
-    const Rule** found = all ? rule : found_buf;
+    uint32_t found_buf[kMaxBurst];
+    uint32_t* found = all ? res : found_buf;
     if (classifier_ == nullptr) {
-      for (int j = 0; j < misses; ++j) found[j] = nullptr;
+      for (int j = 0; j < misses; ++j) found[j] = 0;
     } else {
       AclKeyImage images[kMaxBurst];
       if (all) {
@@ -106,13 +108,10 @@ bool AclPipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts) {
       } else {
         for (int j = 0; j < misses; ++j) MakeAclKeyImage(keys[miss_index[j]], &images[j]);
       }
-      classifier_->ClassifyImages(images, misses, found);
+      classifier_->ClassifyImagesToResults(images, misses, found);
     }
     uint64_t hits = 0;
-    if (!all) {
-      for (int j = 0; j < misses; ++j) rule[miss_index[j]] = found[j];
-    }
-    for (int j = 0; j < misses; ++j) hits += found[j] != nullptr;
+    for (int j = 0; j < misses; ++j) hits += found[j] != 0;
     stats_.acl_hits += hits;
     stats_.acl_misses += static_cast<uint64_t>(misses) - hits;
     // Inserts: only from bursts that looked the EMC up (while it is being
@@ -130,18 +129,24 @@ bool AclPipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts) {
         EmcEntry* b = &emc_[Slot1(h)];
         EmcEntry* e = (a->generation == generation_ && b->generation != generation_) ? b : a;
         e->key = keys[i];
-        e->rule = found[j];
+        e->result = found[j];
         e->generation = generation_;
         ++stats_.emc_inserts;
       }
     }
+    if (!all) {
+      for (int j = 0; j < misses; ++j) res[miss_index[j]] = found[j];
+    }
   }
+  // Verdicts from the classifier's 16-byte table, not from the rules.  (No
+  // classifier: every result is 0, and kNoRule[0] is Verdict{}.)
+  static const Verdict kNoRule[1] = {};
+  const Verdict* table = classifier_ != nullptr ? classifier_->verdict_table() : kNoRule;
   bool alike = true;
-  for (int i = 0; i < n; ++i) {
-    verdicts[i] = rule[i] == nullptr ? Verdict{} : Verdict{rule[i]->id, rule[i]->action};
-    if (i > 0 && (verdicts[i].action != verdicts[0].action ||
-                  (verdicts[i].rule_id == 0) != (verdicts[0].rule_id == 0)))
-      alike = false;
+  const Verdict& v0 = verdicts[0] = table[res[0]];
+  for (int i = 1; i < n; ++i) {
+    const Verdict& v = verdicts[i] = table[res[i]];
+    alike &= v.action == v0.action && (v.rule_id == 0) == (v0.rule_id == 0);
   }
   return alike;
 }

@@ -77,8 +77,8 @@ class AclPipeline {
  private:
   struct EmcEntry {
     FlowKey key;
-    const Rule* rule = nullptr;  // nullptr: the key matches no rule
-    uint64_t generation = 0;     // 0: empty
+    uint32_t result = 0;       // the classifier's result (0: no rule matches)
+    uint64_t generation = 0;   // 0: empty
   };
   explicit AclPipeline(AclPipelineConfig config);
   uint32_t Slot1(uint64_t hash) const;
