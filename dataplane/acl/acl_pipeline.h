@@ -5,10 +5,11 @@
 // The per-thread pipeline of `pipeline.kind: acl` (docs/acl-pipeline.md):
 //
 //   ProcessBurst(keys[0..n), n <= 32)
-//     EMC   exact key -> rule, 2 probes          if emc (and paying, see
+//     EMC   exact key -> result, 2 probes        if emc (and paying, see
 //                                                emc_adaptive)
-//     ACL   AclClassifier::ClassifyImages on the burst's misses
-//     verdicts[i] = {rule id, action} of the winner ({0, drop}: none)
+//     ACL   AclClassifier::ClassifyImagesToResults on the burst's misses
+//     verdicts[i] = verdict_table()[result]: {rule id, action} of the
+//           winner ({0, drop}: none)
 //     one miss in emc_insert_inv_prob is inserted into the EMC (on average),
 //     only by bursts that looked it up
 //
