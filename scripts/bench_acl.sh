@@ -14,7 +14,10 @@
 # verdict), so every replay below checks each of its verdicts against DPDK's.
 # Then ACLBENCH_ROUNDS rounds, alternating within each round, each tool
 # making ACLBENCH_ITER passes over the trace:
-#   dpdk     dpdk-test-acl, default algorithm (the best the CPU has)
+#   dpdk     dpdk-test-acl, default algorithm (the best the CPU has), its
+#            default 256 packets per rte_acl_classify call
+#   dpdk32   the same with --tracestep=32: the 32-packet bursts replay
+#            feeds (and flowclassd's PMD, pmd.burst) classified per call
 #   acl      replay --pipeline acl (EMC on, insert 1/100: the defaults)
 #   acl_ne   replay --pipeline acl --emc off (rte_acl alone, plus the key
 #            image and the verdict)
@@ -47,25 +50,38 @@ work="$build/bench/acl"
 . "$here/scripts/bench_acl_common.sh"
 bench_acl_setup bench_acl
 
+# round_ratio "A1 A2 ..." "B1 B2 ...": the median of Ai / Bi.
+round_ratio() {
+  paste -d' ' <(tr ' ' '\n' <<<"$1" | awk NF) <(tr ' ' '\n' <<<"$2" | awk NF) |
+    awk '{printf "%s ", $1 / $2}' | median | awk '{printf "%.2f", $1}'
+}
+
 echo "acl pipeline vs dpdk-test-acl vs megaflow pipeline: $packets packets x $iter passes per set, median of $rounds rounds, CPU $cpu"
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-10s %6s %10s %10s %10s %10s %10s %8s %8s %8s %8s\n' set rules dpdk_pps acl_pps \
-  acl_ne_pps mf_pps mf_ne_pps acl/dpdk acl_ne/dp mf/dpdk mf_ne/dp
+printf '%-10s %6s %10s %10s %10s %10s %10s %10s %8s %8s %8s %8s %8s\n' set rules dpdk_pps \
+  dpdk32_pps acl_pps acl_ne_pps mf_pps mf_ne_pps acl/dpdk acl/dp32 acl_ne/dp mf/dpdk mf_ne/dp
 for set in $sets; do
   prepare_set "$set"
-  dp="" ac="" an="" mf="" mn=""
+  dp="" d3="" ac="" an="" mf="" mn=""
   for ((r = 1; r <= rounds; r++)); do
     dp+=" $(acl_one "$name" "$rules" "$trace" "$nrules" default "$iter")"
+    d3+=" $(acl_one "$name" "$rules" "$trace" "$nrules" default "$iter" 32)"
     ac+=" $(replay_one "$name" "$rules" "$trace" "$nrules" --repeat="$iter" --pipeline=acl)"
     an+=" $(replay_one "$name" "$rules" "$trace" "$nrules" --repeat="$iter" --pipeline=acl --emc=off)"
     mf+=" $(replay_one "$name" "$rules" "$trace" "$nrules" --repeat="$iter")"
     mn+=" $(replay_one "$name" "$rules" "$trace" "$nrules" --repeat="$iter" --emc=off)"
   done
   m_dp="$(median <<<"$dp")" m_ac="$(median <<<"$ac")" m_an="$(median <<<"$an")"
-  m_mf="$(median <<<"$mf")" m_mn="$(median <<<"$mn")"
-  printf '%-10s %6s %10.0f %10.0f %10.0f %10.0f %10.0f %8s %8s %8s %8s\n' "$name" "$nrules" \
-    "$m_dp" "$m_ac" "$m_an" "$m_mf" "$m_mn" "$(ratio "$m_ac" "$m_dp")" \
-    "$(ratio "$m_an" "$m_dp")" "$(ratio "$m_mf" "$m_dp")" "$(ratio "$m_mn" "$m_dp")"
+  m_mf="$(median <<<"$mf")" m_mn="$(median <<<"$mn")" m_d3="$(median <<<"$d3")"
+  printf '%-10s %6s %10.0f %10.0f %10.0f %10.0f %10.0f %10.0f %8s %8s %8s %8s %8s\n' "$name" \
+    "$nrules" "$m_dp" "$m_d3" "$m_ac" "$m_an" "$m_mf" "$m_mn" "$(ratio "$m_ac" "$m_dp")" \
+    "$(ratio "$m_ac" "$m_d3")" "$(ratio "$m_an" "$m_dp")" "$(ratio "$m_mf" "$m_dp")" \
+    "$(ratio "$m_mn" "$m_dp")"
+  # Every round's figures, for the medians' spread, and the medians of the
+  # per-round ratios (each round's tools ran back to back, so a load phase
+  # of the machine moves both sides of a round's ratio alike).
+  echo "  rounds: dpdk$dp | dpdk32$d3 | acl$ac | acl_ne$an | mf$mf | mf_ne$mn" >&2
+  echo "  per-round ratio medians: acl/dpdk $(round_ratio "$ac" "$dp")  acl/dpdk32 $(round_ratio "$ac" "$d3")  acl_ne/dpdk $(round_ratio "$an" "$dp")  acl/acl_ne $(round_ratio "$ac" "$an")" >&2
 done
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "(packets/s; x/dpdk = the rate as a multiple of dpdk-test-acl's; verdicts checked equal on every packet)"
+echo "(packets/s; x/dpdk = the rate as a multiple of dpdk-test-acl's, x/dp32 of dpdk-test-acl's at 32 per call; verdicts checked equal on every packet)"

@@ -30,15 +30,18 @@ ratio() { if [ -n "$1" ]; then awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a 
 
 median() { tr ' ' '\n' | awk 'NF' | sort -g | awk '{v[NR]=$1} END {if (NR==0) print ""; else if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
 
-# dpdk-test-acl RULES TRACE ALG VERBOSE ITERATIONS: its output on stdout.
-# --tracenum is one more than the trace's lines: dpdk-test-acl 22.11 writes
-# one record past its buffer when the file has more lines than --tracenum.
+# dpdk-test-acl RULES TRACE ALG VERBOSE ITERATIONS [STEP]: its output on
+# stdout.  STEP: packets per rte_acl_classify call (--tracestep; default
+# dpdk-test-acl's own, 256).  --tracenum is one more than the trace's lines:
+# dpdk-test-acl 22.11 writes one record past its buffer when the file has
+# more lines than --tracenum.
 run_acl() {
   local eal=() app=()
   if [ "$3" != default ]; then  # DPDK uses AVX-512 only when allowed to
     eal=(--force-max-simd-bitwidth=512)
     app=(--alg="$3")
   fi
+  [ -n "${6:-}" ] && app+=(--tracestep="$6")
   "$acl_bin" --no-huge -m "$acl_mb" --file-prefix="${bench_name}$$" -l "$cpu" --no-pci \
     --no-telemetry --log-level=lib.eal:warning "${eal[@]}" -- "${app[@]}" \
     --rulesf="$1" --tracef="$2" --tracenum="$((packets + 1))" --iter="$5" --verbose="$4" 2>&1
@@ -95,10 +98,10 @@ replay_one() {
 }
 
 # One dpdk-test-acl timing run: prints pkt/sec.
-# acl_one NAME RULES TRACE NRULES ALG ITERATIONS
+# acl_one NAME RULES TRACE NRULES ALG ITERATIONS [STEP]
 acl_one() {
   local out nr pk pps
-  out="$(run_acl "$2" "$3" "$5" 0 "$6")" || die "$1: dpdk-test-acl --alg=$5 failed:"$'\n'"$out"
+  out="$(run_acl "$2" "$3" "$5" 0 "$6" "${7:-}")" || die "$1: dpdk-test-acl --alg=$5 failed:"$'\n'"$out"
   nr="$(field 's/^ *num_rules=\([0-9]*\)$/\1/p' "$out")"
   pk="$(field 's/.* iterations, \([0-9]*\) pkts, .*/\1/p' "$out")"
   pps="$(field 's/.*cycles\/pkt, \([0-9.]*\) pkt\/sec$/\1/p' "$out")"

@@ -13,6 +13,21 @@
 # Environment: BENCH_SECONDS (5), BENCH_FLOWS ("100 1000000"),
 #              BENCH_SUBTABLES ("1 10 20 30"), BENCH_LCORE_MAP ("0@0,1@1"),
 #              BENCH_RUNS (3: flowclassd runs per row, the median is shown).
+#
+# The two pipelines (pipeline.kind) on ClassBench rules:
+#   BENCH_PIPELINES="megaflow acl" scripts/bench_daemon.sh [BUILD_DIR]
+# For each set of BENCH_SETS ("acl1_10k": names under
+# BUILD_DIR/classbench/neurocuts, or paths), the rules as
+# scripts/bench_acl.sh makes them (classbench_acl.py, no TCP-flags field;
+# every rule output:1, i.e. back out of net_pcap0's tx to /dev/null) and a
+# trace of points inside random rules (seed 1); for each F of BENCH_FLOWS
+# ("100 100000") a pcap of the trace's first F points (TCP, UDP, or bare
+# IPv4 of the point's protocol), repeated to at least 10,000 packets.  Then
+# BENCH_RUNS rounds, each running flowclassd once per pipeline of
+# BENCH_PIPELINES in turn (same rules, same pcap, same config otherwise:
+# the EMC on, pmd.burst 32, acl_algorithm default); prints every round and
+# the medians (Mpps and busy cycles/packet from flowclassd's final
+# counters, as above) and the ratio of the medians to the first pipeline's.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$here/build}"
@@ -99,6 +114,112 @@ pps = [x for x in pps if x > 0]
 print("%.2f %.2f" % (statistics.median(pps) / 1e6, max(pps) / 1e6) if pps else "n/a n/a")
 PY
 }
+
+if [[ -n "${BENCH_PIPELINES:-}" ]]; then
+  pipelines="$BENCH_PIPELINES"
+  sets="${BENCH_SETS:-acl1_10k}"
+  pflows="${BENCH_FLOWS:-100 100000}"
+  conv="$here/scripts/classbench_acl.py"
+  # run_pipeline KIND RULES PCAP MBUFS -> "mpps cycles_per_pkt"
+  run_pipeline() {
+    cat > "$work/p.yaml" <<YAML
+eal: {hugepages: false, memory_mb: 3072, pci: false, lcore_map: "$lcore_map",
+      file_prefix: fcbench$$, log_level: error}
+pmd: {lcores: [1]}
+mempool: {mbufs: $4, data_room: 512}
+pipeline: {kind: $1}
+ports:
+  - {number: 1, device: net_pcap0, args: "rx_pcap=$3,tx_pcap=/dev/null,infinite_rx=1"}
+rules: {file: $2, format: classbench}
+stats: {interval_ms: 0, final: false}
+run: {duration_s: $secs}
+YAML
+    "$daemon" -c "$work/p.yaml" > "$work/d.out" 2>&1 || { cat "$work/d.out" >&2; return 1; }
+    python3 - "$work/d.out" <<'PY'
+import sys
+for line in open(sys.argv[1]):
+    if " final total " in line:
+        kv = dict(x.split("=", 1) for x in line.split(" final total ", 1)[1].split())
+        rx, busy, idle, hz = (int(kv[k]) for k in ("rx", "busy_cycles", "idle_cycles", "tsc_hz"))
+        print("%.2f %.0f" % (rx / ((busy + idle) / hz) / 1e6, busy / max(rx, 1)))
+PY
+  }
+  med() { tr ' ' '\n' | awk NF | sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
+  echo "flowclassd on net_pcap, pipelines: $pipelines; $secs s per run, $n_runs rounds (alternating), PMD on lcore 1"
+  echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+  hdr="| set | rules | flows |" sep="|---|---:|---:|"
+  for kind in $pipelines; do
+    hdr+=" $kind Mpps [rounds] | cycles/pkt | ratio (medians / per-round median) |"
+    sep+="---|---:|---:|"
+  done
+  echo "$hdr"; echo "$sep"
+  # rr "A1 A2 .." "B1 B2 ..": the median of Ai / Bi.
+  rr() {
+    paste -d' ' <(tr ' ' '\n' <<<"$1" | awk NF) <(tr ' ' '\n' <<<"$2" | awk NF) |
+      awk '{printf "%s ", $1 / $2}' | med | awk '{printf "%.2f", $1}'
+  }
+  for set in $sets; do
+    src="$set"; [[ -f "$src" ]] || src="$build/classbench/neurocuts/$set"
+    [[ -f "$src" ]] || { echo "bench: no rule set $src" >&2; exit 1; }
+    name="$(basename "$set")"
+    nrules="$(python3 "$conv" rules "$src" "$work/$name.rules")"
+    maxf=0; for f in $pflows; do (( f > maxf )) && maxf=$f; done
+    python3 "$conv" trace "$work/$name.rules" "$work/$name.points" "$maxf" 1
+    for flows in $pflows; do
+      pkts=$(( flows < 10000 ? 10000 : flows ))
+      python3 - "$work/$name.points" "$flows" "$pkts" "$work/in.pcap" <<'PY'
+import struct, sys
+points, flows, pkts, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+def csum(b):
+    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+frames = []
+for line in open(points):
+    if len(frames) == flows:
+        break
+    src, dst, sp, dp, proto = (int(x) for x in line.split()[:5])
+    if proto == 6:
+        l4 = struct.pack("!HHIIBBHHH", sp, dp, 1, 0, 0x50, 0x10, 8192, 0, 0)
+    elif proto == 17:
+        l4 = struct.pack("!HHHH", sp, dp, 8, 0)
+    else:
+        l4 = bytes(8)
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(l4), 0, 0, 64, proto, 0,
+                     src.to_bytes(4, "big"), dst.to_bytes(4, "big"))
+    ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
+    f = bytes.fromhex("020000000002020000000001") + b"\x08\x00" + ip + l4
+    frames.append(f + bytes(max(0, 60 - len(f))))
+with open(out, "wb") as o:
+    o.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
+    for i in range(pkts):
+        f = frames[i % len(frames)]
+        o.write(struct.pack("<IIII", i // 1000000, i % 1000000, len(f), len(f)) + f)
+PY
+      mbufs=$(( pkts + 16384 ))
+      declare -A mp=() cp=()
+      for ((r = 1; r <= n_runs; r++)); do
+        for kind in $pipelines; do
+          read -r m c < <(run_pipeline "$kind" "$work/$name.rules" "$work/in.pcap" "$mbufs")
+          mp[$kind]+=" $m"; cp[$kind]+=" $c"
+        done
+      done
+      first="" firstk="" line="| $name | $nrules | $flows |"
+      for kind in $pipelines; do
+        m="$(med <<<"${mp[$kind]}")"; c="$(med <<<"${cp[$kind]}")"
+        [[ -z "$first" ]] && first="$m" firstk="$kind"
+        line+=" $m [${mp[$kind]# }] | $c | $(awk -v a="$m" -v b="$first" 'BEGIN {printf "%.2f", a / b}')"
+        line+=" / $(rr "${mp[$kind]}" "${mp[$firstk]}") |"
+      done
+      echo "$line"
+      unset mp cp
+    done
+  done
+  echo "(per pipeline: median Mpps [the rounds], median busy cycles/packet; ratio to the first pipeline: of the medians / the median of the per-round ratios)"
+  echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+  exit 0
+fi
 
 echo "| flows | subtables | flowclassd Mpps | cycles/pkt | testpmd io Mpps (median / best s) | ratio (to median / best) |"
 echo "|------:|----------:|----------------:|-----------:|----------------:|------:|"

@@ -276,13 +276,6 @@ void SetAclAutovalidatorFaultForTesting(AclAlgorithm a) {
   g_autovalidator_fault.store(a, std::memory_order_relaxed);
 }
 
-void MakeAclKeyImage(const FlowKey& key, AclKeyImage* out) {
-  uint64_t w[kFlowWords] = {};
-  uint32_t m = key.map;
-  for (int j = 0; m != 0; ++j, m &= m - 1) w[std::countr_zero(m)] = __builtin_bswap64(key.words[j]);
-  std::memcpy(out->bytes, w, sizeof(w));
-}
-
 absl::Status CheckAclExpressible(const Rule& rule, size_t index) {
   // Bits the definitions cover, per word (ports: the range and bitmask
   // definitions cover the same bytes).
@@ -354,6 +347,9 @@ absl::StatusOr<std::unique_ptr<AclClassifier>> AclClassifier::Build(
   c->ranked_.assign(rules.begin(), rules.end());
   std::sort(c->ranked_.begin(), c->ranked_.end(), RuleBeats);
   c->stats_.rules = c->ranked_.size();
+  c->verdicts_.assign(1, Verdict{});
+  c->verdicts_.reserve(c->ranked_.size() + 1);
+  for (const Rule& r : c->ranked_) c->verdicts_.push_back(Verdict{r.id, r.action});
   const size_t n = c->ranked_.size();
 
   std::vector<AclRule> acl[3];
@@ -453,24 +449,44 @@ void AclClassifier::RunContext(int c, const uint8_t** data, uint32_t* results, i
   if (bad != 0) mismatches_.fetch_add(bad, std::memory_order_relaxed);
 }
 
-void AclClassifier::ClassifyImages(const AclKeyImage* images, int n, const Rule** out) const {
+void AclClassifier::ClassifyImagesToResults(const AclKeyImage* images, int n,
+                                            uint32_t* results) const {
+  if (n <= 0) return;
+  const auto ctx_of = [&](int i) {
+    return ContextOfEthType(static_cast<uint16_t>(images[i].bytes[2] << 8 | images[i].bytes[3]));
+  };
+  // The common burst: every key of one context (IPv4 traffic), classified
+  // in place, no split.
+  const int c0 = ctx_of(0);
+  int same = 1;
+  while (same < n && ctx_of(same) == c0) ++same;
+  if (same == n) {
+    const uint8_t* data[kMaxBurst];
+    for (int i = 0; i < n; ++i) data[i] = images[i].bytes;
+    RunContext(c0, data, results, n);
+    return;
+  }
   const uint8_t* data[3][kMaxBurst];
   uint8_t slot[3][kMaxBurst];
   int count[3] = {0, 0, 0};
   for (int i = 0; i < n; ++i) {
-    // eth_type: bytes 2..3 of word 0, big-endian.
-    const int c = ContextOfEthType(
-        static_cast<uint16_t>(images[i].bytes[2] << 8 | images[i].bytes[3]));
+    const int c = ctx_of(i);
     data[c][count[c]] = images[i].bytes;
     slot[c][count[c]++] = static_cast<uint8_t>(i);
   }
-  uint32_t results[kMaxBurst];
+  uint32_t part[kMaxBurst];
   for (int c = 0; c < 3; ++c) {
     if (count[c] == 0) continue;
-    RunContext(c, data[c], results, count[c]);
-    for (int j = 0; j < count[c]; ++j)
-      out[slot[c][j]] = results[j] == 0 ? nullptr : &ranked_[results[j] - 1];
+    RunContext(c, data[c], part, count[c]);
+    for (int j = 0; j < count[c]; ++j) results[slot[c][j]] = part[j];
   }
+}
+
+void AclClassifier::ClassifyImages(const AclKeyImage* images, int n, const Rule** out) const {
+  if (n <= 0) return;
+  uint32_t results[kMaxBurst];
+  ClassifyImagesToResults(images, n, results);
+  for (int i = 0; i < n; ++i) out[i] = RuleOfResult(results[i]);
 }
 
 void AclClassifier::ClassifyBurst(const FlowKey* keys, int n, const Rule** out) const {

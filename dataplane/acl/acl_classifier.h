@@ -48,9 +48,11 @@
 #define FLOWCLASS_DATAPLANE_ACL_ACL_CLASSIFIER_H_
 
 #include <array>
+#include <bit>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -60,6 +62,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "dataplane/acl_algorithm.h"
+#include "dataplane/dpcls/megaflow.h"
 #include "dataplane/flow/flow.h"
 #include "dataplane/rules/rule.h"
 
@@ -108,7 +111,18 @@ extern const std::array<AclFieldDef, kAclNumFields> kAclFields;
 struct alignas(8) AclKeyImage {
   uint8_t bytes[kAclKeyBytes];
 };
-void MakeAclKeyImage(const FlowKey& key, AclKeyImage* out);
+// Inline: called once per key of every ACL burst.  Zeroed and written in
+// place: the absent words stay 0, each stored word goes to its place.
+// (Building it in a zeroed temporary and copying that made wide loads of
+// narrow stores just made, which the CPU cannot forward: a stall per key.)
+inline void MakeAclKeyImage(const FlowKey& key, AclKeyImage* out) {
+  std::memset(out->bytes, 0, sizeof(out->bytes));
+  uint32_t m = key.map;
+  for (size_t j = 0; m != 0; ++j, m &= m - 1) {
+    const uint64_t v = __builtin_bswap64(key.words[j]);
+    std::memcpy(out->bytes + 8 * std::countr_zero(m), &v, sizeof(v));
+  }
+}
 
 // OK when every bit the rule matches on lies in some kAclFields definition;
 // otherwise INVALID_ARGUMENT "rule <index> (id <id>): <field>: ...".
@@ -141,6 +155,14 @@ class AclClassifier {
   void ClassifyBurst(const FlowKey* keys, int n, const Rule** out) const;
   // The same on prepared images (each image's eth_type picks the context).
   void ClassifyImages(const AclKeyImage* images, int n, const Rule** out) const;
+  // The same as results: results[i] is 0 (no rule) or the winner's rank + 1
+  // (RuleOfResult, verdict_table).  What AclPipeline runs.
+  void ClassifyImagesToResults(const AclKeyImage* images, int n, uint32_t* results) const;
+  const Rule* RuleOfResult(uint32_t r) const { return r == 0 ? nullptr : &ranked_[r - 1]; }
+  // verdict_table()[r] is result r's verdict ([0]: Verdict{}, no rule): 16
+  // bytes a rule, so the verdicts of a burst read a small table instead of
+  // the rules themselves (2 MB of them at 10K rules, past the caches).
+  const Verdict* verdict_table() const { return verdicts_.data(); }
   const Rule* Classify(const FlowKey& key) const;
 
   // What ClassifyBurst runs (kDefault resolved; kAutovalidator stays).
@@ -165,6 +187,7 @@ class AclClassifier {
   void RunContext(int c, const uint8_t** data, uint32_t* results, int n) const;
 
   std::vector<Rule> ranked_;
+  std::vector<Verdict> verdicts_;  // [0] = {}, [r + 1] = ranked_[r]'s
   rte_acl_ctx* ctx_[3] = {nullptr, nullptr, nullptr};
   std::atomic<AclAlgorithm> algorithm_{AclAlgorithm::kScalar};
   std::vector<AclAlgorithm> supported_;

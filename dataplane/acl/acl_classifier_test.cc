@@ -435,6 +435,39 @@ TEST_F(AclTest, AdaptiveEmcStopsLookingWhileItMissesAndResumesOnHits) {
   EXPECT_LT(p->stats().emc_skipped - skipped, 128u * kMaxBurst);
 }
 
+TEST_F(AclTest, OneMissInEmcInsertInvProbEntersTheEmc) {
+  Rule a;
+  a.id = 1;
+  a.match.SetExact(Field::kEthType, kEthTypeIpv4);
+  a.action = Action::Output(2);
+  std::unique_ptr<AclClassifier> c = BuildOk({a});
+  ASSERT_NE(c, nullptr);
+  for (const uint32_t inv : {0u, 1u, 100u}) {
+    AclPipelineConfig pc;
+    pc.emc_adaptive = false;  // every burst looks the EMC up and inserts
+    pc.emc_insert_inv_prob = inv;
+    std::unique_ptr<AclPipeline> p = std::move(*AclPipeline::Create(pc));
+    p->SetClassifier(c.get());
+    FlowKey keys[kMaxBurst];
+    Verdict v[kMaxBurst];
+    uint32_t src = 1;
+    for (int b = 0; b < 1000; ++b) {
+      for (FlowKey& k : keys) k = MakeFiveTupleKey(src++, 2, 3, 4, 6);
+      p->ProcessBurst(keys, kMaxBurst, v);
+    }
+    const uint64_t misses = 1000u * kMaxBurst;
+    EXPECT_EQ(p->stats().acl_hits, misses);
+    if (inv == 0) {
+      EXPECT_EQ(p->stats().emc_inserts, 0u);
+    } else if (inv == 1) {
+      EXPECT_EQ(p->stats().emc_inserts, misses);
+    } else {  // 320 expected
+      EXPECT_GT(p->stats().emc_inserts, misses / 100 * 3 / 4);
+      EXPECT_LT(p->stats().emc_inserts, misses / 100 * 5 / 4);
+    }
+  }
+}
+
 TEST_F(AclTest, EmptyRuleSetMatchesNothing) {
   std::unique_ptr<AclClassifier> c = BuildOk({});
   ASSERT_NE(c, nullptr);

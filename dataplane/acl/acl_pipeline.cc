@@ -17,6 +17,7 @@ absl::StatusOr<std::unique_ptr<AclPipeline>> AclPipeline::Create(AclPipelineConf
 }
 
 AclPipeline::AclPipeline(AclPipelineConfig config) : config_(config) {
+  insert_countdown_ = NextInsertCountdown();
   if (config_.emc) {
     emc_.resize(config_.emc_entries);
     mask_ = config_.emc_entries - 1;
@@ -30,6 +31,17 @@ void AclPipeline::SetClassifier(const AclClassifier* classifier) {
   ++stats_.generation;
 }
 
+uint32_t AclPipeline::NextInsertCountdown() {
+  // Uniform in [1, 2 * inv - 1]: a mean of inv misses per insert (1: every
+  // miss).  xorshift64.
+  const uint64_t inv = config_.emc_insert_inv_prob;
+  if (inv <= 1) return 1;
+  rng_ ^= rng_ << 13;
+  rng_ ^= rng_ >> 7;
+  rng_ ^= rng_ << 17;
+  return 1 + static_cast<uint32_t>(rng_ % (2 * inv - 1));
+}
+
 uint32_t AclPipeline::Slot1(uint64_t hash) const {
   const uint32_t s0 = static_cast<uint32_t>(hash) & mask_;
   const uint32_t s1 = static_cast<uint32_t>(hash >> shift_) & mask_;
@@ -37,7 +49,9 @@ uint32_t AclPipeline::Slot1(uint64_t hash) const {
 }
 
 bool AclPipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts) {
-  const Rule* rule[kMaxBurst];
+  if (n <= 0) return true;
+  // res[i]: key i's classifier result (0: no rule; r: verdict_table()[r]).
+  uint32_t res[kMaxBurst];
   int miss_index[kMaxBurst];
   int misses = 0;
   stats_.packets += static_cast<uint64_t>(n);
@@ -62,12 +76,12 @@ bool AclPipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts) {
       const uint64_t h = keys[i].hash;
       const EmcEntry& a = emc_[static_cast<uint32_t>(h) & mask_];
       if (a.generation == generation_ && a.key.hash == h && a.key.SameFlow(keys[i])) {
-        rule[i] = a.rule;
+        res[i] = a.result;
         continue;
       }
       const EmcEntry& b = emc_[Slot1(h)];
       if (b.generation == generation_ && b.key.hash == h && b.key.SameFlow(keys[i])) {
-        rule[i] = b.rule;
+        res[i] = b.result;
         continue;
       }
       miss_index[misses++] = i;
@@ -76,47 +90,63 @@ bool AclPipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts) {
     window_probed_ += static_cast<uint64_t>(n);
     window_hits_ += static_cast<uint64_t>(n - misses);
   } else {
-    for (int i = 0; i < n; ++i) miss_index[i] = i;
     misses = n;
   }
   if (misses > 0) {
-    const Rule* found[kMaxBurst];
+    // The burst's misses through the ACL.  A burst that did not look the
+    // EMC up (or missed it entirely) is classified in place: key i's result
+    // is res[i], no gather or scatter.
+    const bool all = misses == n;
+    uint32_t found_buf[kMaxBurst];
+    uint32_t* found = all ? res : found_buf;
     if (classifier_ == nullptr) {
-      for (int j = 0; j < misses; ++j) found[j] = nullptr;
+      for (int j = 0; j < misses; ++j) found[j] = 0;
     } else {
       AclKeyImage images[kMaxBurst];
-      for (int j = 0; j < misses; ++j) MakeAclKeyImage(keys[miss_index[j]], &images[j]);
-      classifier_->ClassifyImages(images, misses, found);
-    }
-    for (int j = 0; j < misses; ++j) {
-      const int i = miss_index[j];
-      rule[i] = found[j];
-      stats_.acl_hits += found[j] != nullptr;
-      stats_.acl_misses += found[j] == nullptr;
-      if (!config_.emc || config_.emc_insert_inv_prob == 0) continue;
-      if (config_.emc_insert_inv_prob > 1) {
-        rng_ ^= rng_ << 13;
-        rng_ ^= rng_ >> 7;
-        rng_ ^= rng_ << 17;
-        if (rng_ % config_.emc_insert_inv_prob != 0) continue;
+      if (all) {
+        for (int j = 0; j < n; ++j) MakeAclKeyImage(keys[j], &images[j]);
+      } else {
+        for (int j = 0; j < misses; ++j) MakeAclKeyImage(keys[miss_index[j]], &images[j]);
       }
-      // Slot 0 unless it holds a live entry and slot 1 does not.
-      const uint64_t h = keys[i].hash;
-      EmcEntry* a = &emc_[static_cast<uint32_t>(h) & mask_];
-      EmcEntry* b = &emc_[Slot1(h)];
-      EmcEntry* e = (a->generation == generation_ && b->generation != generation_) ? b : a;
-      e->key = keys[i];
-      e->rule = found[j];
-      e->generation = generation_;
-      ++stats_.emc_inserts;
+      classifier_->ClassifyImagesToResults(images, misses, found);
+    }
+    uint64_t hits = 0;
+    for (int j = 0; j < misses; ++j) hits += found[j] != 0;
+    stats_.acl_hits += hits;
+    stats_.acl_misses += static_cast<uint64_t>(misses) - hits;
+    // Inserts: only from bursts that looked the EMC up (while it is being
+    // skipped, the sampled ones), one miss in emc_insert_inv_prob on
+    // average: a countdown of misses, redrawn at each insert, so a miss
+    // that is not inserted costs a decrement.
+    if (probe && config_.emc_insert_inv_prob != 0) {
+      for (int j = 0; j < misses; ++j) {
+        if (--insert_countdown_ != 0) continue;
+        insert_countdown_ = NextInsertCountdown();
+        // Slot 0 unless it holds a live entry and slot 1 does not.
+        const int i = all ? j : miss_index[j];
+        const uint64_t h = keys[i].hash;
+        EmcEntry* a = &emc_[static_cast<uint32_t>(h) & mask_];
+        EmcEntry* b = &emc_[Slot1(h)];
+        EmcEntry* e = (a->generation == generation_ && b->generation != generation_) ? b : a;
+        e->key = keys[i];
+        e->result = found[j];
+        e->generation = generation_;
+        ++stats_.emc_inserts;
+      }
+    }
+    if (!all) {
+      for (int j = 0; j < misses; ++j) res[miss_index[j]] = found[j];
     }
   }
+  // Verdicts from the classifier's 16-byte table, not from the rules.  (No
+  // classifier: every result is 0, and kNoRule[0] is Verdict{}.)
+  static const Verdict kNoRule[1] = {};
+  const Verdict* table = classifier_ != nullptr ? classifier_->verdict_table() : kNoRule;
   bool alike = true;
-  for (int i = 0; i < n; ++i) {
-    verdicts[i] = rule[i] == nullptr ? Verdict{} : Verdict{rule[i]->id, rule[i]->action};
-    if (i > 0 && (verdicts[i].action != verdicts[0].action ||
-                  (verdicts[i].rule_id == 0) != (verdicts[0].rule_id == 0)))
-      alike = false;
+  const Verdict& v0 = verdicts[0] = table[res[0]];
+  for (int i = 1; i < n; ++i) {
+    const Verdict& v = verdicts[i] = table[res[i]];
+    alike &= v.action == v0.action && (v.rule_id == 0) == (v0.rule_id == 0);
   }
   return alike;
 }

@@ -5,11 +5,13 @@
 // The per-thread pipeline of `pipeline.kind: acl` (docs/acl-pipeline.md):
 //
 //   ProcessBurst(keys[0..n), n <= 32)
-//     EMC   exact key -> rule, 2 probes          if emc (and paying, see
+//     EMC   exact key -> result, 2 probes        if emc (and paying, see
 //                                                emc_adaptive)
-//     ACL   AclClassifier::ClassifyImages on the burst's misses
-//     verdicts[i] = {rule id, action} of the winner ({0, drop}: none)
-//     a miss is inserted into the EMC with probability 1/emc_insert_inv_prob
+//     ACL   AclClassifier::ClassifyImagesToResults on the burst's misses
+//     verdicts[i] = verdict_table()[result]: {rule id, action} of the
+//           winner ({0, drop}: none)
+//     one miss in emc_insert_inv_prob is inserted into the EMC (on average),
+//     only by bursts that looked it up
 //
 // The EMC caches answers of one classifier: SetClassifier (a new rule set,
 // a new AclClassifier) bumps the EMC's generation, which invalidates every
@@ -37,12 +39,14 @@ namespace flowclass {
 struct AclPipelineConfig {
   bool emc = true;
   uint32_t emc_entries = 8192;       // power of two
-  uint32_t emc_insert_inv_prob = 100;  // 1: every miss is inserted; 0: none
-  // Skip the EMC lookup while it does not pay: every kEmcWindow bursts the
-  // hits of the bursts that looked it up are counted; below 1 in
-  // kEmcMinHitInv keys, only 1 burst in kEmcSampleEvery looks it up until
-  // a window is above again.  Inserts go on either way, so a workload of
-  // few flows turns it back on.  false: every burst looks it up.
+  // One miss in emc_insert_inv_prob enters the EMC (on average: a random
+  // countdown); 1: every miss; 0: none.
+  uint32_t emc_insert_inv_prob = 100;
+  // Skip the EMC while it does not pay: every kEmcWindow bursts the hits of
+  // the bursts that looked it up are counted; below 1 in kEmcMinHitInv
+  // keys, only 1 burst in kEmcSampleEvery looks it up (and inserts its
+  // misses) until a window is above again, so a workload of few flows
+  // turns it back on.  false: every burst looks it up.
   bool emc_adaptive = true;
 };
 
@@ -74,11 +78,12 @@ class AclPipeline {
  private:
   struct EmcEntry {
     FlowKey key;
-    const Rule* rule = nullptr;  // nullptr: the key matches no rule
-    uint64_t generation = 0;     // 0: empty
+    uint32_t result = 0;       // the classifier's result (0: no rule matches)
+    uint64_t generation = 0;   // 0: empty
   };
   explicit AclPipeline(AclPipelineConfig config);
   uint32_t Slot1(uint64_t hash) const;
+  uint32_t NextInsertCountdown();
 
   AclPipelineConfig config_;
   const AclClassifier* classifier_ = nullptr;
@@ -87,6 +92,7 @@ class AclPipeline {
   int shift_ = 0;
   uint64_t generation_ = 1;
   uint64_t rng_ = 0x9e3779b97f4a7c15ULL;
+  uint32_t insert_countdown_ = 1;  // misses until the next EMC insert
   static constexpr uint32_t kEmcWindow = 64;
   static constexpr uint32_t kEmcMinHitInv = 8;
   static constexpr uint32_t kEmcSampleEvery = 8;

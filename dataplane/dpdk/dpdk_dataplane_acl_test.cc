@@ -591,5 +591,91 @@ TEST(DpdkDataplaneAclTest, PmdsKeepClassifyingWhileABuildIsHeld) {
   EXPECT_EQ(CountOf(rig.Send(NewFlow(5000), 16), 3), 16u);
 }
 
+// The counters GetStats sums never fall: per PMD and in total, packets,
+// emc_hits and acl_hits + acl_misses read by Stats() only grow, read after
+// read, on two reader threads, while traffic of new and repeated flows runs
+// through both PMDs and rebuilds (each a new classifier installed by every
+// PMD, its EMC invalidated) go on.  (flowclassd_acl_test once reported
+// "acl_lookups() >= lookups0 + 1000, actual: 105422 vs 106326": a rise of
+// 96, not a fall of 904; this pins the plumbing down anyway.)
+TEST(DpdkDataplaneAclTest, CountersNeverFallAcrossReadsAndRebuilds) {
+  AclRig rig("mo");
+  ASSERT_NE(rig.dp, nullptr);
+  DpdkDataplane& dp = *rig.dp;
+  ASSERT_TRUE(dp.ApplyBatch({RuleOp::Insert(FlipRule(0)),
+                             RuleOp::Insert(Ipv4DstRule(2, 0, 0x0a000000, 8, Action::Drop()))})
+                  .ok());
+  ASSERT_TRUE(dp.Start().ok());
+  std::atomic<bool> done{false};
+  // Traffic: 64 repeated flows (EMC hits once inserted) and new ones (ACL
+  // lookups), over both rx queues; the tx rings are drained and freed.
+  std::thread sender([&] {
+    uint64_t tag = 0;
+    uint32_t fresh = 1u << 20;
+    while (!done.load()) {
+      for (int i = 0; i < 64; ++i) {
+        const Flow f = i % 4 == 0 ? NewFlow(fresh++) : NewFlow(static_cast<uint32_t>(i));
+        rte_mbuf* m = MakePacket(f, tag++);
+        if (m == nullptr) break;
+        if (rte_ring_enqueue(rig.p1.rx[static_cast<size_t>(i % 2)], m) != 0) rte_pktmbuf_free(m);
+      }
+      for (rte_ring* r : {rig.p1.tx, rig.p2.tx, rig.p3.tx}) {
+        void* out[64];
+        unsigned got;
+        while ((got = rte_ring_dequeue_burst(r, out, 64, nullptr)) > 0)
+          for (unsigned j = 0; j < got; ++j) rte_pktmbuf_free(static_cast<rte_mbuf*>(out[j]));
+      }
+    }
+  });
+  std::thread rebuilder([&] {
+    for (int k = 1; !done.load(); ++k) {
+      EXPECT_TRUE(dp.ApplyBatch({RuleOp::Replace(FlipRule(k))}).ok());
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  struct Seen {
+    uint64_t packets = 0, emc_hits = 0, acl_lookups = 0;
+  };
+  // Reads until the deadline; returns the reads made.  Every figure of a
+  // read is at least the previous read's.
+  auto reader = [&](const char* who) {
+    std::vector<Seen> pmd(2);
+    Seen total;
+    int reads = 0;
+    auto check = [&](const PmdStats& p, Seen* seen, const std::string& what) {
+      const uint64_t lookups = p.acl_hits + p.acl_misses;
+      EXPECT_GE(p.packets, seen->packets) << who << " " << what << " read " << reads;
+      EXPECT_GE(p.emc_hits, seen->emc_hits) << who << " " << what << " read " << reads;
+      EXPECT_GE(lookups, seen->acl_lookups)
+          << who << " " << what << " read " << reads << ": acl_hits + acl_misses fell by "
+          << seen->acl_lookups - lookups;
+      *seen = Seen{p.packets, p.emc_hits, lookups};
+    };
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
+    while (std::chrono::steady_clock::now() < deadline) {
+      const DataplaneStats s = dp.Stats();
+      EXPECT_EQ(s.pmds.size(), 2u);
+      for (const PmdCounters& p : s.pmds)
+        if (p.pmd < 2) check(p.pipeline, &pmd[p.pmd], absl::StrCat("pmd ", p.pmd));
+      check(s.Total().pipeline, &total, "total");
+      ++reads;
+    }
+    return std::make_pair(reads, total);
+  };
+  std::pair<int, Seen> other;
+  std::thread second([&] { other = reader("second reader"); });
+  const std::pair<int, Seen> mine = reader("first reader");
+  second.join();
+  done.store(true);
+  sender.join();
+  rebuilder.join();
+  // It did run: many reads, ACL lookups and EMC hits, several rebuilds.
+  EXPECT_GT(mine.first, 20);
+  EXPECT_GT(other.first, 20);
+  EXPECT_GT(mine.second.acl_lookups, 1000u);
+  EXPECT_GT(mine.second.emc_hits, 0u);
+  EXPECT_GT(dp.Stats().Total().pipeline.revalidations, 10u);
+}
+
 }  // namespace
 }  // namespace flowclass

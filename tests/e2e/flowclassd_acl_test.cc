@@ -249,10 +249,18 @@ TEST(FlowclassdAclTest, RulesAreAckedLiveStatsShowTheAclAndARestartRebuildsThem)
     EXPECT_EQ(st->acl().last_build_rules(), 397u);
     // The rebuild emptied the EMC: the traffic's flows go through the ACL
     // again, each lookup autovalidated.  (Counted from before the del-rules:
-    // the misses may all come between the ack and a read after it.)
-    for (int i = 0; i < 200 && acl_lookups() <= lookups0; ++i)
+    // the misses may all come between the ack and a read after it.)  The
+    // total never falls from one read to the next.  (A failure of an older
+    // form of this check, "acl_lookups() >= lookups0 + 1000, actual: 105422
+    // vs 106326", was a rise of 96 short of 1000, not a fall of 904.)
+    uint64_t last = lookups0;
+    for (int i = 0; i < 200 && last <= lookups0; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    EXPECT_GT(acl_lookups(), lookups0);
+      const uint64_t now = acl_lookups();
+      EXPECT_GE(now, last) << "acl_hits + acl_misses fell between two GetStats";
+      last = now;
+    }
+    EXPECT_GT(last, lookups0);
     r = Ctl("stats " + conn);
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_THAT(r.out, HasSubstr("  algorithm: autovalidator (autovalidator mismatches: 0)\n"));
