@@ -63,6 +63,20 @@ with open(out, "w") as f:
 PY
 }
 
+# A daemon log's final totals as "mpps cycles_per_pkt".
+final_rate() {
+  python3 - "$1" <<'PY'
+import sys
+for line in open(sys.argv[1]):
+    # "TIMESTAMP info flowclassd: final total gen=.. rx=.." (server/log.h)
+    if " final total " in line:
+        kv = dict(x.split("=", 1) for x in line.split(" final total ", 1)[1].split())
+        rx, busy, idle, hz = (int(kv[k]) for k in ("rx", "busy_cycles", "idle_cycles", "tsc_hz"))
+        secs = (busy + idle) / hz
+        print("%.2f %.0f" % (rx / secs / 1e6, busy / max(rx, 1)))
+PY
+}
+
 run_daemon() {  # pcap rules mbufs -> "mpps cycles_per_pkt"
   local pcap=$1 rules=$2 mbufs=$3
   cat > "$work/d.yaml" <<YAML
@@ -78,16 +92,7 @@ stats: {interval_ms: 0, final: false}
 run: {duration_s: $secs}
 YAML
   "$daemon" -c "$work/d.yaml" > "$work/d.out" 2>&1 || { cat "$work/d.out" >&2; return 1; }
-  python3 - "$work/d.out" <<'PY'
-import sys
-for line in open(sys.argv[1]):
-    # "TIMESTAMP info flowclassd: final total gen=.. rx=.." (server/log.h)
-    if " final total " in line:
-        kv = dict(x.split("=", 1) for x in line.split(" final total ", 1)[1].split())
-        rx, busy, idle, hz = (int(kv[k]) for k in ("rx", "busy_cycles", "idle_cycles", "tsc_hz"))
-        secs = (busy + idle) / hz
-        print("%.2f %.0f" % (rx / secs / 1e6, busy / max(rx, 1)))
-PY
+  final_rate "$work/d.out"
 }
 
 run_testpmd() {  # pcap mbufs -> "mpps"
@@ -135,14 +140,7 @@ stats: {interval_ms: 0, final: false}
 run: {duration_s: $secs}
 YAML
     "$daemon" -c "$work/p.yaml" > "$work/d.out" 2>&1 || { cat "$work/d.out" >&2; return 1; }
-    python3 - "$work/d.out" <<'PY'
-import sys
-for line in open(sys.argv[1]):
-    if " final total " in line:
-        kv = dict(x.split("=", 1) for x in line.split(" final total ", 1)[1].split())
-        rx, busy, idle, hz = (int(kv[k]) for k in ("rx", "busy_cycles", "idle_cycles", "tsc_hz"))
-        print("%.2f %.0f" % (rx / ((busy + idle) / hz) / 1e6, busy / max(rx, 1)))
-PY
+    final_rate "$work/d.out"
   }
   med() { tr ' ' '\n' | awk NF | sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
   echo "flowclassd on net_pcap, pipelines: $pipelines; $secs s per run, $n_runs rounds (alternating), PMD on lcore 1"
