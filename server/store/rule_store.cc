@@ -35,7 +35,6 @@ using store_internal::CloseDb;
 using store_internal::AppendRule;
 using store_internal::DecodeOps;
 using store_internal::DecodeOpsText;
-using store_internal::EncodeOps;
 using store_internal::EncodeOpsText;
 using store_internal::Exec;
 using store_internal::Exists;
@@ -490,7 +489,10 @@ std::string DamagedName(const std::string& dir) { return KeptName(dir, "rules.da
 // ------------------------------------------------------------------ RuleStore
 
 RuleStore::RuleStore(std::string dir, std::string path, RuleStoreOptions options)
-    : dir_(std::move(dir)), path_(std::move(path)), options_(options) {}
+    : dir_(std::move(dir)),
+      path_(std::move(path)),
+      options_(options),
+      scratch_(std::make_unique<store_internal::ByteBuffer>()) {}
 
 RuleStore::~RuleStore() { CloseDb(db_, failed_.ok()); }
 
@@ -684,8 +686,12 @@ absl::Status RuleStore::CommitGroup(absl::Span<const StoreBatch> group) {
   // The -wal never holds more than one committed group besides this one.
   if (absl::Status s = Settle(); !s.ok()) return s;
   if (group.empty()) return absl::OkStatus();
-  std::vector<std::string> bodies;
-  bodies.reserve(group.size());
+  // Every batch is checked and encoded before anything is written, into one
+  // buffer kept from group to group (no allocation per batch or rule).
+  store_internal::ByteBuffer& buf = *scratch_;
+  buf.Clear();
+  std::vector<size_t> ends;
+  ends.reserve(group.size());
   for (size_t i = 0; i < group.size(); ++i) {
     const StoreBatch& b = group[i];
     const uint64_t expected = generation_ + 1 + i;
@@ -696,21 +702,26 @@ absl::Status RuleStore::CommitGroup(absl::Span<const StoreBatch> group) {
     if (b.generation >= kMaxGeneration)
       return absl::InvalidArgumentError(absl::StrCat(path_, ": generation ", b.generation,
                                                      " is too large"));
-    for (size_t j = 0; j < b.ops.size(); ++j) {
-      const RuleOp::Kind k = b.ops[j].kind;
-      if (k != RuleOp::Kind::kInsert && k != RuleOp::Kind::kReplace &&
-          k != RuleOp::Kind::kDelete && k != RuleOp::Kind::kDeleteByCookie)
-        return absl::InvalidArgumentError(absl::StrCat(
-            path_, ": AppendGroup: batch ", i, ", operation ", j, ": unknown kind ",
-            static_cast<int>(k)));
-      if ((k == RuleOp::Kind::kInsert || k == RuleOp::Kind::kReplace) &&
-          !store_internal::RuleFitsRecord(b.ops[j].rule))
-        return absl::InvalidArgumentError(absl::StrCat(
-            path_, ": AppendGroup: batch ", i, ", operation ", j, ": rule id ",
-            b.ops[j].rule.id, " has match bits outside every field"));
+    const size_t start = buf.size();
+    const store_internal::OpsAppend a = store_internal::AppendOps(b.ops, &buf);
+    if (a.problem == store_internal::OpsAppend::kUnknownKind)
+      return absl::InvalidArgumentError(absl::StrCat(
+          path_, ": AppendGroup: batch ", i, ", operation ", a.op, ": unknown kind ",
+          static_cast<int>(b.ops[a.op].kind)));
+    if (a.problem == store_internal::OpsAppend::kDoesNotFit)
+      return absl::InvalidArgumentError(absl::StrCat(
+          path_, ": AppendGroup: batch ", i, ", operation ", a.op, ": rule id ",
+          b.ops[a.op].rule.id, " has match bits outside every field"));
+    if (schema_version_ == 1) {  // a version-1 store (tests): text records
+      buf.Truncate(start);
+      buf.Append(EncodeOpsText(b.ops));
     }
-    bodies.push_back(schema_version_ == 1 ? EncodeOpsText(b.ops) : EncodeOps(b.ops));
+    ends.push_back(buf.size());
   }
+  auto body = [&](size_t i) {
+    const size_t start = i == 0 ? 0 : ends[i - 1];
+    return buf.view().substr(start, ends[i] - start);
+  };
 
   if (absl::Status s = Exec(db_, path_, "BEGIN IMMEDIATE"); !s.ok()) return Fail(s);
   Stmt st;
@@ -726,12 +737,13 @@ absl::Status RuleStore::CommitGroup(absl::Span<const StoreBatch> group) {
     st.BindInt(1, static_cast<int64_t>(b.generation));
     st.BindInt(2, static_cast<int64_t>(flags));
     st.BindInt(3, static_cast<int64_t>(n));
-    st.BindBlob(4, bodies[i]);
-    st.BindInt(5, RecordCrc('b', {b.generation, flags, n}, bodies[i]));
+    const std::string_view bytes_i = body(i);
+    st.BindBlob(4, bytes_i);
+    st.BindInt(5, RecordCrc('b', {b.generation, flags, n}, bytes_i));
     if (int rc = st.Step(); rc != SQLITE_DONE)
       return Fail(SqlError(db_, rc, path_, absl::StrCat("write batch generation ", b.generation)));
     st.Reset();
-    bytes += bodies[i].size();
+    bytes += bytes_i.size();
   }
   Meta m;
   m.schema_version = schema_version_;
@@ -743,6 +755,8 @@ absl::Status RuleStore::CommitGroup(absl::Span<const StoreBatch> group) {
   if (absl::Status s = WriteMeta(db_, path_, m, false); !s.ok()) return Fail(s);
   if (absl::Status s = Exec(db_, path_, "COMMIT"); !s.ok()) return Fail(s);
   generation_ = m.head_generation;
+  // Kept for the next group, unless an unusually large one grew it.
+  if (buf.capacity() > (16u << 20)) *scratch_ = store_internal::ByteBuffer();
   batches_ += group.size();
   batch_bytes_ += bytes;
   ++groups_appended_;

@@ -89,6 +89,9 @@
 struct sqlite3;
 
 namespace flowclass {
+namespace store_internal {
+class ByteBuffer;
+}  // namespace store_internal
 
 struct RuleStoreOptions {
   // Load returns the last consistent state of a damaged store (see above)
@@ -234,6 +237,8 @@ class RuleStore {
   uint64_t batch_bytes_ = 0;
   uint64_t groups_appended_ = 0;
   uint64_t compactions_ = 0;
+  // CommitGroup's encoded batches, kept from group to group.
+  std::unique_ptr<store_internal::ByteBuffer> scratch_;
 };
 
 }  // namespace flowclass

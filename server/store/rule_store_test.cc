@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "dataplane/rules/rule_format.h"
@@ -302,6 +303,82 @@ TEST(RuleStoreTest, BinaryRecordsRejectTruncationAndDecodeOnlyValidRules) {
   const absl::Status s = store->AppendBatch({1, bad});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(s.message(), HasSubstr("outside every field"));
+}
+
+// The record format is what stores already on disk hold: the encoder writes
+// exactly the bytes docs/store.md ("Records") describes, field by field.
+TEST(RuleStoreTest, BinaryRecordsAreTheDocumentedBytes) {
+  using std::string_literals::operator""s;
+  Rule r;
+  r.id = 300;
+  r.priority = 5;
+  r.cookie = 0x81;
+  r.match.SetExact(Field::kInPort, 7);
+  r.match.SetExact(Field::kEthType, 0x0800);
+  r.match.SetMasked(Field::kIpv4Src, 0x0a000000, 0xff000000);
+  r.match.SetExact(Field::kNwProto, 6);
+  r.match.tp_dst = {80, 88};
+  r.action = Action::Output(2);
+  const std::vector<RuleOp> ops = {RuleOp::Insert(r), RuleOp::Delete(1000),
+                                   RuleOp::DeleteByCookie(0), RuleOp::Replace(r)};
+  const std::string rule =
+      "\xac\x02"              // id 300
+      "\x05"                  // priority
+      "\x81\x01"              // cookie 0x81
+      "\x83\x20\x00"          // present: in_port, eth_type, ipv4_src, nw_proto
+      "\x03\x20\x00"          // exact: in_port, eth_type, nw_proto
+      "\x07\x00\x00\x00"      // in_port 7
+      "\x00\x08"              // eth_type 0x0800
+      "\x00\x00\x00\x0a"      // ipv4_src 10.0.0.0
+      "\x00\x00\x00\xff"      // its mask /8
+      "\x06"                  // nw_proto
+      "\x02\x50\x00\x58\x00"  // flags: tp_dst range 80-88
+      "\x01\x02"s;            // output:2
+  const std::string want = "+" + rule + "-\xe8\x07" + "~" + std::string(1, '\0') + "=" + rule;
+  EXPECT_EQ(absl::CHexEscape(store_internal::EncodeOps(ops)), absl::CHexEscape(want));
+  std::string one;
+  store_internal::AppendRule(r, &one);
+  EXPECT_EQ(absl::CHexEscape(one), absl::CHexEscape(rule));
+  absl::StatusOr<std::vector<RuleOp>> back = store_internal::DecodeOps(want, ops.size());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ((*back)[0].rule, r);
+  EXPECT_EQ((*back)[3].rule, r);
+}
+
+// AppendOps (what AppendGroup encodes with): batch after batch into one
+// buffer that grows many times, each batch the bytes EncodeOps gives it; a
+// batch it refuses leaves the buffer as it was.
+TEST(RuleStoreTest, AppendOpsIntoOneBufferEqualsEncodeOps) {
+  Writer w(21);
+  store_internal::ByteBuffer buf;
+  std::vector<std::string> want;
+  std::vector<size_t> ends;
+  for (int i = 0; i < 30; ++i) {
+    std::vector<RuleOp> ops = w.NextBatch(1 + 7 * i);
+    w.Apply(ops);
+    if (i % 3 == 0) ops.push_back(RuleOp::DeleteByCookie(uint64_t{1} << (2 * i)));
+    ASSERT_TRUE(store_internal::AppendOps(ops, &buf).ok());
+    want.push_back(store_internal::EncodeOps(ops));
+    ends.push_back(buf.size());
+  }
+  for (size_t i = 0; i < want.size(); ++i) {
+    const size_t start = i == 0 ? 0 : ends[i - 1];
+    EXPECT_EQ(buf.view().substr(start, ends[i] - start), want[i]) << "batch " << i;
+  }
+  const std::string before(buf.view());
+  Rule bad = w.NextBatch(1).front().rule;
+  bad.match.mask.w[kWordMeta] |= uint64_t{1} << 63;  // no field has this bit
+  const std::vector<RuleOp> unfit = {RuleOp::Delete(1), RuleOp::Insert(bad)};
+  store_internal::OpsAppend a = store_internal::AppendOps(unfit, &buf);
+  EXPECT_EQ(a.problem, store_internal::OpsAppend::kDoesNotFit);
+  EXPECT_EQ(a.op, 1u);
+  RuleOp odd = RuleOp::Delete(1);
+  odd.kind = static_cast<RuleOp::Kind>(77);
+  const std::vector<RuleOp> unknown = {RuleOp::Delete(2), odd};
+  a = store_internal::AppendOps(unknown, &buf);
+  EXPECT_EQ(a.problem, store_internal::OpsAppend::kUnknownKind);
+  EXPECT_EQ(a.op, 1u);
+  EXPECT_EQ(buf.view(), before);
 }
 
 TEST(RuleStoreTest, GenerationSurvivesAnEmptyRuleSet) {

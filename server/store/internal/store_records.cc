@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstring>
+#include <memory>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -142,11 +145,6 @@ void PutVarint(uint64_t v, std::string* out) {
   out->append(buf, static_cast<size_t>(n));
 }
 
-void PutU16(uint16_t v, std::string* out) {
-  const char b[2] = {static_cast<char>(v & 0xff), static_cast<char>(v >> 8)};
-  out->append(b, 2);
-}
-
 // false when the varint runs past `in` or past 64 bits.
 bool GetVarint(std::string_view* in, uint64_t* v) {
   uint64_t r = 0;
@@ -179,17 +177,11 @@ bool GetU8(std::string_view* in, uint8_t* v) {
 }
 
 // Field f's bits, shifted down.
-uint64_t FieldOf(const FieldInfo& f, uint64_t word) { return (word & f.Mask()) >> f.shift; }
-uint64_t FieldOnes(const FieldInfo& f) {
+constexpr uint64_t FieldOf(const FieldInfo& f, uint64_t word) { return (word & f.Mask()) >> f.shift; }
+constexpr uint64_t FieldOnes(const FieldInfo& f) {
   return f.bits == 64 ? ~uint64_t{0} : (uint64_t{1} << f.bits) - 1;
 }
-size_t FieldBytes(const FieldInfo& f) { return (f.bits + 7u) / 8u; }
-
-void PutFixed(uint64_t v, size_t n, std::string* out) {
-  char b[8];
-  for (size_t i = 0; i < n; ++i) b[i] = static_cast<char>(v >> (8 * i));
-  out->append(b, n);
-}
+constexpr size_t FieldBytes(const FieldInfo& f) { return (f.bits + 7u) / 8u; }
 
 bool GetFixed(std::string_view* in, size_t n, uint64_t* v) {
   if (in->size() < n) return false;
@@ -210,40 +202,137 @@ bool RuleFitsRecord(const Rule& r) {
   return true;
 }
 
-void AppendRule(const Rule& r, std::string* out) {
-  PutVarint(r.id, out);
-  PutVarint(r.priority, out);
-  PutVarint(r.cookie, out);
+namespace {
+
+// The writers below store through a pointer into room the caller reserved
+// (kMaxRuleBytes a rule): one capacity check per operation instead of one
+// per field, which was most of an append's CPU (docs/store.md, Performance).
+char* WriteVarint(uint64_t v, char* p) {
+  while (v >= 0x80) {
+    *p++ = static_cast<char>((v & 0x7f) | 0x80);
+    v >>= 7;
+  }
+  *p++ = static_cast<char>(v);
+  return p;
+}
+
+template <size_t N>
+char* WriteFixed(uint64_t v, char* p) {
+  for (size_t i = 0; i < N; ++i) *p++ = static_cast<char>(v >> (8 * i));
+  return p;
+}
+
+// Field I's bits of the maps, then its value and mask: unrolled per field,
+// so that each field's word, shift and width are constants.
+template <size_t I>
+void MapField(const Rule& r, uint32_t* present, uint32_t* exact) {
+  constexpr FieldInfo f = kFieldInfo[I];
+  const uint64_t m = FieldOf(f, r.match.mask.w[f.word]);
+  if (m != 0) *present |= uint32_t{1} << I;
+  if (m == FieldOnes(f)) *exact |= uint32_t{1} << I;
+}
+
+template <size_t I>
+char* WriteField(const Rule& r, uint32_t present, uint32_t exact, char* p) {
+  constexpr FieldInfo f = kFieldInfo[I];
+  if ((present & (uint32_t{1} << I)) == 0) return p;
+  p = WriteFixed<FieldBytes(f)>(FieldOf(f, r.match.value.w[f.word]), p);
+  if ((exact & (uint32_t{1} << I)) == 0)
+    p = WriteFixed<FieldBytes(f)>(FieldOf(f, r.match.mask.w[f.word]), p);
+  return p;
+}
+
+template <size_t... I>
+char* WriteFields(const Rule& r, char* p, std::index_sequence<I...>) {
   uint32_t present = 0, exact = 0;
-  for (int i = 0; i < kFieldCount; ++i) {
-    const FieldInfo& f = kFieldInfo[static_cast<size_t>(i)];
-    const uint64_t m = FieldOf(f, r.match.mask.w[f.word]);
-    if (m == 0) continue;
-    present |= uint32_t{1} << i;
-    if (m == FieldOnes(f)) exact |= uint32_t{1} << i;
-  }
-  PutFixed(present, 3, out);
-  PutFixed(exact, 3, out);
-  for (int i = 0; i < kFieldCount; ++i) {
-    if ((present & (uint32_t{1} << i)) == 0) continue;
-    const FieldInfo& f = kFieldInfo[static_cast<size_t>(i)];
-    PutFixed(FieldOf(f, r.match.value.w[f.word]), FieldBytes(f), out);
-    if ((exact & (uint32_t{1} << i)) == 0)
-      PutFixed(FieldOf(f, r.match.mask.w[f.word]), FieldBytes(f), out);
-  }
+  (MapField<I>(r, &present, &exact), ...);
+  p = WriteFixed<3>(present, p);
+  p = WriteFixed<3>(exact, p);
+  ((p = WriteField<I>(r, present, exact, p)), ...);
+  return p;
+}
+
+char* WriteRule(const Rule& r, char* p) {
+  p = WriteVarint(r.id, p);
+  p = WriteVarint(r.priority, p);
+  p = WriteVarint(r.cookie, p);
+  p = WriteFields(r, p, std::make_index_sequence<static_cast<size_t>(kFieldCount)>());
   const uint8_t flags = static_cast<uint8_t>((r.match.tp_src.IsFull() ? 0 : kRangeSrc) |
                                              (r.match.tp_dst.IsFull() ? 0 : kRangeDst));
-  out->push_back(static_cast<char>(flags));
+  *p++ = static_cast<char>(flags);
   if (flags & kRangeSrc) {
-    PutU16(r.match.tp_src.lo, out);
-    PutU16(r.match.tp_src.hi, out);
+    p = WriteFixed<2>(r.match.tp_src.lo, p);
+    p = WriteFixed<2>(r.match.tp_src.hi, p);
   }
   if (flags & kRangeDst) {
-    PutU16(r.match.tp_dst.lo, out);
-    PutU16(r.match.tp_dst.hi, out);
+    p = WriteFixed<2>(r.match.tp_dst.lo, p);
+    p = WriteFixed<2>(r.match.tp_dst.hi, p);
   }
-  out->push_back(static_cast<char>(r.action.kind));
-  PutVarint(r.action.port, out);
+  *p++ = static_cast<char>(r.action.kind);
+  return WriteVarint(r.action.port, p);
+}
+
+constexpr size_t AllFieldBytes() {
+  size_t n = 0;
+  for (const FieldInfo& f : kFieldInfo) n += FieldBytes(f);
+  return n;
+}
+
+}  // namespace
+
+// id, priority, cookie; two maps; every field's value and mask; flags and
+// two ranges; action kind and port.
+const size_t kMaxRuleBytes = 3 * 10 + 2 * 3 + 2 * AllFieldBytes() + 1 + 2 * 4 + 1 + 10;
+const size_t kMaxOpBytes = 1 + kMaxRuleBytes;
+
+void AppendRule(const Rule& r, std::string* out) {
+  char buf[kMaxRuleBytes];
+  out->append(buf, static_cast<size_t>(WriteRule(r, buf) - buf));
+}
+
+void ByteBuffer::Grow(size_t room) {
+  size_t cap = std::max<size_t>(cap_ * 2, 4096);
+  while (cap - size_ < room) cap *= 2;
+  std::unique_ptr<char[]> next(new char[cap]);  // not zeroed: only written bytes are read
+  if (size_ > 0) std::memcpy(next.get(), data_.get(), size_);
+  data_ = std::move(next);
+  cap_ = cap;
+}
+
+OpsAppend AppendOps(absl::Span<const RuleOp> ops, ByteBuffer* out) {
+  // Checked before anything is written: a refused batch leaves *out as it was.
+  for (size_t j = 0; j < ops.size(); ++j) {
+    const RuleOp::Kind k = ops[j].kind;
+    if (k == RuleOp::Kind::kInsert || k == RuleOp::Kind::kReplace) {
+      if (!RuleFitsRecord(ops[j].rule)) return {OpsAppend::kDoesNotFit, j};
+    } else if (k != RuleOp::Kind::kDelete && k != RuleOp::Kind::kDeleteByCookie) {
+      return {OpsAppend::kUnknownKind, j};
+    }
+  }
+  out->Reserve(ops.size() * kMaxOpBytes);
+  char* p = out->end();
+  for (const RuleOp& op : ops) {
+    switch (op.kind) {
+      case RuleOp::Kind::kInsert:
+        *p++ = '+';
+        p = WriteRule(op.rule, p);
+        break;
+      case RuleOp::Kind::kReplace:
+        *p++ = '=';
+        p = WriteRule(op.rule, p);
+        break;
+      case RuleOp::Kind::kDelete:
+        *p++ = '-';
+        p = WriteVarint(op.id, p);
+        break;
+      case RuleOp::Kind::kDeleteByCookie:
+        *p++ = '~';
+        p = WriteVarint(op.cookie, p);
+        break;
+    }
+  }
+  out->CommitTo(p);
+  return {};
 }
 
 absl::StatusOr<Rule> ReadRule(std::string_view* in) {
@@ -307,16 +396,16 @@ absl::StatusOr<Rule> ReadRule(std::string_view* in) {
 }
 
 std::string EncodeOps(absl::Span<const RuleOp> ops) {
+  ByteBuffer buf;
+  // A kind or rule AppendOps refuses is encoded as far as it can be (tests
+  // only: the store checks first).
+  if (AppendOps(ops, &buf).ok()) return std::string(buf.view());
   std::string out;
-  out.reserve(ops.size() * 48);
   for (const RuleOp& op : ops) {
     switch (op.kind) {
       case RuleOp::Kind::kInsert:
-        out.push_back('+');
-        AppendRule(op.rule, &out);
-        break;
       case RuleOp::Kind::kReplace:
-        out.push_back('=');
+        out.push_back(op.kind == RuleOp::Kind::kInsert ? '+' : '=');
         AppendRule(op.rule, &out);
         break;
       case RuleOp::Kind::kDelete:

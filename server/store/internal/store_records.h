@@ -9,8 +9,11 @@
 #ifndef FLOWCLASS_SERVER_STORE_INTERNAL_STORE_RECORDS_H_
 #define FLOWCLASS_SERVER_STORE_INTERNAL_STORE_RECORDS_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -56,6 +59,50 @@ uint32_t RecordCrc(char tag, std::initializer_list<uint64_t> fields, std::string
 // `r` has none outside (the store refuses a rule that has).
 bool RuleFitsRecord(const Rule& r);
 void AppendRule(const Rule& r, std::string* out);
+// The most bytes one rule, or one operation, takes.
+extern const size_t kMaxRuleBytes;
+extern const size_t kMaxOpBytes;
+
+// Bytes that are appended to and reused: Clear keeps the memory, and new
+// room is not zeroed (EncodeOps' std::string would zero it, or check its
+// capacity per byte).
+class ByteBuffer {
+ public:
+  size_t size() const { return size_; }
+  size_t capacity() const { return cap_; }
+  const char* data() const { return data_.get(); }
+  std::string_view view() const { return {data_.get(), size_}; }
+  void Clear() { size_ = 0; }
+  // Room for `n` more bytes at end().
+  void Reserve(size_t n) {
+    if (cap_ - size_ < n) Grow(n);
+  }
+  char* end() { return data_.get() + size_; }
+  // The bytes up to `p` (inside the reserved room) are written.
+  void CommitTo(char* p) { size_ = static_cast<size_t>(p - data_.get()); }
+  void Append(std::string_view b) {
+    Reserve(b.size());
+    if (!b.empty()) std::memcpy(end(), b.data(), b.size());
+    size_ += b.size();
+  }
+  void Truncate(size_t n) { size_ = n < size_ ? n : size_; }
+
+ private:
+  void Grow(size_t room);
+  std::unique_ptr<char[]> data_;
+  size_t size_ = 0;
+  size_t cap_ = 0;
+};
+
+// AppendOps' outcome: ok, or the first operation it refused (nothing appended).
+struct OpsAppend {
+  enum Problem { kNone, kUnknownKind, kDoesNotFit } problem = kNone;
+  size_t op = 0;
+  bool ok() const { return problem == kNone; }
+};
+// Appends EncodeOps(ops) to *out, unless an operation has a kind the store
+// does not know or a rule that does not fit a record (RuleFitsRecord).
+OpsAppend AppendOps(absl::Span<const RuleOp> ops, ByteBuffer* out);
 // Reads one rule at *in and advances it past the rule.
 absl::StatusOr<Rule> ReadRule(std::string_view* in);
 std::string EncodeOps(absl::Span<const RuleOp> ops);
