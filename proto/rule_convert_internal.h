@@ -1,5 +1,5 @@
 // rule_convert_internal.h — helpers the conversion (rule_convert.cc) and the
-// RuleBatch wire codec (rule_wire.cc) share; nothing else includes this.
+// ApplyRulesRequest wire codec (rule_wire.cc) share; nothing else includes this.
 #ifndef FLOWCLASS_PROTO_RULE_CONVERT_INTERNAL_H_
 #define FLOWCLASS_PROTO_RULE_CONVERT_INTERNAL_H_
 

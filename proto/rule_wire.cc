@@ -1,4 +1,4 @@
-// rule_wire.cc — a v1.RuleBatch written and read straight from its wire
+// rule_wire.cc — a v1.ApplyRulesRequest written and read straight from its wire
 // form (rule_wire.h).
 #include "proto/rule_wire.h"
 
@@ -26,11 +26,11 @@ using internal::Structurable;
 using internal::WidthMask;
 
 // ---------------------------------------------------------------------------
-// The wire form of a RuleBatch, written directly.
+// The wire form of an ApplyRulesRequest, written directly.
 
 namespace {
 
-// Protocol buffers' wire format, just what a RuleBatch needs.
+// Protocol buffers' wire format, just what an ApplyRulesRequest needs.
 class Wire {
  public:
   explicit Wire(char* p) : start_(p), p_(p) {}
@@ -190,7 +190,7 @@ size_t AppendRuleBatchWire(uint64_t batch_id, absl::Span<const RuleOp> ops, std:
 }
 
 // ---------------------------------------------------------------------------
-// The wire form of a RuleBatch, read directly.
+// The wire form of an ApplyRulesRequest, read directly.
 
 namespace {
 

@@ -1,4 +1,4 @@
-// rule_wire.h — the RuleBatch wire codec: a v1.RuleBatch written and read
+// rule_wire.h — the ApplyRulesRequest wire codec: a v1.ApplyRulesRequest written and read
 // straight from its wire form, without building the message (a streamed
 // load's path).  It agrees byte for byte with protobuf's serializer and
 // parser plus RuleOpToProto / RuleOpFromProto (rule_convert.h), and leaves
@@ -20,7 +20,7 @@
 
 namespace flowclass {
 
-// Appends the wire form of a v1.RuleBatch {batch_id, one RuleOpToProto per
+// Appends the wire form of a v1.ApplyRulesRequest {batch_id, one RuleOpToProto per
 // op} to *out: byte for byte what serializing that message gives, without
 // building it (a streamed load sends a million rules).  The usual rules
 // (IPv4, ports, protocol, actions) are encoded directly; an op with Ethernet
@@ -29,7 +29,7 @@ namespace flowclass {
 // directly.
 size_t AppendRuleBatchWire(uint64_t batch_id, absl::Span<const RuleOp> ops, std::string* out);
 
-// Reads the wire form of a v1.RuleBatch straight into ops: true when it
+// Reads the wire form of a v1.ApplyRulesRequest straight into ops: true when it
 // holds only what the direct encoder writes (structured IPv4-style rules,
 // deletes) and every op converts without error, and then *batch_id and *ops
 // are exactly what parsing the message and RuleOpFromProto of each op give.

@@ -1,4 +1,4 @@
-// The RuleBatch wire codec against protobuf's serializer and parser: the
+// The ApplyRulesRequest wire codec against protobuf's serializer and parser: the
 // bytes it writes, and what it reads from intact and corrupted batches.
 #include "proto/rule_wire.h"
 
@@ -21,7 +21,7 @@ namespace flowclass {
 namespace {
 
 // The direct encoder writes exactly the bytes protobuf's serializer writes
-// for the RuleBatch RuleOpToProto builds: random rules (every field kind,
+// for the ApplyRulesRequest RuleOpToProto builds: random rules (every field kind,
 // text-form ones included, so both of its paths), ClassBench-like five
 // tuples, deletes, and ids, priorities, cookies and ports of every width.
 TEST(RuleWireTest, RuleBatchWireIsProtobufsSerialization) {
