@@ -401,12 +401,29 @@ TEST_F(AclTest, ContextBytesAreTheDpdkHeapTheContextsHold) {
   EXPECT_EQ(empty->stats().context_bytes, 0u);
 }
 
-TEST_F(AclTest, AdaptiveEmcStopsLookingWhileItMissesAndResumesOnHits) {
+// One rule: every IPv4 packet to port 2.
+Rule AnyIpv4ToPort2() {
   Rule a;
   a.id = 1;
   a.match.SetExact(Field::kEthType, kEthTypeIpv4);
   a.action = Action::Output(2);
-  std::unique_ptr<AclClassifier> c = BuildOk({a});
+  return a;
+}
+
+// `bursts` full bursts of new 5-tuples (sources from *src on) through `p`;
+// each verdict must be rule 1's.
+void NewFlowBursts(AclPipeline* p, int bursts, uint32_t* src) {
+  FlowKey keys[kMaxBurst];
+  Verdict v[kMaxBurst];
+  for (int b = 0; b < bursts; ++b) {
+    for (FlowKey& k : keys) k = MakeFiveTupleKey((*src)++, 2, 3, 4, 6);
+    p->ProcessBurst(keys, kMaxBurst, v);
+    for (const Verdict& x : v) ASSERT_EQ(x.rule_id, 1u);
+  }
+}
+
+TEST_F(AclTest, AdaptiveEmcStopsLookingWhileItMissesAndResumesOnHits) {
+  std::unique_ptr<AclClassifier> c = BuildOk({AnyIpv4ToPort2()});
   ASSERT_NE(c, nullptr);
   AclPipelineConfig pc;
   pc.emc_insert_inv_prob = 1;
@@ -416,11 +433,7 @@ TEST_F(AclTest, AdaptiveEmcStopsLookingWhileItMissesAndResumesOnHits) {
   Verdict v[kMaxBurst];
   // Every key new: the EMC never hits, so most bursts stop looking it up.
   uint32_t src = 1;
-  for (int b = 0; b < 512; ++b) {
-    for (FlowKey& k : keys) k = MakeFiveTupleKey(src++, 2, 3, 4, 6);
-    p->ProcessBurst(keys, kMaxBurst, v);
-    for (const Verdict& x : v) ASSERT_EQ(x.rule_id, 1u);
-  }
+  ASSERT_NO_FATAL_FAILURE(NewFlowBursts(p.get(), 512, &src));
   EXPECT_EQ(p->stats().emc_hits, 0u);
   EXPECT_GT(p->stats().emc_skipped, 512u * kMaxBurst / 2);
   // Now the same 32 flows over and over: the sampled bursts hit, and the
@@ -436,11 +449,7 @@ TEST_F(AclTest, AdaptiveEmcStopsLookingWhileItMissesAndResumesOnHits) {
 }
 
 TEST_F(AclTest, OneMissInEmcInsertInvProbEntersTheEmc) {
-  Rule a;
-  a.id = 1;
-  a.match.SetExact(Field::kEthType, kEthTypeIpv4);
-  a.action = Action::Output(2);
-  std::unique_ptr<AclClassifier> c = BuildOk({a});
+  std::unique_ptr<AclClassifier> c = BuildOk({AnyIpv4ToPort2()});
   ASSERT_NE(c, nullptr);
   for (const uint32_t inv : {0u, 1u, 100u}) {
     AclPipelineConfig pc;
@@ -448,13 +457,8 @@ TEST_F(AclTest, OneMissInEmcInsertInvProbEntersTheEmc) {
     pc.emc_insert_inv_prob = inv;
     std::unique_ptr<AclPipeline> p = std::move(*AclPipeline::Create(pc));
     p->SetClassifier(c.get());
-    FlowKey keys[kMaxBurst];
-    Verdict v[kMaxBurst];
     uint32_t src = 1;
-    for (int b = 0; b < 1000; ++b) {
-      for (FlowKey& k : keys) k = MakeFiveTupleKey(src++, 2, 3, 4, 6);
-      p->ProcessBurst(keys, kMaxBurst, v);
-    }
+    ASSERT_NO_FATAL_FAILURE(NewFlowBursts(p.get(), 1000, &src));
     const uint64_t misses = 1000u * kMaxBurst;
     EXPECT_EQ(p->stats().acl_hits, misses);
     if (inv == 0) {
