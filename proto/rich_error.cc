@@ -3,6 +3,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "google/rpc/error_details.pb.h"
@@ -119,6 +120,22 @@ std::optional<FieldViolation> GetFieldViolation(const grpc::Status& st) {
 
 absl::Status ToAbslStatus(const google::rpc::Status& st) {
   return absl::Status(static_cast<absl::StatusCode>(st.code()), st.message());
+}
+
+absl::Status FromGrpcStatusWithDetails(const grpc::Status& s) {
+  if (s.ok()) return absl::OkStatus();
+  absl::Status out(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+  if (!s.error_details().empty())
+    out.SetPayload(kRichStatusPayloadUrl, absl::Cord(s.error_details()));
+  return out;
+}
+
+std::optional<FieldViolation> GetFieldViolation(const absl::Status& s) {
+  const auto details = s.GetPayload(kRichStatusPayloadUrl);  // absl::optional<absl::Cord>
+  if (!details.has_value()) return std::nullopt;
+  google::rpc::Status rich;
+  if (!rich.ParseFromString(std::string(*details))) return std::nullopt;
+  return GetFieldViolation(rich);
 }
 
 }  // namespace flowclass

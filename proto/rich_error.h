@@ -70,6 +70,15 @@ std::optional<FieldViolation> GetFieldViolation(const grpc::Status& st);
 // The ack status as an absl::Status (code and message).
 absl::Status ToAbslStatus(const google::rpc::Status& st);
 
+// A failed RPC's status as an absl::Status: its code and message, and its
+// google.rpc.Status (the error details, when it has them) as the payload
+// kRichStatusPayloadUrl, which GetFieldViolation(absl::Status) reads.  The
+// client library's FromGrpcStatus.
+inline constexpr absl::string_view kRichStatusPayloadUrl =
+    "type.googleapis.com/google.rpc.Status";
+absl::Status FromGrpcStatusWithDetails(const grpc::Status& s);
+std::optional<FieldViolation> GetFieldViolation(const absl::Status& s);
+
 }  // namespace flowclass
 
 #endif  // FLOWCLASS_PROTO_RICH_ERROR_H_

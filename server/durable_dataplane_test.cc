@@ -22,6 +22,7 @@
 #include "client/rpc/flowclass_client.h"
 #include "dataplane/forwarding_dataplane.h"
 #include "dataplane/rules/rule_format.h"
+#include "proto/rich_error.h"
 #include "proto/rule_convert.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -323,6 +324,14 @@ TEST_F(DurableTest, ReplaceRulesIsOneGenerationAllOrNothing) {
   invalid[1].match.tp_dst = PortRange{100, 50};  // not ordered
   bad = client_->ReplaceRules(invalid);
   EXPECT_FALSE(bad.ok());
+  // The client library keeps the call's google.rpc.Status: the bad field's
+  // path in the request.
+  const std::optional<FieldViolation> v = GetFieldViolation(bad.status());
+  ASSERT_TRUE(v.has_value()) << bad.status();
+  // (A range the structured form cannot say goes as native text.)
+  EXPECT_EQ(v->path, "ops[1].insert.text");
+  EXPECT_EQ(v->reason, "INVALID_RULE");
+  EXPECT_EQ(v->op_index, 1u);
   EXPECT_EQ(fake_.generation(), gen + 1);
   EXPECT_EQ(Texts(fake_.ListRules()), Texts(next));
   // Only inserts may be streamed.
@@ -337,6 +346,9 @@ TEST_F(DurableTest, ReplaceRulesIsOneGenerationAllOrNothing) {
     const grpc::Status st = w->Finish();
     EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_THAT(st.error_message(), HasSubstr("message 1 operation 0: ReplaceRules takes inserts"));
+    const std::optional<FieldViolation> op = GetFieldViolation(st);
+    ASSERT_TRUE(op.has_value());
+    EXPECT_EQ(op->path, "ops[0]");
   }
   // Empty: every rule deleted, one generation; durable.
   ack = client_->ReplaceRules({});

@@ -18,15 +18,13 @@
 #include "dataplane/pmd_counters.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "proto/pmd_stats_convert.h"
+#include "proto/rich_error.h"
 #include "proto/rule_convert.h"
 #include "proto/rule_wire.h"
 
 namespace flowclass {
 
-absl::Status FromGrpcStatus(const grpc::Status& s) {
-  if (s.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-}
+absl::Status FromGrpcStatus(const grpc::Status& s) { return FromGrpcStatusWithDetails(s); }
 
 std::string ConnectionHint(const absl::Status& s) {
   if (s.code() != absl::StatusCode::kUnavailable) return "";

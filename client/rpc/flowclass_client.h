@@ -147,7 +147,9 @@ class FlowclassClient {
   std::unique_ptr<grpc::internal::RpcMethod> apply_rules_raw_;
 };
 
-// grpc::Status -> absl::Status (same code and message).
+// grpc::Status -> absl::Status (same code and message; the call's
+// google.rpc.Status, when it sent one, as a payload: GetFieldViolation in
+// proto/rich_error.h reads the bad field's path from it).
 absl::Status FromGrpcStatus(const grpc::Status& s);
 
 // A BatchAck that failed, as a Status (OK for an OK ack).
