@@ -46,6 +46,18 @@ std::string OpFieldPath(const RuleOpError& e, absl::string_view op_oneof, bool t
   }
 }
 
+FieldViolation OpViolation(const RuleOpError& e, absl::string_view op_oneof, bool text_rule,
+                           absl::string_view field, std::string description) {
+  FieldViolation v;
+  v.path = OpFieldPath(e, op_oneof, text_rule);
+  v.description = std::move(description);
+  v.reason = std::string(ErrorReason(e.kind));
+  v.op_index = e.index;
+  v.rule_id = e.rule_id;
+  v.field = std::string(field);
+  return v;
+}
+
 void SetRichStatus(absl::StatusCode code, absl::string_view message, const FieldViolation* v,
                    google::rpc::Status* out) {
   out->Clear();

@@ -48,6 +48,12 @@ absl::string_view ErrorReason(RuleErrorKind kind);
 // in "....text").
 std::string OpFieldPath(const RuleOpError& e, absl::string_view op_oneof, bool text_rule);
 
+// The violation of one operation's error `e`: its path (OpFieldPath), its
+// kind's reason, index and rule id, `field` (the short name the caller's
+// input uses: ProtoName or NativeName) and `description`.
+FieldViolation OpViolation(const RuleOpError& e, absl::string_view op_oneof, bool text_rule,
+                           absl::string_view field, std::string description);
+
 // Fills *out: code, message, and (with `v`) the BadRequest and ErrorInfo
 // details.  Code OK clears *out.
 void SetRichStatus(absl::StatusCode code, absl::string_view message,

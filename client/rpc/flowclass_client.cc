@@ -271,14 +271,8 @@ absl::StatusOr<std::vector<v1::Rule>> FlowclassClient::ListRules(
   return out;
 }
 
-// The answer of a unary call, or its `field` (e.g. rule, ack, config).
-#define FC_UNARY_FIELD(method, req, resp_type, field)      \
-  grpc::ClientContext ctx;                                 \
-  SetDeadline(&ctx);                                       \
-  resp_type resp;                                          \
-  const grpc::Status st = stub_->method(&ctx, req, &resp); \
-  if (!st.ok()) return FromGrpcStatus(st);                 \
-  return std::move(*resp.mutable_##field())
+// The answer of a unary call; FC_UNARY_FIELD: its `field` (rule, ack,
+// config).
 #define FC_UNARY(method, req, resp_type)                   \
   grpc::ClientContext ctx;                                 \
   SetDeadline(&ctx);                                       \
@@ -286,6 +280,12 @@ absl::StatusOr<std::vector<v1::Rule>> FlowclassClient::ListRules(
   const grpc::Status st = stub_->method(&ctx, req, &resp); \
   if (!st.ok()) return FromGrpcStatus(st);                 \
   return resp
+#define FC_UNARY_FIELD(method, req, resp_type, field)                                   \
+  absl::StatusOr<resp_type> answer = [&]() -> absl::StatusOr<resp_type> {               \
+    FC_UNARY(method, req, resp_type);                                                   \
+  }();                                                                                  \
+  if (!answer.ok()) return answer.status();                                             \
+  return std::move(*answer->mutable_##field())
 
 absl::StatusOr<v1::Rule> FlowclassClient::GetRule(uint64_t id) {
   v1::GetRuleRequest req;

@@ -103,6 +103,13 @@ struct AclRig {
 
 Rule FlipRule(int k) { return Ipv4DstRule(1, 1000, kFlipDst, 32, Action::Output(k % 2 ? 3 : 2)); }
 
+// The rig's dataplane with FlipRule(0) (-> port 2) installed, started.
+void StartWithFlipRule(AclRig& rig) {
+  ASSERT_NE(rig.dp, nullptr);
+  ASSERT_TRUE(rig.dp->ApplyBatch({RuleOp::Insert(FlipRule(0))}).ok());
+  ASSERT_TRUE(rig.dp->Start().ok());
+}
+
 size_t CountOf(const std::vector<uint32_t>& v, uint32_t port) {
   return static_cast<size_t>(std::count(v.begin(), v.end(), port));
 }
@@ -253,10 +260,8 @@ TEST(DpdkDataplaneAclTest, BatchesDuringASlowBuildAreCoalescedAndAckedInOrder) {
 
 TEST(DpdkDataplaneAclTest, ABadRuleRefusesTheWholeBatchNamingItsIndex) {
   AclRig rig("bd");
-  ASSERT_NE(rig.dp, nullptr);
+  ASSERT_NO_FATAL_FAILURE(StartWithFlipRule(rig));
   DpdkDataplane& dp = *rig.dp;
-  ASSERT_TRUE(dp.ApplyBatch({RuleOp::Insert(FlipRule(0))}).ok());
-  ASSERT_TRUE(dp.Start().ok());
   const Flow flip = UdpFlow(0xc0a80001, kFlipDst, 4000, 53);
   EXPECT_EQ(CountOf(rig.Send(flip, 8), 2), 8u);
   const uint64_t builds0 = dp.Stats().acl.builds;
@@ -326,10 +331,8 @@ Flow NewFlow(uint32_t i) { return UdpFlow(0xac100000 + i, kFlipDst, 4000, 53); }
 
 TEST(DpdkDataplaneAclTest, AlgorithmIsARunTimeSettingCheckedAgainstTheCpu) {
   AclRig rig("al");
-  ASSERT_NE(rig.dp, nullptr);
+  ASSERT_NO_FATAL_FAILURE(StartWithFlipRule(rig));
   DpdkDataplane& dp = *rig.dp;
-  ASSERT_TRUE(dp.ApplyBatch({RuleOp::Insert(FlipRule(0))}).ok());
-  ASSERT_TRUE(dp.Start().ok());
   const AclAlgorithm widest = ResolveAclAlgorithm(AclAlgorithm::kDefault);
   EXPECT_EQ(dp.GetConfig()[kConfigAclAlgorithm], "default");
   EXPECT_EQ(dp.Stats().acl.algorithm, widest);
@@ -549,10 +552,8 @@ TEST(DpdkDataplaneAclTest, RandomIpv4AndIpv6RulesThroughThePmdsMatchTheReference
 // and then every packet follows it.  No clock is involved in the assertions.
 TEST(DpdkDataplaneAclTest, PmdsKeepClassifyingWhileABuildIsHeld) {
   AclRig rig("hd");
-  ASSERT_NE(rig.dp, nullptr);
+  ASSERT_NO_FATAL_FAILURE(StartWithFlipRule(rig));
   DpdkDataplane& dp = *rig.dp;
-  ASSERT_TRUE(dp.ApplyBatch({RuleOp::Insert(FlipRule(0))}).ok());  // -> port 2
-  ASSERT_TRUE(dp.Start().ok());
   EXPECT_EQ(CountOf(rig.Send(NewFlow(0), 8), 2), 8u);
 
   dp.HoldAclBuildForTesting(true);

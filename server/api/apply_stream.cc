@@ -54,14 +54,15 @@ uint64_t TextRuleId(absl::string_view text) {
   return 0;
 }
 
+// The rule an insert or replace carries; null for the other operations.
+const v1::Rule* OpRule(const v1::RuleOp& op) {
+  return op.has_insert() ? &op.insert() : op.has_replace() ? &op.replace() : nullptr;
+}
+
 uint64_t OpRuleId(const v1::RuleOp& op) {
-  const v1::Rule* rule = nullptr;
-  switch (op.op_case()) {
-    case v1::RuleOp::kInsert: rule = &op.insert(); break;
-    case v1::RuleOp::kReplace: rule = &op.replace(); break;
-    case v1::RuleOp::kDeleteId: return op.delete_id();
-    default: return 0;
-  }
+  if (op.has_delete_id()) return op.delete_id();
+  const v1::Rule* rule = OpRule(op);
+  if (rule == nullptr) return 0;
   if (const uint64_t from_text = TextRuleId(rule->text()); from_text != 0) return from_text;
   return rule->id();
 }
@@ -86,7 +87,7 @@ absl::string_view OpOneof(const RuleOp& op) {
   return "";
 }
 bool IsTextRule(const v1::RuleOp& op) {
-  const v1::Rule* rule = op.has_insert() ? &op.insert() : op.has_replace() ? &op.replace() : nullptr;
+  const v1::Rule* rule = OpRule(op);
   return rule != nullptr && !rule->text().empty();
 }
 
@@ -101,13 +102,7 @@ struct OpWhere {
 // path in the request, the index, rule id and `field`).
 void RejectOp(v1::BatchAck* ack, const RuleOpError& e, std::string message,
               absl::string_view field, OpWhere where) {
-  FieldViolation v;
-  v.path = OpFieldPath(e, where.oneof, where.text_rule);
-  v.description = message;
-  v.reason = std::string(ErrorReason(e.kind));
-  v.op_index = e.index;
-  v.rule_id = e.rule_id;
-  v.field = std::string(field);
+  const FieldViolation v = OpViolation(e, where.oneof, where.text_rule, field, message);
   SetRichStatus(KindCode(e.kind), message, &v, ack->mutable_status());
 }
 

@@ -73,21 +73,14 @@ void FillPmdSnapshot(const PipelineSnapshot& snap, bool include_subtables,
   }
 }
 
-// TraceResult.layer ("emc", ..., "slow_path") as the API's enum.
+// TraceResult.layer ("emc", ..., "slow_path") as the API's enum, whose
+// values are those names, upper case, after LAYER_ (the inverse of what
+// flowclassctl prints); LAYER_UNSPECIFIED for a name the enum lacks.
 v1::Layer LayerToProto(absl::string_view layer) {
-  static constexpr std::pair<absl::string_view, v1::Layer> kLayers[] = {
-      {"emc", v1::LAYER_EMC},
-      {"smc", v1::LAYER_SMC},
-      {"cd", v1::LAYER_CD},
-      {"megaflow", v1::LAYER_MEGAFLOW},
-      {"upcall", v1::LAYER_UPCALL},
-      {"upcall_limited", v1::LAYER_UPCALL_LIMITED},
-      {"slow_path", v1::LAYER_SLOW_PATH},
-      {"acl", v1::LAYER_ACL},
-  };
-  for (const auto& [name, value] : kLayers)
-    if (name == layer) return value;
-  return v1::LAYER_UNSPECIFIED;
+  v1::Layer out = v1::LAYER_UNSPECIFIED;
+  if (!v1::Layer_Parse(absl::StrCat("LAYER_", absl::AsciiStrToUpper(layer)), &out))
+    return v1::LAYER_UNSPECIFIED;
+  return out;
 }
 
 void FillPmd(const PmdCounters& p, v1::PmdStats* out) {
@@ -455,31 +448,27 @@ grpc::Status ClassifierService::ReplaceRules(grpc::ServerContext* ctx,
     ++n_msg;
     for (int i = 0; i < batch.ops_size(); ++i) {
       const v1::RuleOp& op = batch.ops(i);
-      FieldViolation v;
-      v.op_index = static_cast<uint32_t>(i);
       if (!op.has_insert()) {
-        v.path = absl::StrCat("ops[", i, "]");
-        v.field = "op";
-        v.reason = std::string(ErrorReason(RuleErrorKind::kInvalid));
-        v.description = absl::StrCat("message ", n_msg, " operation ", i,
-                                     ": ReplaceRules takes inserts only; nothing was replaced");
+        const RuleOpError e{RuleErrorKind::kInvalid, RuleField::kOp, /*has_op=*/true,
+                            static_cast<uint32_t>(i), 0};
+        const FieldViolation v = OpViolation(
+            e, "", false, ProtoName(e.field),
+            absl::StrCat("message ", n_msg, " operation ", i,
+                         ": ReplaceRules takes inserts only; nothing was replaced"));
         return RichGrpcStatus(grpc::StatusCode::INVALID_ARGUMENT, v.description, v);
       }
       RuleOp converted;
       if (absl::Status s = RuleOpFromProto(op, &converted); !s.ok()) {
-        v.description = absl::StrCat("message ", n_msg, " operation ", i, " (rule ",
-                                     rules.size(), "): ", s.message(), "; nothing was replaced");
-        v.path = absl::StrCat("ops[", i, "].insert");
-        v.reason = std::string(ErrorReason(RuleErrorKind::kInvalid));
-        if (const std::optional<RuleOpError> e = GetRuleOpError(s); e.has_value()) {
-          RuleOpError at = *e;
-          at.index = static_cast<uint32_t>(i);
-          v.path = OpFieldPath(at, "insert", !op.insert().text().empty());
-          v.reason = std::string(ErrorReason(e->kind));
-          v.field = std::string(op.insert().text().empty() ? ProtoName(e->field)
-                                                           : NativeName(e->field));
-          v.rule_id = op.insert().id();
-        }
+        // The conversion's error, at this operation of this message.
+        RuleOpError e = GetRuleOpError(s).value_or(RuleOpError{});
+        e.has_op = true;
+        e.index = static_cast<uint32_t>(i);
+        e.rule_id = op.insert().id();
+        const bool text = !op.insert().text().empty();
+        const FieldViolation v = OpViolation(
+            e, "insert", text, text ? NativeName(e.field) : ProtoName(e.field),
+            absl::StrCat("message ", n_msg, " operation ", i, " (rule ", rules.size(),
+                         "): ", s.message(), "; nothing was replaced"));
         return RichGrpcStatus(static_cast<grpc::StatusCode>(ApiCode(s)), v.description, v);
       }
       rules.push_back(std::move(converted.rule));
