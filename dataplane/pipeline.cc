@@ -109,7 +109,6 @@ Pipeline::Pipeline(const PipelineConfig& config)
       cd_(std::make_unique<CuckooDistributor>(config.cd_table)),
       cd_ctl_(config.cd),
       cd_group_size_(config.dpcls.max_subtables),
-      cd_group_(new uint32_t[config.dpcls.max_subtables]()),
       last_periodic_(std::chrono::steady_clock::now()) {
   anchor_tsc_ = rate_tsc_ = Cycles();
   anchor_ms_ = rate_ms_ = now_ms_ = SteadyMs(last_periodic_);
@@ -685,39 +684,16 @@ void Pipeline::ProcessPort(uint32_t in_port, const FlowKey* keys,
   if (cd_on) {
     uint16_t sub[kMaxBurst];
     const uint32_t suggested = cd_->LookupBurst(keys, todo, sub);
-    // Group the keys by suggested subtable in O(keys): cd_group_[s] collects
-    // the keys suggested for s, `distinct` lists each s once.
-    uint16_t distinct[kMaxBurst];
-    int n_distinct = 0;
-    uint32_t found = 0;
-    for (uint32_t m = suggested; m; m &= m - 1) {
-      const int i = std::countr_zero(m);
-      const uint16_t s = sub[i];
-      if (s >= cd_group_size_) {  // cannot name a subtable: a false hit
-        ++stats_.cd_false_hits;
-        ++interval_.cd_false_hits;
-        continue;
-      }
-      if (cd_group_[s] == 0) distinct[n_distinct++] = s;
-      cd_group_[s] |= 1u << i;
-    }
-    for (int d = 0; d < n_distinct; ++d) {
-      // Probe each suggested subtable once for all keys it was suggested for.
-      const uint16_t s = distinct[d];
-      const uint32_t group = cd_group_[s];
-      cd_group_[s] = 0;
-      const uint32_t hits = dpcls_->LookupInSubtable(s, keys, group, mf);
-      found |= hits;
-      const int hit_count = std::popcount(hits);
-      const int false_hits = std::popcount(group & ~hits);
-      stats_.cd_false_hits += false_hits;
-      interval_.cd_false_hits += false_hits;
-      interval_.subtable_lookups += false_hits;  // wasted probes
-      if (hit_count) {
-        interval_.cd_hit_rank_sum +=
-            static_cast<uint64_t>(dpcls_->RankOf(s) + 1) * hit_count;
-      }
-    }
+    // Each key probes only its suggested subtable, all keys in one staged
+    // pass (their buckets and megaflows are fetched in parallel).
+    const uint32_t found =
+        dpcls_->LookupSuggested(keys, suggested, sub, mf, &interval_.cd_hit_rank_sum);
+    // Suggestions that did not verify (a stale entry, a subtable gone, an
+    // id no subtable can have) are false hits and wasted probes.
+    const int false_hits = std::popcount(suggested & ~found);
+    stats_.cd_false_hits += false_hits;
+    interval_.cd_false_hits += false_hits;
+    interval_.subtable_lookups += false_hits;
     const int n_found = std::popcount(found);
     stats_.cd_hits += n_found;
     stats_.megaflow_hits += n_found;

@@ -412,10 +412,8 @@ class Pipeline {
   std::unique_ptr<Smc> smc_;
   std::unique_ptr<CuckooDistributor> cd_;
   CdAdaptiveController cd_ctl_;
-  // Scratch for grouping a burst's CD suggestions by subtable id: all zero
-  // between bursts.
+  // Subtable ids a CD suggestion can name (the classifier's max_subtables).
   uint32_t cd_group_size_;
-  std::unique_ptr<uint32_t[]> cd_group_;
   PmdStats stats_;
   // Hits of megaflows removed by revalidation or flushes, per rule id.
   // Updated only when megaflows are removed (a rule change, at a quiescent

@@ -25,6 +25,7 @@
 #ifndef FLOWCLASS_DATAPLANE_DPCLS_MEGAFLOW_H_
 #define FLOWCLASS_DATAPLANE_DPCLS_MEGAFLOW_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -45,18 +46,23 @@ struct Verdict {
   friend bool operator==(const Verdict&, const Verdict&) = default;
 };
 
-struct Megaflow {
+// Laid out for the per-packet path: a lookup's verify reads `value` and
+// `subtable`, a hit then writes `hits` and `last_used_ms` and reads
+// `verdict` -- all in the first 120 bytes, two cache lines (the pool's slots
+// are 64-byte aligned), which the staged lookups prefetch.  `mask` is read
+// only on the control path and by caches that re-check a whole key.
+struct alignas(64) Megaflow {
   Flow value;  // key & mask at install time
-  Flow mask;
+  uint16_t subtable = 0;           // owner subtable id in its classifier
+  bool live = false;
+  uint32_t index = kInvalidIndex;  // slot in the pool (stable)
+  uint32_t version = 0;            // bumped when the slot is freed
   Verdict verdict;
   uint64_t hits = 0;
   // The pipeline's coarse clock (ms) at the last packet it classified (set
   // on install and on every hit, next to `hits`); idle expiry reads it.
   uint64_t last_used_ms = 0;
-  uint32_t index = kInvalidIndex;  // slot in the pool (stable)
-  uint32_t version = 0;            // bumped when the slot is freed
-  uint16_t subtable = 0;           // owner subtable id in its classifier
-  bool live = false;
+  Flow mask;
 
   // Full check that `key` is covered by this megaflow.
   bool Covers(const FlowKey& key) const {
@@ -65,6 +71,9 @@ struct Megaflow {
     return true;
   }
 };
+static_assert(sizeof(Megaflow) == 192, "three cache lines");
+static_assert(offsetof(Megaflow, last_used_ms) + sizeof(uint64_t) <= 128,
+              "the hot fields share the first two cache lines");
 
 class MegaflowPool {
  public:

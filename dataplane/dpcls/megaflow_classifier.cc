@@ -514,6 +514,102 @@ uint32_t MegaflowClassifier::LookupInSubtable(uint16_t subtable_id,
   return hits;
 }
 
+uint32_t MegaflowClassifier::LookupSuggested(const FlowKey* keys,
+                                             uint32_t todo_map,
+                                             const uint16_t* sub,
+                                             Megaflow** out,
+                                             uint64_t* rank_sum) {
+  uint64_t masked[kMaxBurst][kFlowWords];
+  uint32_t sigs[kMaxBurst];
+  uint32_t primary[kMaxBurst];
+  uint32_t cand[kMaxBurst];
+  MegaflowPool& pool = *pool_;
+
+  // Stage 1: hash each key under its subtable, prefetch both buckets.
+  uint32_t todo = 0;
+  uint32_t one_by_one = 0;
+  for (uint32_t m = todo_map; m != 0; m &= m - 1) {
+    const int i = std::countr_zero(m);
+    if (sub[i] >= options_.max_subtables) continue;
+    const SubtableDesc& st = subtables_[sub[i]];
+    if (!st.live) continue;
+    if (st.n_validated != 0) {  // the autovalidator checks every probe
+      one_by_one |= 1u << i;
+      continue;
+    }
+    const int n = st.n_words;
+    for (int j = 0; j < n; ++j)
+      masked[i][j] = keys[i].Word(st.word_index[j]) & st.mask_words[j];
+    const uint64_t h = table_.Hash(masked[i], n, st.basis);
+    sigs[i] = internal::Table::Sig(h);
+    primary[i] = table_.Primary(h);
+    __builtin_prefetch(&table_.buckets[primary[i]]);
+    __builtin_prefetch(&table_.buckets[table_.Alt(primary[i], sigs[i])]);
+    todo |= 1u << i;
+  }
+
+  // Stage 2: the first live entry under the key's signature, b1 then b2;
+  // prefetch the megaflow's value (verify) and its tail (subtable, verdict,
+  // hits: what verify and the caller touch).
+  for (uint32_t m = todo; m != 0; m &= m - 1) {
+    const int i = std::countr_zero(m);
+    cand[i] = kInvalidIndex;
+    uint32_t b = primary[i];
+    for (int probe = 0; probe < 2 && cand[i] == kInvalidIndex; ++probe) {
+      const internal::Bucket& bucket = table_.buckets[b];
+      for (int s = 0; s < internal::kBucketEntries; ++s) {
+        if (bucket.sig[s] == sigs[i] && bucket.index[s] != kInvalidIndex) {
+          cand[i] = bucket.index[s];
+          break;
+        }
+      }
+      b = table_.Alt(b, sigs[i]);
+    }
+    if (cand[i] == kInvalidIndex) {
+      todo &= ~(1u << i);  // no entry under the signature: a miss
+      continue;
+    }
+    const char* mf = reinterpret_cast<const char*>(&pool.Get(cand[i]));
+    __builtin_prefetch(mf);       // value, subtable
+    __builtin_prefetch(mf + 64);  // the rest of value, verdict, hits
+  }
+
+  // Stage 3: verify.  A signature collision (another subtable's entry, or
+  // other words) is rare: that key is probed again in full.
+  uint32_t hits = 0;
+  for (uint32_t m = todo; m != 0; m &= m - 1) {
+    const int i = std::countr_zero(m);
+    SubtableDesc& st = subtables_[sub[i]];
+    Megaflow& mf = pool.Get(cand[i]);
+    bool equal = mf.subtable == st.id;
+    for (int j = 0; j < st.n_words; ++j)
+      equal &= mf.value.w[st.word_index[j]] == masked[i][j];
+    if (equal) {
+      out[i] = &mf;
+      hits |= 1u << i;
+    } else {
+      one_by_one |= 1u << i;
+    }
+  }
+  for (uint32_t m = one_by_one; m != 0; m &= m - 1) {
+    const int i = std::countr_zero(m);
+    SubtableDesc& st = subtables_[sub[i]];
+    hits |= st.lookup(st, table_, keys, 1u << i, out, pool);
+  }
+
+  uint64_t ranks = 0;
+  for (uint32_t m = hits; m != 0; m &= m - 1) {
+    const int i = std::countr_zero(m);
+    SubtableDesc& st = subtables_[sub[i]];
+    ++st.hits_since_rank;
+    ++st.hits_total;
+    ++out[i]->hits;
+    ranks += st.rank + 1;
+  }
+  if (rank_sum != nullptr) *rank_sum += ranks;
+  return hits;
+}
+
 const Megaflow* MegaflowClassifier::TraceSubtable(uint16_t subtable_id,
                                                   const FlowKey& key) const {
   if (subtable_id >= options_.max_subtables) return nullptr;

@@ -164,6 +164,20 @@ class MegaflowClassifier {
   uint32_t LookupInSubtable(uint16_t subtable_id, const FlowKey* keys,
                             uint32_t todo_map, Megaflow** out);
 
+  // The Cuckoo Distributor path for a whole burst: for every bit i of
+  // todo_map, probes only subtable sub[i] for keys[i] (each key its own
+  // subtable).  Staged across the burst, VPP-style, so that the memory
+  // latency of one key hides behind the work of the others: (1) hash every
+  // key under its subtable and prefetch both buckets; (2) scan the buckets
+  // for the signature and prefetch each candidate megaflow; (3) verify.
+  // Per key, the same answer as LookupInSubtable(sub[i], ...).  Counts hits
+  // like LookupBurst; *rank_sum += the hit subtable's rank + 1 per hit.  A
+  // stale or destroyed id is a miss.  Subtables under the autovalidator
+  // are probed through their lookup function, one key at a time.
+  uint32_t LookupSuggested(const FlowKey* keys, uint32_t todo_map,
+                           const uint16_t* sub, Megaflow** out,
+                           uint64_t* rank_sum);
+
   // Trace (control path, on the owning thread): what LookupBurst would do
   // for `key`, counting nothing.  Appends the subtable ids probed, in rank
   // order up to the hit, to *visited; returns the megaflow, or nullptr.

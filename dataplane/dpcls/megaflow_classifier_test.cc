@@ -116,6 +116,7 @@ TEST_P(DifferentialTest, MatchesLinearScanThroughChurn) {
   std::mt19937_64& rng = gen.rng();
 
   int installed = 0, failed = 0, hits_checked = 0, misses_checked = 0;
+  int suggested_hits = 0, suggested_misses = 0;
   for (int round = 0; round < 20 * kScale; ++round) {
     // Installs: non-overlapping candidates only.
     for (int k = 0; k < 40; ++k) {
@@ -185,8 +186,56 @@ TEST_P(DifferentialTest, MatchesLinearScanThroughChurn) {
       }
       EXPECT_EQ(hits & ~BurstMap(n), 0u);
       EXPECT_EQ(lookups, expected_lookups);
+
+      // The Cuckoo Distributor's path over the same keys: each key probes
+      // only the subtable suggested for it -- mostly its megaflow's, else
+      // another live subtable, a destroyed or unused id, or one out of
+      // range -- and must get what LookupInSubtable gives for that id
+      // alone.  Every few rounds under the autovalidator, which takes the
+      // one-key-at-a-time route.
+      const bool validating = round % 3 == 1;
+      ASSERT_TRUE(
+          c->SetLookupPriority("autovalidator", validating ? 255 : 0).ok());
+      const std::vector<SubtableInfo> subtables = c->Subtables();
+      // Some keys of the burst are left out of the map.
+      const uint32_t todo = BurstMap(n) & ~static_cast<uint32_t>(rng() % 4);
+      uint16_t sub[kMaxBurst];
+      uint32_t want_hits = 0;
+      uint64_t want_ranks = 0;
+      Megaflow* want_out[kMaxBurst] = {};
+      for (int i = 0; i < n; ++i) {
+        const Megaflow* want = ref.Lookup(keys[i]);
+        const uint32_t pick = rng() % 8;
+        if (want != nullptr && pick < 5) {
+          sub[i] = want->subtable;
+        } else if (!subtables.empty() && pick < 7) {
+          sub[i] = subtables[rng() % subtables.size()].id;
+        } else {
+          sub[i] = static_cast<uint16_t>(rng() % 70000);  // any id at all
+        }
+        Megaflow* one[1] = {};
+        if ((todo >> i & 1u) && c->LookupInSubtable(sub[i], &keys[i], 1, one) != 0) {
+          --one[0]->hits;  // the check itself counted nothing
+          want_hits |= 1u << i;
+          want_out[i] = one[0];
+          want_ranks += static_cast<uint64_t>(c->RankOf(sub[i])) + 1;
+        }
+      }
+      Megaflow* got[kMaxBurst] = {};
+      uint64_t rank_sum = 0;
+      ASSERT_EQ(c->LookupSuggested(keys, todo, sub, got, &rank_sum), want_hits)
+          << "round " << round << (validating ? " (autovalidator)" : "");
+      for (int i = 0; i < n; ++i)
+        ASSERT_EQ(got[i], (want_hits >> i & 1u) ? want_out[i] : nullptr) << i;
+      EXPECT_EQ(rank_sum, want_ranks);
+      suggested_hits += std::popcount(want_hits);
+      suggested_misses += std::popcount(todo & ~want_hits);
     }
   }
+  ASSERT_TRUE(c->SetLookupPriority("autovalidator", 0).ok());
+  EXPECT_GT(suggested_hits, 50);
+  EXPECT_GT(suggested_misses, 20);
+  EXPECT_EQ(c->lookup_mismatches(), 0u);
   EXPECT_GT(hits_checked, 100);
   EXPECT_GT(misses_checked, 20);
   if (constant) {

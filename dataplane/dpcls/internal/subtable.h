@@ -141,8 +141,11 @@ inline int PackMasked(const SubtableDesc& st, const Flow& f, uint64_t* out) {
 // The scalar reference lookup, staged like OVS dpcls / VPP bihash:
 //   stage 1  for every key: extract + mask the subtable's words, hash,
 //            prefetch both candidate buckets;
-//   stage 2  for every key: scan b1 then b2 for the signature, verify the
-//            candidate megaflow (owner subtable + masked words), record hits.
+//   stage 2a for every key: the first live entry under its signature (b1,
+//            then b2); prefetch that megaflow's two hot cache lines;
+//   stage 2b for every key with a candidate: verify it (owner subtable +
+//            masked words); on a mismatch (a shared signature) scan b1 and
+//            b2 in full for that key.
 // kWords == 0 means "n_words from the descriptor at run time".  A positive
 // kWords lets the compiler unroll extraction, hashing and compare for one
 // subtable shape; ALWAYS_INLINE so each instantiation is its own copy (the
@@ -172,9 +175,48 @@ template <int kWords>
     __builtin_prefetch(&table.buckets[table.Alt(primary[i], sigs[i])]);
   }
 
-  // Stage 2: probe and verify.
-  uint32_t hits = 0;
+  // Stage 2a: the first live entry under the key's signature (b1, then
+  // b2); prefetch that megaflow's two hot cache lines.
+  uint32_t cand[kMaxBurst];
+  uint32_t with_cand = 0;
   for (uint32_t m = todo_map; m != 0; m &= m - 1) {
+    const int i = std::countr_zero(m);
+    uint32_t b = primary[i];
+    for (int probe = 0; probe < 2 && !(with_cand >> i & 1u); ++probe) {
+      const Bucket& bucket = table.buckets[b];
+      for (int s = 0; s < kBucketEntries; ++s) {
+        if (bucket.sig[s] == sigs[i] && bucket.index[s] != kInvalidIndex) {
+          cand[i] = bucket.index[s];
+          with_cand |= 1u << i;
+          const char* p = reinterpret_cast<const char*>(&pool.Get(cand[i]));
+          __builtin_prefetch(p);
+          __builtin_prefetch(p + 64);
+          break;
+        }
+      }
+      b = table.Alt(b, sigs[i]);
+    }
+  }
+
+  // Stage 2b: verify the candidate (owner subtable + masked words); a key
+  // whose first candidate is not its megaflow (a shared signature) scans
+  // both buckets in full.
+  uint32_t hits = 0;
+  uint32_t rescan = 0;
+  for (uint32_t m = with_cand; m != 0; m &= m - 1) {
+    const int i = std::countr_zero(m);
+    Megaflow& mf = pool.Get(cand[i]);
+    bool equal = mf.subtable == st.id;
+    for (int j = 0; j < n; ++j)
+      equal &= mf.value.w[st.word_index[j]] == masked[i][j];
+    if (equal) {
+      out[i] = &mf;
+      hits |= 1u << i;
+    } else {
+      rescan |= 1u << i;
+    }
+  }
+  for (uint32_t m = rescan; m != 0; m &= m - 1) {
     const int i = std::countr_zero(m);
     uint32_t b = primary[i];
     for (int probe = 0; probe < 2; ++probe) {

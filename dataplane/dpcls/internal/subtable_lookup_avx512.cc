@@ -23,10 +23,14 @@
 //            word of 8 keys and run HashAdd on 8 lanes (vpmullq, vprolq), then
 //            HashFinish: exactly HashWords(masked words, n, basis), because
 //            entries were inserted with the scalar hash.  Prefetch buckets.
-//   stage 2  per key: compare the 8 signatures of a bucket at once, verify a
-//            candidate by comparing the whole dense masked key with the
-//            megaflow's value in one 512-bit compare (both are zero outside
-//            the mask, so equal dense flows == equal masked words).
+//   stage 2a per key: compare the 8 signatures of a bucket at once (b1, then
+//            b2), take the first live candidate and prefetch its megaflow's
+//            two hot cache lines, so the burst's megaflow misses overlap.
+//   stage 2b per key: verify the candidate by comparing the whole dense
+//            masked key with the megaflow's value in one 512-bit compare
+//            (both are zero outside the mask, so equal dense flows == equal
+//            masked words); a key whose candidate fails (a shared
+//            signature) scans both buckets in full, as before.
 #include <immintrin.h>
 
 // g++ 12 reports its own `__m512i __Y = __Y;` (_mm512_undefined_epi32, used
@@ -155,10 +159,58 @@ uint32_t SubtableLookupAvx512Kernel(const SubtableDesc& st, const Table& table,
     __builtin_prefetch(&buckets[AltBucket(b1, sig, bucket_mask)]);
   }
 
-  // Stage 2: probe and verify.
+  // Stage 2a: per key, the first live entry under its signature (b1, then
+  // b2); prefetch that megaflow's two hot cache lines.
   const __m256i invalid = _mm256_set1_epi32(-1);
-  uint32_t hits = 0;
+  uint32_t cand[kMaxBurst];
+  uint32_t with_cand = 0;
   for (uint32_t m = todo_map; m != 0; m &= m - 1) {
+    const int i = __builtin_ctz(m);
+    const uint64_t h = hashes[i];
+    const uint32_t sig = static_cast<uint32_t>(h >> 32);
+    const __m256i vsig = _mm256_set1_epi32(static_cast<int>(sig));
+    uint32_t b = static_cast<uint32_t>(h) & bucket_mask;
+    for (int probe = 0; probe < 2; ++probe) {
+      const Bucket& bucket = buckets[b];
+      const unsigned c =
+          _mm256_cmpeq_epi32_mask(
+              _mm256_load_si256(reinterpret_cast<const __m256i*>(bucket.sig)),
+              vsig) &
+          _mm256_cmpneq_epi32_mask(
+              _mm256_load_si256(reinterpret_cast<const __m256i*>(bucket.index)),
+              invalid);
+      if (c != 0) {
+        cand[i] = bucket.index[__builtin_ctz(c)];
+        with_cand |= 1u << i;
+        const char* p = reinterpret_cast<const char*>(&slots[cand[i]]);
+        __builtin_prefetch(p);
+        __builtin_prefetch(p + 64);
+        break;
+      }
+      b = AltBucket(b, sig, bucket_mask);
+    }
+  }
+
+  // Stage 2b: verify the candidate by comparing the whole dense masked key
+  // with the megaflow's value; a key whose first candidate is not its
+  // megaflow (a signature shared with another entry) scans both buckets.
+  uint32_t hits = 0;
+  uint32_t rescan = 0;
+  for (uint32_t m = with_cand; m != 0; m &= m - 1) {
+    const int i = __builtin_ctz(m);
+    const Megaflow& mf = slots[cand[i]];
+    const uint64_t* v = WordsOf(mf.value);
+    if (mf.subtable == st.id &&
+        _mm512_cmpneq_epi64_mask(_mm512_loadu_si512(v),
+                                 _mm512_load_si512(dense[i])) == 0 &&
+        v[8] == word8[i]) {
+      out[i] = &slots[cand[i]];
+      hits |= 1u << i;
+    } else {
+      rescan |= 1u << i;
+    }
+  }
+  for (uint32_t m = rescan; m != 0; m &= m - 1) {
     const int i = __builtin_ctz(m);
     const uint64_t h = hashes[i];
     const uint32_t sig = static_cast<uint32_t>(h >> 32);
@@ -171,10 +223,10 @@ uint32_t SubtableLookupAvx512Kernel(const SubtableDesc& st, const Table& table,
           _mm256_load_si256(reinterpret_cast<const __m256i*>(bucket.sig));
       const __m256i bidx =
           _mm256_load_si256(reinterpret_cast<const __m256i*>(bucket.index));
-      unsigned cand = _mm256_cmpeq_epi32_mask(bsig, vsig) &
-                      _mm256_cmpneq_epi32_mask(bidx, invalid);
-      for (; cand != 0; cand &= cand - 1) {
-        const int s = __builtin_ctz(cand);
+      unsigned c = _mm256_cmpeq_epi32_mask(bsig, vsig) &
+                   _mm256_cmpneq_epi32_mask(bidx, invalid);
+      for (; c != 0; c &= c - 1) {
+        const int s = __builtin_ctz(c);
         Megaflow& mf = slots[bucket.index[s]];
         if (mf.subtable != st.id) continue;
         const uint64_t* v = WordsOf(mf.value);

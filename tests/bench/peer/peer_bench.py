@@ -204,6 +204,18 @@ def wait_for(cond, timeout, what):
     raise RuntimeError("timed out after %d s waiting for %s" % (timeout, what))
 
 
+def layer_shares(emc, smc, cd, megaflow, upcall, lookups):
+    """Each layer's share of the packets classified, and dpcls subtable
+    lookups per dpcls hit (the megaflow and CD layers), as one CSV field."""
+    n = emc + smc + cd + megaflow + upcall
+    if not n:
+        return ""
+    hits = cd + megaflow
+    return ("emc %.2f smc %.2f cd %.2f dpcls %.2f upcall %.2f lookups/hit %s" %
+            (emc / n, smc / n, cd / n, megaflow / n, upcall / n,
+             "%.2f" % (lookups / hits) if hits else "-"))
+
+
 class Bench:
     def __init__(self, args):
         self.a = args
@@ -242,7 +254,8 @@ class Bench:
         pps = [x for x in pps if x > 0][-self.a.seconds:]
         if not pps:
             raise RuntimeError("testpmd printed no Rx-pps (see %s)" % p.log)
-        return {"mpps": statistics.median(pps) / 1e6, "cycles_per_pkt": "", "masks": ""}
+        return {"mpps": statistics.median(pps) / 1e6, "cycles_per_pkt": "", "masks": "",
+                "layers": ""}
 
     # -- flowclassd
     def run_flowclassd(self, pcap, nflows, k, smc, rules):
@@ -307,9 +320,18 @@ metrics: {{enabled: true, address: "127.0.0.1:{port}"}}
         rx = total(m2, "flowclass_pmd_rx_packets_total") - total(m1, "flowclass_pmd_rx_packets_total")
         busy = (total(m2, "flowclass_pmd_cycles_total", 'state="busy"') -
                 total(m1, "flowclass_pmd_cycles_total", 'state="busy"'))
+        layer = {}
+        for name in ("emc", "smc", "cd", "megaflow", "upcall_ok", "upcall_failed"):
+            layer[name] = (total(m2, "flowclass_pmd_packets_total", 'layer="%s"' % name) -
+                           total(m1, "flowclass_pmd_packets_total", 'layer="%s"' % name))
+        lookups = (total(m2, "flowclass_pmd_subtable_lookups_total") -
+                   total(m1, "flowclass_pmd_subtable_lookups_total"))
         return {"mpps": rx / (t2 - t1) / 1e6,
                 "cycles_per_pkt": "%.0f" % (busy / rx) if rx and busy else "",
-                "masks": int(total(m2, "flowclass_pmd_subtables"))}
+                "masks": int(total(m2, "flowclass_pmd_subtables")),
+                "layers": layer_shares(layer["emc"], layer["smc"], layer["cd"],
+                                       layer["megaflow"],
+                                       layer["upcall_ok"] + layer["upcall_failed"], lookups)}
 
     # -- OVS-DPDK: ovsdb-server and ovs-vswitchd-dpdk with private dirs
     def run_ovs(self, pcap, nflows, k, smc, rules):
@@ -384,9 +406,21 @@ metrics: {{enabled: true, address: "127.0.0.1:{port}"}}
             pk = int(re.search(r"packets received: (\d+)", out).group(1))
             cpp = re.search(r"avg processing cycles per packet: ([0-9.]+)", out)
             masks = self.ovs_masks(appctl("dpctl/dump-flows"))
+
+            def stat(label):
+                m = re.search(label + r": ([0-9.]+)", out)
+                return float(m.group(1)) if m else 0.0
+
+            mf = stat("megaflow hits")
             return {"mpps": pk / (t2 - t1) / 1e6,
                     "cycles_per_pkt": "%.0f" % float(cpp.group(1)) if cpp else "",
-                    "masks": masks}
+                    "masks": masks,
+                    # OVS's SMC hits are dpcls hits found through the SMC, its
+                    # megaflow hits the rest; lookups per hit are its own average.
+                    "layers": layer_shares(stat("emc hits"), stat("smc hits"), 0, mf,
+                                           stat("miss with success upcall") +
+                                           stat("miss with failed upcall"),
+                                           mf * stat(r"avg. subtable lookups per megaflow hit"))}
         finally:
             if vsd is not None:
                 vsd.stop()
@@ -523,10 +557,11 @@ def main():
                     row = {"scenario": sc, "k": str(k), "flows": str(nflows), "system": s,
                            "round": str(rnd), "mpps": "%.3f" % r["mpps"],
                            "cycles_per_pkt": r["cycles_per_pkt"], "masks": str(r["masks"]),
-                           "masks_expected": "" if want is None else str(want)}
+                           "masks_expected": "" if want is None else str(want),
+                           "layers": r["layers"]}
                     rows.append(row)
                     print("%(scenario)s K=%(k)s flows=%(flows)s %(system)-11s round %(round)s: "
-                          "%(mpps)s Mpps, %(cycles_per_pkt)s cycles/pkt, masks %(masks)s" % row,
+                          "%(mpps)s Mpps, %(cycles_per_pkt)s cycles/pkt, masks %(masks)s; %(layers)s" % row,
                           flush=True)
     finally:
         b.cleanup()
