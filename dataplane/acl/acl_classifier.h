@@ -165,22 +165,19 @@ void MakeAclKeyImageAnyMap(const FlowKey& key, AclKeyImage* out);
 // that made wide loads of narrow stores just made, which the CPU cannot
 // forward: a stall per key.)
 [[gnu::always_inline]] inline void MakeAclKeyImage(const FlowKey& key, AclKeyImage* out) {
-  switch (key.map) {
-    case kAclMapIpv4Tuple:
-      WriteAclKeyImageOfMap<kAclMapIpv4Tuple>(key.words.data(), out->bytes);
-      return;
-    case kAclMapIpv4Frame:
-      WriteAclKeyImageOfMap<kAclMapIpv4Frame>(key.words.data(), out->bytes);
-      return;
-    case kAclMapIpv6Tuple:
-      WriteAclKeyImageOfMap<kAclMapIpv6Tuple>(key.words.data(), out->bytes);
-      return;
-    case kAclMapIpv6Frame:
-      WriteAclKeyImageOfMap<kAclMapIpv6Frame>(key.words.data(), out->bytes);
-      return;
-    default:
-      MakeAclKeyImageAnyMap(key, out);
-      return;
+  // Tested in this order, the two IPv4 maps first (a switch became a
+  // binary search that tested an IPv6 map first: 2-3 more instructions).
+  const unsigned map = key.map;
+  if (map == kAclMapIpv4Tuple) {
+    WriteAclKeyImageOfMap<kAclMapIpv4Tuple>(key.words.data(), out->bytes);
+  } else if (map == kAclMapIpv4Frame) {
+    WriteAclKeyImageOfMap<kAclMapIpv4Frame>(key.words.data(), out->bytes);
+  } else if (map == kAclMapIpv6Frame) {
+    WriteAclKeyImageOfMap<kAclMapIpv6Frame>(key.words.data(), out->bytes);
+  } else if (map == kAclMapIpv6Tuple) {
+    WriteAclKeyImageOfMap<kAclMapIpv6Tuple>(key.words.data(), out->bytes);
+  } else {
+    MakeAclKeyImageAnyMap(key, out);
   }
 }
 
