@@ -16,7 +16,9 @@
 #include <cstring>
 #include <string>
 #include <mutex>
+#include <tuple>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -350,6 +352,18 @@ absl::StatusOr<std::unique_ptr<AclClassifier>> AclClassifier::Build(
   c->verdicts_.assign(1, Verdict{});
   c->verdicts_.reserve(c->ranked_.size() + 1);
   for (const Rule& r : c->ranked_) c->verdicts_.push_back(Verdict{r.id, r.action});
+  {
+    // One class per distinct (matched, action kind, port), as ProcessBurst's
+    // alike compares them; the no-rule verdict's is 0.
+    absl::flat_hash_map<std::tuple<bool, uint8_t, uint32_t>, uint32_t> classes;
+    c->verdict_class_.reserve(c->verdicts_.size());
+    for (const Verdict& v : c->verdicts_) {
+      const auto k = std::make_tuple(v.rule_id != 0, static_cast<uint8_t>(v.action.kind),
+                                     v.action.port);
+      c->verdict_class_.push_back(
+          classes.emplace(k, static_cast<uint32_t>(classes.size())).first->second);
+    }
+  }
   const size_t n = c->ranked_.size();
 
   std::vector<AclRule> acl[3];
@@ -480,6 +494,57 @@ void AclClassifier::ClassifyImagesToResults(const AclKeyImage* images, int n,
     RunContext(c, data[c], part, count[c]);
     for (int j = 0; j < count[c]; ++j) results[slot[c][j]] = part[j];
   }
+}
+
+void MakeAclKeyImageAnyMap(const FlowKey& key, AclKeyImage* out) {
+  std::memset(out->bytes, 0, sizeof(out->bytes));
+  uint32_t m = key.map;
+  for (size_t j = 0; m != 0; ++j, m &= m - 1) {
+    const uint64_t v = __builtin_bswap64(key.words[j]);
+    std::memcpy(out->bytes + 8 * std::countr_zero(m), &v, sizeof(v));
+  }
+}
+
+void AclClassifier::ClassifyKeysToResults(const FlowKey* keys, const int* index, int n,
+                                          uint32_t* results) const {
+  if (n <= 0) return;
+  // One pass over the burst: image, data pointer, and the eth_type bytes
+  // (2..3 of the image, just stored) compared with the first key's.
+  AclKeyImage images[kMaxBurst];
+  const uint8_t* data[kMaxBurst];
+  const auto eth_type = [&](int j) {
+    uint16_t e;
+    std::memcpy(&e, images[j].bytes + 2, sizeof(e));
+    return e;
+  };
+  uint32_t diff = 0;
+  if (index == nullptr) {
+    MakeAclKeyImage(keys[0], &images[0]);
+    const uint16_t e0 = eth_type(0);
+    data[0] = images[0].bytes;
+    for (int j = 1; j < n; ++j) {
+      MakeAclKeyImage(keys[j], &images[j]);
+      data[j] = images[j].bytes;
+      diff |= static_cast<uint32_t>(eth_type(j) ^ e0);
+    }
+  } else {
+    MakeAclKeyImage(keys[index[0]], &images[0]);
+    const uint16_t e0 = eth_type(0);
+    data[0] = images[0].bytes;
+    for (int j = 1; j < n; ++j) {
+      MakeAclKeyImage(keys[index[j]], &images[j]);
+      data[j] = images[j].bytes;
+      diff |= static_cast<uint32_t>(eth_type(j) ^ e0);
+    }
+  }
+  if (diff == 0) {
+    // The common burst: one eth_type, one context, classified in place.
+    RunContext(ContextOfEthType(static_cast<uint16_t>(images[0].bytes[2] << 8 |
+                                                      images[0].bytes[3])),
+               data, results, n);
+    return;
+  }
+  ClassifyImagesToResults(images, n, results);  // split by context
 }
 
 void AclClassifier::ClassifyImages(const AclKeyImage* images, int n, const Rule** out) const {

@@ -13,7 +13,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <optional>
+#include <random>
 #include <memory>
 #include <string>
 #include <vector>
@@ -72,7 +74,7 @@ void CheckKeys(const std::vector<FlowKey>& keys, const ReferenceClassifier& ref,
     const FlowKey* k = &keys[i];
     Verdict mf[kMaxBurst], ap[kMaxBurst];
     s->megaflow->ProcessBurst(k, n, mf);
-    s->acl_pipeline->ProcessBurst(k, n, ap);
+    const bool ap_alike = s->acl_pipeline->ProcessBurst(k, n, ap);
     // The autovalidator runs every implementation the CPU has and answers
     // with scalar's (differences counted, checked by the caller); then the
     // default (best) one, which the pipeline classifies with.
@@ -88,6 +90,17 @@ void CheckKeys(const std::vector<FlowKey>& keys, const ReferenceClassifier& ref,
             << k[j].ToString();
       }
     }
+    // ProcessBurst's answer: every verdict of the burst has the first's
+    // action, and all matched a rule or none did.
+    bool want_alike = true;
+    const Rule* want0 = ref.Lookup(k[0]);
+    const Action a0 = want0 ? want0->action : Action{};
+    for (int j = 0; j < n; ++j) {
+      const Rule* want = ref.Lookup(k[j]);
+      want_alike &=
+          (want ? want->action : Action{}) == a0 && (want == nullptr) == (want0 == nullptr);
+    }
+    ASSERT_EQ(ap_alike, want_alike) << what << ": acl pipeline's alike, burst at key " << i;
     for (int j = 0; j < n; ++j) {
       const Rule* want = ref.Lookup(k[j]);
       const Verdict v = want ? Verdict{want->id, want->action} : Verdict{};
@@ -239,6 +252,29 @@ TEST_F(AclTest, KeyImageIsTheDenseFlowBigEndian) {
   EXPECT_EQ(img.bytes[24], 0x0a);
   EXPECT_EQ(img.bytes[27], 0x01);
   EXPECT_EQ(img.bytes[64], 17);
+}
+
+// Every map (the four MakeAclKeyImage writes unrolled and every other one):
+// the image is the dense flow, each word big-endian, absent words 0, even
+// when the buffer held another key's image before.
+TEST_F(AclTest, KeyImageOfEveryMapIsTheDenseFlowBigEndian) {
+  std::mt19937_64 rng(7);
+  AclKeyImage img;
+  std::memset(img.bytes, 0xa5, sizeof(img.bytes));
+  for (int pass = 0; pass < 2; ++pass) {
+    for (unsigned map = 0; map <= kFullFlowMap; ++map) {
+      Flow f;
+      for (int w = 0; w < kFlowWords; ++w)
+        if (map & (1u << w)) f.w[w] = rng() | 1;  // non-zero: present
+      const FlowKey k = FlowKey::FromFlow(f);
+      ASSERT_EQ(k.map, map);
+      MakeAclKeyImage(k, &img);
+      for (int w = 0; w < kFlowWords; ++w)
+        for (int b = 0; b < 8; ++b)
+          ASSERT_EQ(img.bytes[8 * w + b], static_cast<uint8_t>(f.w[w] >> (56 - 8 * b)))
+              << "map 0x" << std::hex << map << std::dec << " word " << w << " byte " << b;
+    }
+  }
 }
 
 TEST_F(AclTest, EveryFlowBitIsCoveredByAFieldDefinition) {
@@ -470,6 +506,53 @@ TEST_F(AclTest, OneMissInEmcInsertInvProbEntersTheEmc) {
       EXPECT_LT(p->stats().emc_inserts, misses / 100 * 5 / 4);
     }
   }
+}
+
+// The counters split a burst's packets into EMC hits, ACL hits (a rule)
+// and ACL misses (none), also when the EMC answers some packets of a burst
+// with a rule and others with "no rule"; and ProcessBurst says whether the
+// verdicts are alike.
+TEST_F(AclTest, CountersSplitEmcHitsAclHitsAndAclMissesWithinABurst) {
+  Rule tcp;
+  tcp.id = 1;
+  tcp.match.SetExact(Field::kEthType, kEthTypeIpv4);
+  tcp.match.SetExact(Field::kNwProto, kIpProtoTcp);
+  tcp.action = Action::Output(2);
+  std::unique_ptr<AclClassifier> c = BuildOk({tcp});
+  ASSERT_NE(c, nullptr);
+  AclPipelineConfig pc;
+  pc.emc_adaptive = false;
+  pc.emc_insert_inv_prob = 1;  // every miss enters the EMC
+  std::unique_ptr<AclPipeline> p = std::move(*AclPipeline::Create(pc));
+  p->SetClassifier(c.get());
+  const FlowKey t1 = MakeFiveTupleKey(1, 2, 3, 4, kIpProtoTcp);
+  const FlowKey t2 = MakeFiveTupleKey(5, 2, 3, 4, kIpProtoTcp);
+  const FlowKey u1 = MakeFiveTupleKey(1, 2, 3, 4, kIpProtoUdp);
+  const FlowKey u2 = MakeFiveTupleKey(5, 2, 3, 4, kIpProtoUdp);
+  Verdict v[4];
+  const auto counters = [&] {
+    const AclPipelineStats& st = p->stats();
+    return std::vector<uint64_t>{st.packets, st.emc_hits, st.acl_hits, st.acl_misses};
+  };
+  const FlowKey b1[2] = {t1, u1};
+  EXPECT_FALSE(p->ProcessBurst(b1, 2, v));  // output:2 and no rule
+  EXPECT_EQ(counters(), (std::vector<uint64_t>{2, 0, 1, 1}));
+  EXPECT_FALSE(p->ProcessBurst(b1, 2, v));  // both from the EMC now
+  EXPECT_EQ(v[0].rule_id, 1u);
+  EXPECT_EQ(v[1].rule_id, 0u);
+  EXPECT_EQ(counters(), (std::vector<uint64_t>{4, 2, 1, 1}));
+  const FlowKey b3[4] = {u1, t2, t1, u2};  // EMC: u1, t1; ACL: t2 (a rule), u2 (none)
+  EXPECT_FALSE(p->ProcessBurst(b3, 4, v));
+  EXPECT_EQ(v[0].rule_id, 0u);
+  EXPECT_EQ(v[1].rule_id, 1u);
+  EXPECT_EQ(v[2].rule_id, 1u);
+  EXPECT_EQ(v[3].rule_id, 0u);
+  EXPECT_EQ(counters(), (std::vector<uint64_t>{8, 4, 2, 2}));
+  const FlowKey b4[2] = {t1, t2};
+  EXPECT_TRUE(p->ProcessBurst(b4, 2, v));
+  const FlowKey b5[2] = {u2, u1};
+  EXPECT_TRUE(p->ProcessBurst(b5, 2, v));
+  EXPECT_EQ(counters(), (std::vector<uint64_t>{12, 8, 2, 2}));
 }
 
 TEST_F(AclTest, EmptyRuleSetMatchesNothing) {

@@ -54,6 +54,7 @@ bool AclPipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts) {
   uint32_t res[kMaxBurst];
   int miss_index[kMaxBurst];
   int misses = 0;
+  uint64_t emc_matched = 0;  // EMC hits whose result is a rule
   stats_.packets += static_cast<uint64_t>(n);
   bool probe = config_.emc;
   if (probe && config_.emc_adaptive) {
@@ -77,11 +78,13 @@ bool AclPipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts) {
       const EmcEntry& a = emc_[static_cast<uint32_t>(h) & mask_];
       if (a.generation == generation_ && a.key.hash == h && a.key.SameFlow(keys[i])) {
         res[i] = a.result;
+        emc_matched += a.result != 0;
         continue;
       }
       const EmcEntry& b = emc_[Slot1(h)];
       if (b.generation == generation_ && b.key.hash == h && b.key.SameFlow(keys[i])) {
         res[i] = b.result;
+        emc_matched += b.result != 0;
         continue;
       }
       miss_index[misses++] = i;
@@ -102,18 +105,9 @@ bool AclPipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts) {
     if (classifier_ == nullptr) {
       for (int j = 0; j < misses; ++j) found[j] = 0;
     } else {
-      AclKeyImage images[kMaxBurst];
-      if (all) {
-        for (int j = 0; j < n; ++j) MakeAclKeyImage(keys[j], &images[j]);
-      } else {
-        for (int j = 0; j < misses; ++j) MakeAclKeyImage(keys[miss_index[j]], &images[j]);
-      }
-      classifier_->ClassifyImagesToResults(images, misses, found);
+      // Images, data pointers and the context in one pass (acl_classifier.cc).
+      classifier_->ClassifyKeysToResults(keys, all ? nullptr : miss_index, misses, found);
     }
-    uint64_t hits = 0;
-    for (int j = 0; j < misses; ++j) hits += found[j] != 0;
-    stats_.acl_hits += hits;
-    stats_.acl_misses += static_cast<uint64_t>(misses) - hits;
     // Inserts: only from bursts that looked the EMC up (while it is being
     // skipped, the sampled ones), one miss in emc_insert_inv_prob on
     // average: a countdown of misses, redrawn at each insert, so a miss
@@ -140,15 +134,30 @@ bool AclPipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts) {
   }
   // Verdicts from the classifier's 16-byte table, not from the rules.  (No
   // classifier: every result is 0, and kNoRule[0] is Verdict{}.)
+  // Alike: the verdicts' classes (verdict_class: same action, both matched
+  // or neither) all equal the first's, one 4-byte compare a packet.
   static const Verdict kNoRule[1] = {};
-  const Verdict* table = classifier_ != nullptr ? classifier_->verdict_table() : kNoRule;
-  bool alike = true;
-  const Verdict& v0 = verdicts[0] = table[res[0]];
-  for (int i = 1; i < n; ++i) {
-    const Verdict& v = verdicts[i] = table[res[i]];
-    alike &= v.action == v0.action && (v.rule_id == 0) == (v0.rule_id == 0);
+  static const uint32_t kNoRuleClass[1] = {0};
+  const Verdict* table = kNoRule;
+  const uint32_t* cls = kNoRuleClass;
+  if (classifier_ != nullptr) {
+    table = classifier_->verdict_table();
+    cls = classifier_->verdict_class();
   }
-  return alike;
+  // The ACL's hits are counted here too (results that are a rule, less the
+  // EMC's), not in a pass of their own.
+  const uint32_t c0 = cls[res[0]];
+  uint32_t differ = 0;
+  uint64_t matched = 0;
+  for (int i = 0; i < n; ++i) {
+    verdicts[i] = table[res[i]];
+    differ |= cls[res[i]] ^ c0;
+    matched += res[i] != 0;
+  }
+  const uint64_t acl_hits = matched - emc_matched;
+  stats_.acl_hits += acl_hits;
+  stats_.acl_misses += static_cast<uint64_t>(misses) - acl_hits;
+  return differ == 0;
 }
 
 std::string AclPipeline::FormatStats() const {

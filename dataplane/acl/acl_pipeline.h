@@ -7,7 +7,7 @@
 //   ProcessBurst(keys[0..n), n <= 32)
 //     EMC   exact key -> result, 2 probes        if emc (and paying, see
 //                                                emc_adaptive)
-//     ACL   AclClassifier::ClassifyImagesToResults on the burst's misses
+//     ACL   AclClassifier::ClassifyKeysToResults on the burst's misses
 //     verdicts[i] = verdict_table()[result]: {rule id, action} of the
 //           winner ({0, drop}: none)
 //     one miss in emc_insert_inv_prob is inserted into the EMC (on average),
