@@ -295,6 +295,7 @@ void Pipeline::SetEmcInsertInvProb(uint32_t inv_prob) {
 
 void Pipeline::SetEmcEnabled(bool on) {
   if (config_.emc && !on) emc_.Flush();
+  if (!config_.emc && on) emc_gate_.Reset();
   config_.emc = on;
 }
 
@@ -509,7 +510,8 @@ bool Pipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts,
   const Verdict* ref = nullptr;
   bool uniform = true;
 
-  if (config_.emc) {
+  emc_burst_ = EmcThisBurst();
+  if (emc_burst_) {
     const Megaflow* found[kMaxBurst];
     const uint32_t hits = emc_.LookupBurst(keys, todo, found, emc_prefetched);
     // A burst is usually a few flows: add a run of hits on one megaflow at
@@ -541,6 +543,9 @@ bool Pipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts,
     stats_.emc_hits += std::popcount(hits);
     todo &= ~hits;
     emc_.SweepSome(kEmcSweepPerBurst);
+    if (config_.emc_adaptive) emc_gate_.Account(static_cast<uint64_t>(n), std::popcount(hits));
+  } else if (config_.emc && config_.emc_adaptive) {
+    emc_gate_.Account(0, 0);
   }
 
   // The rest, one in_port at a time (a burst from one rx queue has one).
@@ -602,7 +607,7 @@ bool Pipeline::SlowPathBurst(const FlowKey* keys, int n, Verdict* verdicts) {
 void Pipeline::CacheAbove(const FlowKey& key, const Megaflow& mf, bool into_cd) {
   if (into_cd) cd_->Insert(key, mf.subtable);
   if (config_.smc) smc_->Insert(key, mf.index);
-  if (config_.emc) emc_.MaybeInsert(key, mf.index);
+  if (emc_burst_) emc_.MaybeInsert(key, mf.index);
 }
 
 // Megaflow-classifier hits (through the CD or the ranked search): counts
@@ -672,7 +677,7 @@ void Pipeline::ProcessPort(uint32_t in_port, const FlowKey* keys,
       mf[i] = &pool_.Get(idx[i]);
       ++mf[i]->hits;
       mf[i]->last_used_ms = now_ms_;
-      if (config_.emc) emc_.MaybeInsert(keys[i], idx[i]);
+      if (emc_burst_) emc_.MaybeInsert(keys[i], idx[i]);
     }
     stats_.smc_hits += std::popcount(hits);
     todo &= ~hits;
@@ -805,6 +810,7 @@ PipelineSnapshot Pipeline::Snapshot() const {
   s.stats = stats_;
   s.cd_enabled = cd_ctl_.enabled();
   s.cd_transitions = cd_ctl_.transitions();
+  s.emc_skipping = config_.emc && config_.emc_adaptive && emc_gate_.skipping();
   s.emc_occupancy = emc_.Occupancy();
   s.emc_entries = emc_.entries();
   s.smc_occupancy = smc_->Occupancy();
@@ -834,13 +840,14 @@ std::string Pipeline::FormatStats(const PipelineSnapshot& s) {
                         "  avg. subtable lookups per megaflow hit: %.2f\n"
                         "  avg cycles per packet: %.1f\n"
                         "  cd state: %s (transitions %d)\n"
-                        "  emc occupancy: %d/%d\n"
+                        "  emc occupancy: %d/%d%s\n"
                         "  smc occupancy: %d/%d\n"
                         "  cd occupancy: %d/%d\n"
                         "  megaflows: %d in %d subtables\n",
                         st.AvgSubtableLookupsPerHit(), st.AvgCyclesPerPacket(),
                         s.cd_enabled ? "on" : "off", s.cd_transitions, s.emc_occupancy,
-                        s.emc_entries, s.smc_occupancy, s.smc_entries, s.cd_occupancy,
+                        s.emc_entries, s.emc_skipping ? " (skipped: few hits)" : "",
+                        s.smc_occupancy, s.smc_entries, s.cd_occupancy,
                         s.cd_entries, s.megaflows, s.subtables);
   for (const SubtableInfo& t : s.subtable) {
     absl::StrAppendFormat(&out,

@@ -73,6 +73,7 @@
 #include "absl/status/statusor.h"
 #include "dataplane/cache/cuckoo_distributor.h"
 #include "dataplane/cache/emc.h"
+#include "dataplane/cache/emc_gate.h"
 #include "dataplane/flow/flow.h"
 #include "dataplane/dpcls/megaflow.h"
 #include "dataplane/dpcls/megaflow_classifier.h"
@@ -112,6 +113,10 @@ inline bool IsUpcallLimited(const Verdict& v) {
 struct PipelineConfig {
   bool emc = true;
   EmcConfig emc_config;            // entries 8192, insert_inv_prob 100
+  // Skip the EMC while it does not pay (EmcGate, cache/emc_gate.h): below
+  // 1 hit in 8 keys over 64 bursts, only 1 burst in 8 looks it up and
+  // inserts, until a window is above again.  false: every burst does.
+  bool emc_adaptive = true;
   bool smc = false;                // as OVS: off by default (runtime switch)
   SmcConfig smc_config;            // 1M entries
   CdControllerConfig cd;           // mode auto; thresholds
@@ -194,6 +199,7 @@ struct PipelineSnapshot {
   PmdStats stats;
   bool cd_enabled = false;
   uint64_t cd_transitions = 0;
+  bool emc_skipping = false;  // the EMC gate samples 1 burst in 8
   uint32_t emc_occupancy = 0, emc_entries = 0;
   uint32_t smc_occupancy = 0, smc_entries = 0;
   uint32_t cd_occupancy = 0, cd_entries = 0;
@@ -257,7 +263,7 @@ class Pipeline {
                     bool emc_prefetched = false);
   // What ParseBurst should prefetch for ProcessBurst (nothing without EMC).
   HashPrefetch parse_prefetch() const {
-    return config_.emc && config_.megaflows ? emc_.prefetch_hint() : HashPrefetch{};
+    return EmcThisBurst() ? emc_.prefetch_hint() : HashPrefetch{};
   }
 
   // Runs the periodic work now (ranking, CD decision).  ProcessBurst calls it
@@ -407,6 +413,12 @@ class Pipeline {
   MegaflowPool pool_;
   std::unique_ptr<MegaflowClassifier> dpcls_;
   Emc emc_;
+  EmcGate emc_gate_;
+  // Whether the burst being processed looks the EMC up and inserts into it.
+  bool emc_burst_ = true;
+  bool EmcThisBurst() const {
+    return config_.emc && config_.megaflows && (!config_.emc_adaptive || emc_gate_.probe());
+  }
   // Allocated once even when disabled, so that the runtime knobs never
   // allocate on the PMD.
   std::unique_ptr<Smc> smc_;

@@ -369,6 +369,54 @@ TEST(Pipeline, EmcHitsCountPerRuleInRunsAndAlone) {
   (*p)->SetRuleTable(nullptr);
 }
 
+TEST(Pipeline, AdaptiveEmcStopsLookingWhileItMissesAndResumesOnHits) {
+  // Every key a new 5-tuple of rule 1's /8: the megaflow answers, the EMC
+  // never hits.  With the gate (pipeline.emc_adaptive, the default) most
+  // bursts neither look the EMC up nor insert into it, and the parser is
+  // not asked to prefetch for them; without it every miss is inserted.
+  TwoDisjointRules two;
+  for (const bool adaptive : {true, false}) {
+    SCOPED_TRACE(adaptive ? "adaptive" : "not adaptive");
+    PipelineConfig cfg;
+    cfg.emc_config.insert_inv_prob = 1;  // every looked-up miss is inserted
+    cfg.emc_adaptive = adaptive;
+    auto p = Pipeline::Create(cfg);
+    ASSERT_TRUE(p.ok());
+    (*p)->SetRuleTable(&two.table);
+    FlowKey keys[kMaxBurst];
+    Verdict v[kMaxBurst];
+    uint32_t src = 0x0a000001;
+    int prefetching = 0;
+    for (int b = 0; b < 512; ++b) {
+      for (FlowKey& k : keys) k = MakeFiveTupleKey(src++, 2, 3, 4, 6);
+      prefetching += (*p)->parse_prefetch().base != nullptr;
+      (*p)->ProcessBurst(keys, kMaxBurst, v);
+      for (const Verdict& x : v) ASSERT_EQ(x.rule_id, 1u);
+    }
+    const PipelineSnapshot s = (*p)->Snapshot();
+    EXPECT_EQ(s.stats.emc_hits, 0u);
+    EXPECT_EQ(s.emc_skipping, adaptive);
+    if (adaptive) {
+      // The first window (64 bursts) and 1 burst in 8 after it.
+      EXPECT_LT(prefetching, 64 + 512 / 8 + 8);
+      EXPECT_LT(s.emc_occupancy, s.emc_entries / 2);
+    } else {
+      EXPECT_EQ(prefetching, 512);
+      EXPECT_GT(s.emc_occupancy, s.emc_entries * 3 / 4);
+    }
+    // Now the same 32 flows over and over: the sampled bursts insert them,
+    // hit, and the EMC is looked up on every burst again.
+    for (FlowKey& k : keys) k = MakeFiveTupleKey(src++, 2, 3, 4, 6);
+    for (int b = 0; b < 512; ++b) {
+      (*p)->ProcessBurst(keys, kMaxBurst, v);
+      for (const Verdict& x : v) ASSERT_EQ(x.rule_id, 1u);
+    }
+    EXPECT_GT((*p)->stats().emc_hits, 400u * kMaxBurst);
+    EXPECT_FALSE((*p)->Snapshot().emc_skipping);
+    (*p)->SetRuleTable(nullptr);
+  }
+}
+
 TEST(Pipeline, ProcessBurstSaysWhenEveryVerdictIsTheSame) {
   // The PMD sends a burst as it came when ProcessBurst says all packets are
   // treated alike (here: the same rule, as the two rules' actions differ):

@@ -478,6 +478,7 @@ absl::StatusOr<DaemonConfig> Convert(const YAML::Node& root) {
   }
   FC_RETURN_IF_ERROR(
       pl.Int("emc_insert_inv_prob", &pc.emc_config.insert_inv_prob, 0, kMaxEmcInsertInvProb));
+  FC_RETURN_IF_ERROR(pl.Bool("emc_adaptive", &pc.emc_adaptive));
   FC_RETURN_IF_ERROR(pl.Bool("smc", &pc.smc));
   std::string cd_mode(CdModeName(pc.cd.mode));
   FC_RETURN_IF_ERROR(pl.String("cd", &cd_mode));
@@ -702,7 +703,8 @@ std::string DescribeConfig(const DaemonConfig& c) {
   if (c.dataplane.kind == PipelineKind::kAcl)
     absl::StrAppend(&s, "pipeline.acl_algorithm: ", AclAlgorithmName(c.dataplane.acl_algorithm),
                     " (checked against this CPU when flowclassd starts)\n");
-  absl::StrAppend(&s, "pipeline: emc_insert_inv_prob ", pc.emc_config.insert_inv_prob, " smc ",
+  absl::StrAppend(&s, "pipeline: emc_insert_inv_prob ", pc.emc_config.insert_inv_prob,
+                  " emc_adaptive ", pc.emc_adaptive ? "on" : "off", " smc ",
                   pc.smc ? "on" : "off", " cd ", std::string(CdModeName(pc.cd.mode)),
                   " ranking_interval_ms ", pc.ranking_interval_ms, "\n");
   absl::StrAppend(&s, "megaflows: max_megaflows ", pc.max_megaflows, " max_subtables_per_port ",

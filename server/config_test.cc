@@ -332,7 +332,7 @@ TEST(ConfigTest, PipelineAndDpclsSectionsSetTheStartValues) {
   EXPECT_EQ(d->dataplane.pipeline.smc, dflt.smc);
   EXPECT_EQ(d->dataplane.pipeline.dpcls.lookup, dflt.dpcls.lookup);
   auto c = Parse(std::string(kMinimal) + R"(
-pipeline: {emc_insert_inv_prob: 5, smc: on, cd: off, ranking_interval_ms: 250}
+pipeline: {emc_insert_inv_prob: 5, emc_adaptive: off, smc: on, cd: off, ranking_interval_ms: 250}
 dpcls: {force_scalar: true, lookup_prio: {generic: 7, autovalidator: 1}}
 )");
   ASSERT_TRUE(c.ok()) << c.status();
@@ -346,7 +346,8 @@ dpcls: {force_scalar: true, lookup_prio: {generic: 7, autovalidator: 1}}
   EXPECT_EQ(p.dpcls.lookup.Get("autovalidator").value_or(-1), 1);
   EXPECT_EQ(p.dpcls.lookup.Get("avx512").value_or(-1), dflt.dpcls.lookup.Get("avx512").value_or(-2));
   EXPECT_THAT(DescribeConfig(*c),
-              HasSubstr("pipeline: emc_insert_inv_prob 5 smc on cd off ranking_interval_ms 250\n"));
+              HasSubstr("pipeline: emc_insert_inv_prob 5 emc_adaptive off smc on cd off "
+                        "ranking_interval_ms 250\n"));
   // The command line reaches them too.
   auto o = Parse(kMinimal, {"pipeline.smc=on", "dpcls.lookup_prio.generic=9"});
   ASSERT_TRUE(o.ok()) << o.status();

@@ -56,18 +56,8 @@ bool AclPipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts) {
   int misses = 0;
   uint64_t emc_matched = 0;  // EMC hits whose result is a rule
   stats_.packets += static_cast<uint64_t>(n);
-  bool probe = config_.emc;
-  if (probe && config_.emc_adaptive) {
-    if (++window_bursts_ == kEmcWindow) {
-      // Decide on the window's probed keys (none: keep probing sparsely).
-      emc_skip_ = window_probed_ > 0 && window_hits_ * kEmcMinHitInv < window_probed_;
-      window_bursts_ = 0;
-      window_probed_ = 0;
-      window_hits_ = 0;
-    }
-    probe = !emc_skip_ || window_bursts_ % kEmcSampleEvery == 0;
-    if (!probe) stats_.emc_skipped += static_cast<uint64_t>(n);
-  }
+  const bool probe = config_.emc && (!config_.emc_adaptive || emc_gate_.probe());
+  if (config_.emc && !probe) stats_.emc_skipped += static_cast<uint64_t>(n);
   if (probe) {
     // Every key's first slot is fetched before any is compared, so the
     // misses of a burst overlap.
@@ -90,11 +80,12 @@ bool AclPipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts) {
       miss_index[misses++] = i;
     }
     stats_.emc_hits += static_cast<uint64_t>(n - misses);
-    window_probed_ += static_cast<uint64_t>(n);
-    window_hits_ += static_cast<uint64_t>(n - misses);
   } else {
     misses = n;
   }
+  if (config_.emc && config_.emc_adaptive)
+    emc_gate_.Account(probe ? static_cast<uint64_t>(n) : 0,
+                      probe ? static_cast<uint64_t>(n - misses) : 0);
   if (misses > 0) {
     // The burst's misses through the ACL.  A burst that did not look the
     // EMC up (or missed it entirely) is classified in place: key i's result

@@ -31,6 +31,7 @@
 
 #include "absl/status/statusor.h"
 #include "dataplane/acl/acl_classifier.h"
+#include "dataplane/cache/emc_gate.h"
 #include "dataplane/dpcls/megaflow.h"
 #include "dataplane/flow/flow.h"
 
@@ -42,11 +43,10 @@ struct AclPipelineConfig {
   // One miss in emc_insert_inv_prob enters the EMC (on average: a random
   // countdown); 1: every miss; 0: none.
   uint32_t emc_insert_inv_prob = 100;
-  // Skip the EMC while it does not pay: every kEmcWindow bursts the hits of
-  // the bursts that looked it up are counted; below 1 in kEmcMinHitInv
-  // keys, only 1 burst in kEmcSampleEvery looks it up (and inserts its
-  // misses) until a window is above again, so a workload of few flows
-  // turns it back on.  false: every burst looks it up.
+  // Skip the EMC while it does not pay (EmcGate, cache/emc_gate.h: below 1
+  // hit in 8 keys over a window of 64 bursts, only 1 burst in 8 looks it up
+  // and inserts its misses, until a window is above again, so a workload of
+  // few flows turns it back on).  false: every burst looks it up.
   bool emc_adaptive = true;
 };
 
@@ -93,13 +93,7 @@ class AclPipeline {
   uint64_t generation_ = 1;
   uint64_t rng_ = 0x9e3779b97f4a7c15ULL;
   uint32_t insert_countdown_ = 1;  // misses until the next EMC insert
-  static constexpr uint32_t kEmcWindow = 64;
-  static constexpr uint32_t kEmcMinHitInv = 8;
-  static constexpr uint32_t kEmcSampleEvery = 8;
-  uint32_t window_bursts_ = 0;
-  uint64_t window_probed_ = 0;
-  uint64_t window_hits_ = 0;
-  bool emc_skip_ = false;
+  EmcGate emc_gate_;  // emc_adaptive: whether a burst looks the EMC up
   AclPipelineStats stats_;
 };
 

@@ -284,6 +284,7 @@ absl::StatusOr<std::unique_ptr<DpdkDataplane>> DpdkDataplane::Create(
       ac.emc = o.pipeline.emc;
       ac.emc_entries = o.pipeline.emc_config.entries;
       ac.emc_insert_inv_prob = o.pipeline.emc_config.insert_inv_prob;
+      ac.emc_adaptive = o.pipeline.emc_adaptive;
       absl::StatusOr<std::unique_ptr<AclPipeline>> acl = AclPipeline::Create(ac);
       if (!acl.ok()) {
         stage = SetupStage::kOptions;

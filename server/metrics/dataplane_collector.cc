@@ -153,6 +153,9 @@ void AddPmd(const PmdCounters& p, const CollectorOptions& o, Families& f) {
   f.Gauge("flowclass_pmd_cd_enabled",
           "1 when the Cuckoo Distributor is on for this PMD, 0 when off.",
           {{"pmd", pmd}}, snap.cd_enabled ? 1 : 0);
+  f.Gauge("flowclass_pmd_emc_skipping",
+          "1 while the EMC does not pay and only 1 burst in 8 looks it up (pipeline.emc_adaptive).",
+          {{"pmd", pmd}}, snap.emc_skipping ? 1 : 0);
   f.Counter("flowclass_pmd_cd_transitions_total",
             "Times the adaptive controller switched the CD on or off.",
             {{"pmd", pmd}}, snap.cd_transitions);
