@@ -844,60 +844,55 @@ const Rule* RuleTable::Lookup(const Flow& key, Flow* wc,
     miss_bits[j] = d < f.width ? PrefixMaskOf(d + kLevelStep, f.width) : 0;  // 0: never short
   }
   uint32_t covered = 0;
-  // The walk's blocks, one after the other (internal/rule_walk.h; never
-  // empty): one loop, which moves to the next block at a block's end.
-  const WalkBlock* const* block = walk->data();
-  const WalkBlock* const* const blocks_end = block + walk->size();
-  const OrderSlot* slot = nullptr;
-  const OrderSlot* end = nullptr;
-  for (;; ++slot) {
-    if (slot == end) {
-      if (block == blocks_end) break;
-      slot = (*block)->slots.data();
-      end = slot + (*block)->n;
-      ++block;
-    }
-    // Sorted by max priority (an upper bound for every generation a
-    // reader may use): nothing from here on can beat or tie `best`.
-    if (best != nullptr && slot->max_priority < best->priority) break;
-    // (Past a block's end, its padding: the last subtable again.)
-    __builtin_prefetch(slot[2].subtable);
-    __builtin_prefetch(reinterpret_cast<const char*>(slot[2].subtable) + 64);
-    const Subtable& st = *slot->subtable;
-    ++visited;
-    // A subtable whose mask needs a longer prefix of a level field than the
-    // key has among the entries holds no bucket of the key: skipped, with
-    // the bits of that field's first missing level in the mask (the fewest
-    // new bits of the fields that can tell; the first such field on a tie).
-    // `covered` (fields whose missing level `wc` already has, a top bit per
-    // byte) makes most skips free: such a skip adds nothing.
-    if (const uint32_t short_fields = internal::LevelsShort(depths, st.level_lens);
-        short_fields != 0) {
-      if ((short_fields & covered) != 0) continue;
-      int skip = -1;
-      int skip_cost = 0;
-      for (uint32_t left = short_fields; left != 0; left &= left - 1) {
-        const int j = std::countr_zero(left) / 8;
-        const int cost = internal::PopCount32(miss_bits[j] & ~kLevelField[j].Get(*wc));
-        if (skip < 0 || cost < skip_cost) {
-          skip = j;
-          skip_cost = cost;
+  // The walk's blocks, one after the other (internal/rule_walk.h): a null
+  // block pointer ends the walk, a slot without a subtable a block.
+  for (const WalkBlock* const* block = walk->data(); *block != nullptr; ++block) {
+    for (const OrderSlot* slot = (*block)->slots.data(); slot->subtable != nullptr;
+         ++slot) {
+      // Sorted by max priority (an upper bound for every generation a
+      // reader may use): nothing from here on can beat or tie `best`.
+      if (best != nullptr && slot->max_priority < best->priority) goto done;
+      // (Past a block's last subtable: null, which is not prefetched.)
+      __builtin_prefetch(slot[2].subtable);
+      __builtin_prefetch(reinterpret_cast<const char*>(slot[2].subtable) + 64);
+      const Subtable& st = *slot->subtable;
+      ++visited;
+      // A subtable whose mask needs a longer prefix of a level field than the
+      // key has among the entries holds no bucket of the key: skipped, with
+      // the bits of that field's first missing level in the mask (the fewest
+      // new bits of the fields that can tell; the first such field on a tie).
+      // `covered` (fields whose missing level `wc` already has, a top bit per
+      // byte) makes most skips free: such a skip adds nothing.
+      if (const uint32_t short_fields = internal::LevelsShort(depths, st.level_lens);
+          short_fields != 0) {
+        if ((short_fields & covered) != 0) continue;
+        int skip = -1;
+        int skip_cost = 0;
+        for (uint32_t left = short_fields; left != 0; left &= left - 1) {
+          const int j = std::countr_zero(left) / 8;
+          const int cost =
+              internal::PopCount32(miss_bits[j] & ~kLevelField[j].Get(*wc));
+          if (skip < 0 || cost < skip_cost) {
+            skip = j;
+            skip_cost = cost;
+          }
+          if (cost == 0) break;  // nothing beats free (and adds nothing)
         }
-        if (cost == 0) break;  // nothing beats free (and adds nothing)
+        kLevelField[skip].Or(wc, miss_bits[skip]);
+        covered |= 0x80u << (8 * skip);
+        continue;
       }
-      kLevelField[skip].Or(wc, miss_bits[skip]);
-      covered |= 0x80u << (8 * skip);
-      continue;
+      for (int j = 0; j < st.n_words; ++j)
+        wc->w[st.word_index[j]] |= st.packed_mask[j];
+      const RuleNode* n = st.WithKeys(
+          key, [&](const auto& keys, const auto& k) -> const RuleNode* {
+            const uintptr_t bits = keys.Find(k.w, k.hash);
+            return bits == 0 ? nullptr : EvalBucket(bits, key, gen, best, wc);
+          });
+      if (n != nullptr) best = &n->rule;  // it beats `best`
     }
-    for (int j = 0; j < st.n_words; ++j)
-      wc->w[st.word_index[j]] |= st.packed_mask[j];
-    const RuleNode* n = st.WithKeys(
-        key, [&](const auto& keys, const auto& k) -> const RuleNode* {
-          const uintptr_t bits = keys.Find(k.w, k.hash);
-          return bits == 0 ? nullptr : EvalBucket(bits, key, gen, best, wc);
-        });
-    if (n != nullptr) best = &n->rule;  // it beats `best`
   }
+done:
   // Megaflows are per in_port (megaflow.h): in_port is always exact.
   wc->Set(Field::kInPort, 0xffffffffu);
   if (subtables_visited != nullptr) *subtables_visited = visited;

@@ -45,7 +45,7 @@ struct FlowEq {
 struct Partition;
 // The walks (internal/rule_walk.h): a partition's subtables in blocks.
 struct WalkBlock;
-using Walk = std::vector<const WalkBlock*>;
+struct Walk;
 
 // Prefix levels
 // -------------

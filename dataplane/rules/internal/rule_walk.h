@@ -39,17 +39,42 @@ inline constexpr uint32_t kWalkBlockSlots = 64;
 inline constexpr uint32_t kWalkBlockFill = 48;
 inline constexpr uint32_t kWalkBlockMin = 16;
 
-// Slots [0, n) are the walk's; the kWalkPrefetchPad slots after them repeat
-// the last one, so that Lookup prefetches slot[2]'s subtable without checking
-// where the block ends (a check per subtable visited, which the flat walk
-// this replaced paid: the blocks' walk costs no more instructions per lookup
-// than it did).
-inline constexpr uint32_t kWalkPrefetchPad = 2;
+// Slots [0, n) are the walk's; the kWalkBlockEnd slots after them have no
+// subtable (null): the first ends Lookup's loop over the block (which so
+// keeps no end pointer), and Lookup prefetches slot[2]'s subtable without
+// checking where the block ends (a prefetch of null is dropped, never a
+// fault).  So the blocks' walk costs about the instructions per lookup the
+// flat walk it replaced cost, which checked both per subtable visited.
+inline constexpr uint32_t kWalkBlockEnd = 3;
 struct WalkBlock {
   uint32_t n = 0;
-  std::array<OrderSlot, kWalkBlockSlots + kWalkPrefetchPad> slots;
+  std::array<OrderSlot, kWalkBlockSlots + kWalkBlockEnd> slots;
 };
-using Walk = std::vector<const WalkBlock*>;
+// The blocks of a walk, in order, and after the last one a null pointer
+// that ends Lookup's loop (which so keeps no end of its own).
+struct Walk {
+  Walk() : blocks_{nullptr} {}
+  size_t size() const { return blocks_.size() - 1; }
+  bool empty() const { return size() == 0; }
+  const WalkBlock* operator[](size_t i) const { return blocks_[i]; }
+  const WalkBlock* back() const { return blocks_[size() - 1]; }
+  auto begin() const { return blocks_.begin(); }
+  auto end() const { return blocks_.end() - 1; }
+  // The blocks, then nullptr.
+  const WalkBlock* const* data() const { return blocks_.data(); }
+  void reserve(size_t n) { blocks_.reserve(n + 1); }
+  void push_back(const WalkBlock* b) {
+    blocks_.back() = b;
+    blocks_.push_back(nullptr);
+  }
+  void pop_back() {
+    blocks_.pop_back();
+    blocks_.back() = nullptr;
+  }
+
+ private:
+  std::vector<const WalkBlock*> blocks_;
+};
 
 // The slot a walk holds for a subtable, to take out: its key as it was
 // placed (the max priority then; the mask is copied because an emptied
@@ -162,7 +187,7 @@ class WalkEditor {
       b->n = static_cast<uint32_t>(to - from);
       std::copy(buf_.begin() + static_cast<std::ptrdiff_t>(from),
                 buf_.begin() + static_cast<std::ptrdiff_t>(to), b->slots.begin());
-      for (uint32_t p = 0; p < kWalkPrefetchPad; ++p) b->slots[b->n + p] = b->slots[b->n - 1];
+      for (uint32_t e = 0; e < kWalkBlockEnd; ++e) b->slots[b->n + e] = OrderSlot{0, nullptr};
       out->push_back(b);
       from = to;
     }
