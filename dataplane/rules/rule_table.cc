@@ -14,7 +14,8 @@
 //   ├─ shared        Partition of the rules with in_port wildcarded
 //   ├─ ports         in_port -> Partition of the rules with it exact
 //   │                 (by_mask: table mask -> unique_ptr<Subtable>;
-//   │                 walk: its subtables and the shared ones, sorted)
+//   │                 walk: its subtables and the shared ones, sorted, in
+//   │                 blocks, internal/rule_walk.h)
 //   └─ order         -> Order {shared walk, in_port -> walk}: the only
 //                    thing Lookup reads besides the subtables; replaced as
 //                    a whole when it changes.
