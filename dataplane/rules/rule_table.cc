@@ -14,7 +14,8 @@
 //   ├─ shared        Partition of the rules with in_port wildcarded
 //   ├─ ports         in_port -> Partition of the rules with it exact
 //   │                 (by_mask: table mask -> unique_ptr<Subtable>;
-//   │                 walk: its subtables and the shared ones, sorted)
+//   │                 walk: its subtables and the shared ones, sorted, in
+//   │                 blocks, internal/rule_walk.h)
 //   └─ order         -> Order {shared walk, in_port -> walk}: the only
 //                    thing Lookup reads besides the subtables; replaced as
 //                    a whole when it changes.
@@ -69,6 +70,7 @@
 #include "dataplane/rules/internal/rule_key_set.h"
 #include "dataplane/rules/internal/rule_subtable.h"
 #include "dataplane/rules/internal/rule_table_text.h"
+#include "dataplane/rules/internal/rule_walk.h"
 #include "dataplane/rules/rule.h"
 #include "dataplane/rules/rule_error.h"
 
@@ -103,6 +105,10 @@ using internal::RuleNode;
 using internal::SlotBefore;
 using internal::SortSlots;
 using internal::Subtable;
+using internal::Walk;
+using internal::WalkBlock;
+using internal::WalkEditor;
+using internal::WalkRemoval;
 
 // Rule ids as the id map hashes them: aligned runs of 16 consecutive ids stay
 // neighbours (one control-byte group, six lines of slots), the runs are
@@ -136,7 +142,12 @@ absl::Status OpError(RuleErrorKind kind, RuleField field, size_t index, uint64_t
 
 struct RuleTable::Impl {
   Impl(RuleTableLimits l, bool concurrent)
-      : limits(l), concurrent_readers(concurrent), order(new Order()) {}
+      : limits(l), concurrent_readers(concurrent) {
+    shared.walk = new Walk();
+    auto* o = new Order();
+    o->shared = shared.walk;
+    order.store(o, std::memory_order_relaxed);
+  }
   ~Impl();
 
   // Links validated rules whose ids are absent: their entries are planned
@@ -174,10 +185,12 @@ struct RuleTable::Impl {
     }
     Touch(st->part);
   }
-  // `st` was emptied and is retired: its slot leaves the walks.
+  // `st` was emptied and left its partition (owned here now): its slots
+  // leave the walks, and RebuildOrder retires it.
   void Gone(Subtable* st) {
     if (st->moved) std::erase(moved, st);
-    gone.push_back(st);
+    if (st->in_walks) gone.push_back({st->part, {st->walk_priority, st->mask, st}});
+    emptied.push_back(st);
     Touch(st->part);
   }
   // Phase 2 of ApplyBatch: applies operations known to be valid.
@@ -203,17 +216,23 @@ struct RuleTable::Impl {
   // of priority order (random_10k) left most lists unsorted.
   void SortLists();
   std::vector<std::pair<Subtable*, Flow>> unsorted;  // (subtable, entry value)
-  // Rebuilds the walks of the partitions Touch marked (a subtable came or
+  // Edits the walks of the partitions Touch marked (a subtable came or
   // went, or a max priority changed) and publishes a new Order, dropping
   // emptied partitions.  A stream of rules into existing subtables below
-  // their top priority leaves the order as it is.  A walk is rebuilt by
-  // merging: its old slots but those of `moved` and `gone` subtables, and
-  // the moved ones' new slots, sorted (the result a full sort gives, for
-  // O(walk) instead of a sort of the walk per one-rule batch; a port's
-  // first walk is sorted whole).
+  // their top priority leaves the order as it is.  A walk is edited, not
+  // rebuilt (WalkEditor, internal/rule_walk.h): the slots of `moved` and
+  // `gone` subtables leave the blocks they are in, the moved ones' new
+  // slots enter the blocks their place falls in, and only those blocks are
+  // copied (the order a full sort gives, for O(blocks + changed blocks)
+  // instead of O(walk) per one-rule batch; a port's first walk is sorted
+  // whole).  A moved subtable whose max priority is back where its slots
+  // are moves nowhere.
   void RebuildOrder();
-  std::vector<Subtable*> moved;       // Touch(Subtable*) since RebuildOrder
-  std::vector<const Subtable*> gone;  // Gone since RebuildOrder (address only)
+  std::vector<Subtable*> moved;  // Touch(Subtable*) since RebuildOrder
+  // Gone since RebuildOrder (the subtable may be freed: its slots' keys).
+  std::vector<std::pair<const Partition*, WalkRemoval>> gone;
+  std::vector<Subtable*> emptied;  // Gone since RebuildOrder (owned)
+  WalkEditor walk_editor;  // RebuildOrder's, kept for its buffer
   // Memory a reader may be reading: freed now without concurrent readers,
   // else by FreeRetired.
   void Retire(Retired r) {
@@ -291,10 +310,11 @@ RuleTable::Impl::~Impl() {
         if (IsList(bits)) RuleList::Free(AsList(bits));
       });
     }
-    delete p.walk;
+    internal::FreeWalkAndBlocks(p.walk);
   });
   for (const auto& [id, node] : rules) delete node;
   for (RuleNode* node : deleted) delete node;
+  for (Subtable* st : emptied) delete st;
   delete order.load(std::memory_order_relaxed);
 }
 
@@ -438,9 +458,9 @@ void RuleTable::Impl::UnlinkRule(RuleNode* node) {
     }
     if (--st.entries == 0) {
       if (last_subtable == &st) last_subtable = nullptr;
-      Gone(&st);
-      Retire(Retired{[](void* p) { delete static_cast<Subtable*>(p); },
-                     st_it->second.release()});
+      // Retired by RebuildOrder once it has taken its slots out of the
+      // walks (the edit compares slots, so reads their masks).
+      Gone(st_it->second.release());
       part.by_mask.erase(st_it);
       --n_subtables;
     }
@@ -450,83 +470,106 @@ void RuleTable::Impl::UnlinkRule(RuleNode* node) {
 
 void RuleTable::Impl::RebuildOrder() {
   if (!shared.dirty && dirty_ports.empty()) return;
-  auto retire_walk = [this](std::vector<OrderSlot>* walk) {
-    if (walk != nullptr)
-      Retire(Retired{[](void* p) { delete static_cast<std::vector<OrderSlot>*>(p); }, walk});
+  auto retire_block = [this](const WalkBlock* b) {
+    Retire(Retired{internal::FreeWalkBlock, const_cast<WalkBlock*>(b)});
   };
-  // The slots to drop (by subtable address) and, per partition, the moved
-  // subtables' new slots, sorted.
-  std::vector<const Subtable*> stale(gone.begin(), gone.end());
-  absl::flat_hash_map<const Partition*, std::vector<OrderSlot>> fresh;
+  auto retire_walk = [this](Walk* w) { Retire(Retired{internal::FreeWalk, w}); };
+  // Per partition: the slots to take out (sorted by their old keys) and the
+  // moved subtables' new slots (sorted).
+  struct Changes {
+    std::vector<WalkRemoval> remove;
+    std::vector<OrderSlot> add;
+  };
+  absl::flat_hash_map<const Partition*, Changes> changes;
   for (Subtable* st : moved) {
-    stale.push_back(st);
-    fresh[st->part].push_back(OrderSlot{st->MaxPriority(), st});
     st->moved = false;
+    const uint32_t max = st->MaxPriority();
+    if (st->in_walks && st->walk_priority == max) continue;  // its slots stay
+    Changes& c = changes[st->part];
+    if (st->in_walks) c.remove.push_back({st->walk_priority, st->mask, st});
+    c.add.push_back(OrderSlot{max, st});
   }
-  moved.clear();
+  for (const auto& [part, removal] : gone) changes[part].remove.push_back(removal);
   gone.clear();
-  std::sort(stale.begin(), stale.end());
-  for (auto& [part, slots] : fresh) SortSlots(&slots);
-  auto fresh_of = [&fresh](const Partition& p) -> const std::vector<OrderSlot>& {
-    static const std::vector<OrderSlot> kNone;
-    auto it = fresh.find(&p);
-    return it == fresh.end() ? kNone : it->second;
-  };
-  // `old` without its stale slots, merged with `add` (sorted), into *out.
-  auto merge = [&stale](const std::vector<OrderSlot>& old, const std::vector<OrderSlot>& add,
-                        std::vector<OrderSlot>* out) {
-    out->reserve(old.size() + add.size());
-    auto a = add.begin();
-    for (const OrderSlot& s : old) {
-      if (!stale.empty() && std::binary_search(stale.begin(), stale.end(), s.subtable)) continue;
-      for (; a != add.end() && SlotBefore(*a, s); ++a) out->push_back(*a);
-      out->push_back(s);
-    }
-    out->insert(out->end(), a, add.end());
-  };
-  auto* next = new Order();
-  const Order* cur = order.load(std::memory_order_relaxed);
-  if (shared.dirty) {
-    merge(cur->shared, fresh_of(shared), &next->shared);
-  } else {
-    next->shared = cur->shared;
+  for (auto& [part, c] : changes) {
+    std::sort(c.remove.begin(), c.remove.end(), internal::RemovalBefore);
+    SortSlots(&c.add);
   }
+  static const Changes kNone;
+  auto changes_of = [&changes](const Partition& p) -> const Changes& {
+    auto it = changes.find(&p);
+    return it == changes.end() ? kNone : it->second;
+  };
+  const Changes& common = changes_of(shared);
+  const bool shared_changed = !common.remove.empty() || !common.add.empty();
+  bool changed = false;  // a walk or the set of ports: a new Order
+  if (shared_changed) {
+    retire_walk(std::exchange(
+        shared.walk, walk_editor.Edit(*shared.walk, common.remove, common.add, retire_block)));
+    changed = true;
+  }
+  shared.dirty = false;
   auto rebuild = [&](Partition& p) {
-    auto* walk = new std::vector<OrderSlot>();
+    Walk* walk = nullptr;
     if (p.walk == nullptr) {  // a new port: its subtables and the shared ones
-      walk->reserve(p.by_mask.size() + next->shared.size());
+      std::vector<OrderSlot> slots;
       for (const auto& [mask, st] : p.by_mask)
-        walk->push_back(OrderSlot{st->MaxPriority(), st.get()});
-      walk->insert(walk->end(), next->shared.begin(), next->shared.end());
-      SortSlots(walk);
+        slots.push_back(OrderSlot{st->MaxPriority(), st.get()});
+      internal::ForEachSlot(*shared.walk, [&](const OrderSlot& s) { slots.push_back(s); });
+      SortSlots(&slots);
+      walk = walk_editor.Build(slots);
     } else {
-      const std::vector<OrderSlot>& own = fresh_of(p);
-      const std::vector<OrderSlot>& common = fresh_of(shared);
-      std::vector<OrderSlot> add;
-      add.reserve(own.size() + common.size());
-      std::merge(own.begin(), own.end(), common.begin(), common.end(), std::back_inserter(add),
-                 SlotBefore);
-      merge(*p.walk, add, walk);
+      const Changes& own = changes_of(p);
+      if (own.remove.empty() && own.add.empty() && !shared_changed) return;
+      const Changes* c = &own;
+      Changes both;
+      if (shared_changed && (!own.remove.empty() || !own.add.empty())) {
+        std::merge(own.remove.begin(), own.remove.end(), common.remove.begin(),
+                   common.remove.end(), std::back_inserter(both.remove), internal::RemovalBefore);
+        std::merge(own.add.begin(), own.add.end(), common.add.begin(), common.add.end(),
+                   std::back_inserter(both.add), SlotBefore);
+        c = &both;
+      } else if (shared_changed) {
+        c = &common;
+      }
+      walk = walk_editor.Edit(*p.walk, c->remove, c->add, retire_block);
+      retire_walk(p.walk);
     }
-    retire_walk(std::exchange(p.walk, walk));
-    p.dirty = false;
+    p.walk = walk;
+    changed = true;
   };
   // Touch lists a partition once (its dirty flag), and partitions are
   // erased only here: every listed port is present.
   for (uint32_t port : dirty_ports) {
     auto it = ports.find(port);
+    it->second->dirty = false;
     if (it->second->by_mask.empty()) {
-      retire_walk(it->second->walk);
+      Walk* w = it->second->walk;
+      if (w != nullptr) {
+        for (const WalkBlock* b : *w) retire_block(b);
+        retire_walk(w);
+      }
       ports.erase(it);
-    } else if (!shared.dirty) {
+      changed = true;
+    } else if (!shared_changed) {
       rebuild(*it->second);
     }
   }
   dirty_ports.clear();
-  if (shared.dirty) {
+  if (shared_changed) {
     for (auto& [port, p] : ports) rebuild(*p);
-    shared.dirty = false;
   }
+  for (Subtable* st : moved) {  // where their slots are now
+    st->in_walks = true;
+    st->walk_priority = st->MaxPriority();
+  }
+  moved.clear();
+  for (Subtable* st : emptied)
+    Retire(Retired{[](void* p) { delete static_cast<Subtable*>(p); }, st});
+  emptied.clear();
+  if (!changed) return;
+  auto* next = new Order();
+  next->shared = shared.walk;
   next->by_port.reserve(ports.size());
   for (const auto& [port, p] : ports) next->by_port.emplace(port, p->walk);
   const Order* old = order.exchange(next, std::memory_order_release);
@@ -785,7 +828,7 @@ const Rule* RuleTable::Lookup(const Flow& key, Flow* wc,
   // The walk of the key's port (its partition merged with the shared one),
   // or the shared one's when its port has no rules of its own.
   const Order& order = *impl_->order.load(std::memory_order_acquire);
-  const std::vector<OrderSlot>* walk = &order.shared;
+  const Walk* walk = order.shared;
   if (!order.by_port.empty()) {
     auto it = order.by_port.find(static_cast<uint32_t>(key.Get(Field::kInPort)));
     if (it != order.by_port.end()) walk = it->second;
@@ -802,52 +845,55 @@ const Rule* RuleTable::Lookup(const Flow& key, Flow* wc,
     miss_bits[j] = d < f.width ? PrefixMaskOf(d + kLevelStep, f.width) : 0;  // 0: never short
   }
   uint32_t covered = 0;
-  const OrderSlot* const begin = walk->data();
-  const OrderSlot* const end = begin + walk->size();
-  for (const OrderSlot* slot = begin; slot != end; ++slot) {
-    // Sorted by max priority (an upper bound for every generation a reader
-    // may use): nothing from here on can beat or tie `best`.
-    if (best != nullptr && slot->max_priority < best->priority) break;
-    if (slot + 2 < end) {
+  // The walk's blocks, one after the other (internal/rule_walk.h): a null
+  // block pointer ends the walk, a slot without a subtable a block.
+  for (const WalkBlock* const* block = walk->data(); *block != nullptr; ++block) {
+    for (const OrderSlot* slot = (*block)->slots.data(); slot->subtable != nullptr;
+         ++slot) {
+      // Sorted by max priority (an upper bound for every generation a
+      // reader may use): nothing from here on can beat or tie `best`.
+      if (best != nullptr && slot->max_priority < best->priority) goto done;
+      // (Past a block's last subtable: null, which is not prefetched.)
       __builtin_prefetch(slot[2].subtable);
       __builtin_prefetch(reinterpret_cast<const char*>(slot[2].subtable) + 64);
-    }
-    const Subtable& st = *slot->subtable;
-    ++visited;
-    // A subtable whose mask needs a longer prefix of a level field than the
-    // key has among the entries holds no bucket of the key: skipped, with
-    // the bits of that field's first missing level in the mask (the fewest
-    // new bits of the fields that can tell; the first such field on a tie).
-    // `covered` (fields whose missing level `wc` already has, a top bit per
-    // byte) makes most skips free: such a skip adds nothing.
-    if (const uint32_t short_fields = internal::LevelsShort(depths, st.level_lens);
-        short_fields != 0) {
-      if ((short_fields & covered) != 0) continue;
-      int skip = -1;
-      int skip_cost = 0;
-      for (uint32_t left = short_fields; left != 0; left &= left - 1) {
-        const int j = std::countr_zero(left) / 8;
-        const int cost =
-            internal::PopCount32(miss_bits[j] & ~kLevelField[j].Get(*wc));
-        if (skip < 0 || cost < skip_cost) {
-          skip = j;
-          skip_cost = cost;
+      const Subtable& st = *slot->subtable;
+      ++visited;
+      // A subtable whose mask needs a longer prefix of a level field than the
+      // key has among the entries holds no bucket of the key: skipped, with
+      // the bits of that field's first missing level in the mask (the fewest
+      // new bits of the fields that can tell; the first such field on a tie).
+      // `covered` (fields whose missing level `wc` already has, a top bit per
+      // byte) makes most skips free: such a skip adds nothing.
+      if (const uint32_t short_fields = internal::LevelsShort(depths, st.level_lens);
+          short_fields != 0) {
+        if ((short_fields & covered) != 0) continue;
+        int skip = -1;
+        int skip_cost = 0;
+        for (uint32_t left = short_fields; left != 0; left &= left - 1) {
+          const int j = std::countr_zero(left) / 8;
+          const int cost =
+              internal::PopCount32(miss_bits[j] & ~kLevelField[j].Get(*wc));
+          if (skip < 0 || cost < skip_cost) {
+            skip = j;
+            skip_cost = cost;
+          }
+          if (cost == 0) break;  // nothing beats free (and adds nothing)
         }
-        if (cost == 0) break;  // nothing beats free (and adds nothing)
+        kLevelField[skip].Or(wc, miss_bits[skip]);
+        covered |= 0x80u << (8 * skip);
+        continue;
       }
-      kLevelField[skip].Or(wc, miss_bits[skip]);
-      covered |= 0x80u << (8 * skip);
-      continue;
+      for (int j = 0; j < st.n_words; ++j)
+        wc->w[st.word_index[j]] |= st.packed_mask[j];
+      const RuleNode* n = st.WithKeys(
+          key, [&](const auto& keys, const auto& k) -> const RuleNode* {
+            const uintptr_t bits = keys.Find(k.w, k.hash);
+            return bits == 0 ? nullptr : EvalBucket(bits, key, gen, best, wc);
+          });
+      if (n != nullptr) best = &n->rule;  // it beats `best`
     }
-    for (int j = 0; j < st.n_words; ++j)
-      wc->w[st.word_index[j]] |= st.packed_mask[j];
-    const RuleNode* n = st.WithKeys(
-        key, [&](const auto& keys, const auto& k) -> const RuleNode* {
-          const uintptr_t bits = keys.Find(k.w, k.hash);
-          return bits == 0 ? nullptr : EvalBucket(bits, key, gen, best, wc);
-        });
-    if (n != nullptr) best = &n->rule;  // it beats `best`
   }
+done:
   // Megaflows are per in_port (megaflow.h): in_port is always exact.
   wc->Set(Field::kInPort, 0xffffffffu);
   if (subtables_visited != nullptr) *subtables_visited = visited;
@@ -908,14 +954,19 @@ std::string RuleTable::DebugString() const {
                       " mask=", FormatMask(st.mask), "\n");
     }
   };
+  auto slots = [](const Walk& walk) {
+    std::vector<OrderSlot> out;
+    internal::ForEachSlot(walk, [&out](const OrderSlot& s) { out.push_back(s); });
+    return out;
+  };
   const Order& order = *impl_->order.load(std::memory_order_relaxed);
-  print("", order.shared);
+  print("", slots(*order.shared));
   std::vector<uint32_t> ports;
   for (const auto& [port, p] : impl_->ports) ports.push_back(port);
   std::sort(ports.begin(), ports.end());
   for (uint32_t port : ports) {
     std::vector<OrderSlot> own;
-    for (const OrderSlot& slot : *impl_->ports.at(port)->walk)
+    for (const OrderSlot& slot : slots(*impl_->ports.at(port)->walk))
       if (slot.subtable->part->exact) own.push_back(slot);
     print(absl::StrCat("in_port ", port, " "), own);
   }

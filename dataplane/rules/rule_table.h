@@ -37,8 +37,8 @@
 //     - the writer never changes memory a reader may be reading: a slot is
 //       filled before it is published, a key's rule list is replaced, not
 //       edited, and a grown slot array, an emptied subtable and the old
-//       subtable order (the Order and each port's walk it replaced) are
-//       handed to FreeRetired instead of freed;
+//       subtable order (the Order, and the walks and walk blocks it
+//       replaced) are handed to FreeRetired instead of freed;
 //     - the caller tells the table when readers have moved on:
 //       RemoveDeleted once no reader looks up at a generation older than
 //       generation(), FreeRetired once every reader has passed a quiescent

@@ -520,6 +520,64 @@ TEST(RuleTableTest, CopyIsIndependent) {
   }
 }
 
+// The walks are edited batch by batch (internal/rule_walk.h), never built
+// again: after every batch of a random churn (one-rule inserts, deletes and
+// replaces that make subtables come, go and change max priority, on three
+// ports and the shared partition; now and then a bigger batch), the table
+// prints and answers like a copy, whose walks are sorted whole: the same
+// rule, megaflow mask and subtables visited for every key.  With and
+// without concurrent readers (whose deletes are unlinked later).
+TEST(RuleTableTest, EditedWalksEqualAFromScratchBuildUnderChurn) {
+  for (const bool concurrent : {false, true}) {
+    SCOPED_TRACE(concurrent ? "concurrent readers" : "plain");
+    RandomRuleOptions options;
+    options.max_priority = 40;
+    options.in_ports = 3;
+    RandomRuleGen gen(concurrent ? 2213 : 2212, options);
+    std::vector<Rule> live;
+    uint64_t next_id = 1;
+    RuleTable t({}, concurrent);
+    ApplyOk(&t, gen.NextBatch(150, &live, &next_id));
+    const int steps = Scaled(1500);
+    for (int step = 0; step < steps; ++step) {
+      std::vector<RuleOp> ops;
+      const uint64_t c = gen.Uniform(10);
+      if (c == 0) {
+        ops = gen.NextBatch(1 + static_cast<int>(gen.Uniform(20)), &live, &next_id);
+      } else if (c <= 3 || live.size() < 50) {
+        live.push_back(gen.NextRule(next_id++));
+        ops.push_back(RuleOp::Insert(live.back()));
+      } else if (c <= 6) {
+        const size_t i = gen.Uniform(live.size());
+        ops.push_back(RuleOp::Delete(live[i].id));
+        live.erase(live.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {  // the same id, another match and priority
+        const size_t i = gen.Uniform(live.size());
+        live[i] = gen.NextRule(live[i].id);
+        ops.push_back(RuleOp::Replace(live[i]));
+      }
+      ApplyOk(&t, ops);
+      if (concurrent) {
+        t.RemoveDeleted();  // else deleted rules still count in the walks
+        if (gen.Chance(0.5)) t.FreeRetired();
+      }
+      const RuleTable copy(t);
+      ASSERT_EQ(t.DebugString(), copy.DebugString()) << "step " << step;
+      for (int k = 0; k < 20; ++k) {
+        const Flow key = gen.NextKeyNear(live);
+        Flow wc, copy_wc;
+        int visited = 0, copy_visited = 0;
+        const uint64_t id = IdOf(t.Lookup(key, &wc, &visited));
+        ASSERT_EQ(id, IdOf(copy.Lookup(key, &copy_wc, &copy_visited)))
+            << "step " << step << " key " << Dump(key);
+        ASSERT_EQ(Dump(wc), Dump(copy_wc)) << "step " << step << " key " << Dump(key);
+        ASSERT_EQ(visited, copy_visited) << "step " << step << " key " << Dump(key);
+      }
+    }
+    if (concurrent) t.FreeRetired();
+  }
+}
+
 // DeleteAll is one batch that deletes every rule: the same table as a batch
 // deleting each rule by id, limits kept, ids free for reuse.
 TEST(RuleTableTest, DeleteAllIsABatchDeletingEveryRule) {

@@ -43,6 +43,9 @@ struct FlowEq {
 };
 
 struct Partition;
+// The walks (internal/rule_walk.h): a partition's subtables in blocks.
+struct WalkBlock;
+struct Walk;
 
 // Prefix levels
 // -------------
@@ -245,6 +248,11 @@ struct alignas(64) Subtable {
   size_t entries = 0;  // linked entries (deleted ones until RemoveDeleted)
   Partition* part = nullptr;  // the partition holding it
   bool moved = false;  // listed in the table's `moved` (RebuildOrder)
+  // In the walks (of its partition, and every port's if shared), at
+  // walk_priority: the max priority its slots were placed with
+  // (RebuildOrder, which moves them when MaxPriority() is no longer that).
+  bool in_walks = false;
+  uint32_t walk_priority = 0;
 };
 
 // What Lookup walks: contiguous, so the next subtables can be prefetched.
@@ -277,16 +285,18 @@ struct Partition {
   // A subtable came or went, or a max priority changed: its walk (the shared
   // partition: every walk) needs rebuilding.
   bool dirty = false;
-  // A port's walk as published: its subtables and the shared ones, sorted
-  // (SortSlots).  Owned; retired when replaced.
-  std::vector<OrderSlot>* walk = nullptr;
+  // The walk as published: the shared partition's subtables, or a port's
+  // and the shared ones, sorted (SortSlots), in blocks
+  // (internal/rule_walk.h).  Owned, with its blocks; retired when replaced
+  // (a replaced block alone when the new walk no longer holds it).
+  Walk* walk = nullptr;
 };
 
 // What Lookup walks, published as a whole (replaced, not edited; the old one
 // retired): the walk of keys whose port has no partition, and each port's.
 struct Order {
-  std::vector<OrderSlot> shared;
-  absl::flat_hash_map<uint32_t, const std::vector<OrderSlot>*> by_port;
+  const Walk* shared = nullptr;  // the shared partition's walk
+  absl::flat_hash_map<uint32_t, const Walk*> by_port;
 };
 
 // The (value, mask) prefixes of a 16-bit range, on the stack: at most 30
