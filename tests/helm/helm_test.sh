@@ -279,7 +279,7 @@ else
         grep -q '^port 7: 0000:d8:0a.1 rx_queues 4' <<<"$out" && grep -q '^port 9: 0000:af:00.3,rxq_pkt_split=0 tx-only' <<<"$out" &&
           grep -q '^pmd lcores: 5,6,7 burst 16 ' <<<"$out" && grep -q '^grpc: \[::\]:50051 tls (client certificates required)' <<<"$out" &&
           grep -q '^3 rules ok' <<<"$out" && grep -q '^metrics: http://0.0.0.0:9100/metrics' <<<"$out" &&
-          grep -q '^pipeline: emc_insert_inv_prob 100 smc on cd off ' <<<"$out" &&
+          grep -q '^pipeline: emc_insert_inv_prob 100 emc_adaptive on smc on cd off ' <<<"$out" &&
           pass "[$set] VF of the second resource, fixed PCI port, extra args, mTLS, IPv6, start-up rules" ||
           fail "[$set] --check-config summary:"$'\n'"$out" ;;
       lab)
