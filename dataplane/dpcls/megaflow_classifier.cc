@@ -553,25 +553,12 @@ uint32_t MegaflowClassifier::LookupSuggested(const FlowKey* keys,
   // hits: what verify and the caller touch).
   for (uint32_t m = todo; m != 0; m &= m - 1) {
     const int i = std::countr_zero(m);
-    cand[i] = kInvalidIndex;
-    uint32_t b = primary[i];
-    for (int probe = 0; probe < 2 && cand[i] == kInvalidIndex; ++probe) {
-      const internal::Bucket& bucket = table_.buckets[b];
-      for (int s = 0; s < internal::kBucketEntries; ++s) {
-        if (bucket.sig[s] == sigs[i] && bucket.index[s] != kInvalidIndex) {
-          cand[i] = bucket.index[s];
-          break;
-        }
-      }
-      b = table_.Alt(b, sigs[i]);
-    }
+    cand[i] = internal::FirstCandidate(table_, primary[i], sigs[i]);
     if (cand[i] == kInvalidIndex) {
       todo &= ~(1u << i);  // no entry under the signature: a miss
       continue;
     }
-    const char* mf = reinterpret_cast<const char*>(&pool.Get(cand[i]));
-    __builtin_prefetch(mf);       // value, subtable
-    __builtin_prefetch(mf + 64);  // the rest of value, verdict, hits
+    internal::PrefetchMegaflow(pool.Get(cand[i]));
   }
 
   // Stage 3: verify.  A signature collision (another subtable's entry, or
@@ -581,10 +568,7 @@ uint32_t MegaflowClassifier::LookupSuggested(const FlowKey* keys,
     const int i = std::countr_zero(m);
     SubtableDesc& st = subtables_[sub[i]];
     Megaflow& mf = pool.Get(cand[i]);
-    bool equal = mf.subtable == st.id;
-    for (int j = 0; j < st.n_words; ++j)
-      equal &= mf.value.w[st.word_index[j]] == masked[i][j];
-    if (equal) {
+    if (internal::HoldsMasked(st, mf, masked[i], st.n_words)) {
       out[i] = &mf;
       hits |= 1u << i;
     } else {

@@ -138,6 +138,41 @@ inline int PackMasked(const SubtableDesc& st, const Flow& f, uint64_t* out) {
   return st.n_words;
 }
 
+// The first live entry under `sig` in the key's two buckets (primary, then
+// its alternative), or kInvalidIndex.  Stage 2a of the staged lookups.
+[[gnu::always_inline]] inline uint32_t FirstCandidate(const Table& table,
+                                                      uint32_t primary,
+                                                      uint32_t sig) {
+  uint32_t b = primary;
+  for (int probe = 0; probe < 2; ++probe) {
+    const Bucket& bucket = table.buckets[b];
+    for (int s = 0; s < kBucketEntries; ++s)
+      if (bucket.sig[s] == sig && bucket.index[s] != kInvalidIndex)
+        return bucket.index[s];
+    b = table.Alt(b, sig);
+  }
+  return kInvalidIndex;
+}
+
+// Prefetches the two cache lines of a megaflow a lookup and a hit touch
+// (Megaflow's layout, megaflow.h).
+inline void PrefetchMegaflow(const Megaflow& mf) {
+  const char* p = reinterpret_cast<const char*>(&mf);
+  __builtin_prefetch(p);
+  __builtin_prefetch(p + 64);
+}
+
+// Whether `mf` is subtable `st`'s megaflow for a key whose masked packed
+// words are masked[0..n).
+[[gnu::always_inline]] inline bool HoldsMasked(const SubtableDesc& st,
+                                               const Megaflow& mf,
+                                               const uint64_t* masked, int n) {
+  bool equal = mf.subtable == st.id;
+  for (int j = 0; j < n; ++j)
+    equal &= mf.value.w[st.word_index[j]] == masked[j];
+  return equal;
+}
+
 // The scalar reference lookup, staged like OVS dpcls / VPP bihash:
 //   stage 1  for every key: extract + mask the subtable's words, hash,
 //            prefetch both candidate buckets;
@@ -181,21 +216,10 @@ template <int kWords>
   uint32_t with_cand = 0;
   for (uint32_t m = todo_map; m != 0; m &= m - 1) {
     const int i = std::countr_zero(m);
-    uint32_t b = primary[i];
-    for (int probe = 0; probe < 2 && !(with_cand >> i & 1u); ++probe) {
-      const Bucket& bucket = table.buckets[b];
-      for (int s = 0; s < kBucketEntries; ++s) {
-        if (bucket.sig[s] == sigs[i] && bucket.index[s] != kInvalidIndex) {
-          cand[i] = bucket.index[s];
-          with_cand |= 1u << i;
-          const char* p = reinterpret_cast<const char*>(&pool.Get(cand[i]));
-          __builtin_prefetch(p);
-          __builtin_prefetch(p + 64);
-          break;
-        }
-      }
-      b = table.Alt(b, sigs[i]);
-    }
+    cand[i] = FirstCandidate(table, primary[i], sigs[i]);
+    if (cand[i] == kInvalidIndex) continue;
+    with_cand |= 1u << i;
+    PrefetchMegaflow(pool.Get(cand[i]));
   }
 
   // Stage 2b: verify the candidate (owner subtable + masked words); a key
@@ -206,10 +230,7 @@ template <int kWords>
   for (uint32_t m = with_cand; m != 0; m &= m - 1) {
     const int i = std::countr_zero(m);
     Megaflow& mf = pool.Get(cand[i]);
-    bool equal = mf.subtable == st.id;
-    for (int j = 0; j < n; ++j)
-      equal &= mf.value.w[st.word_index[j]] == masked[i][j];
-    if (equal) {
+    if (HoldsMasked(st, mf, masked[i], n)) {
       out[i] = &mf;
       hits |= 1u << i;
     } else {
@@ -225,11 +246,7 @@ template <int kWords>
         if (bucket.sig[s] != sigs[i] || bucket.index[s] == kInvalidIndex)
           continue;
         Megaflow& mf = pool.Get(bucket.index[s]);
-        if (mf.subtable != st.id) continue;
-        bool equal = true;
-        for (int j = 0; j < n; ++j)
-          equal &= mf.value.w[st.word_index[j]] == masked[i][j];
-        if (equal) {
+        if (HoldsMasked(st, mf, masked[i], n)) {
           out[i] = &mf;
           hits |= 1u << i;
           goto next_key;
