@@ -813,7 +813,7 @@ PipelineSnapshot Pipeline::Snapshot() const {
   s.emc_skipping = config_.emc && config_.emc_adaptive && emc_gate_.skipping();
   s.emc_occupancy = emc_.Occupancy();
   s.emc_entries = emc_.entries();
-  s.smc_occupancy = smc_->Occupancy();
+  s.smc_occupancy = smc_->Held();  // O(1): a walk would stall the PMD for ms
   s.smc_entries = smc_->entries();
   s.cd_occupancy = cd_->Occupancy();
   s.cd_entries = cd_->capacity();

@@ -100,6 +100,7 @@ void Smc::Insert(const FlowKey& key, uint32_t mf_index) {
   }
   for (int w = 0; w < kSmcWays; ++w) {
     if (!WayLive(b.mf_index[w])) {
+      held_ += b.mf_index[w] == kInvalidIndex;
       b.sig[w] = sig;
       b.mf_index[w] = mf_index;
       return;
@@ -113,6 +114,7 @@ void Smc::Insert(const FlowKey& key, uint32_t mf_index) {
 
 void Smc::Flush() {
   for (uint32_t i = 0; i <= bucket_mask_; ++i) buckets_[i] = SmcBucket();
+  held_ = 0;
 }
 
 uint32_t Smc::Occupancy() const {
@@ -122,11 +124,18 @@ uint32_t Smc::Occupancy() const {
   return n;
 }
 
+uint32_t Smc::CountHeld() const {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i <= bucket_mask_; ++i)
+    for (int w = 0; w < kSmcWays; ++w) n += buckets_[i].mf_index[w] != kInvalidIndex;
+  return n;
+}
+
 std::string Smc::DebugString(int max_buckets) const {
   std::string out = absl::StrFormat(
-      "smc: entries=%u buckets=%u occupancy=%u lookups=%u hits=%u "
+      "smc: entries=%u buckets=%u occupancy=%u held=%u lookups=%u hits=%u "
       "false_hits=%u inserts=%u updates=%u evictions=%u\n",
-      entries(), bucket_mask_ + 1, Occupancy(), stats_.lookups, stats_.hits,
+      entries(), bucket_mask_ + 1, Occupancy(), held_, stats_.lookups, stats_.hits,
       stats_.false_hits, stats_.inserts, stats_.updates, stats_.evictions);
   int shown = 0;
   for (uint32_t i = 0; i <= bucket_mask_ && shown < max_buckets; ++i) {

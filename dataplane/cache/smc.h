@@ -101,8 +101,16 @@ class Smc {
 
   void Flush();
   // Ways naming a live megaflow (they may still fail verification for some
-  // keys if the slot was reused).  O(entries).
+  // keys if the slot was reused).  O(entries): a walk of the whole table
+  // (8 MiB at 1M entries, milliseconds), for tests and debugging.
   uint32_t Occupancy() const;
+  // Ways holding an entry, live or naming a megaflow removed since (such a
+  // way counts until an insert reuses it or a flush clears it).  O(1),
+  // kept as entries come and go: what the PMD's snapshot reports, so that a
+  // metrics scrape does not stall the PMD for the walk.  >= Occupancy().
+  uint32_t Held() const { return held_; }
+  // What Held() must equal, by walking the table.  O(entries); for tests.
+  uint32_t CountHeld() const;
   uint32_t entries() const { return (bucket_mask_ + 1) * kSmcWays; }
   const SmcStats& stats() const { return stats_; }
   // Size, occupancy, counters, first few non-empty buckets.
@@ -126,6 +134,7 @@ class Smc {
   std::unique_ptr<SmcBucket[]> buckets_;
   uint32_t bucket_mask_;
   uint64_t rng_state_;
+  uint32_t held_ = 0;
   mutable SmcStats stats_;
   // The verified megaflow for `key` in its bucket, or kInvalidIndex; adds
   // the signature matches that failed verification to *false_hits.

@@ -256,10 +256,13 @@ TEST_F(SmcTest, OccupancyAndFlush) {
   std::vector<uint32_t> idx;
   NewCachedKeys(smc, 100, &keys, &idx);
   EXPECT_EQ(smc.Occupancy(), 100u);
+  EXPECT_EQ(smc.Held(), 100u);
   for (int i = 0; i < 10; ++i) Free(idx[i]);
   EXPECT_EQ(smc.Occupancy(), 90u);
+  EXPECT_EQ(smc.Held(), 100u);  // the removed megaflows' ways still hold entries
   smc.Flush();
   EXPECT_EQ(smc.Occupancy(), 0u);
+  EXPECT_EQ(smc.Held(), 0u);
   for (int i = 10; i < 100; ++i) EXPECT_EQ(smc.Lookup(keys[i]), kInvalidIndex);
 }
 
@@ -275,8 +278,22 @@ TEST_F(SmcTest, RandomOpsAgreeWithReference) {
                                    (uint64_t{k.hash >> 58} << 48)));
   }
   std::vector<uint32_t> expected;
+  // Held() is kept as ways fill, are reused and are flushed: it must equal
+  // a walk's count after every step, and never be below the live count.
+  int flushes = 0;
   ASSERT_NO_FATAL_FAILURE(RandomOps(
-      smc, keys, /*seed=*/21, /*steps=*/20000, [](int) {}, &expected));
+      smc, keys, /*seed=*/21, /*steps=*/20000,
+      [&](int step) {
+        ASSERT_EQ(smc.Held(), smc.CountHeld()) << "step " << step;
+        ASSERT_GE(smc.Held(), smc.Occupancy()) << "step " << step;
+        if (step % 5000 == 4999) {
+          smc.Flush();
+          ++flushes;
+          ASSERT_EQ(smc.Held(), 0u);
+        }
+      },
+      &expected));
+  EXPECT_EQ(flushes, 4);
   EXPECT_GT(smc.stats().false_hits, 0u);
   EXPECT_GT(smc.stats().hits, 0u);
 }

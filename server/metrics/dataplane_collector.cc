@@ -167,7 +167,7 @@ void AddPmd(const PmdCounters& p, const CollectorOptions& o, Families& f) {
                 {"cd", snap.cd_occupancy, snap.cd_entries}};
   for (const auto& c : caches) {
     f.Gauge("flowclass_pmd_cache_used_entries",
-            "Live entries of a PMD cache (emc, smc, cd).",
+            "Entries in use in a PMD cache (emc: live; smc: ways holding an entry; cd: slots holding a signature).",
             {{"pmd", pmd}, {"cache", c.cache}}, c.used);
     f.Gauge("flowclass_pmd_cache_capacity_entries",
             "Entries a PMD cache (emc, smc, cd) can hold.",
