@@ -136,6 +136,7 @@ void Pipeline::SetRuleTable(const RuleTable* table,
     }
     dpcls_->Clear();
     emc_.Flush();
+    emc_warm_base_ = emc_.stats().inserts;
     smc_->Flush();
     cd_->Flush();
   }
@@ -295,7 +296,10 @@ void Pipeline::SetEmcInsertInvProb(uint32_t inv_prob) {
 
 void Pipeline::SetEmcEnabled(bool on) {
   if (config_.emc && !on) emc_.Flush();
-  if (!config_.emc && on) emc_gate_.Reset();
+  if (!config_.emc && on) {
+    emc_gate_.Reset();
+    emc_warm_base_ = emc_.stats().inserts;
+  }
   config_.emc = on;
 }
 
@@ -511,6 +515,13 @@ bool Pipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts,
   bool uniform = true;
 
   emc_burst_ = EmcThisBurst();
+  // While the EMC warms (fewer inserts since it was last emptied than it
+  // has entries), a sampled burst of a skipping gate inserts for the bursts
+  // it stands for, so that a cold EMC fills as fast as an ungated one.
+  emc_insert_boost_ = config_.emc_adaptive && emc_gate_.skipping() &&
+                              emc_.stats().inserts - emc_warm_base_ < emc_.entries()
+                          ? EmcGate::kSampleEvery
+                          : 1;
   if (emc_burst_) {
     const Megaflow* found[kMaxBurst];
     const uint32_t hits = emc_.LookupBurst(keys, todo, found, emc_prefetched);
@@ -607,7 +618,7 @@ bool Pipeline::SlowPathBurst(const FlowKey* keys, int n, Verdict* verdicts) {
 void Pipeline::CacheAbove(const FlowKey& key, const Megaflow& mf, bool into_cd) {
   if (into_cd) cd_->Insert(key, mf.subtable);
   if (config_.smc) smc_->Insert(key, mf.index);
-  if (emc_burst_) emc_.MaybeInsert(key, mf.index);
+  if (emc_burst_) emc_.MaybeInsert(key, mf.index, emc_insert_boost_);
 }
 
 // Megaflow-classifier hits (through the CD or the ranked search): counts
@@ -677,7 +688,7 @@ void Pipeline::ProcessPort(uint32_t in_port, const FlowKey* keys,
       mf[i] = &pool_.Get(idx[i]);
       ++mf[i]->hits;
       mf[i]->last_used_ms = now_ms_;
-      if (emc_burst_) emc_.MaybeInsert(keys[i], idx[i]);
+      if (emc_burst_) emc_.MaybeInsert(keys[i], idx[i], emc_insert_boost_);
     }
     stats_.smc_hits += std::popcount(hits);
     todo &= ~hits;

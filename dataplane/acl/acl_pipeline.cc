@@ -28,6 +28,7 @@ AclPipeline::AclPipeline(AclPipelineConfig config) : config_(config) {
 void AclPipeline::SetClassifier(const AclClassifier* classifier) {
   classifier_ = classifier;
   ++generation_;  // every EMC entry of the old classifier is now a miss
+  emc_warm_base_ = stats_.emc_inserts;  // and it warms again
   ++stats_.generation;
 }
 
@@ -57,6 +58,13 @@ bool AclPipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts) {
   uint64_t emc_matched = 0;  // EMC hits whose result is a rule
   stats_.packets += static_cast<uint64_t>(n);
   const bool probe = config_.emc && (!config_.emc_adaptive || emc_gate_.probe());
+  // While the EMC warms (fewer inserts since the last generation than it has
+  // entries), a sampled burst of a skipping gate inserts for the bursts it
+  // stands for, so that a cold EMC fills as fast as an ungated one.
+  const uint32_t insert_step = config_.emc_adaptive && emc_gate_.skipping() &&
+                                       stats_.emc_inserts - emc_warm_base_ < config_.emc_entries
+                                   ? EmcGate::kSampleEvery
+                                   : 1;
   if (config_.emc && !probe) stats_.emc_skipped += static_cast<uint64_t>(n);
   if (probe) {
     // Every key's first slot is fetched before any is compared, so the
@@ -100,12 +108,15 @@ bool AclPipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts) {
       classifier_->ClassifyKeysToResults(keys, all ? nullptr : miss_index, misses, found);
     }
     // Inserts: only from bursts that looked the EMC up (while it is being
-    // skipped, the sampled ones), one miss in emc_insert_inv_prob on
-    // average: a countdown of misses, redrawn at each insert, so a miss
-    // that is not inserted costs a decrement.
+    // skipped, the sampled ones, each miss counting for kSampleEvery), one
+    // miss in emc_insert_inv_prob on average: a countdown of misses, redrawn
+    // at each insert, so a miss that is not inserted costs a subtraction.
     if (probe && config_.emc_insert_inv_prob != 0) {
       for (int j = 0; j < misses; ++j) {
-        if (--insert_countdown_ != 0) continue;
+        if (insert_countdown_ > insert_step) {
+          insert_countdown_ -= insert_step;
+          continue;
+        }
         insert_countdown_ = NextInsertCountdown();
         // Slot 0 unless it holds a live entry and slot 1 does not.
         const int i = all ? j : miss_index[j];

@@ -276,9 +276,9 @@ bool Emc::CuckooPlace(const FlowKey& key, uint32_t mf_index, uint32_t start) {
   return false;
 }
 
-void Emc::MaybeInsert(const FlowKey& key, uint32_t mf_index) {
+void Emc::MaybeInsert(const FlowKey& key, uint32_t mf_index, uint32_t boost) {
   if (insert_inv_prob_ == 0 ||
-      static_cast<uint32_t>(NextRandom() >> 32) > insert_threshold_) {
+      (NextRandom() >> 32) > uint64_t{insert_threshold_} * boost + (boost - 1)) {
     ++stats_.skipped;
     return;
   }

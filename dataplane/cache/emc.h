@@ -166,8 +166,11 @@ class Emc {
   // Unconditional insert of key -> pool megaflow `mf_index` (which must be
   // live; its current version is recorded).  See "Placement" above.
   void Insert(const FlowKey& key, uint32_t mf_index);
-  // Insert with probability 1/insert_inv_prob (never when it is 0).
-  void MaybeInsert(const FlowKey& key, uint32_t mf_index);
+  // Insert with probability 1/insert_inv_prob (never when it is 0); with
+  // `boost` > 1, boost/insert_inv_prob (at most 1): the EmcGate's sampled
+  // bursts stand for kSampleEvery bursts, so that the EMC fills as fast
+  // per packet as it would without the gate.
+  void MaybeInsert(const FlowKey& key, uint32_t mf_index, uint32_t boost = 1);
 
   // Checks the next n slots (round robin) and clears the dead ones.  Entries
   // die only when the pool frees a megaflow, so after one full round with

@@ -7,9 +7,12 @@
 // evicts a live entry.  So every kWindow bursts the gate compares the hits of
 // the bursts that looked the EMC up with the keys they looked up: below 1 in
 // kMinHitInv, only every kSampleEvery-th burst looks it up (and inserts its
-// misses) until a window is above again.  When the traffic turns to few
-// flows, the sampled bursts fill the EMC, hit, and the gate opens within a
-// window or two.  (OVS gets the same effect by hand: emc-insert-inv-prob=0
+// misses; while the EMC warms -- fewer inserts since it was emptied than it
+// has entries -- kSampleEvery times as likely, since the burst stands for
+// the ones that were not sampled: a slowly warming EMC, one insert in 100
+// misses, is not shut out by its first cold windows, and a full one that
+// still does not pay costs no extra inserts) until a window is above again.  When the traffic turns
+// to few flows, the sampled bursts fill the EMC, hit, and the gate opens.  (OVS gets the same effect by hand: emc-insert-inv-prob=0
 // turns its EMC lookups off.)
 //
 // Per-packet code: two counters and a compare per burst; no allocation.
