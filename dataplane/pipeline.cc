@@ -136,7 +136,7 @@ void Pipeline::SetRuleTable(const RuleTable* table,
     }
     dpcls_->Clear();
     emc_.Flush();
-    emc_warm_base_ = emc_.stats().inserts;
+    emc_gate_.Emptied(emc_.stats().inserts);
     smc_->Flush();
     cd_->Flush();
   }
@@ -296,10 +296,7 @@ void Pipeline::SetEmcInsertInvProb(uint32_t inv_prob) {
 
 void Pipeline::SetEmcEnabled(bool on) {
   if (config_.emc && !on) emc_.Flush();
-  if (!config_.emc && on) {
-    emc_gate_.Reset();
-    emc_warm_base_ = emc_.stats().inserts;
-  }
+  if (!config_.emc && on) emc_gate_.Reset(emc_.stats().inserts);
   config_.emc = on;
 }
 
@@ -515,13 +512,8 @@ bool Pipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts,
   bool uniform = true;
 
   emc_burst_ = EmcThisBurst();
-  // While the EMC warms (fewer inserts since it was last emptied than it
-  // has entries), a sampled burst of a skipping gate inserts for the bursts
-  // it stands for, so that a cold EMC fills as fast as an ungated one.
-  emc_insert_boost_ = config_.emc_adaptive && emc_gate_.skipping() &&
-                              emc_.stats().inserts - emc_warm_base_ < emc_.entries()
-                          ? EmcGate::kSampleEvery
-                          : 1;
+  emc_insert_boost_ = emc_gate_.InsertWeight(emc_.stats().inserts, emc_.entries());
+  uint32_t emc_hits = 0;
   if (emc_burst_) {
     const Megaflow* found[kMaxBurst];
     const uint32_t hits = emc_.LookupBurst(keys, todo, found, emc_prefetched);
@@ -551,13 +543,13 @@ bool Pipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts,
       run_mf->hits += run;
       run_mf->last_used_ms = now;
     }
-    stats_.emc_hits += std::popcount(hits);
+    emc_hits = static_cast<uint32_t>(std::popcount(hits));
+    stats_.emc_hits += emc_hits;
     todo &= ~hits;
     emc_.SweepSome(kEmcSweepPerBurst);
-    if (config_.emc_adaptive) emc_gate_.Account(static_cast<uint64_t>(n), std::popcount(hits));
-  } else if (config_.emc && config_.emc_adaptive) {
-    emc_gate_.Account(0, 0);
   }
+  if (config_.emc && config_.emc_adaptive)
+    emc_gate_.Account(emc_burst_ ? static_cast<uint64_t>(n) : 0, emc_hits);
 
   // The rest, one in_port at a time (a burst from one rx queue has one).
   const uint32_t rest = todo;
@@ -821,7 +813,7 @@ PipelineSnapshot Pipeline::Snapshot() const {
   s.stats = stats_;
   s.cd_enabled = cd_ctl_.enabled();
   s.cd_transitions = cd_ctl_.transitions();
-  s.emc_skipping = config_.emc && config_.emc_adaptive && emc_gate_.skipping();
+  s.emc_skipping = config_.emc && emc_gate_.skipping();
   s.emc_occupancy = emc_.Occupancy();
   s.emc_entries = emc_.entries();
   s.smc_occupancy = smc_->Held();  // O(1): a walk would stall the PMD for ms

@@ -416,8 +416,7 @@ class Pipeline {
   EmcGate emc_gate_;
   // Whether the burst being processed looks the EMC up and inserts into it.
   bool emc_burst_ = true;
-  uint32_t emc_insert_boost_ = 1;  // EmcGate::kSampleEvery while skipping a warming EMC
-  uint64_t emc_warm_base_ = 0;     // emc_.stats().inserts when it was last emptied
+  uint32_t emc_insert_boost_ = 1;  // this burst's EmcGate::InsertWeight
   bool EmcThisBurst() const {
     return config_.emc && config_.megaflows && (!config_.emc_adaptive || emc_gate_.probe());
   }

@@ -28,7 +28,7 @@ AclPipeline::AclPipeline(AclPipelineConfig config) : config_(config) {
 void AclPipeline::SetClassifier(const AclClassifier* classifier) {
   classifier_ = classifier;
   ++generation_;  // every EMC entry of the old classifier is now a miss
-  emc_warm_base_ = stats_.emc_inserts;  // and it warms again
+  emc_gate_.Emptied(stats_.emc_inserts);  // and it warms again
   ++stats_.generation;
 }
 
@@ -58,13 +58,7 @@ bool AclPipeline::ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts) {
   uint64_t emc_matched = 0;  // EMC hits whose result is a rule
   stats_.packets += static_cast<uint64_t>(n);
   const bool probe = config_.emc && (!config_.emc_adaptive || emc_gate_.probe());
-  // While the EMC warms (fewer inserts since the last generation than it has
-  // entries), a sampled burst of a skipping gate inserts for the bursts it
-  // stands for, so that a cold EMC fills as fast as an ungated one.
-  const uint32_t insert_step = config_.emc_adaptive && emc_gate_.skipping() &&
-                                       stats_.emc_inserts - emc_warm_base_ < config_.emc_entries
-                                   ? EmcGate::kSampleEvery
-                                   : 1;
+  const uint32_t insert_step = emc_gate_.InsertWeight(stats_.emc_inserts, config_.emc_entries);
   if (config_.emc && !probe) stats_.emc_skipped += static_cast<uint64_t>(n);
   if (probe) {
     // Every key's first slot is fetched before any is compared, so the

@@ -94,7 +94,6 @@ class AclPipeline {
   uint64_t rng_ = 0x9e3779b97f4a7c15ULL;
   uint32_t insert_countdown_ = 1;  // misses until the next EMC insert
   EmcGate emc_gate_;  // emc_adaptive: whether a burst looks the EMC up
-  uint64_t emc_warm_base_ = 0;  // stats_.emc_inserts at the last generation
   AclPipelineStats stats_;
 };
 

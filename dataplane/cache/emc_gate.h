@@ -8,10 +8,11 @@
 // the bursts that looked the EMC up with the keys they looked up: below 1 in
 // kMinHitInv, only every kSampleEvery-th burst looks it up (and inserts its
 // misses; while the EMC warms -- fewer inserts since it was emptied than it
-// has entries -- kSampleEvery times as likely, since the burst stands for
-// the ones that were not sampled: a slowly warming EMC, one insert in 100
-// misses, is not shut out by its first cold windows, and a full one that
-// still does not pay costs no extra inserts) until a window is above again.  When the traffic turns
+// has entries -- kSampleEvery times as likely (InsertWeight), since the
+// burst stands for the ones that were not sampled: a slowly warming EMC, one
+// insert in 100 misses, is not shut out by its first cold windows, and a
+// full one that still does not pay costs no extra inserts) until a window is
+// above again.  When the traffic turns
 // to few flows, the sampled bursts fill the EMC, hit, and the gate opens.  (OVS gets the same effect by hand: emc-insert-inv-prob=0
 // turns its EMC lookups off.)
 //
@@ -49,8 +50,24 @@ class EmcGate {
     probe_ = !skip_ || window_bursts_ % kSampleEvery == 0;
   }
 
-  // Back to probing every burst (a flush, the EMC turned on again).
-  void Reset() { *this = EmcGate(); }
+  // The EMC was emptied (flushed, invalidated, turned on): it warms again
+  // from `inserts`, the owner's running count of EMC inserts.
+  void Emptied(uint64_t inserts) { warm_base_ = inserts; }
+
+  // How many misses each miss of this burst counts for when the owner
+  // decides its 1-in-N inserts: kSampleEvery while the gate skips and the
+  // EMC is still warming (fewer inserts since it was emptied than it has
+  // entries), since a sampled burst stands for the ones not sampled; else 1.
+  uint32_t InsertWeight(uint64_t inserts, uint32_t entries) const {
+    return skip_ && inserts - warm_base_ < entries ? kSampleEvery : 1;
+  }
+
+  // Back to probing every burst (the EMC turned on again), warming from
+  // `inserts`.
+  void Reset(uint64_t inserts) {
+    *this = EmcGate();
+    warm_base_ = inserts;
+  }
 
  private:
   uint32_t window_bursts_ = 0;
@@ -58,6 +75,7 @@ class EmcGate {
   uint64_t window_hits_ = 0;
   bool skip_ = false;
   bool probe_ = true;
+  uint64_t warm_base_ = 0;  // the owner's insert count when the EMC was emptied
 };
 
 }  // namespace flowclass
