@@ -264,9 +264,15 @@ struct OrderSlot {
 // Descending max priority; ties broken by the mask words, so that a walk
 // (and DebugString) depends only on the rule set, not on the history that
 // built it.
+// The order on (max priority, mask) keys: descending priority, then
+// descending mask words.  The walk's editor (rule_walk.h) compares removed
+// slots, which keep only their key, by it.
+inline bool KeyBefore(uint32_t pa, const Flow& ma, uint32_t pb, const Flow& mb) {
+  if (pa != pb) return pa > pb;
+  return ma.w > mb.w;
+}
 inline bool SlotBefore(const OrderSlot& a, const OrderSlot& b) {
-  if (a.max_priority != b.max_priority) return a.max_priority > b.max_priority;
-  return a.subtable->mask.w > b.subtable->mask.w;
+  return KeyBefore(a.max_priority, a.subtable->mask, b.max_priority, b.subtable->mask);
 }
 inline void SortSlots(std::vector<OrderSlot>* slots) {
   std::sort(slots->begin(), slots->end(), SlotBefore);

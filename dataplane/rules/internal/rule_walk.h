@@ -94,11 +94,6 @@ struct WalkRemoval {
   const Subtable* subtable;
 };
 
-// SlotBefore on keys: descending priority, then descending mask words.
-inline bool KeyBefore(uint32_t pa, const Flow& ma, uint32_t pb, const Flow& mb) {
-  if (pa != pb) return pa > pb;
-  return ma.w > mb.w;
-}
 inline bool RemovalBefore(const WalkRemoval& a, const WalkRemoval& b) {
   return KeyBefore(a.priority, a.mask, b.priority, b.mask);
 }
