@@ -31,15 +31,29 @@ void DurableDataplane::StoreWorker::Post(std::function<void()> job) {
   jobs_.push_back(std::move(job));
 }
 
+void DurableDataplane::StoreWorker::PostIdle(std::function<void()> job, absl::Duration idle) {
+  absl::MutexLock lock(&mu_);
+  idle_job_ = std::move(job);
+  idle_ = idle;
+}
+
 void DurableDataplane::StoreWorker::Run() {
   for (;;) {
     std::function<void()> job;
     {
       absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(this, &StoreWorker::Ready));
-      if (jobs_.empty()) return;  // stop_, and nothing left to do
-      job = std::move(jobs_.front());
-      jobs_.pop_front();
+      // A job, a stop, or an idle job armed (then: a job within idle_, or
+      // the idle job).
+      mu_.Await(absl::Condition(this, &StoreWorker::ReadyOrArmed));
+      if (!Ready() && !mu_.AwaitWithTimeout(absl::Condition(this, &StoreWorker::Ready), idle_))
+        job = std::exchange(idle_job_, nullptr);  // idle that long
+      if (job == nullptr && !jobs_.empty()) {
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      } else if (job == nullptr) {  // stop_, and no job left but the idle one
+        if (idle_job_ == nullptr) return;
+        job = std::exchange(idle_job_, nullptr);
+      }
     }
     job();
   }
@@ -116,15 +130,16 @@ void DurableDataplane::FinishAppendLocked(uint64_t before, Pending* p,
   const absl::Status s = p->committed.get();
   if (s.ok()) {
     // The checkpoint into rules.db (and a compaction when one is due) runs
-    // after the acks, overlapping the next group; the next commit waits
-    // for it.
-    worker_->Post([this] {
+    // when no commit follows for kSettleWhenIdle: a stream's groups are
+    // committed back to back (RuleStore::CommitGroup checkpoints every
+    // checkpoint_groups groups).
+    worker_->PostIdle([this] {
       absl::Status settled = store_->Settle();
       if (!settled.ok()) {
         absl::MutexLock lock(&settle_mu_);
         if (settle_failed_.ok()) settle_failed_ = std::move(settled);
       }
-    });
+    }, kSettleWhenIdle);
     return;
   }
   failed_ = s;

@@ -17,10 +17,12 @@
 // ApplyBatchesNotifying: after its rule table took the group, before the
 // publication to the PMDs), so the commit's fsync and the publication's
 // grace period overlap; the call returns when both are done (a DeleteAll
-// is committed after `inner` has returned: no overlap).  The group's
-// checkpoint into rules.db (RuleStore::Settle, with any automatic
-// compaction) runs on the same thread after the call has returned,
-// overlapping the acks and the next group, whose commit waits for it.
+// is committed after `inner` has returned: no overlap).  The checkpoint
+// into rules.db (RuleStore::Settle, with any automatic compaction) runs on
+// the same thread once it has had no commit to do for kSettleWhenIdle: a
+// stream of groups is committed back to back (one fsync a group; the store
+// checkpoints every RuleStoreOptions::checkpoint_groups groups), and a
+// lone group is checkpointed kSettleWhenIdle after it.
 //
 // A publication that fails (its deadline passes) while the commit succeeds:
 // the group is in the rule table and durable, and its results are the
@@ -47,7 +49,7 @@
 // fails otherwise).
 //
 // Threads: as Dataplane; the store is used by the store thread only, one
-// job at a time (commit, settle, commit, ...), posted under the mutex.
+// job at a time (commits, and a settle when idle), posted under the mutex.
 #ifndef FLOWCLASS_SERVER_DURABLE_DATAPLANE_H_
 #define FLOWCLASS_SERVER_DURABLE_DATAPLANE_H_
 
@@ -63,6 +65,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "dataplane/dataplane.h"
 #include "dataplane/forwarding_dataplane.h"
 #include "server/store/rule_store.h"
@@ -71,6 +74,9 @@ namespace flowclass {
 
 class DurableDataplane final : public ForwardingDataplane {
  public:
+  // How long the store thread waits without a commit before it checkpoints.
+  static constexpr absl::Duration kSettleWhenIdle = absl::Milliseconds(50);
+
   // `inner` and `store` (may be null) must outlive this object.
   DurableDataplane(Dataplane* inner, RuleStore* store);
   // Waits for the store thread's last job (the last settle).
@@ -99,13 +105,21 @@ class DurableDataplane final : public ForwardingDataplane {
     StoreWorker();
     ~StoreWorker();  // runs the jobs already posted, then joins
     void Post(std::function<void()> job);
+    // `job` runs once the worker has had nothing to do for `idle` (or when
+    // it stops); it replaces an idle job not yet run.
+    void PostIdle(std::function<void()> job, absl::Duration idle);
 
    private:
     void Run();
     bool Ready() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || !jobs_.empty(); }
+    bool ReadyOrArmed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return Ready() || idle_job_ != nullptr;
+    }
     absl::Mutex mu_;
     std::deque<std::function<void()>> jobs_ ABSL_GUARDED_BY(mu_);
     bool stop_ ABSL_GUARDED_BY(mu_) = false;
+    std::function<void()> idle_job_ ABSL_GUARDED_BY(mu_);
+    absl::Duration idle_ ABSL_GUARDED_BY(mu_);
     std::thread thread_;
   };
   // A group being committed.
@@ -119,7 +133,7 @@ class DurableDataplane final : public ForwardingDataplane {
   Pending StartAppendLocked(uint64_t before, absl::Span<const absl::Span<const RuleOp>> batches,
                             bool delete_all, absl::Span<const absl::StatusOr<BatchResult>> results)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Waits for that commit; on success posts its settle, on failure turns the
+  // Waits for that commit; on success arms the idle settle, on failure turns the
   // group's results into DATA_LOSS and fails this object.
   void FinishAppendLocked(uint64_t before, Pending* p,
                           std::vector<absl::StatusOr<BatchResult>>* results)

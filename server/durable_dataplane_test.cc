@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <thread>
@@ -173,6 +174,30 @@ TEST_F(DurableTest, EveryAckIsDurableWhenWritten) {
   EXPECT_EQ(Texts(st.rules), final_rules);
   EXPECT_EQ(final_rules.size(), 11u);
   EXPECT_EQ(before_delete_all.size(), 209u);
+}
+
+// The checkpoint into rules.db runs once the store thread has been idle for
+// kSettleWhenIdle: then rules.db alone (without its -wal) holds the group.
+TEST_F(DurableTest, AnIdleStoreCheckpointsTheLastGroupIntoRulesDb) {
+  ASSERT_EQ(client_->ApplyBatch(V1Batch(1, Inserts(1, 20)))->status().code(), 0);
+  const uint64_t gen = fake_.generation();
+  TempDir copy{"durable_test_copy"};
+  uint64_t seen = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (seen != gen && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    // A copy of rules.db alone, as if the -wal were lost (a copy taken
+    // while the checkpoint writes may be torn: then try again).
+    std::error_code ec;
+    for (const char* f : {"/rules.db", "/rules.db-wal"}) std::filesystem::remove(copy.path() + f, ec);
+    std::filesystem::copy_file(dir_.path() + "/rules.db", copy.path() + "/rules.db", ec);
+    if (ec) continue;
+    absl::StatusOr<std::unique_ptr<RuleStore>> st = RuleStore::Open(copy.path(), {});
+    if (!st.ok()) continue;
+    absl::StatusOr<RuleStoreState> loaded = (*st)->Load();
+    if (loaded.ok()) seen = loaded->generation;
+  }
+  EXPECT_EQ(seen, gen) << "rules.db was not checkpointed within 10 s of an idle store";
 }
 
 TEST_F(DurableTest, StatsAndConfigTellWhichStart) {

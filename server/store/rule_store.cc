@@ -26,11 +26,14 @@
 #include "dataplane/rules/rule_format.h"
 #include "server/store/internal/sqlite_db.h"
 #include "server/store/internal/store_records.h"
+#include "server/store/internal/wal_scan.h"
 
 namespace flowclass {
 namespace {
 
 using store_internal::Checkpoint;
+using store_internal::ScanWal;
+using store_internal::WalScan;
 using store_internal::CloseDb;
 using store_internal::AppendRule;
 using store_internal::DecodeOps;
@@ -535,6 +538,10 @@ absl::StatusOr<RuleStoreState> RuleStore::Load() {
     read.problem = absl::DataLossError(
         absl::StrCat(path_, ": the file is empty (0 bytes): truncated"));
   } else {
+    // Before SQLite replays the -wal: would it drop committed groups after
+    // a damaged frame?  (internal/wal_scan.h)
+    absl::StatusOr<WalScan> wal = ScanWal(path_);
+    if (!wal.ok()) return wal.status();
     absl::StatusOr<sqlite3*> db = OpenDb(path_, /*create=*/false, kApplicationId);
     if (!db.ok()) {
       if (!absl::IsDataLoss(db.status())) return db.status();  // in use, I/O: nothing to recover
@@ -547,6 +554,23 @@ absl::StatusOr<RuleStoreState> RuleStore::Load() {
         absl::Status s = read.problem;
         CloseDb(std::exchange(db_, nullptr), false);
         return s;
+      }
+      if (read.problem.ok() && wal->dropped_commits() > 0) {
+        // What SQLite read is consistent (the groups before the damage), but
+        // acknowledged groups after it are gone.
+        const uint64_t n = wal->dropped_commits();
+        read.problem = absl::DataLossError(absl::StrCat(
+            path_, "-wal: ",
+            wal->header_ok
+                ? absl::StrCat("frame ", wal->first_bad_frame, " of ", wal->frames,
+                               " fails its checksum, and ", n, " committed group",
+                               n == 1 ? "" : "s", " after it would be lost")
+                : absl::StrCat("the WAL header is damaged, and ", n, " committed group",
+                               n == 1 ? "" : "s", " after the first would be lost"),
+            " (SQLite would drop them without an error); the state before the damage is "
+            "generation ",
+            read.generation));
+        read.dropped_from = read.generation + 1;
       }
     }
   }
@@ -672,19 +696,28 @@ absl::Status RuleStore::AppendGroup(absl::Span<const StoreBatch> group) {
 
 absl::Status RuleStore::Settle() {
   if (absl::Status s = CheckUsable("Settle"); !s.ok()) return s;
-  if (!unsettled_) return absl::OkStatus();
+  if (unsettled_groups_ == 0) return absl::OkStatus();
+  if (absl::Status s = CheckpointGroups(); !s.ok()) return s;
+  if (absl::Status s = MaybeAutoCompact(); !s.ok()) return Fail(s);
+  return absl::OkStatus();
+}
+
+absl::Status RuleStore::CheckpointGroups() {
   if (!options_.testing_skip_checkpoint) {
     if (absl::Status s = Checkpoint(db_, path_); !s.ok()) return Fail(s);
   }
-  unsettled_ = false;
-  if (absl::Status s = MaybeAutoCompact(); !s.ok()) return Fail(s);
+  unsettled_groups_ = 0;
   return absl::OkStatus();
 }
 
 absl::Status RuleStore::CommitGroup(absl::Span<const StoreBatch> group) {
   if (absl::Status s = CheckUsable("AppendGroup"); !s.ok()) return s;
-  // The -wal never holds more than one committed group besides this one.
-  if (absl::Status s = Settle(); !s.ok()) return s;
+  // The -wal holds at most checkpoint_groups committed groups besides this
+  // one (Load checks them: internal/wal_scan.h).  Only the checkpoint: an
+  // automatic compaction waits for the next Settle, off the commit's path.
+  if (unsettled_groups_ >= std::max<uint32_t>(options_.checkpoint_groups, 1)) {
+    if (absl::Status s = CheckpointGroups(); !s.ok()) return s;
+  }
   if (group.empty()) return absl::OkStatus();
   // Every batch is checked and encoded before anything is written, into one
   // buffer kept from group to group (no allocation per batch or rule).
@@ -760,7 +793,7 @@ absl::Status RuleStore::CommitGroup(absl::Span<const StoreBatch> group) {
   batches_ += group.size();
   batch_bytes_ += bytes;
   ++groups_appended_;
-  unsettled_ = true;
+  ++unsettled_groups_;
   return absl::OkStatus();
 }
 
@@ -794,7 +827,7 @@ absl::Status RuleStore::Compact() {
   if (absl::Status s = WriteMeta(db_, path_, m, false); !s.ok()) return Fail(s);
   if (absl::Status s = Exec(db_, path_, "COMMIT"); !s.ok()) return Fail(s);
   if (absl::Status s = Checkpoint(db_, path_); !s.ok()) return Fail(s);
-  unsettled_ = false;
+  unsettled_groups_ = 0;
   snapshot_generation_ = m.snapshot_generation;
   snapshot_chunks_ = m.snapshot_chunks;
   snapshot_rules_ = m.snapshot_rules;
@@ -814,6 +847,7 @@ RuleStoreStats RuleStore::Stats() const {
   s.batches = batches_;
   s.batch_bytes = batch_bytes_;
   s.groups_appended = groups_appended_;
+  s.unsettled_groups = unsettled_groups_;
   s.compactions = compactions_;
   s.file_bytes = FileBytes(path_) + FileBytes(path_ + "-wal");
   return s;

@@ -24,14 +24,15 @@
 //
 // Writes.  CommitGroup writes a group of batches (a group commit) in one
 // SQLite transaction, synced (synchronous=FULL): when it returns OK every
-// batch of the group is durable.  Settle then checkpoints the WAL into
-// rules.db (synced), so that the -wal file holds nothing but the next
-// transaction; AppendGroup is the two in one.  SQLite's WAL applies a
+// batch of the group is durable.  Settle checkpoints the WAL into rules.db
+// (synced); CommitGroup does so first once checkpoint_groups groups wait for
+// it, and AppendGroup is CommitGroup then Settle.  SQLite's WAL applies a
 // transaction whole or not at all (a torn transaction fails its frame
 // checksums and is discarded), so after a crash the store holds exactly the
-// committed groups plus, at most, the group in flight, whole; losing or
-// damaging the -wal file can only cost the group in flight and a committed
-// group not yet settled.
+// committed groups plus, at most, the group in flight, whole.  A damaged
+// frame before the last committed group is refused by Load (SQLite alone
+// would drop every group from it on, silently); deleting or truncating the
+// -wal file loses the groups not yet checkpointed.
 // AppendGroup checks generations only (contiguous with the store's); the
 // batches are the ones the rule table accepted.
 //
@@ -107,6 +108,13 @@ struct RuleStoreOptions {
   uint64_t auto_compact_batches = 100000;
   // Rules per snapshot row.
   size_t snapshot_chunk_rules = 8192;
+  // CommitGroup checkpoints first when the -wal already holds this many
+  // committed groups (1: every group is checkpointed before the next one is
+  // written).  Between checkpoints the -wal holds up to this many groups;
+  // Load scans it so that damage in an early group is refused, not silently
+  // dropped with the groups after it (internal/wal_scan.h).  Settle (which
+  // flowclassd calls when its store thread is idle) checkpoints at once.
+  uint32_t checkpoint_groups = 64;
   // Tests only: AppendGroup commits but does not checkpoint, so the group
   // stays in the -wal file alone, as after a crash between the two.
   bool testing_skip_checkpoint = false;
@@ -162,6 +170,7 @@ struct RuleStoreStats {
   uint64_t batch_bytes = 0;      // operation text in them
   uint64_t groups_appended = 0;  // since Open
   uint64_t compactions = 0;      // since Open
+  uint64_t unsettled_groups = 0; // committed, not yet checkpointed into rules.db
   uint64_t file_bytes = 0;       // rules.db + rules.db-wal now
 };
 
@@ -190,12 +199,15 @@ class RuleStore {
   absl::Status AppendGroup(absl::Span<const StoreBatch> group);
   // AppendGroup in two steps.  CommitGroup: the transaction alone; when it
   // returns OK the group is durable (its commit synced to rules.db-wal) and
-  // is restored after a crash, but the -wal still holds it.  Settle: the
-  // checkpoint that copies it into rules.db (and syncs it), then the
-  // automatic compaction, if due; a no-op when nothing is unsettled.  Until
-  // the next CommitGroup settles, losing or damaging rules.db-wal can cost
-  // that group (CommitGroup settles an unsettled group first).  The same errors as AppendGroup; a failed Settle fails the
-  // store (the group stays durable in the -wal).
+  // is restored after a crash, but the -wal still holds it.  It checkpoints
+  // first when checkpoint_groups committed groups are not yet checkpointed.
+  // Settle: the checkpoint that copies every committed group into rules.db
+  // (and syncs it), then the automatic compaction, if due (only Settle
+  // compacts: CommitGroup's own checkpoint never does); a no-op when
+  // nothing is unsettled.  Until then, deleting or truncating rules.db-wal
+  // loses the unsettled groups (whole); damage inside it is caught by Load
+  // (see checkpoint_groups).  The same errors as AppendGroup; a failed
+  // Settle fails the store (the groups stay durable in the -wal).
   absl::Status CommitGroup(absl::Span<const StoreBatch> group);
   absl::Status Settle();
   absl::Status AppendBatch(const StoreBatch& batch) { return AppendGroup({&batch, 1}); }
@@ -214,6 +226,7 @@ class RuleStore {
   absl::Status Fail(absl::Status s);
   absl::Status CheckUsable(const char* what) const;
   absl::Status MaybeAutoCompact();
+  absl::Status CheckpointGroups();  // the unsettled groups into rules.db
   int write_version() const {
     return options_.testing_write_schema_version != 0 ? options_.testing_write_schema_version
                                                       : kCurrentSchemaVersion;
@@ -227,8 +240,8 @@ class RuleStore {
   absl::Status failed_;  // sticky I/O error
   uint64_t generation_ = 0;
   int64_t created_unix_ = 0;
-  int schema_version_ = 0;
-  bool unsettled_ = false;  // a commit not yet checkpointed  // of rules.db as loaded (what it is written in)
+  int schema_version_ = 0;  // of rules.db as loaded (what it is written in)
+  uint64_t unsettled_groups_ = 0;  // committed groups not yet checkpointed
   uint64_t snapshot_generation_ = 0;
   uint64_t snapshot_chunks_ = 0;
   uint64_t snapshot_rules_ = 0;

@@ -29,6 +29,13 @@ const std::string& Dir() {
   static const std::string dir = [] {
     std::string t = (std::filesystem::temp_directory_path() / "flowclass-store-fuzz-XXXXXX").string();
     if (mkdtemp(t.data()) == nullptr) std::abort();
+    // Removed at exit: every fuzz run and every ctest replay used to leave
+    // one behind in /tmp.
+    static const std::string* const remove_at_exit = new std::string(t);  // never destroyed
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(*remove_at_exit, ec);
+    });
     return t;
   }();
   return dir;
