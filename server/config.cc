@@ -444,6 +444,7 @@ absl::StatusOr<DaemonConfig> Convert(const YAML::Node& root) {
   FC_RETURN_IF_ERROR(store.CheckIsMap());
   FC_RETURN_IF_ERROR(store.String("path", &c.store.path));
   FC_RETURN_IF_ERROR(store.Bool("recover_to_last_consistent", &c.store.recover_to_last_consistent));
+  FC_RETURN_IF_ERROR(store.Int("checkpoint_idle_ms", &c.store.checkpoint_idle_ms, 0, 3600000));
   FC_RETURN_IF_ERROR(store.CheckNoUnknownKeys());
   if (YAML::Node p = top.Get("store"); p && p.IsMap() && p["path"] && c.store.path.empty())
     return absl::InvalidArgumentError(
@@ -721,6 +722,9 @@ std::string DescribeConfig(const DaemonConfig& c) {
                   c.store.path.empty() ? "(none: in memory, rules do not survive a restart)"
                                        : c.store.path + "/rules.db",
                   c.store.recover_to_last_consistent ? " recover_to_last_consistent" : "",
+                  c.store.path.empty() ? ""
+                                       : absl::StrCat(" checkpoint_idle_ms ",
+                                                      c.store.checkpoint_idle_ms),
                   "\n");
   absl::StrAppend(&s, "log: level ", std::string(LogLevelName(c.log.level)), " format ",
                   std::string(LogFormatName(c.log.format)), "\n");

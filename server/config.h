@@ -40,6 +40,10 @@ struct StoreConfig {
   // store.recover_to_last_consistent: a damaged store starts from its last
   // consistent state (what was dropped is logged) instead of refusing.
   bool recover_to_last_consistent = false;
+  // store.checkpoint_idle_ms: the store thread checkpoints the -wal into
+  // rules.db once it has had no group to commit for this long (at the
+  // latest 5 s after the first group not checkpointed; docs/store.md).
+  uint32_t checkpoint_idle_ms = 50;
 };
 
 struct DaemonConfig {

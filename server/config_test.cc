@@ -481,7 +481,12 @@ TEST(ConfigTest, StoreSection) {
   EXPECT_EQ(c->store.path, "/var/lib/flowclass");
   EXPECT_TRUE(c->store.recover_to_last_consistent);
   EXPECT_THAT(DescribeConfig(*c),
-              HasSubstr("store: /var/lib/flowclass/rules.db recover_to_last_consistent"));
+              HasSubstr("store: /var/lib/flowclass/rules.db recover_to_last_consistent "
+                        "checkpoint_idle_ms 50"));
+  EXPECT_EQ(c->store.checkpoint_idle_ms, 50u);
+  c = Parse(kMinimal, {"store.path=/var/lib/flowclass", "store.checkpoint_idle_ms=0"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->store.checkpoint_idle_ms, 0u);
   struct Case {
     std::vector<std::string> ov;
     std::string want;
@@ -491,6 +496,8 @@ TEST(ConfigTest, StoreSection) {
       {{"store.recover_to_last_consistent=maybe"},
        "store.recover_to_last_consistent: \"maybe\" is not a boolean"},
       {{"store.pth=/x"}, "store.pth: unknown key"},
+      {{"store.checkpoint_idle_ms=3600001"}, "store.checkpoint_idle_ms"},
+      {{"store.checkpoint_idle_ms=-1"}, "store.checkpoint_idle_ms"},
   };
   for (const Case& k : cases) {
     auto bad = Parse(kMinimal, k.ov);

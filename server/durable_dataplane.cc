@@ -1,5 +1,6 @@
 #include "server/durable_dataplane.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -31,8 +32,10 @@ void DurableDataplane::StoreWorker::Post(std::function<void()> job) {
   jobs_.push_back(std::move(job));
 }
 
-void DurableDataplane::StoreWorker::PostIdle(std::function<void()> job, absl::Duration idle) {
+void DurableDataplane::StoreWorker::PostIdle(std::function<void()> job, absl::Duration idle,
+                                             absl::Duration latest) {
   absl::MutexLock lock(&mu_);
+  if (idle_job_ == nullptr) idle_deadline_ = absl::Now() + latest;  // from the first arming
   idle_job_ = std::move(job);
   idle_ = idle;
 }
@@ -42,11 +45,18 @@ void DurableDataplane::StoreWorker::Run() {
     std::function<void()> job;
     {
       absl::MutexLock lock(&mu_);
-      // A job, a stop, or an idle job armed (then: a job within idle_, or
-      // the idle job).
+      // A job, a stop, or an idle job armed: then the idle job runs when no
+      // job comes within idle_, or before the next job once it has waited
+      // until idle_deadline_ (a steady trickle of jobs never leaves idle_).
       mu_.Await(absl::Condition(this, &StoreWorker::ReadyOrArmed));
-      if (!Ready() && !mu_.AwaitWithTimeout(absl::Condition(this, &StoreWorker::Ready), idle_))
-        job = std::exchange(idle_job_, nullptr);  // idle that long
+      if (idle_job_ != nullptr) {
+        const absl::Duration left = idle_deadline_ - absl::Now();
+        bool due = left <= absl::ZeroDuration();
+        if (!due && !Ready())
+          due = !mu_.AwaitWithTimeout(absl::Condition(this, &StoreWorker::Ready),
+                                      std::min(idle_, left));
+        if (due) job = std::exchange(idle_job_, nullptr);
+      }
       if (job == nullptr && !jobs_.empty()) {
         job = std::move(jobs_.front());
         jobs_.pop_front();
@@ -61,8 +71,8 @@ void DurableDataplane::StoreWorker::Run() {
 
 // --------------------------------------------------------- DurableDataplane
 
-DurableDataplane::DurableDataplane(Dataplane* inner, RuleStore* store)
-    : ForwardingDataplane(inner), store_(store) {
+DurableDataplane::DurableDataplane(Dataplane* inner, RuleStore* store, absl::Duration settle_idle)
+    : ForwardingDataplane(inner), store_(store), settle_idle_(settle_idle) {
   if (store_ != nullptr) worker_ = std::make_unique<StoreWorker>();
 }
 
@@ -130,7 +140,8 @@ void DurableDataplane::FinishAppendLocked(uint64_t before, Pending* p,
   const absl::Status s = p->committed.get();
   if (s.ok()) {
     // The checkpoint into rules.db (and a compaction when one is due) runs
-    // when no commit follows for kSettleWhenIdle: a stream's groups are
+    // when no commit follows for settle_idle_ (at the latest
+    // kSettleAtLatest after the first group it waits for): a stream's groups are
     // committed back to back (RuleStore::CommitGroup checkpoints every
     // checkpoint_groups groups).
     worker_->PostIdle([this] {
@@ -139,7 +150,7 @@ void DurableDataplane::FinishAppendLocked(uint64_t before, Pending* p,
         absl::MutexLock lock(&settle_mu_);
         if (settle_failed_.ok()) settle_failed_ = std::move(settled);
       }
-    }, kSettleWhenIdle);
+    }, settle_idle_, kSettleAtLatest);
     return;
   }
   failed_ = s;

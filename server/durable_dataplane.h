@@ -19,10 +19,12 @@
 // grace period overlap; the call returns when both are done (a DeleteAll
 // is committed after `inner` has returned: no overlap).  The checkpoint
 // into rules.db (RuleStore::Settle, with any automatic compaction) runs on
-// the same thread once it has had no commit to do for kSettleWhenIdle: a
-// stream of groups is committed back to back (one fsync a group; the store
-// checkpoints every RuleStoreOptions::checkpoint_groups groups), and a
-// lone group is checkpointed kSettleWhenIdle after it.
+// the same thread once it has had no commit to do for `settle_idle`
+// (kSettleWhenIdle, store.checkpoint_idle_ms), and at the latest
+// kSettleAtLatest after the first group not checkpointed: a stream of
+// groups is committed back to back (one fsync a group; the store also
+// checkpoints every RuleStoreOptions::checkpoint_groups groups), and a lone
+// group is checkpointed `settle_idle` after it.
 //
 // A publication that fails (its deadline passes) while the commit succeeds:
 // the group is in the rule table and durable, and its results are the
@@ -74,11 +76,16 @@ namespace flowclass {
 
 class DurableDataplane final : public ForwardingDataplane {
  public:
-  // How long the store thread waits without a commit before it checkpoints.
+  // How long the store thread waits without a commit before it checkpoints
+  // (the default of store.checkpoint_idle_ms), and at most after the first
+  // group it has not checkpointed (so that a steady trickle of groups, never
+  // idle that long, still gets its checkpoints and automatic compactions).
   static constexpr absl::Duration kSettleWhenIdle = absl::Milliseconds(50);
+  static constexpr absl::Duration kSettleAtLatest = absl::Seconds(5);
 
   // `inner` and `store` (may be null) must outlive this object.
-  DurableDataplane(Dataplane* inner, RuleStore* store);
+  DurableDataplane(Dataplane* inner, RuleStore* store,
+                   absl::Duration settle_idle = kSettleWhenIdle);
   // Waits for the store thread's last job (the last settle).
   ~DurableDataplane() override;
 
@@ -105,9 +112,10 @@ class DurableDataplane final : public ForwardingDataplane {
     StoreWorker();
     ~StoreWorker();  // runs the jobs already posted, then joins
     void Post(std::function<void()> job);
-    // `job` runs once the worker has had nothing to do for `idle` (or when
-    // it stops); it replaces an idle job not yet run.
-    void PostIdle(std::function<void()> job, absl::Duration idle);
+    // `job` runs once the worker has had nothing to do for `idle`, before
+    // the next job once `latest` has passed since the idle job was first
+    // armed, or when the worker stops; it replaces an idle job not yet run.
+    void PostIdle(std::function<void()> job, absl::Duration idle, absl::Duration latest);
 
    private:
     void Run();
@@ -120,6 +128,7 @@ class DurableDataplane final : public ForwardingDataplane {
     bool stop_ ABSL_GUARDED_BY(mu_) = false;
     std::function<void()> idle_job_ ABSL_GUARDED_BY(mu_);
     absl::Duration idle_ ABSL_GUARDED_BY(mu_);
+    absl::Time idle_deadline_ ABSL_GUARDED_BY(mu_);
     std::thread thread_;
   };
   // A group being committed.
@@ -143,6 +152,7 @@ class DurableDataplane final : public ForwardingDataplane {
   absl::Status RefusedLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   RuleStore* const store_;
+  const absl::Duration settle_idle_;
   mutable absl::Mutex mu_;
   absl::Status failed_ ABSL_GUARDED_BY(mu_);  // the append that failed
   uint64_t failed_generation_ ABSL_GUARDED_BY(mu_) = 0;

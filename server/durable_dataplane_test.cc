@@ -88,6 +88,19 @@ v1::ApplyRulesRequest V1Batch(uint64_t id, const std::vector<RuleOp>& ops) {
   return b;
 }
 
+// Generation of rules.db alone (a copy without its -wal); 0 when the copy
+// does not load (taken while a checkpoint writes it).
+uint64_t CheckpointedGeneration(const std::string& dir, const std::string& copy_dir) {
+  std::error_code ec;
+  for (const char* f : {"/rules.db", "/rules.db-wal"}) std::filesystem::remove(copy_dir + f, ec);
+  std::filesystem::copy_file(dir + "/rules.db", copy_dir + "/rules.db", ec);
+  if (ec) return 0;
+  absl::StatusOr<std::unique_ptr<RuleStore>> st = RuleStore::Open(copy_dir, {});
+  if (!st.ok()) return 0;
+  absl::StatusOr<RuleStoreState> loaded = (*st)->Load();
+  return loaded.ok() ? loaded->generation : 0;
+}
+
 // A gRPC server over DurableDataplane over a FakeDataplane, with a store.
 class DurableTest : public ::testing::Test {
  protected:
@@ -186,16 +199,7 @@ TEST_F(DurableTest, AnIdleStoreCheckpointsTheLastGroupIntoRulesDb) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (seen != gen && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    // A copy of rules.db alone, as if the -wal were lost (a copy taken
-    // while the checkpoint writes may be torn: then try again).
-    std::error_code ec;
-    for (const char* f : {"/rules.db", "/rules.db-wal"}) std::filesystem::remove(copy.path() + f, ec);
-    std::filesystem::copy_file(dir_.path() + "/rules.db", copy.path() + "/rules.db", ec);
-    if (ec) continue;
-    absl::StatusOr<std::unique_ptr<RuleStore>> st = RuleStore::Open(copy.path(), {});
-    if (!st.ok()) continue;
-    absl::StatusOr<RuleStoreState> loaded = (*st)->Load();
-    if (loaded.ok()) seen = loaded->generation;
+    seen = CheckpointedGeneration(dir_.path(), copy.path());
   }
   EXPECT_EQ(seen, gen) << "rules.db was not checkpointed within 10 s of an idle store";
 }
@@ -538,6 +542,35 @@ class TimingOutDataplane final : public ForwardingDataplane {
 // A batch whose publication timed out is applied, so it is stored: the
 // store keeps the dataplane's generations, the next batches are stored, and
 // a reload has them all.
+// Groups 20 ms apart never leave the store thread idle for 50 ms (here: an
+// hour); it still checkpoints (and so compacts, when due) within
+// kSettleAtLatest of the first group it has not checkpointed.
+TEST(DurableSettleTest, ASteadyTrickleIsCheckpointedAtTheLatestDeadline) {
+  TempDir dir("durable_settle_test");
+  TempDir copy("durable_settle_copy");
+  FakeDataplane fake;
+  RuleStoreOptions o;
+  o.checkpoint_groups = 100000;  // not the every-64-groups checkpoint
+  absl::StatusOr<std::unique_ptr<RuleStore>> opened = RuleStore::Open(dir.path(), o);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  std::unique_ptr<RuleStore> store = *std::move(opened);
+  ASSERT_TRUE(store->Load().ok());
+  DurableDataplane durable(&fake, store.get(), absl::Hours(1));
+  const auto start = std::chrono::steady_clock::now();
+  const auto give_up = start + std::chrono::seconds(15);
+  uint64_t id = 1, seen = 0;
+  while (seen == 0 && std::chrono::steady_clock::now() < give_up) {
+    ASSERT_TRUE(durable.ApplyBatch({RuleOp::Insert(R(id++))}).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    seen = CheckpointedGeneration(dir.path(), copy.path());
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_GT(seen, 0u) << "no checkpoint within 15 s of a steady trickle";
+  // Not before the deadline (the idle wait is an hour), and not much after it.
+  EXPECT_GE(secs, absl::ToDoubleSeconds(DurableDataplane::kSettleAtLatest) - 0.1);
+  EXPECT_LT(secs, absl::ToDoubleSeconds(DurableDataplane::kSettleAtLatest) + 5);
+}
+
 TEST(DurableTimeoutTest, ATimedOutBatchIsStoredAndLaterBatchesToo) {
   TempDir dir("durable_timeout_test");
   FakeDataplane fake;

@@ -368,7 +368,8 @@ int Main(int argc, char** argv) {
   // ---- end metrics ----
 
   // Every rule change from here on is durable before it is acknowledged.
-  DurableDataplane durable(&observed, store->store.get());
+  DurableDataplane durable(&observed, store->store.get(),
+                           absl::Milliseconds(config->store.checkpoint_idle_ms));
 
   if (!HoldForTesting("FLOWCLASS_TESTING_HOLD_GRPC_FILE", "grpc start")) {
     return stop_before_start();

@@ -564,11 +564,12 @@ absl::StatusOr<RuleStoreState> RuleStore::Load() {
             wal->header_ok
                 ? absl::StrCat("frame ", wal->first_bad_frame, " of ", wal->frames,
                                " fails its checksum, and ", n, " committed group",
-                               n == 1 ? "" : "s", " after it would be lost")
-                : absl::StrCat("the WAL header is damaged, and ", n, " committed group",
-                               n == 1 ? "" : "s", " after the first would be lost"),
-            " (SQLite would drop them without an error); the state before the damage is "
-            "generation ",
+                               n == 1 ? "" : "s",
+                               " after it would be lost (SQLite would drop them without an "
+                               "error)")
+                : absl::StrCat("the WAL header is damaged: SQLite would replay none of the ",
+                               n + 1, " committed groups in it, without an error"),
+            "; the state before the damage is generation ",
             read.generation));
         read.dropped_from = read.generation + 1;
       }
@@ -650,6 +651,17 @@ absl::StatusOr<RuleStoreState> RuleStore::Load() {
     if (absl::Status s = rewrite(info.migrated_file, read.meta.created_unix); !s.ok()) return s;
   }
 
+  // A -wal left by a crash or a kill goes into rules.db now, and is emptied,
+  // before anything is appended: the next commit starts a new cycle of the
+  // -wal, so a torn transaction's remnants and the groups already read are
+  // not left in it for a later crash to replay (unsettled_groups_ 0 is
+  // then true).
+  if (FileBytes(path_ + "-wal") > 0) {
+    if (absl::Status s = Checkpoint(db_, path_); !s.ok()) {
+      CloseDb(std::exchange(db_, nullptr), false);
+      return s;
+    }
+  }
   loaded_ = true;
   generation_ = read.generation;
   created_unix_ = read.meta.created_unix;
@@ -712,8 +724,8 @@ absl::Status RuleStore::CheckpointGroups() {
 
 absl::Status RuleStore::CommitGroup(absl::Span<const StoreBatch> group) {
   if (absl::Status s = CheckUsable("AppendGroup"); !s.ok()) return s;
-  // The -wal holds at most checkpoint_groups committed groups besides this
-  // one (Load checks them: internal/wal_scan.h).  Only the checkpoint: an
+  // The -wal holds at most checkpoint_groups committed groups, this one
+  // included (Load checks them: internal/wal_scan.h).  Only the checkpoint: an
   // automatic compaction waits for the next Settle, off the commit's path.
   if (unsettled_groups_ >= std::max<uint32_t>(options_.checkpoint_groups, 1)) {
     if (absl::Status s = CheckpointGroups(); !s.ok()) return s;

@@ -878,7 +878,26 @@ class MultiGroupWalTest : public DamageTest {
 };
 
 TEST_F(MultiGroupWalTest, EveryCommittedGroupIsRestored) {
-  ExpectState(OpenAndLoad(dir_.path()), w_, 23);
+  auto store = OpenOrDie(dir_.path());
+  absl::StatusOr<RuleStoreState> s = store->Load();
+  ExpectState(s, w_, 23);
+  // Load checkpoints what it read and empties the -wal: the next commit
+  // starts a new cycle, and a later crash has nothing old to replay.
+  EXPECT_EQ(fs::file_size(dir_.wal()), 0u);
+  EXPECT_EQ(store->Stats().unsettled_groups, 0u);
+}
+
+TEST_F(MultiGroupWalTest, DamagedSaltsOfAnEarlierCommitFrameAreRefused) {
+  // The salts are not under the checksum: SQLite stops at the frame, the
+  // next frames still chain from the checksum it stores.
+  std::vector<uint64_t> commits;
+  for (uint64_t i = 1; i <= scan_.frames; ++i)
+    if (wal_.substr(FrameAt(i) + 4, 4) != std::string(4, '\0')) commits.push_back(i);
+  ASSERT_EQ(commits.size(), 3u);
+  std::string data = wal_;
+  data[FrameAt(commits[1]) + 9] ^= 0x01;  // group 22's commit frame, salt-1
+  Restore(data);
+  ExpectDamage(absl::StrCat("-wal: frame ", commits[1], " of"), 21);
 }
 
 TEST_F(MultiGroupWalTest, DamageInAnEarlierGroupIsRefusedNotDropped) {
@@ -939,6 +958,24 @@ TEST_F(MultiGroupWalTest, RandomFlipsNeverDropAnAcknowledgedGroupButTheLast) {
             << " dropped the last group\n";
   EXPECT_GT(refused, 10);
   EXPECT_GT(dropped_last, 10);
+}
+
+TEST(RuleStoreTest, SettleEmptiesTheWal) {
+  // A PASSIVE checkpoint would leave the checkpointed groups in the -wal,
+  // and a crash replays a -wal from its start: damage in its last group
+  // would then put older pages over a newer rules.db.
+  TempDir dir;
+  Writer w(11);
+  auto store = OpenOrDie(dir.path());
+  ASSERT_TRUE(store->Load().ok());
+  for (int i = 0; i < 3; ++i) {
+    std::vector<RuleOp> ops = w.NextBatch(5);
+    const StoreBatch b{w.Apply(ops), ops};
+    ASSERT_TRUE(store->CommitGroup({&b, 1}).ok());
+  }
+  EXPECT_GT(fs::file_size(dir.wal()), 0u);
+  ASSERT_TRUE(store->Settle().ok());
+  EXPECT_EQ(fs::file_size(dir.wal()), 0u);
 }
 
 TEST(RuleStoreTest, CommitGroupCheckpointsEveryCheckpointGroups) {

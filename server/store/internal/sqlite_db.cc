@@ -145,7 +145,11 @@ absl::StatusOr<sqlite3*> OpenDb(const std::string& path, bool create, int32_t ap
 
 absl::Status Checkpoint(sqlite3* db, const std::string& path) {
   int log = 0, ckpt = 0;
-  const int rc = sqlite3_wal_checkpoint_v2(db, "main", SQLITE_CHECKPOINT_PASSIVE, &log, &ckpt);
+  // TRUNCATE: the -wal is emptied, not only copied.  A PASSIVE checkpoint
+  // left the checkpointed groups in it, and after a crash SQLite replays a
+  // -wal from its start: damage in its last group would then replay the
+  // older groups over a newer rules.db.
+  const int rc = sqlite3_wal_checkpoint_v2(db, "main", SQLITE_CHECKPOINT_TRUNCATE, &log, &ckpt);
   if (rc != SQLITE_OK) return SqlError(db, rc, path, "checkpoint");
   if (log != ckpt)
     return absl::UnavailableError(absl::StrFormat(

@@ -66,8 +66,8 @@ void CloseDb(sqlite3* db, bool checkpoint);
 // Opens `path` (which must exist unless `create`) in the store's modes and
 // takes its exclusive lock; an existing file must carry `application_id`.
 absl::StatusOr<sqlite3*> OpenDb(const std::string& path, bool create, int32_t application_id);
-// Copies the WAL into the database file and syncs it: after this the -wal
-// file holds nothing the database does not.
+// Copies the WAL into the database file, syncs it and truncates the -wal to
+// 0 bytes (SQLITE_CHECKPOINT_TRUNCATE).
 absl::Status Checkpoint(sqlite3* db, const std::string& path);
 
 uint64_t FileBytes(const std::string& path);  // 0 when it cannot be stat'ed

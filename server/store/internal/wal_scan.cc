@@ -99,10 +99,16 @@ WalScan ScanWalBytes(std::string_view wal, uint32_t db_page_size) {
 
   // After the replayed prefix: the commit frames still intact on their own,
   // each checked from the checksum its predecessor stores.  The first bad
-  // frame counts when it is marked as a commit and carries the salts (its
-  // bytes may be what is damaged).
-  const unsigned char* bad = frame(scan.first_bad_frame);
-  if (is_commit(scan.first_bad_frame) && std::memcmp(bad + 8, salts, 8) == 0)
+  // frame counts when it is marked as a commit (its bytes may be what is
+  // damaged) and is of this cycle: it carries the salts, or, since salts
+  // are not under the checksum, the next frame chains from the checksum it
+  // stores (a stale frame of an earlier cycle has no such successor).  A
+  // damaged commit mark (nTruncate zeroed) is not seen: then the damaged
+  // group and the next one count as one.
+  const uint64_t k = scan.first_bad_frame;
+  const unsigned char* bad = frame(k);
+  if (is_commit(k) && (std::memcmp(bad + 8, salts, 8) == 0 ||
+                       (k < scan.frames && valid(k + 1, Stored(bad + 16)))))
     ++scan.intact_commits_after;
   for (uint64_t j = scan.first_bad_frame + 1; j <= scan.frames; ++j) {
     const Cksum seed = Stored(j == 1 ? h + 24 : frame(j - 1) + 16);
