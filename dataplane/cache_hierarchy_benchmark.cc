@@ -98,7 +98,7 @@ std::vector<FlowKey> MakeFlows(int k_count, uint32_t n, uint64_t seed) {
 Result Run(const std::string& mode, const RuleTable& table,
            const std::vector<FlowKey>& keys, int passes) {
   PipelineConfig cfg;
-  cfg.smc = mode == "smc";
+  cfg.smc = mode == "smc" ? CacheMode::kOn : CacheMode::kOff;
   cfg.cd.mode = mode == "cd"     ? CdMode::kOn
                 : mode == "auto" ? CdMode::kAuto
                                  : CdMode::kOff;
