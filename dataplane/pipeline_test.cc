@@ -518,11 +518,18 @@ TEST(Pipeline, SmcAutoFollowsTheCostControllersSchedule) {
   EXPECT_EQ(window(), 0u);  // the chosen state, off
   EXPECT_TRUE((*p)->smc_enabled());
   EXPECT_EQ(window(), 2 * flows.size());  // on again, and still warm
+  // A vote to switch is confirmed by a second probe (one more pair).
+  if ((*p)->Snapshot().smc_probing) {
+    EXPECT_EQ(window(), 0u);
+    EXPECT_EQ(window(), 2 * flows.size());
+  }
   s = (*p)->Snapshot();
   EXPECT_FALSE(s.smc_probing);
-  EXPECT_EQ(s.smc_probes, 1u);
+  EXPECT_GE(s.smc_probes, 1u);
+  EXPECT_LE(s.smc_probes, 2u);
   EXPECT_EQ(s.smc_enabled, (*p)->smc_enabled());
   EXPECT_EQ(s.smc_switches, s.smc_enabled ? 1u : 0u);
+  const uint64_t probes = s.smc_probes;
   EXPECT_NE(Pipeline::FormatStats(s).find(
                 absl::StrCat("smc state: ", s.smc_enabled ? "on" : "off", " (switches ")),
             std::string::npos);
@@ -535,7 +542,7 @@ TEST(Pipeline, SmcAutoFollowsTheCostControllersSchedule) {
   (*p)->SetSmcMode(CacheMode::kOn);
   for (int i = 0; i < 4; ++i) EXPECT_GE(window(), flows.size());
   EXPECT_TRUE((*p)->smc_enabled());
-  EXPECT_EQ((*p)->Snapshot().smc_probes, 1u);
+  EXPECT_EQ((*p)->Snapshot().smc_probes, probes);
   (*p)->SetRuleTable(nullptr);
 }
 

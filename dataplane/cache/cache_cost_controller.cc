@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "absl/strings/str_format.h"
 
@@ -13,8 +14,9 @@ absl::Status ValidateCacheCostControllerConfig(const CacheCostControllerConfig& 
         absl::StrFormat("mode: unknown value %d", static_cast<int>(c.mode)));
   if (c.min_packets == 0)
     return absl::InvalidArgumentError("min_packets: must be at least 1");
-  if (c.probe_pairs == 0)
-    return absl::InvalidArgumentError("probe_pairs: must be at least 1");
+  if (c.probe_pairs == 0 || c.probe_pairs > CacheCostController::kMaxProbePairs)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "probe_pairs: %u is not in 1..%u", c.probe_pairs, CacheCostController::kMaxProbePairs));
   if (!std::isfinite(c.margin) || c.margin < 0 || c.margin >= 1)
     return absl::InvalidArgumentError(
         absl::StrFormat("margin: %g must be in [0, 1)", c.margin));
@@ -39,10 +41,12 @@ CacheCostController::CacheCostController(CacheCostControllerConfig config)
 
 void CacheCostController::Settle() {
   phase_ = Phase::kSettled;
+  confirming_ = false;
   active_ = chosen_;
   windows_to_probe_ = config_.reprobe_windows << backoff_;
   backoff_ = std::min(backoff_ + 1, config_.max_backoff);
   drift_streak_ = 0;
+  settled_windows_ = 0;
   // The reference for the drift rule is the second settled window, not the
   // probe's figure: in a probe each window follows one of the other state
   // (the SMC's lines evicted or evicting), so it costs more than a steady
@@ -59,6 +63,7 @@ bool CacheCostController::Update(uint64_t cycles, uint64_t packets, bool defer) 
     // and starts again with the next busy window (windows_to_probe_ is 0).
     drift_streak_ = 0;
     phase_ = Phase::kSettled;
+    confirming_ = false;
     active_ = chosen_;
     return active_ != before;
   }
@@ -74,17 +79,19 @@ bool CacheCostController::Update(uint64_t cycles, uint64_t packets, bool defer) 
         const double r = cost / ref_cost_;
         const bool moved = r > 1 + config_.drift || r * (1 + config_.drift) < 1;
         drift_streak_ = moved ? drift_streak_ + 1 : 0;
-        if (drift_streak_ >= config_.drift_hold) {
-          // Another workload: probe now, and often again.
+        // Another workload: probe now, though not within reprobe_windows of
+        // the last probe (a load that comes and goes would probe all the
+        // time; the streak waits, and fires then if the move lasts).
+        if (drift_streak_ >= config_.drift_hold && settled_windows_ >= config_.reprobe_windows) {
           drift_streak_ = 0;
-          backoff_ = 0;
           windows_to_probe_ = 0;
         }
       }
+      ++settled_windows_;
       // The window that brings the count to 0 starts the probe.
       if (windows_to_probe_ > 0 && --windows_to_probe_ > 0) return false;
       if (defer) return false;
-      cycles_[0] = cycles_[1] = packets_[0] = packets_[1] = 0;
+      best_[0] = best_[1] = std::numeric_limits<double>::infinity();
       if (config_.warmup_windows > 0) {
         phase_ = Phase::kWarmup;
         left_ = config_.warmup_windows;
@@ -106,16 +113,36 @@ bool CacheCostController::Update(uint64_t cycles, uint64_t packets, bool defer) 
     case Phase::kProbe:
       break;
   }
-  cycles_[active_] += cycles;
-  packets_[active_] += packets;
+  best_[active_] = std::min(best_[active_], cost);
+  if (active_ == chosen_) {
+    pair_chosen_cost_ = cost;  // the pair's first window
+  } else {
+    ratio_[config_.probe_pairs - left_ / 2 - 1] = cost / pair_chosen_cost_;
+  }
   if (--left_ > 0) {
     active_ = !active_;
     return true;
   }
   ++probes_;
-  for (int s = 0; s < 2; ++s)
-    last_cost_[s] = static_cast<double>(cycles_[s]) / static_cast<double>(packets_[s]);
-  if (last_cost_[!chosen_] < last_cost_[chosen_] * (1 - config_.margin)) {
+  last_cost_[0] = best_[0];
+  last_cost_[1] = best_[1];
+  // The median of the pairs' ratios: a load that starts or stops during the
+  // probe splits one pair (its two windows see different loads), not the
+  // others, and a window that lost time spoils its own pair only.
+  const uint32_t n = config_.probe_pairs;
+  std::sort(ratio_, ratio_ + n);
+  last_ratio_ = n % 2 ? ratio_[n / 2] : (ratio_[n / 2 - 1] + ratio_[n / 2]) / 2;
+  const bool vote = last_ratio_ < 1 - config_.margin;
+  if (vote && !confirming_) {
+    // Once more before switching, at once (the other state is warm): two
+    // probes in a row must agree.
+    confirming_ = true;
+    best_[0] = best_[1] = std::numeric_limits<double>::infinity();
+    left_ = 2 * config_.probe_pairs;
+    active_ = chosen_;
+    return active_ != before;
+  }
+  if (vote) {
     chosen_ = !chosen_;
     ++switches_;
   }
@@ -127,6 +154,7 @@ bool CacheCostController::SetMode(CacheMode mode) {
   config_.mode = mode;
   const bool before = active_;
   phase_ = Phase::kSettled;
+  confirming_ = false;
   drift_streak_ = 0;
   if (mode == CacheMode::kAuto) {
     // From the chosen state, probing soon again (the workload the last
@@ -146,9 +174,10 @@ bool CacheCostController::SetMode(CacheMode mode) {
 
 std::string CacheCostController::DebugString() const {
   return absl::StrFormat(
-      "mode %s state %s%s switches %u probes %u cost off %.1f on %.1f next probe in %u windows",
+      "mode %s state %s%s switches %u probes %u cost off %.1f on %.1f (other/chosen %.3f) "
+      "next probe in %u windows",
       CacheModeName(config_.mode), chosen_ ? "on" : "off", probing() ? " (probing)" : "",
-      switches_, probes_, last_cost_[0], last_cost_[1], windows_to_probe_);
+      switches_, probes_, last_cost_[0], last_cost_[1], last_ratio_, windows_to_probe_);
 }
 
 }  // namespace flowclass

@@ -20,26 +20,34 @@
 //             probes get rarer and rarer); a workload change (the chosen
 //             state's cost outside [1 / (1 + drift), 1 + drift] times its
 //             cost in the second settled window after the last decision, for
-//             `drift_hold` busy windows in a row) re-arms the first interval.
-//             (Not the probe's figure: a probe's windows each follow one of
-//             the other state, whose cache lines they pay for.)  The caller may defer a
+//             `drift_hold` busy windows in a row) probes at once, though not
+//             within reprobe_windows of the last probe.  (Not the probe's
+//             figure: a probe's windows each follow one of the other state,
+//             whose cache lines they pay for.)  The caller may defer a
 //             probe (the pipeline does while the CD controller is about to
 //             switch: the cost is about to move).
 //   warm-up   the other state for `warmup_windows` windows, not counted
 //             (a cache turned on starts cold).
 //   probe     the two states alternate window by window, chosen state first,
-//             `probe_pairs` pairs; each state's cycles and packets add up.
-//             The other state wins when its cycles per packet are below
-//             (1 - margin) times the chosen state's: it becomes the chosen
-//             state (a switch); otherwise nothing changes.
+//             `probe_pairs` pairs.  Each pair gives a ratio, the other
+//             state's cycles per packet over the chosen state's; the other
+//             state wins when the median ratio is below 1 - margin: it
+//             becomes the chosen state (a switch); otherwise nothing changes.
+//             (The median: a load that starts or stops during the probe, or a
+//             window that lost time to another thread, spoils one pair, and
+//             a sum or mean of the windows took it at face value.)  A switch
+//             needs two probes in a row that say so: a probe voting for one
+//             is followed at once by another (no warm-up: the other state is
+//             warm), and only if that one agrees does the state change.
 //
 // An idle window (fewer than `min_packets` packets) decides nothing: it
 // ends a probe or warm-up without a decision (the next busy window starts
 // the probe again) and breaks a drift streak.  Between probes the state
 // moves only at a decision, and decisions come at most once per probe, so a
 // steady workload settles after the first probe (start_windows +
-// warmup_windows + 2 * probe_pairs windows: 1.1 s at 100 ms windows) and a
-// switch back needs the old state to win a later probe by the margin too.
+// warmup_windows + 2 * probe_pairs windows, twice that less the warm-up when
+// it votes to switch: 1.1 s or 1.7 s at 100 ms windows) and a switch back
+// needs the old state to win two later probes by the margin too.
 //
 // Threads: owned by the PMD thread; plain value, allocates nothing.
 #ifndef FLOWCLASS_DATAPLANE_CACHE_CACHE_COST_CONTROLLER_H_
@@ -73,6 +81,7 @@ absl::Status ValidateCacheCostControllerConfig(const CacheCostControllerConfig& 
 class CacheCostController {
  public:
   enum class Phase : uint8_t { kSettled, kWarmup, kProbe };
+  static constexpr uint32_t kMaxProbePairs = 8;
 
   // `config` is trusted (ValidateCacheCostControllerConfig for user input).
   explicit CacheCostController(CacheCostControllerConfig config = {});
@@ -98,9 +107,12 @@ class CacheCostController {
   uint64_t switches() const { return switches_; }
   // Probes completed (with a decision, to switch or to stay).
   uint64_t probes() const { return probes_; }
-  // The last completed probe's cycles per packet, off and on (0 before one).
+  // The last completed probe's cycles per packet, off and on: each state's
+  // cheapest window (0 before one); and the median of its pairs' ratios,
+  // other state over chosen state, which decided.
   double last_cost_off() const { return last_cost_[0]; }
   double last_cost_on() const { return last_cost_[1]; }
+  double last_ratio() const { return last_ratio_; }
   // Busy windows until the next probe may start.
   uint32_t windows_to_probe() const { return windows_to_probe_; }
 
@@ -119,7 +131,14 @@ class CacheCostController {
   uint32_t windows_to_probe_;
   uint32_t backoff_ = 0;
   uint32_t left_ = 0;  // windows left in the warm-up or probe
-  uint64_t cycles_[2] = {0, 0}, packets_[2] = {0, 0};  // probe sums by state
+  // Each state's cheapest probe window (what last_cost_* report), the cost
+  // of the current pair's chosen-state window, and the pairs' ratios.
+  double best_[2] = {0, 0};
+  double pair_chosen_cost_ = 0;
+  double ratio_[kMaxProbePairs] = {};
+  double last_ratio_ = 0;
+  bool confirming_ = false;  // the probe running confirms a vote to switch
+  uint32_t settled_windows_ = 0;  // busy windows since the last probe
   // The chosen state's cost in its second settled window after the last
   // decision (0: not yet; ref_skip_ windows to skip first).
   double ref_cost_ = 0;

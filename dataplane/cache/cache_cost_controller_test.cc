@@ -28,6 +28,15 @@ struct Workload {
   // A window that follows one of the other state costs this much more (the
   // SMC's 8 MB evicted the other state's lines, or were evicted by them).
   double switch_penalty = 0;
+  // Time stolen from the PMD (another thread on its core): a window costs
+  // 1 + steal more with probability steal_p.
+  double steal_p = 0;
+  double steal = 0;
+  // A load that comes and goes: windows [k * load_period, k * load_period +
+  // load_len) cost 1 + load more.
+  int load_period = 0;
+  int load_len = 0;
+  double load = 0;
 };
 
 class Driver {
@@ -38,6 +47,8 @@ class Driver {
     double cost = ctl.enabled() ? w.on : w.off;
     if (w.noise > 0) cost *= 1 + w.noise * (2 * Uniform() - 1);
     if (windows > 0 && ctl.enabled() != prev_enabled) cost *= 1 + w.switch_penalty;
+    if (w.steal_p > 0 && Uniform() < w.steal_p) cost *= 1 + w.steal;
+    if (w.load_period > 0 && windows % w.load_period < w.load_len) cost *= 1 + w.load;
     prev_enabled = ctl.enabled();
     ++windows;
     const bool changed =
@@ -48,10 +59,11 @@ class Driver {
     }
     return changed;
   }
-  // Windows until the controller has finished `n` probes (at most `max`).
+  // Windows until the controller has finished `n` probes and is settled
+  // (a probe voting to switch is followed by its confirmation; at most `max`).
   int UntilProbes(const Workload& w, uint64_t n, int max = 100000) {
     int k = 0;
-    while (ctl.probes() < n && k < max) {
+    while ((ctl.probes() < n || ctl.probing()) && k < max) {
       Window(w);
       ++k;
     }
@@ -96,20 +108,26 @@ TEST(CacheCostControllerTest, PicksTheLayerWhenItIsCheaper) {
   Driver d;
   const Workload w{.off = 100, .on = 90};
   std::vector<bool> ran;
-  for (int i = 0; i < 11; ++i) {
+  for (int i = 0; i < 17; ++i) {
     ran.push_back(d.ctl.enabled());
+    if (i == 11) {
+      EXPECT_TRUE(d.ctl.probing());  // the vote is confirmed first
+      EXPECT_FALSE(d.ctl.chosen());
+    }
     d.Window(w);
   }
   EXPECT_EQ(ran, (std::vector<bool>{false, false, false,  // start_windows
                                     true, true,           // warm-up, not counted
-                                    false, true, false, true, false, true}));
+                                    false, true, false, true, false, true,    // probe
+                                    false, true, false, true, false, true}));  // confirmation
   EXPECT_TRUE(d.ctl.chosen());
   EXPECT_TRUE(d.ctl.enabled());
   EXPECT_FALSE(d.ctl.probing());
   EXPECT_EQ(d.ctl.switches(), 1u);
-  EXPECT_EQ(d.ctl.probes(), 1u);
+  EXPECT_EQ(d.ctl.probes(), 2u);
   EXPECT_DOUBLE_EQ(d.ctl.last_cost_off(), 100);
   EXPECT_DOUBLE_EQ(d.ctl.last_cost_on(), 90);
+  EXPECT_DOUBLE_EQ(d.ctl.last_ratio(), 0.9);
 }
 
 TEST(CacheCostControllerTest, KeepsTheLayerOffWhenItIsNotCheaper) {
@@ -140,6 +158,7 @@ TEST(CacheCostControllerTest, SettlesWithinThreeSecondsAndDoesNotOscillate) {
     Driver d;
     const int first = d.UntilProbes(w, 1);
     EXPECT_LE(first * 100, 3000) << "windows of 100 ms to the first decision: " << first;
+    EXPECT_FALSE(d.ctl.probing());
     const bool want = w.on < w.off * 0.97;
     EXPECT_EQ(d.ctl.chosen(), want) << w.on;
     for (int i = 0; i < 36000; ++i) d.Window(w);  // an hour
@@ -163,6 +182,35 @@ TEST(CacheCostControllerTest, AProbesOwnCostIsNoWorkloadChange) {
     EXPECT_EQ(d.ctl.chosen(), on < 100) << on;
     EXPECT_EQ(d.ctl.switches(), on < 100 ? 1u : 0u) << on;
     EXPECT_LE(d.ctl.probes(), 17u) << on;
+  }
+}
+
+// Windows that lose time to another thread on the PMD's core cost more, in
+// either state.  Taken at face value, one such window in a probe decides it;
+// the cheapest window of each state does not move, so the decision holds.
+TEST(CacheCostControllerTest, StolenTimeDoesNotFlipTheDecision) {
+  for (double on : {94.0, 100.0, 106.0}) {
+    Driver d;
+    const Workload w{.off = 100, .on = on, .noise = 0.01, .steal_p = 0.1, .steal = 0.3};
+    d.UntilProbes(w, 1);
+    for (int i = 0; i < 36000; ++i) d.Window(w);
+    EXPECT_EQ(d.ctl.chosen(), on < 97) << on;
+    EXPECT_EQ(d.ctl.switches(), on < 97 ? 1u : 0u) << on;
+  }
+}
+
+// A load that comes and goes every few seconds moves the cost by far more
+// than `drift`: a drift probe at most every reprobe_windows, no flip.
+TEST(CacheCostControllerTest, ALoadThatComesAndGoesNeitherFlipsNorProbesAllTheTime) {
+  for (double on : {90.0, 110.0}) {
+    Driver d;
+    const Workload w{.off = 100, .on = on, .load_period = 40, .load_len = 12, .load = 0.8};
+    d.UntilProbes(w, 1);
+    for (int i = 0; i < 36000; ++i) d.Window(w);
+    EXPECT_EQ(d.ctl.chosen(), on < 100) << on;
+    EXPECT_EQ(d.ctl.switches(), on < 100 ? 1u : 0u) << on;
+    EXPECT_LE(d.ctl.probes(), 36000u / 100 + 1) << on;
+    EXPECT_GT(d.ctl.probes(), 17u) << on;  // it did see the moves
   }
 }
 
@@ -199,7 +247,7 @@ TEST(CacheCostControllerTest, AWorkloadChangeProbesAgain) {
   const uint64_t probes = d.ctl.probes();
   // Now the layer costs more (its cost went from 80 to 130: past 25%).
   const int k = d.UntilProbes({.off = 100, .on = 130}, probes + 1);
-  EXPECT_LE(k, 5 + 2 + 6);
+  EXPECT_LE(k, 5 + 2 + 6 + 6);
   EXPECT_FALSE(d.ctl.chosen());
   EXPECT_EQ(d.ctl.switches(), 2u);
   // A move within the band re-arms nothing.
@@ -226,7 +274,7 @@ TEST(CacheCostControllerTest, IdleWindowsDecideNothing) {
   d.Window(w);
   EXPECT_TRUE(d.ctl.probing());
   EXPECT_EQ(d.ctl.phase(), CacheCostController::Phase::kWarmup);
-  EXPECT_EQ(d.UntilProbes(w, 1), 2 + 6);
+  EXPECT_EQ(d.UntilProbes(w, 1), 2 + 6 + 6);
   EXPECT_TRUE(d.ctl.chosen());
   // Idle windows do not count toward the next probe either.
   const uint32_t left = d.ctl.windows_to_probe();
@@ -273,6 +321,7 @@ TEST(CacheCostControllerTest, ConfigValidationNamesTheField) {
   };
   EXPECT_THAT(msg({.min_packets = 0}), HasSubstr("min_packets"));
   EXPECT_THAT(msg({.probe_pairs = 0}), HasSubstr("probe_pairs"));
+  EXPECT_THAT(msg({.probe_pairs = 9}), HasSubstr("probe_pairs: 9 is not in 1..8"));
   EXPECT_THAT(msg({.margin = 1}), HasSubstr("margin"));
   EXPECT_THAT(msg({.margin = -0.1}), HasSubstr("margin"));
   EXPECT_THAT(msg({.reprobe_windows = 0}), HasSubstr("reprobe_windows"));
@@ -286,7 +335,8 @@ TEST(CacheCostControllerTest, DebugStringSaysTheState) {
   Driver d;
   d.UntilProbes({.off = 100, .on = 90}, 1);
   EXPECT_THAT(d.ctl.DebugString(),
-              HasSubstr("mode auto state on switches 1 probes 1 cost off 100.0 on 90.0"));
+              HasSubstr("mode auto state on switches 1 probes 2 cost off 100.0 on 90.0 "
+                        "(other/chosen 0.900)"));
 }
 
 }  // namespace
