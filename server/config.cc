@@ -482,16 +482,15 @@ absl::StatusOr<DaemonConfig> Convert(const YAML::Node& root) {
   // on / off / auto; the booleans it took before auto came stay good.
   std::string smc_mode(CacheModeName(pc.smc));
   FC_RETURN_IF_ERROR(pl.String("smc", &smc_mode));
-  if (const std::string m = absl::AsciiStrToLower(smc_mode);
-      m == "true" || m == "yes" || m == "on") {
-    pc.smc = CacheMode::kOn;
-  } else if (m == "false" || m == "no" || m == "off") {
-    pc.smc = CacheMode::kOff;
-  } else if (m == "auto") {
+  if (absl::AsciiStrToLower(smc_mode) == "auto") {
     pc.smc = CacheMode::kAuto;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat("pipeline.smc: ", QuoteForMessage(smc_mode, '"'),
-                                                   " is not on, off or auto (or true/false)"));
+    bool on = pc.smc == CacheMode::kOn;
+    if (!pl.Bool("smc", &on).ok())
+      return absl::InvalidArgumentError(absl::StrCat("pipeline.smc: ",
+                                                     QuoteForMessage(smc_mode, '"'),
+                                                     " is not on, off or auto (or true/false)"));
+    pc.smc = on ? CacheMode::kOn : CacheMode::kOff;
   }
   std::string cd_mode(CdModeName(pc.cd.mode));
   FC_RETURN_IF_ERROR(pl.String("cd", &cd_mode));
