@@ -123,7 +123,9 @@ constexpr char kReplayHelp[] =
     "  --emc on|off                      exact-match cache (default on)\n"
     "  --emc-insert-inv-prob N           insert into the EMC with\n"
     "                                    probability 1/N (default 100, 0 never)\n"
-    "  --smc on|off                      signature match cache (default off)\n"
+    "  --smc on|off|auto                 signature match cache (default auto:\n"
+    "                                    used while it saves cycles per packet,\n"
+    "                                    as flowclassd's pipeline.smc)\n"
     "  --cd on|off|auto                  Cuckoo Distributor (default auto)\n"
     "  --ranking-interval-ms N           subtable re-ranking and CD decision\n"
     "                                    interval (default 1000)\n"
@@ -242,12 +244,16 @@ int Replay(const std::vector<std::string_view>& raw) {
       v && (!absl::SimpleAtoi(*v, &opts.repeat) || opts.repeat < 1))
     return ReplayUsage("--repeat needs a whole number >= 1");
   for (auto [name, field] : {std::pair{"--emc", &opts.pipeline.emc},
-                             std::pair{"--smc", &opts.pipeline.smc},
                              std::pair{"--megaflows", &opts.pipeline.megaflows}}) {
     const std::string* v = given(name);
     if (!v) continue;
     if (*v != "on" && *v != "off") return ReplayUsage(std::string(name) + " takes on or off");
     *field = *v == "on";
+  }
+  if (const std::string* v = given("--smc")) {
+    absl::StatusOr<CacheMode> mode = ParseCacheMode(*v, "smc");
+    if (!mode.ok()) return ReplayUsage("--smc takes on, off or auto");
+    opts.pipeline.smc = *mode;
   }
   if (const std::string* v = given("--cd")) {
     absl::StatusOr<CdMode> mode = ParseCdMode(*v);

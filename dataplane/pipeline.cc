@@ -37,6 +37,12 @@ uint64_t SteadyMs(std::chrono::steady_clock::time_point t) {
 // The TSC rate is measured over at least this long (ms rounding < 1%).
 constexpr uint64_t kMinCalibrationMs = 100;
 
+// The SMC controller's settings with pipeline.smc as its mode.
+CacheCostControllerConfig WithMode(CacheCostControllerConfig c, CacheMode mode) {
+  c.mode = mode;
+  return c;
+}
+
 Flow InPortExact() {
   Flow m;
   m.Set(Field::kInPort, 0xffffffffu);
@@ -71,6 +77,9 @@ absl::Status ValidatePipelineConfig(const PipelineConfig& c) {
   if (absl::Status s = ValidateSmcConfig(c.smc_config); !s.ok()) return s;
   if (absl::Status s = ValidateCdConfig(c.cd_table); !s.ok()) return s;
   if (absl::Status s = ValidateCdControllerConfig(c.cd); !s.ok()) return s;
+  if (absl::Status s = ValidateCacheCostControllerConfig(WithMode(c.smc_controller, c.smc));
+      !s.ok())
+    return absl::InvalidArgumentError(absl::StrCat("smc: ", s.message()));
   if (c.max_megaflows == 0) {
     return absl::InvalidArgumentError("max_megaflows: must be at least 1");
   }
@@ -108,10 +117,12 @@ Pipeline::Pipeline(const PipelineConfig& config)
       smc_(std::make_unique<Smc>(&pool_, config.smc_config)),
       cd_(std::make_unique<CuckooDistributor>(config.cd_table)),
       cd_ctl_(config.cd),
+      smc_ctl_(WithMode(config.smc_controller, config.smc)),
       cd_group_size_(config.dpcls.max_subtables),
       last_periodic_(std::chrono::steady_clock::now()) {
   anchor_tsc_ = rate_tsc_ = Cycles();
   anchor_ms_ = rate_ms_ = now_ms_ = SteadyMs(last_periodic_);
+  last_smc_window_ = last_periodic_;
   upcall_limited_.verdict = UpcallLimitedVerdict();
 }
 
@@ -300,9 +311,26 @@ void Pipeline::SetEmcEnabled(bool on) {
   config_.emc = on;
 }
 
-void Pipeline::SetSmcEnabled(bool on) {
-  if (config_.smc && !on) smc_->Flush();
-  config_.smc = on;
+void Pipeline::SetSmcMode(CacheMode mode) {
+  if (mode == config_.smc) return;  // keeps the auto controller's schedule
+  config_.smc = mode;
+  smc_ctl_.SetMode(mode);
+  // Turned off for good: the 8 MB go cold anyway.  (The auto rule's own
+  // switches keep the entries: they are verified on every hit, and a probe
+  // that turns the SMC on again finds them warm.)
+  if (mode == CacheMode::kOff) smc_->Flush();
+}
+
+void Pipeline::RunSmcWindow() {
+  const auto now = std::chrono::steady_clock::now();
+  last_smc_window_ = now;
+  const uint64_t cycles = stats_.cycles - stats_.upcall_cycles;
+  const uint64_t dc = cycles - smc_window_cycles_, dp = stats_.packets - smc_window_packets_;
+  smc_window_cycles_ = cycles;
+  smc_window_packets_ = stats_.packets;
+  // While the CD controller is on its way to a switch the cost is about to
+  // move: a probe then would compare the SMC with a CD state that goes.
+  smc_ctl_.Update(dc, dp, /*defer=*/cd_ctl_.streak() > 0);
 }
 
 void Pipeline::SetCdMode(CdMode mode) {
@@ -489,6 +517,9 @@ void Pipeline::MaybePeriodic(uint64_t tsc) {
   if (++bursts_since_clock_ < kBurstsPerClockCheck) return;
   bursts_since_clock_ = 0;
   const auto now = CalibrateClock(tsc);
+  if (config_.smc == CacheMode::kAuto && config_.megaflows && config_.smc_window_ms != 0 &&
+      now - last_smc_window_ >= std::chrono::milliseconds(config_.smc_window_ms))
+    RunSmcWindow();
   if (now - last_periodic_ >=
       std::chrono::milliseconds(config_.ranking_interval_ms)) {
     last_periodic_ = now;
@@ -609,7 +640,7 @@ bool Pipeline::SlowPathBurst(const FlowKey* keys, int n, Verdict* verdicts) {
 // found it: the CD (when it did not suggest the subtable), SMC, EMC.
 void Pipeline::CacheAbove(const FlowKey& key, const Megaflow& mf, bool into_cd) {
   if (into_cd) cd_->Insert(key, mf.subtable);
-  if (config_.smc) smc_->Insert(key, mf.index);
+  if (smc_ctl_.enabled()) smc_->Insert(key, mf.index);
   if (emc_burst_) emc_.MaybeInsert(key, mf.index, emc_insert_boost_);
 }
 
@@ -639,7 +670,7 @@ PipelineTrace Pipeline::Trace(const FlowKey& key) const {
       mf = &pool_.Get(idx);
     }
   }
-  if (!mf && config_.smc) {
+  if (!mf && smc_ctl_.enabled()) {
     const uint32_t idx = smc_->Peek(key);
     if (idx != kInvalidIndex) {
       t.layer = "smc";
@@ -672,7 +703,7 @@ PipelineTrace Pipeline::Trace(const FlowKey& key) const {
 
 void Pipeline::ProcessPort(uint32_t in_port, const FlowKey* keys,
                            uint32_t todo, Megaflow** mf) {
-  if (config_.smc) {
+  if (smc_ctl_.enabled()) {
     uint32_t idx[kMaxBurst];
     const uint32_t hits = smc_->LookupBurst(keys, todo, idx);
     for (uint32_t m = hits; m; m &= m - 1) {
@@ -813,6 +844,10 @@ PipelineSnapshot Pipeline::Snapshot() const {
   s.stats = stats_;
   s.cd_enabled = cd_ctl_.enabled();
   s.cd_transitions = cd_ctl_.transitions();
+  s.smc_enabled = smc_ctl_.chosen();
+  s.smc_probing = smc_ctl_.probing();
+  s.smc_switches = smc_ctl_.switches();
+  s.smc_probes = smc_ctl_.probes();
   s.emc_skipping = config_.emc && emc_gate_.skipping();
   s.emc_occupancy = emc_.Occupancy();
   s.emc_entries = emc_.entries();
@@ -843,12 +878,15 @@ std::string Pipeline::FormatStats(const PipelineSnapshot& s) {
                         "  avg. subtable lookups per megaflow hit: %.2f\n"
                         "  avg cycles per packet: %.1f\n"
                         "  cd state: %s (transitions %d)\n"
+                        "  smc state: %s%s (switches %d, probes %d)\n"
                         "  emc occupancy: %d/%d%s\n"
                         "  smc occupancy: %d/%d\n"
                         "  cd occupancy: %d/%d\n"
                         "  megaflows: %d in %d subtables\n",
                         st.AvgSubtableLookupsPerHit(), st.AvgCyclesPerPacket(),
-                        s.cd_enabled ? "on" : "off", s.cd_transitions, s.emc_occupancy,
+                        s.cd_enabled ? "on" : "off", s.cd_transitions,
+                        s.smc_enabled ? "on" : "off", s.smc_probing ? ", probing" : "",
+                        s.smc_switches, s.smc_probes, s.emc_occupancy,
                         s.emc_entries, s.emc_skipping ? " (skipped: few hits)" : "",
                         s.smc_occupancy, s.smc_entries, s.cd_occupancy,
                         s.cd_entries, s.megaflows, s.subtables);
@@ -865,7 +903,8 @@ std::string Pipeline::FormatStats(const PipelineSnapshot& s) {
 std::string Pipeline::DebugString() const {
   std::string out = FormatStats(Snapshot());
   absl::StrAppend(&out, emc_.DebugString(), "\n", smc_->DebugString(), "\n",
-                  cd_->DebugString(), "\n", cd_ctl_.DebugString(), "\n",
+                  cd_->DebugString(), "\n", cd_ctl_.DebugString(), "\nsmc: ",
+                  smc_ctl_.DebugString(), "\n",
                   dpcls_->DebugString());
   return out;
 }

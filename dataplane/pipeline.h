@@ -4,7 +4,7 @@
 // --------
 //   ProcessBurst(keys, n, verdicts):
 //     EMC  (exact key -> megaflow)                          if enabled
-//     SMC  (16-bit signature -> megaflow, verified)         if enabled
+//     SMC  (16-bit signature -> megaflow, verified)         on / off / auto
 //     CD   (signature -> subtable; probe only that one)     on / off / auto
 //     dpcls (ranked subtables of the key's in_port)
 //     upcall: RuleTable::Lookup -> (rule, megaflow mask) -> install megaflow
@@ -71,6 +71,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "dataplane/cache/cache_cost_controller.h"
 #include "dataplane/cache/cuckoo_distributor.h"
 #include "dataplane/cache/emc.h"
 #include "dataplane/cache/emc_gate.h"
@@ -117,7 +118,15 @@ struct PipelineConfig {
   // 1 hit in 8 keys over 64 bursts, only 1 burst in 8 looks it up and
   // inserts, until a window is above again.  false: every burst does.
   bool emc_adaptive = true;
-  bool smc = false;                // as OVS: off by default (runtime switch)
+  // on / off (OVS's default), or auto (the default): the SMC is used while
+  // the pipeline spends fewer cycles per packet with it than without it,
+  // measured every smc_window_ms by probing both (CacheCostController,
+  // cache/cache_cost_controller.h).  Runtime: SetSmcMode.
+  CacheMode smc = CacheMode::kAuto;
+  // The auto rule's windows, margin and probe schedule (its mode is `smc`),
+  // and the windows' length (0: only RunSmcWindow ends one; tests).
+  CacheCostControllerConfig smc_controller;
+  uint32_t smc_window_ms = 100;
   SmcConfig smc_config;            // 1M entries
   CdControllerConfig cd;           // mode auto; thresholds
   CdConfig cd_table;               // 1M entries
@@ -199,6 +208,13 @@ struct PipelineSnapshot {
   PmdStats stats;
   bool cd_enabled = false;
   uint64_t cd_transitions = 0;
+  // The SMC's state as decided (pipeline.smc; in auto a probe's windows do
+  // not move it), whether a probe is running, and the auto rule's switches
+  // and probes.
+  bool smc_enabled = false;
+  bool smc_probing = false;
+  uint64_t smc_switches = 0;
+  uint64_t smc_probes = 0;
   bool emc_skipping = false;  // the EMC gate samples 1 burst in 8
   uint32_t emc_occupancy = 0, emc_entries = 0;
   uint32_t smc_occupancy = 0, smc_entries = 0;
@@ -269,6 +285,10 @@ class Pipeline {
   // Runs the periodic work now (ranking, CD decision).  ProcessBurst calls it
   // by itself every ranking_interval_ms.
   void RunPeriodic();
+  // Ends the SMC controller's window now: feeds it the cycles (upcalls left
+  // out) and packets since the last window, and turns the SMC on or off as
+  // it says.  ProcessBurst does it by itself every smc_window_ms (100).
+  void RunSmcWindow();
 
   // Idle expiry.  Every ProcessBurst stamps the megaflows it uses with the
   // clock read at its start; then, if that clock moved on since the last
@@ -327,7 +347,9 @@ class Pipeline {
   // Runtime knobs (owner thread).
   void SetEmcInsertInvProb(uint32_t inv_prob);
   void SetEmcEnabled(bool on);
-  void SetSmcEnabled(bool on);
+  // on / off force the SMC's state (off flushes it); auto hands it to the
+  // cost controller, from the state it is in.
+  void SetSmcMode(CacheMode mode);
   void SetCdMode(CdMode mode);
   void SetRankingIntervalMs(uint32_t ms) { config_.ranking_interval_ms = ms; }
   // Subtable lookup implementation priorities (subtable_lookup.h); setting
@@ -347,6 +369,8 @@ class Pipeline {
   const PipelineConfig& config() const { return config_; }
   const RuleTable* rule_table() const { return table_; }
   bool cd_enabled() const { return cd_ctl_.enabled(); }
+  // Whether the SMC is looked up now (a probe's window included).
+  bool smc_enabled() const { return smc_ctl_.enabled(); }
   PipelineSnapshot Snapshot() const;
   // The path ProcessBurst would take for `key` (same layers, same order,
   // same settings), without counting, inserting or ranking anything.
@@ -425,6 +449,11 @@ class Pipeline {
   std::unique_ptr<Smc> smc_;
   std::unique_ptr<CuckooDistributor> cd_;
   CdAdaptiveController cd_ctl_;
+  // Whether the SMC is used (pipeline.smc), and its window's start: the
+  // totals of stats_ then and the time.
+  CacheCostController smc_ctl_;
+  uint64_t smc_window_cycles_ = 0, smc_window_packets_ = 0;
+  std::chrono::steady_clock::time_point last_smc_window_;
   // Subtable ids a CD suggestion can name (the classifier's max_subtables).
   uint32_t cd_group_size_;
   PmdStats stats_;

@@ -52,7 +52,7 @@ PipelineConfig ConfigHittingAt(Layer layer, uint32_t max_idle_ms) {
   PipelineConfig cfg;
   cfg.emc = layer == Layer::kEmc;
   cfg.emc_config.insert_inv_prob = 1;
-  cfg.smc = layer == Layer::kSmc;
+  cfg.smc = layer == Layer::kSmc ? CacheMode::kOn : CacheMode::kOff;
   cfg.smc_config.entries = 1 << 10;
   cfg.cd.mode = layer == Layer::kCd ? CdMode::kOn : CdMode::kOff;
   cfg.cd_table.entries = CdConfig::kMinEntries;
@@ -241,7 +241,7 @@ TEST_P(PipelineExpiryDifferential, NoStaleVerdictAcrossExpiry) {
     PipelineConfig cfg;
     cfg.emc = combo.emc;
     cfg.emc_config.insert_inv_prob = 1;
-    cfg.smc = combo.smc;
+    cfg.smc = combo.smc ? CacheMode::kOn : CacheMode::kOff;
     cfg.cd.mode = combo.cd;
     cfg.cd.min_hits = 8;
     cfg.cd.hold = 1;
@@ -494,7 +494,7 @@ TEST(PipelineCaps, RandomTrafficUnderTightCapsMatchesTheReference) {
     ASSERT_TRUE(table.ApplyBatch(ops).ok());
     ReferenceClassifier ref(rules);
     PipelineConfig cfg;
-    cfg.smc = true;
+    cfg.smc = CacheMode::kOn;
     cfg.cd.mode = CdMode::kOn;
     cfg.max_megaflows = 64;
     auto p = Pipeline::Create(cfg);

@@ -33,8 +33,12 @@ struct Combo {
   bool tiny;        // tiny caches and megaflow limit: collisions, failed upcalls
   bool const_hash;  // every table's hash is a constant
   bool targeted = true;  // pass the batch's RuleChangeSet to SetRuleTable
+  // smc auto, its controller ending a window every 7 bursts and probing
+  // every few windows: the SMC turns on and off (keeping its entries) while
+  // the verdicts are checked.  `smc` is ignored.
+  bool smc_auto = false;
   std::string Name() const {
-    return absl::StrCat("emc", emc ? "On" : "Off", "_smc", smc ? "On" : "Off",
+    return absl::StrCat("emc", emc ? "On" : "Off", "_smc", smc_auto ? "Auto" : smc ? "On" : "Off",
                         "_cd", std::string(CdModeName(cd)), revalidate ? "_revalidate" : "_flush",
                         tiny ? "_tiny" : "", const_hash ? "_consthash" : "",
                         targeted ? "" : "_fullcheck");
@@ -45,7 +49,14 @@ PipelineConfig ConfigFor(const Combo& c) {
   PipelineConfig cfg;
   cfg.emc = c.emc;
   cfg.emc_config.insert_inv_prob = 2;  // make the EMC matter in short runs
-  cfg.smc = c.smc;
+  cfg.smc = c.smc_auto ? CacheMode::kAuto : c.smc ? CacheMode::kOn : CacheMode::kOff;
+  cfg.smc_window_ms = 0;  // RunSmcWindow only
+  cfg.smc_controller = {.min_packets = 1,
+                        .start_windows = 1,
+                        .warmup_windows = 1,
+                        .probe_pairs = 1,
+                        .reprobe_windows = 2,
+                        .max_backoff = 0};
   cfg.cd.mode = c.cd;
   cfg.cd.min_hits = 8;  // let the adaptive controller decide in short runs
   cfg.cd.hold = 1;
@@ -128,6 +139,7 @@ TEST_P(PipelineDifferential, MatchesReferenceThroughRuleChanges) {
       for (int i = 0; i < n; ++i) keys[i] = flows[gen.Uniform(flows.size())];
       Verdict verdicts[kMaxBurst];
       pipeline.ProcessBurst(keys, n, verdicts);
+      if (combo.smc_auto && b % 7 == 6) pipeline.RunSmcWindow();
       for (int i = 0; i < n; ++i) {
         const Rule* want = ref.Lookup(keys[i]);
         const uint64_t want_id = want ? want->id : 0;
@@ -144,8 +156,11 @@ TEST_P(PipelineDifferential, MatchesReferenceThroughRuleChanges) {
     if (combo.emc && !combo.tiny) {
       EXPECT_GT(s.emc_hits, 0u);
     }
-    if (combo.smc && !combo.emc && !combo.tiny) {
+    if ((combo.smc || combo.smc_auto) && !combo.emc && !combo.tiny) {
       EXPECT_GT(s.smc_hits, 0u);
+    }
+    if (combo.smc_auto) {
+      EXPECT_GT(pipeline.Snapshot().smc_probes, 10u);
     }
     if (combo.cd == CdMode::kOn && !combo.emc && !combo.smc && !combo.tiny) {
       EXPECT_GT(s.cd_hits, 0u);
@@ -173,6 +188,11 @@ std::vector<Combo> AllCombos() {
   // Full revalidation (no change set).
   v.push_back({true, false, CdMode::kOff, true, false, false, /*targeted=*/false});
   v.push_back({false, false, CdMode::kOff, true, false, false, /*targeted=*/false});
+  // smc auto, switching as it probes.
+  v.push_back({false, false, CdMode::kAuto, true, false, false, true, /*smc_auto=*/true});
+  v.push_back({true, false, CdMode::kOn, true, /*tiny=*/true, false, true, /*smc_auto=*/true});
+  v.push_back({false, false, CdMode::kOff, true, false, /*const_hash=*/true, true,
+               /*smc_auto=*/true});
   return v;
 }
 
@@ -189,7 +209,7 @@ TEST(Pipeline, BurstsOfEverySizeWriteOnlyTheirVerdicts) {
   ASSERT_TRUE(table.ApplyBatch(ops).ok());
   ReferenceClassifier ref(rules);
   PipelineConfig cfg;
-  cfg.smc = true;
+  cfg.smc = CacheMode::kOn;
   cfg.cd.mode = CdMode::kOn;
   auto p = Pipeline::Create(cfg);
   ASSERT_TRUE(p.ok());
@@ -230,7 +250,7 @@ TEST(Pipeline, MegaflowsOffClassifiesEveryPacketInTheSlowPath) {
   for (const Rule& r : rules) ops.push_back(RuleOp::Insert(r));
   ASSERT_TRUE(table.ApplyBatch(ops).ok());
   PipelineConfig on_cfg;
-  on_cfg.smc = true;
+  on_cfg.smc = CacheMode::kOn;
   on_cfg.emc_config.insert_inv_prob = 1;
   PipelineConfig off_cfg = on_cfg;  // EMC, SMC on: megaflows off must win
   off_cfg.megaflows = false;
@@ -451,6 +471,79 @@ TEST(Pipeline, AdaptiveEmcWarmsAsFastAsWithoutTheGate) {
   }
   EXPECT_GT(hits[0], 60u * 2000 / 5);  // the ungated EMC does warm up
   EXPECT_GT(hits[1], hits[0] * 3 / 4) << "gated " << hits[1] << ", ungated " << hits[0];
+}
+
+// pipeline.smc auto: the pipeline runs the cost controller's schedule (a
+// window of the chosen state, a warm-up of the other, then the two
+// alternating) and the SMC answers exactly in the windows it is on; the
+// entries it made survive a window off (no flush: the next probe finds them
+// warm).  Which state wins depends on the cycles measured, so the decision
+// itself is the controller's test (cache_cost_controller_test.cc); here the
+// snapshot must report it.  Forcing on or off stops the schedule.
+TEST(Pipeline, SmcAutoFollowsTheCostControllersSchedule) {
+  TwoDisjointRules two;
+  std::vector<FlowKey> flows;
+  for (uint32_t f = 0; f < 256; ++f) flows.push_back(MakeFiveTupleKey(0x0a000001 + f, 2, 3, 4, 6));
+  PipelineConfig cfg;
+  cfg.emc = false;  // every packet reaches the SMC
+  cfg.cd.mode = CdMode::kOff;
+  cfg.smc_window_ms = 0;  // windows end at RunSmcWindow only
+  cfg.smc_controller = {.min_packets = 1, .start_windows = 1, .warmup_windows = 1,
+                        .probe_pairs = 1};
+  ASSERT_EQ(cfg.smc, CacheMode::kAuto);  // the default
+  auto p = Pipeline::Create(cfg);
+  ASSERT_TRUE(p.ok());
+  (*p)->SetRuleTable(&two.table);
+  // Two passes over the flows; the SMC hits they got.
+  auto window = [&] {
+    const uint64_t before = (*p)->stats().smc_hits;
+    Verdict v[kMaxBurst];
+    for (int pass = 0; pass < 2; ++pass)
+      for (size_t i = 0; i < flows.size(); i += kMaxBurst) {
+        (*p)->ProcessBurst(&flows[i], kMaxBurst, v);
+        for (const Verdict& x : v) EXPECT_EQ(x.rule_id, 1u);
+      }
+    const uint64_t hits = (*p)->stats().smc_hits - before;
+    (*p)->RunSmcWindow();
+    return hits;
+  };
+  EXPECT_FALSE((*p)->smc_enabled());
+  EXPECT_EQ(window(), 0u);  // start_windows: off, as chosen
+  EXPECT_TRUE((*p)->smc_enabled());
+  PipelineSnapshot s = (*p)->Snapshot();
+  EXPECT_TRUE(s.smc_probing);
+  EXPECT_FALSE(s.smc_enabled);  // a probe does not move the chosen state
+  EXPECT_GT(window(), 0u);      // warm-up: the second pass hits
+  EXPECT_FALSE((*p)->smc_enabled());
+  EXPECT_EQ(window(), 0u);  // the chosen state, off
+  EXPECT_TRUE((*p)->smc_enabled());
+  EXPECT_EQ(window(), 2 * flows.size());  // on again, and still warm
+  // A vote to switch is confirmed by a second probe (one more pair).
+  if ((*p)->Snapshot().smc_probing) {
+    EXPECT_EQ(window(), 0u);
+    EXPECT_EQ(window(), 2 * flows.size());
+  }
+  s = (*p)->Snapshot();
+  EXPECT_FALSE(s.smc_probing);
+  EXPECT_GE(s.smc_probes, 1u);
+  EXPECT_LE(s.smc_probes, 2u);
+  EXPECT_EQ(s.smc_enabled, (*p)->smc_enabled());
+  EXPECT_EQ(s.smc_switches, s.smc_enabled ? 1u : 0u);
+  const uint64_t probes = s.smc_probes;
+  EXPECT_NE(Pipeline::FormatStats(s).find(
+                absl::StrCat("smc state: ", s.smc_enabled ? "on" : "off", " (switches ")),
+            std::string::npos);
+
+  // Forced: the windows change nothing; off empties the SMC.
+  (*p)->SetSmcMode(CacheMode::kOff);
+  EXPECT_EQ((*p)->Snapshot().smc_occupancy, 0u);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(window(), 0u);
+  EXPECT_FALSE((*p)->smc_enabled());
+  (*p)->SetSmcMode(CacheMode::kOn);
+  for (int i = 0; i < 4; ++i) EXPECT_GE(window(), flows.size());
+  EXPECT_TRUE((*p)->smc_enabled());
+  EXPECT_EQ((*p)->Snapshot().smc_probes, probes);
+  (*p)->SetRuleTable(nullptr);
 }
 
 TEST(Pipeline, ProcessBurstSaysWhenEveryVerdictIsTheSame) {
@@ -816,7 +909,7 @@ TEST(Pipeline, TraceFollowsTheLayersAndCountsNothing) {
     PipelineConfig cfg;
     cfg.emc = c.emc;
     cfg.emc_config.insert_inv_prob = 1;
-    cfg.smc = c.smc;
+    cfg.smc = c.smc ? CacheMode::kOn : CacheMode::kOff;
     cfg.smc_config.entries = 1 << 10;
     cfg.cd.mode = c.cd;
     cfg.cd_table.entries = 1 << 12;

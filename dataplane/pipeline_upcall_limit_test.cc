@@ -176,7 +176,7 @@ TEST(PipelineUpcallLimit, NothingIsClassifiedWronglyWhenTheLimitsBite) {
       ReferenceClassifier ref(rules);
       ManualPipelineClock clock(5000);
       PipelineConfig cfg = Limited(2000, 8, action);
-      cfg.smc = true;
+      cfg.smc = CacheMode::kOn;
       cfg.cd.mode = CdMode::kOn;
       cfg.max_megaflows = 256;
       cfg.max_subtables_per_port = 6;

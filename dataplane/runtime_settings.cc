@@ -12,7 +12,6 @@ namespace flowclass {
 namespace {
 
 // The spellings of the two-valued settings.
-constexpr std::pair<absl::string_view, absl::string_view> kOnOff = {"on", "off"};
 constexpr std::pair<absl::string_view, absl::string_view> kTrueFalse = {"true", "false"};
 
 std::string BoolText(bool v, std::pair<absl::string_view, absl::string_view> names) {
@@ -131,11 +130,12 @@ absl::Status ParseRuntimeSetting(absl::string_view key, absl::string_view value,
                  absl::StrCat("a whole number in 0..", kMaxEmcInsertInvProb, " (0 disables)"),
                  &out->emc_insert_inv_prob);
   }
-  if (key == kConfigSmc) return two(kOnOff, &out->smc);
-  if (key == kConfigCd) {
-    absl::StatusOr<CdMode> mode = ParseCdMode(std::string_view(value.data(), value.size()));
+  if (key == kConfigSmc || key == kConfigCd) {
+    absl::StatusOr<CacheMode> mode =
+        ParseCacheMode(std::string_view(value.data(), value.size()),
+                       std::string_view(key.data(), key.size()));
     if (!mode.ok()) return bad("on, off or auto");
-    out->cd = *mode;
+    (key == kConfigSmc ? out->smc : out->cd) = *mode;
     return absl::OkStatus();
   }
   if (key == kConfigRankingIntervalMs) {
@@ -232,7 +232,7 @@ std::vector<ConfigValue> FormatRuntimeSettings(const RuntimeSettingsUpdate& u) {
   if (u.tx_retries) add(kConfigTxRetries, absl::StrCat(*u.tx_retries));
   if (u.idle_sleep_us) add(kConfigIdleSleepUs, absl::StrCat(*u.idle_sleep_us));
   if (u.emc_insert_inv_prob) add(kConfigEmcInsertInvProb, absl::StrCat(*u.emc_insert_inv_prob));
-  if (u.smc) add(kConfigSmc, BoolText(*u.smc, kOnOff));
+  if (u.smc) add(kConfigSmc, std::string(CacheModeName(*u.smc)));
   if (u.cd) add(kConfigCd, std::string(CdModeName(*u.cd)));
   if (u.ranking_interval_ms) add(kConfigRankingIntervalMs, absl::StrCat(*u.ranking_interval_ms));
   if (u.megaflow_max_idle_ms)

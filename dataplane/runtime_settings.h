@@ -9,7 +9,7 @@
 //   pmd.tx_retries                0..1000000
 //   pmd.idle_sleep_us             0..1000000
 //   pipeline.emc_insert_inv_prob  0..2^30 (0: never insert)
-//   pipeline.smc                  on / off
+//   pipeline.smc                  on / off / auto
 //   pipeline.cd                   on / off / auto
 //   pipeline.ranking_interval_ms  0..3600000
 //   pipeline.megaflow_max_idle_ms 0..86400000 (0: megaflows never expire)
@@ -103,7 +103,7 @@ struct RuntimeSettings {
   uint32_t tx_retries = 4;
   uint32_t idle_sleep_us = 0;
   uint32_t emc_insert_inv_prob = 100;
-  bool smc = false;
+  CacheMode smc = CacheMode::kAuto;
   CdMode cd = CdMode::kAuto;
   uint32_t ranking_interval_ms = 1000;
   // Megaflow expiry and caps (PipelineConfig's fields of these names).
@@ -127,7 +127,7 @@ struct RuntimeSettingsUpdate {
   std::optional<uint32_t> tx_retries;
   std::optional<uint32_t> idle_sleep_us;
   std::optional<uint32_t> emc_insert_inv_prob;
-  std::optional<bool> smc;
+  std::optional<CacheMode> smc;
   std::optional<CdMode> cd;
   std::optional<uint32_t> ranking_interval_ms;
   std::optional<uint32_t> megaflow_max_idle_ms;

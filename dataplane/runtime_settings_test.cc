@@ -19,7 +19,7 @@ RuntimeSettings Unusual() {
   s.tx_retries = 1000000;
   s.idle_sleep_us = 7;
   s.emc_insert_inv_prob = kMaxEmcInsertInvProb;
-  s.smc = true;
+  s.smc = CacheMode::kOn;
   s.cd = CdMode::kOn;
   s.ranking_interval_ms = 0;
   s.megaflow_max_idle_ms = 0;
@@ -66,7 +66,7 @@ TEST(RuntimeSettingsTest, FormatsEveryKeyInTheDocumentedSpelling) {
   EXPECT_EQ(FormatRuntimeSettings(RuntimeSettingsUpdate::All(Unusual())).size(),
             14u + 2 * kLookupImplCount);
   RuntimeSettingsUpdate some;
-  some.smc = false;
+  some.smc = CacheMode::kOff;
   some.cd = CdMode::kAuto;
   EXPECT_THAT(FormatRuntimeSettings(some),
               ElementsAre(Pair("pipeline.smc", "off"), Pair("pipeline.cd", "auto")));
@@ -133,7 +133,7 @@ TEST(RuntimeSettingsTest, BadValuesNameTheKeyAsUsersSeeThem) {
       {"pipeline.emc_insert_inv_prob", "4294967295",
        "pipeline.emc_insert_inv_prob: \"4294967295\" is not a whole number in 0..1073741824 "
        "(0 disables)"},
-      {"pipeline.smc", "true", "pipeline.smc: \"true\" is not on or off"},
+      {"pipeline.smc", "true", "pipeline.smc: \"true\" is not on, off or auto"},
       {"pipeline.cd", "sometimes", "pipeline.cd: \"sometimes\" is not on, off or auto"},
       {"pipeline.ranking_interval_ms", "-1",
        "pipeline.ranking_interval_ms: \"-1\" is not a whole number of milliseconds in "
@@ -186,7 +186,7 @@ TEST(RuntimeSettingsTest, RequestIsCheckedAsAWhole) {
   absl::StatusOr<RuntimeSettingsUpdate> u =
       request({{"pipeline.smc", "on"}, {"pmd.tx_retries", "2"}, {"pipeline.smc", "off"}});
   ASSERT_TRUE(u.ok()) << u.status();
-  EXPECT_EQ(u->smc, false);  // the last value wins
+  EXPECT_EQ(u->smc, CacheMode::kOff);  // the last value wins
   EXPECT_EQ(u->tx_retries, 2u);
   EXPECT_FALSE(u->cd.has_value());
   EXPECT_TRUE(u->ChangesPipeline());

@@ -480,7 +480,19 @@ absl::StatusOr<DaemonConfig> Convert(const YAML::Node& root) {
   FC_RETURN_IF_ERROR(
       pl.Int("emc_insert_inv_prob", &pc.emc_config.insert_inv_prob, 0, kMaxEmcInsertInvProb));
   FC_RETURN_IF_ERROR(pl.Bool("emc_adaptive", &pc.emc_adaptive));
-  FC_RETURN_IF_ERROR(pl.Bool("smc", &pc.smc));
+  // on / off / auto; the booleans it took before auto came stay good.
+  std::string smc_mode(CacheModeName(pc.smc));
+  FC_RETURN_IF_ERROR(pl.String("smc", &smc_mode));
+  if (absl::AsciiStrToLower(smc_mode) == "auto") {
+    pc.smc = CacheMode::kAuto;
+  } else {
+    bool on = pc.smc == CacheMode::kOn;
+    if (!pl.Bool("smc", &on).ok())
+      return absl::InvalidArgumentError(absl::StrCat("pipeline.smc: ",
+                                                     QuoteForMessage(smc_mode, '"'),
+                                                     " is not on, off or auto (or true/false)"));
+    pc.smc = on ? CacheMode::kOn : CacheMode::kOff;
+  }
   std::string cd_mode(CdModeName(pc.cd.mode));
   FC_RETURN_IF_ERROR(pl.String("cd", &cd_mode));
   if (absl::StatusOr<CdMode> m = ParseCdMode(cd_mode); m.ok()) {
@@ -706,7 +718,7 @@ std::string DescribeConfig(const DaemonConfig& c) {
                     " (checked against this CPU when flowclassd starts)\n");
   absl::StrAppend(&s, "pipeline: emc_insert_inv_prob ", pc.emc_config.insert_inv_prob,
                   " emc_adaptive ", pc.emc_adaptive ? "on" : "off", " smc ",
-                  pc.smc ? "on" : "off", " cd ", std::string(CdModeName(pc.cd.mode)),
+                  std::string(CacheModeName(pc.smc)), " cd ", std::string(CdModeName(pc.cd.mode)),
                   " ranking_interval_ms ", pc.ranking_interval_ms, "\n");
   absl::StrAppend(&s, "megaflows: max_megaflows ", pc.max_megaflows, " max_subtables_per_port ",
                   pc.max_subtables_per_port, " megaflow_max_idle_ms ", pc.megaflow_max_idle_ms,

@@ -109,7 +109,7 @@ TEST(ConfigTest, ErrorsNameTheKeyAndTheProblem) {
       {{"eal.file_prefix.x=1"}, "\"x\" is below a scalar"},
       {{"pmd.lcores.x=1"}, "\"x\" is not an index of a list of 2"},
       {{"novalue"}, "expected key=value"},
-      {{"pipeline.smc=maybe"}, "pipeline.smc: \"maybe\" is not a boolean"},
+      {{"pipeline.smc=maybe"}, "pipeline.smc: \"maybe\" is not on, off or auto (or true/false)"},
       {{"pipeline.cd=sometimes"}, "pipeline.cd: \"sometimes\" is not on, off or auto"},
       {{"pipeline.ranking_interval_ms=-1"}, "pipeline.ranking_interval_ms: -1 is outside"},
       {{"pipeline.emc=1"}, "pipeline.emc: unknown key"},
@@ -330,6 +330,7 @@ TEST(ConfigTest, PipelineAndDpclsSectionsSetTheStartValues) {
   ASSERT_TRUE(d.ok()) << d.status();
   const PipelineConfig dflt;
   EXPECT_EQ(d->dataplane.pipeline.smc, dflt.smc);
+  EXPECT_EQ(dflt.smc, CacheMode::kAuto);  // the cost controller decides
   EXPECT_EQ(d->dataplane.pipeline.dpcls.lookup, dflt.dpcls.lookup);
   auto c = Parse(std::string(kMinimal) + R"(
 pipeline: {emc_insert_inv_prob: 5, emc_adaptive: off, smc: on, cd: off, ranking_interval_ms: 250}
@@ -338,7 +339,7 @@ dpcls: {force_scalar: true, lookup_prio: {generic: 7, autovalidator: 1}}
   ASSERT_TRUE(c.ok()) << c.status();
   const PipelineConfig& p = c->dataplane.pipeline;
   EXPECT_EQ(p.emc_config.insert_inv_prob, 5u);
-  EXPECT_TRUE(p.smc);
+  EXPECT_EQ(p.smc, CacheMode::kOn);
   EXPECT_EQ(p.cd.mode, CdMode::kOff);
   EXPECT_EQ(p.ranking_interval_ms, 250u);
   EXPECT_TRUE(p.dpcls.lookup.force_scalar);
@@ -351,7 +352,16 @@ dpcls: {force_scalar: true, lookup_prio: {generic: 7, autovalidator: 1}}
   // The command line reaches them too.
   auto o = Parse(kMinimal, {"pipeline.smc=on", "dpcls.lookup_prio.generic=9"});
   ASSERT_TRUE(o.ok()) << o.status();
-  EXPECT_TRUE(o->dataplane.pipeline.smc);
+  EXPECT_EQ(o->dataplane.pipeline.smc, CacheMode::kOn);
+  // auto, and the booleans the key took before auto came.
+  for (const auto& [text, want] : {std::pair{"auto", CacheMode::kAuto},
+                                   std::pair{"true", CacheMode::kOn},
+                                   std::pair{"false", CacheMode::kOff},
+                                   std::pair{"off", CacheMode::kOff}}) {
+    auto m = Parse(kMinimal, {absl::StrCat("pipeline.smc=", text)});
+    ASSERT_TRUE(m.ok()) << text << ": " << m.status();
+    EXPECT_EQ(m->dataplane.pipeline.smc, want) << text;
+  }
   EXPECT_EQ(o->dataplane.pipeline.dpcls.lookup.Get("generic").value_or(-1), 9);
 }
 

@@ -209,23 +209,23 @@ std::string CuckooDistributor::DebugString() const {
 // CdAdaptiveController
 // --------------------------------------------------------------------------
 
-std::string_view CdModeName(CdMode mode) {
+std::string_view CacheModeName(CacheMode mode) {
   switch (mode) {
-    case CdMode::kOff:
+    case CacheMode::kOff:
       return "off";
-    case CdMode::kOn:
+    case CacheMode::kOn:
       return "on";
-    case CdMode::kAuto:
+    case CacheMode::kAuto:
       return "auto";
   }
   return "unknown";
 }
 
-absl::StatusOr<CdMode> ParseCdMode(std::string_view text) {
-  for (CdMode m : {CdMode::kOff, CdMode::kOn, CdMode::kAuto})
-    if (text == CdModeName(m)) return m;
+absl::StatusOr<CacheMode> ParseCacheMode(std::string_view text, std::string_view field) {
+  for (CacheMode m : {CacheMode::kOff, CacheMode::kOn, CacheMode::kAuto})
+    if (text == CacheModeName(m)) return m;
   return absl::InvalidArgumentError(absl::StrCat(
-      "cd_mode: unknown mode ",
+      absl::string_view(field.data(), field.size()), ": unknown mode ",
       QuoteForMessage(absl::string_view(text.data(), text.size()), '"'),
       " (expected on, off or auto)"));
 }

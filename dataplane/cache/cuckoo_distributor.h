@@ -81,6 +81,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "dataplane/cache/cache_mode.h"
 #include "dataplane/flow/flow.h"
 
 namespace flowclass {
@@ -276,12 +277,15 @@ class CuckooDistributor {
 //               changed without the CD being told (unless the pipeline kept
 //               calling InvalidateSubtable while off, which is also fine).
 
-enum class CdMode : uint8_t { kOff = 0, kOn = 1, kAuto = 2 };
+// The CD's mode is a CacheMode (cache_mode.h), as the SMC's is.
+using CdMode = CacheMode;
 
 // "on" | "off" | "auto".
-std::string_view CdModeName(CdMode mode);
+inline std::string_view CdModeName(CdMode mode) { return CacheModeName(mode); }
 // Case-sensitive inverse of CdModeName; INVALID_ARGUMENT naming "cd_mode".
-absl::StatusOr<CdMode> ParseCdMode(std::string_view text);
+inline absl::StatusOr<CdMode> ParseCdMode(std::string_view text) {
+  return ParseCacheMode(text, "cd_mode");
+}
 
 struct CdControllerConfig {
   CdMode mode = CdMode::kAuto;

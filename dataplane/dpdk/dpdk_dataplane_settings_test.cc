@@ -87,7 +87,7 @@ TEST(DpdkDataplaneTest, PipelineSettingsReachTheRunningPmds) {
   ASSERT_TRUE((*dp)->Start().ok());
 
   // Defaults as configured, then changed while the PMD runs.
-  EXPECT_EQ(*(*dp)->GetConfig("pipeline.smc"), "off");
+  EXPECT_EQ(*(*dp)->GetConfig("pipeline.smc"), "auto");
   EXPECT_EQ(*(*dp)->GetConfig("pipeline.emc_insert_inv_prob"), "100");
   ASSERT_TRUE((*dp)->SetConfig("pipeline.emc_insert_inv_prob", "0").ok());
   ASSERT_TRUE((*dp)->SetConfig("pipeline.smc", "on").ok());

@@ -143,7 +143,7 @@ void DpdkDataplane::Impl::PmdLoopOf(Pmd& pmd) {
         kv != knobs_seen) {
       if constexpr (!kAcl) {  // the acl pipeline has none of these
         mf->SetEmcInsertInvProb(knobs.emc_insert_inv_prob);
-        mf->SetSmcEnabled(knobs.smc);
+        mf->SetSmcMode(knobs.smc);
         mf->SetCdMode(knobs.cd);
         mf->SetRankingIntervalMs(knobs.ranking_interval_ms);
         mf->SetMegaflowMaxIdleMs(knobs.megaflow_max_idle_ms);

@@ -94,19 +94,17 @@ void FillPmd(const PmdCounters& p, v1::PmdStats* out) {
   out->set_avg_cycles_per_packet(p.CyclesPerPacket());
 }
 
-v1::CacheMode CacheModeOf(CdMode m) {
+v1::CacheMode CacheModeOf(CacheMode m) {
   switch (m) {
-    case CdMode::kOn:
+    case CacheMode::kOn:
       return v1::CACHE_MODE_ON;
-    case CdMode::kOff:
+    case CacheMode::kOff:
       return v1::CACHE_MODE_OFF;
-    case CdMode::kAuto:
+    case CacheMode::kAuto:
       return v1::CACHE_MODE_AUTO;
   }
   return v1::CACHE_MODE_UNSPECIFIED;
 }
-
-v1::CacheMode CacheModeOf(bool on) { return on ? v1::CACHE_MODE_ON : v1::CACHE_MODE_OFF; }
 
 // Every key as text in `values`; the run-time settings among them, read with
 // the dataplanes' own parser, in the named fields too (a key that is no
@@ -585,32 +583,30 @@ grpc::Status ClassifierService::SetConfig(grpc::ServerContext* ctx,
   const v1::Config& c = req->config();
   // The named fields, typed, and spelt as keys by the settings' formatter.
   RuntimeSettingsUpdate named;
-  auto mode = [](absl::string_view field, v1::CacheMode m,
-                 bool allow_auto) -> absl::StatusOr<CdMode> {
+  auto mode = [](absl::string_view field, v1::CacheMode m) -> absl::StatusOr<CacheMode> {
     switch (m) {
       case v1::CACHE_MODE_ON:
-        return CdMode::kOn;
+        return CacheMode::kOn;
       case v1::CACHE_MODE_OFF:
-        return CdMode::kOff;
+        return CacheMode::kOff;
       case v1::CACHE_MODE_AUTO:
-        if (allow_auto) return CdMode::kAuto;
-        break;
+        return CacheMode::kAuto;
       default:
         break;
     }
     return absl::InvalidArgumentError(absl::StrCat(
         field, ": ", v1::CacheMode_Name(m).empty() ? absl::StrCat("unknown value ", m)
                                                    : v1::CacheMode_Name(m),
-        " is not allowed here (", allow_auto ? "ON, OFF or AUTO" : "ON or OFF", ")"));
+        " is not allowed here (ON, OFF or AUTO)"));
   };
   if (c.has_emc_insert_inv_prob()) named.emc_insert_inv_prob = c.emc_insert_inv_prob();
   if (c.has_smc()) {
-    absl::StatusOr<CdMode> on = mode("smc", c.smc(), false);
-    if (!on.ok()) return ToGrpcStatus(on.status());
-    named.smc = *on == CdMode::kOn;
+    absl::StatusOr<CacheMode> smc = mode("smc", c.smc());
+    if (!smc.ok()) return ToGrpcStatus(smc.status());
+    named.smc = *smc;
   }
   if (c.has_cd()) {
-    absl::StatusOr<CdMode> cd = mode("cd", c.cd(), true);
+    absl::StatusOr<CacheMode> cd = mode("cd", c.cd());
     if (!cd.ok()) return ToGrpcStatus(cd.status());
     named.cd = *cd;
   }

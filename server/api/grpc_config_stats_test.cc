@@ -175,7 +175,7 @@ TEST_F(ApiTest, ConfigGetSetAndRollback) {
   auto m = client_->SetConfig(mode);
   EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(m.status().message(), HasSubstr("smc"));
-  mode.set_smc(v1::CACHE_MODE_AUTO);  // AUTO is for the CD only
+  mode.set_smc(v1::CACHE_MODE_UNSPECIFIED);  // no mode (AUTO is one, for the SMC too)
   EXPECT_EQ(client_->SetConfig(mode).status().code(), absl::StatusCode::kInvalidArgument);
   // Read-modify-write: everything GetConfig returned, start-up-only keys
   // included, written back with one change: only that one changes.
@@ -237,7 +237,7 @@ TEST_F(ApiTest, SetConfigIsOneAllOrNothingRequest) {
   (*set.mutable_values())["pipeline.smc"] = "sometimes";
   auto r = client_->SetConfig(set);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(r.status().message(), "pipeline.smc: \"sometimes\" is not on or off");
+  EXPECT_EQ(r.status().message(), "pipeline.smc: \"sometimes\" is not on, off or auto");
   EXPECT_EQ(inner.GetConfig(), before);
   ASSERT_EQ(dp.requests().size(), 1u);
   EXPECT_EQ(dp.requests()[0], (std::vector<ConfigValue>{{"pipeline.emc_insert_inv_prob", "7"},

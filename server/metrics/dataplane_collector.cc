@@ -156,6 +156,12 @@ void AddPmd(const PmdCounters& p, const CollectorOptions& o, Families& f) {
   f.Gauge("flowclass_pmd_emc_skipping",
           "1 while the EMC does not pay and only 1 burst in 8 looks it up (pipeline.emc_adaptive).",
           {{"pmd", pmd}}, snap.emc_skipping ? 1 : 0);
+  f.Gauge("flowclass_pmd_smc_enabled",
+          "1 while the SMC is in use for this PMD (pipeline.smc on, or auto and cheaper with it).",
+          {{"pmd", pmd}}, snap.smc_enabled ? 1 : 0);
+  f.Counter("flowclass_pmd_smc_switches_total",
+            "Times pipeline.smc auto's cost controller switched the SMC on or off.",
+            {{"pmd", pmd}}, snap.smc_switches);
   f.Counter("flowclass_pmd_cd_transitions_total",
             "Times the adaptive controller switched the CD on or off.",
             {{"pmd", pmd}}, snap.cd_transitions);

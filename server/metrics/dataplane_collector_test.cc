@@ -73,6 +73,8 @@ DataplaneStats SampleStats() {
   p.has_snapshot = true;
   p.snapshot.cd_enabled = true;
   p.snapshot.cd_transitions = 2;
+  p.snapshot.smc_enabled = true;
+  p.snapshot.smc_switches = 3;
   p.snapshot.emc_occupancy = 500;
   p.snapshot.emc_entries = 8192;
   p.snapshot.smc_occupancy = 0;
@@ -228,6 +230,8 @@ TEST(DataplaneCollectorTest, LayersPartitionPacketsAndCountersCarrySnapshotValue
   EXPECT_EQ(s["flowclass_pmd_cd_enabled"].size(), 1u);
   EXPECT_EQ(s["flowclass_pmd_cd_enabled"].at("pmd=0"), 1);
   EXPECT_EQ(s["flowclass_pmd_cd_transitions_total"].at("pmd=0"), 2);
+  EXPECT_EQ(s["flowclass_pmd_smc_enabled"].at("pmd=0"), 1);
+  EXPECT_EQ(s["flowclass_pmd_smc_switches_total"].at("pmd=0"), 3);
   EXPECT_EQ(s["flowclass_pmd_cache_used_entries"].at("cache=emc,pmd=0"), 500);
   EXPECT_EQ(s["flowclass_pmd_cache_used_entries"].at("cache=cd,pmd=0"), 40);
   EXPECT_EQ(s["flowclass_pmd_cache_capacity_entries"].at("cache=emc,pmd=0"), 8192);

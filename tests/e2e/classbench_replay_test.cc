@@ -44,7 +44,7 @@ TEST_P(ClassBenchReplay, NoMismatches) {
   opts.repeat = 3;  // later passes run with what the first one cached
   opts.pipeline.emc = setup.emc;
   opts.pipeline.emc_config.insert_inv_prob = 1;  // the EMC serves pass 2+
-  opts.pipeline.smc = setup.smc;
+  opts.pipeline.smc = setup.smc ? CacheMode::kOn : CacheMode::kOff;
   opts.pipeline.cd.mode = setup.cd;
   std::ostringstream out;
   absl::StatusOr<ReplayResult> r = RunReplay(opts, out);
@@ -94,7 +94,7 @@ TEST_P(MegaflowsOff, EveryPacketIsASlowPathLookup) {
   EXPECT_LT(on->stats.upcall_ok, on->packets);  // the default pipeline cached
 
   opts.pipeline.megaflows = false;
-  opts.pipeline.smc = true;  // ignored with megaflows off
+  opts.pipeline.smc = CacheMode::kOn;  // ignored with megaflows off
   opts.pipeline.cd.mode = CdMode::kOn;
   std::ostringstream out;
   absl::StatusOr<ReplayResult> r = RunReplay(opts, out);

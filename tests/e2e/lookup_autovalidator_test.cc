@@ -47,7 +47,7 @@ const auto* const kEnv =
 PipelineConfig ValidatingConfig() {
   PipelineConfig c;
   c.emc = false;
-  c.smc = false;
+  c.smc = CacheMode::kOff;
   c.cd.mode = CdMode::kOff;
   c.dpcls.lookup = *LookupPriorities::Only("autovalidator");
   return c;
