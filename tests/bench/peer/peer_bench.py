@@ -41,6 +41,8 @@ OVS_SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
 # OVS replays at most this many distinct packets from one rx port: its
 # shared pool has 262,144 mbufs and infinite_rx holds the whole pcap in it.
 RFC_FLOWS = 262112
+# rfc1m: RFC_FLOWS on each of this many rx ports, ~1M flows.
+RFC1M_PORTS = 4
 # OVS's default datapath flow limit (other_config:flow-limit).
 OVS_FLOW_LIMIT = 200000
 SYSTEMS = ["testpmd", "ovs_smc", "ovs_default", "fc_default", "fc_smc"]
@@ -70,15 +72,19 @@ def ip_text(v):
     return ".".join(str((v >> s) & 255) for s in (24, 16, 8, 0))
 
 
-def rfc_rules(k):
+def rfc_rules(k, rx_ports=1):
     """K rules nw_src=P_j/(32-j); the shorter prefix has the higher priority
     (so a packet of rule j un-wildcards 32-j bits: exactly K megaflow masks).
     The same text for both systems: {"fc": [...], "ovs": [...]}, each a
-    flow without its actions."""
+    flow without its actions (output:2).  With more rx ports, the K rules
+    for each in_port 1..rx_ports, output to the tx port after them."""
     rules = []
-    for j in range(k):
-        p, length = rfc_prefix(j)
-        rules.append("priority=%d,in_port=1,udp,nw_src=%s/%d" % (1000 + j, ip_text(p), length))
+    for port in range(1, rx_ports + 1):
+        for j in range(k):
+            p, length = rfc_prefix(j)
+            rules.append("priority=%d,in_port=%d,udp,nw_src=%s/%d" % (1000 + j, port, ip_text(p),
+                                                                     length) +
+                         (",actions=output:%d" % (rx_ports + 1) if rx_ports > 1 else ""))
     return {"fc": rules, "ovs": rules}
 
 
@@ -150,10 +156,10 @@ def write_pcap(path, frames):
             f.write(fr)
 
 
-def rfc_pcap(path, k, flows, seed=1):
+def rfc_pcap(path, k, flows, seed=1, first=0):
     """`flows` distinct UDP flows spread evenly over the K rules: flow i has
     a random source inside rule (i mod K)'s prefix and destination
-    172.16.0.0 + i (so every 5-tuple differs)."""
+    172.16.0.0 + first + i (so every 5-tuple differs)."""
     import random
     rnd = random.Random(seed)
     frames = []
@@ -161,7 +167,7 @@ def rfc_pcap(path, k, flows, seed=1):
         p, length = rfc_prefix(i % k)
         host_bits = 32 - length
         src = p | (rnd.getrandbits(host_bits) if host_bits else 0)
-        dst = 0xAC100000 + i
+        dst = 0xAC100000 + first + i
         frames.append(gen_pcap.frame(src, dst, 17, 1024 + rnd.randrange(60000),
                                      1024 + rnd.randrange(60000)))
     write_pcap(path, frames)
@@ -277,6 +283,13 @@ def layer_shares(emc, smc, cd, megaflow, upcall, lookups):
              "%.2f" % (lookups / hits) if hits else "-"))
 
 
+def rx_pcaps(pcap, opts):
+    """The rx ports' pcaps: `pcap`, or with opts["rx_ports"] N > 1 the N
+    files pcap.0 .. pcap.N-1 (in_port 1..N; the tx port is N+1)."""
+    n = opts.get("rx_ports", 1)
+    return [pcap] if n == 1 else ["%s.%d" % (pcap, i) for i in range(n)]
+
+
 def rule_line(match):
     """A rule of the rules text as a flow line: output:2 unless it has its
     own actions (ethmask's OVS table 0)."""
@@ -373,17 +386,21 @@ class Bench:
                 f.write(rule_line(m))
         cfg = os.path.join(self.work, "fc.yaml")
         once = opts.get("once", False)
+        pcaps = rx_pcaps(pcap, opts)
         # infinite_rx keeps the whole pcap in mbufs; read once, it needs none.
-        rx = "rx_pcap=%s" % pcap + ("" if once else ",infinite_rx=1")
+        ports = "".join('  - {number: %d, device: net_pcap%d, args: "rx_pcap=%s%s"}\n'
+                        % (i + 1, i, f, "" if once else ",infinite_rx=1")
+                        for i, f in enumerate(pcaps))
         pipeline = dict(opts.get("fc_pipeline", {}), smc="on" if smc else "off")
+        # 1M mbufs of 512 bytes need more than 2 GB.
+        memory = 2048 if len(pcaps) == 1 else 3072
         with open(cfg, "w") as f:
-            f.write(f"""eal: {{hugepages: false, memory_mb: 2048, pci: false,
+            f.write(f"""eal: {{hugepages: false, memory_mb: {memory}, pci: false,
       lcore_map: "0@0,1@{self.a.pmd_cpu}", file_prefix: {self.tag}_fc, log_level: error}}
 pmd: {{lcores: [1]}}
 mempool: {{mbufs: {(0 if once else nflows) + 16384}, data_room: 512}}
 ports:
-  - {{number: 1, device: net_pcap0, args: "{rx}"}}
-  - {{number: 2, device: net_pcap1, args: "tx_pcap=/dev/null", poll: false}}
+{ports}  - {{number: {len(pcaps) + 1}, device: net_pcap{len(pcaps)}, args: "tx_pcap=/dev/null", poll: false}}
 rules: {{file: {rfile}}}
 pipeline: {{{", ".join("%s: %s" % kv for kv in pipeline.items())}}}
 stats: {{interval_ms: 0, final: false}}
@@ -481,6 +498,8 @@ metrics: {{enabled: true, address: "127.0.0.1:{port}"}}
     # -- OVS-DPDK: ovsdb-server and ovs-vswitchd-dpdk with private dirs
     def run_ovs(self, pcap, nflows, k, smc, rules, opts):
         once = opts.get("once", False)
+        pcaps = rx_pcaps(pcap, opts)
+        n = len(pcaps)
         d = os.path.join(self.work, "ovs")
         shutil.rmtree(d, ignore_errors=True)
         os.makedirs(d)
@@ -507,8 +526,9 @@ metrics: {{enabled: true, address: "127.0.0.1:{port}"}}
             vsctl("--no-wait", "init")
             cfg = {"dpdk-init": "true", "dpdk-lcore-mask": "0x1",
                    "pmd-cpu-mask": hex(1 << self.a.pmd_cpu),
-                   "dpdk-extra": "--no-huge -m 2048 --no-pci --legacy-mem "
-                                 "--file-prefix=%s_ovs" % self.tag,
+                   # Four pools of 262,144 mbufs of 2-5 KB (below) need 6 GB.
+                   "dpdk-extra": "--no-huge -m %d --no-pci --legacy-mem "
+                                 "--file-prefix=%s_ovs" % (2048 if n == 1 else 6144, self.tag),
                    "emc-insert-inv-prob": "0" if smc else "100",
                    "smc-enable": "true" if smc else "false"}
             vsctl("--no-wait", "set", "Open_vSwitch", ".",
@@ -537,11 +557,20 @@ metrics: {{enabled: true, address: "127.0.0.1:{port}"}}
                 # flow-limit says (the revalidators raise it by 1,000 a dump):
                 # past it an upcall installs nothing.  Start it at flow-limit.
                 appctl("upcall/set-flow-limit", str(OVS_FLOW_LIMIT))
-            vsctl("add-port", "br0", "p1", "--", "set", "Interface", "p1", "type=dpdk",
-                  "options:dpdk-devargs=net_pcap1,tx_pcap=/dev/null", "ofport_request=2")
-            vsctl("add-port", "br0", "p0", "--", "set", "Interface", "p0", "type=dpdk",
-                  "options:dpdk-devargs=net_pcap0,rx_pcap=%s%s"
-                  % (pcap, "" if once else ",infinite_rx=1"), "ofport_request=1")
+            vsctl("add-port", "br0", "p%d" % n, "--", "set", "Interface", "p%d" % n, "type=dpdk",
+                  "options:dpdk-devargs=net_pcap%d,tx_pcap=/dev/null" % n,
+                  "ofport_request=%d" % (n + 1))
+            for i, f in enumerate(pcaps):
+                # Ports of one MTU share one pool of 262,144 mbufs (MTU 1500
+                # or more; 16,384 below), and infinite_rx keeps each port's
+                # pcap in it: with several, each gets an MTU of its own 1 KB
+                # mbuf size class, so a pool of its own (net_pcap cannot set
+                # an MTU; OVS warns and goes on).
+                mtu = ["mtu_request=%d" % (1500 + 1000 * i)] if n > 1 else []
+                vsctl("add-port", "br0", "p%d" % i, "--", "set", "Interface", "p%d" % i,
+                      "type=dpdk", "options:dpdk-devargs=net_pcap%d,rx_pcap=%s%s"
+                      % (i, f, "" if once else ",infinite_rx=1"), "ofport_request=%d" % (i + 1),
+                      *mtu)
 
             def stat(label, text):
                 m = re.search(label + r": ([0-9.]+)", text)
@@ -643,6 +672,7 @@ def main():
     ap.add_argument("--out", default=None, help="default: BUILD/bench/peer")
     ap.add_argument("--scenarios", default="rfc,emc,classbench,ethmask,newflow")
     ap.add_argument("--ks", default="1,10,20,30")
+    ap.add_argument("--ks-1m", default="1,30", help="K of the rfc1m scenario")
     ap.add_argument("--streams", default="100,1000,4000,8000,11000",
                     help="flows of the emc scenario")
     ap.add_argument("--classbench-sets", default="acl1_1k,fw1_1k,ipc1_1k",
@@ -700,6 +730,13 @@ def main():
             return rfc_rules(k)
         return make
 
+    def rfc1m_make(k):
+        def make(pcap):
+            for i, f in enumerate(rx_pcaps(pcap, {"rx_ports": RFC1M_PORTS})):
+                rfc_pcap(f, k, RFC_FLOWS, seed=1 + i, first=i * RFC_FLOWS)
+            return rfc_rules(k, RFC1M_PORTS)
+        return make
+
     def ethmask_make(masks):
         def make(pcap):
             ethmask_pcap(pcap)
@@ -738,6 +775,11 @@ def main():
                 cases.append(("classbench:" + os.path.basename(name),
                               len(classbench_acl.read_rules(path)), a.classbench_packets, None,
                               classbench_make(path), {}))
+        elif sc == "rfc1m":
+            # K masks on each of 4 in_ports: 4K dpcls subtables in each.
+            cases += [("rfc1m", int(k), RFC1M_PORTS * RFC_FLOWS, RFC1M_PORTS * int(k),
+                       rfc1m_make(int(k)), {"rx_ports": RFC1M_PORTS})
+                      for k in a.ks_1m.split(",")]
         elif sc == "ethmask":
             for m in a.ethmasks.split(","):
                 if int(m) not in (1, ETHMASK_RULES):
@@ -753,15 +795,17 @@ def main():
             # One mask: every megaflow is exact on nw_dst.
             cases.append(("newflow", 1, a.newflows, 1, newflow_make(a.newflows), {"once": True}))
         else:
-            die("unknown scenario %r (rfc, emc, classbench, ethmask, newflow)" % sc)
+            die("unknown scenario %r (rfc, emc, classbench, ethmask, newflow, rfc1m)" % sc)
     failures = []
     print("load average at start: %s" % open("/proc/loadavg").read().split()[:3])
     try:
         for sc, k, nflows, want, make, opts in cases:
             pcap = os.path.join(b.work, "case.pcap")
             rules = make(pcap)
-            # testpmd has no flows to set up: no new-flow rate.
-            case_systems = [s for s in systems if not (opts.get("once") and s == "testpmd")]
+            # testpmd has no flows to set up (no new-flow rate), and runs
+            # with one rx port.
+            case_systems = [s for s in systems if s != "testpmd" or not (
+                opts.get("once") or opts.get("rx_ports", 1) > 1)]
             for rnd in range(1, a.rounds + 1):
                 # Alternate the order from round to round.
                 order = case_systems if rnd % 2 else list(reversed(case_systems))
