@@ -799,14 +799,18 @@ def main():
     failures = []
     print("load average at start: %s" % open("/proc/loadavg").read().split()[:3])
     try:
-        for sc, k, nflows, want, make, opts in cases:
-            pcap = os.path.join(b.work, "case.pcap")
-            rules = make(pcap)
-            # testpmd has no flows to set up (no new-flow rate), and runs
-            # with one rx port.
-            case_systems = [s for s in systems if s != "testpmd" or not (
-                opts.get("once") or opts.get("rx_ports", 1) > 1)]
-            for rnd in range(1, a.rounds + 1):
+        made = []
+        for i, (sc, k, nflows, want, make, opts) in enumerate(cases):
+            pcap = os.path.join(b.work, "case%d.pcap" % i)
+            made.append((pcap, make(pcap)))
+        # Round by round over every case, so that a drift of the machine's
+        # speed during the run falls on every case (K=1 and K=30) alike.
+        for rnd in range(1, a.rounds + 1):
+            for (sc, k, nflows, want, make, opts), (pcap, rules) in zip(cases, made):
+                # testpmd has no flows to set up (no new-flow rate), and runs
+                # with one rx port.
+                case_systems = [s for s in systems if s != "testpmd" or not (
+                    opts.get("once") or opts.get("rx_ports", 1) > 1)]
                 # Alternate the order from round to round.
                 order = case_systems if rnd % 2 else list(reversed(case_systems))
                 for s in order:
