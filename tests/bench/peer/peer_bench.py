@@ -577,9 +577,7 @@ metrics: {{enabled: true, address: "127.0.0.1:{port}"}}
                 return float(m.group(1)) if m else 0.0
 
             def received():
-                out = appctl("dpif-netdev/pmd-stats-show")
-                m = re.search(r"packets received: (\d+)", out)
-                return int(m.group(1)) if m else 0
+                return stat("packets received", appctl("dpif-netdev/pmd-stats-show"))
 
             wait_for(lambda: received() > 0, 120, "OVS to receive")
             if once:
@@ -606,7 +604,7 @@ metrics: {{enabled: true, address: "127.0.0.1:{port}"}}
                 time.sleep(self.a.seconds)
                 out = appctl("dpif-netdev/pmd-stats-show")
             t2 = time.time()
-            pk = int(re.search(r"packets received: (\d+)", out).group(1))
+            pk = stat("packets received", out)
             cpp = re.search(r"avg processing cycles per packet: ([0-9.]+)", out)
             dump = appctl("dpctl/dump-flows")
             masks = self.ovs_masks(dump)
