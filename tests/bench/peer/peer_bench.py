@@ -863,7 +863,7 @@ def main():
             if not s == "testpmd"))
         for sc, _, _, _, _, _ in cases if sc.startswith("classbench"))]
     # Each system's rate at the most masks over its rate at the fewest.
-    for scn in ("rfc", "ethmask"):
+    for scn in ("rfc", "rfc1m", "ethmask"):
         ks = [c[1] for c in cases if c[0] == scn]
         if len(ks) < 2:
             continue
