@@ -391,7 +391,11 @@ class Bench:
         ports = "".join('  - {number: %d, device: net_pcap%d, args: "rx_pcap=%s%s"}\n'
                         % (i + 1, i, f, "" if once else ",infinite_rx=1")
                         for i, f in enumerate(pcaps))
-        pipeline = dict(opts.get("fc_pipeline", {}), smc="on" if smc else "off")
+        # fc_default: the daemon's own default (pipeline.smc: auto since
+        # 2026-12-07 21:05; until then this wrote smc: off, the old default).
+        pipeline = dict(opts.get("fc_pipeline", {}))
+        if smc:
+            pipeline["smc"] = "on"
         # 1M mbufs of 512 bytes need more than 2 GB.
         memory = 2048 if len(pcaps) == 1 else 3072
         with open(cfg, "w") as f:
