@@ -114,6 +114,19 @@ class Writer {
   }
   // Appends `batches` batches of `n` operations as one group.
   absl::Status AppendGroup(RuleStore& store, int batches, int n) {
+    return Group(store, batches, n, /*settle=*/true);
+  }
+  // The same, committed but not checkpointed (RuleStore::CommitGroup).
+  absl::Status CommitGroup(RuleStore& store, int batches, int n) {
+    return Group(store, batches, n, /*settle=*/false);
+  }
+  uint64_t generation() const { return table_.generation(); }
+  const std::vector<Rule>& state(uint64_t g) const { return states_.at(g); }
+  const std::vector<Rule>& state() const { return states_.back(); }
+  RandomRuleGen& gen() { return gen_; }
+
+ private:
+  absl::Status Group(RuleStore& store, int batches, int n, bool settle) {
     std::vector<std::vector<RuleOp>> ops;
     std::vector<StoreBatch> group;
     std::vector<uint64_t> gens;
@@ -122,14 +135,9 @@ class Writer {
       gens.push_back(Apply(ops.back()));
     }
     for (int i = 0; i < batches; ++i) group.push_back({gens[i], ops[i]});
-    return store.AppendGroup(group);
+    return settle ? store.AppendGroup(group) : store.CommitGroup(group);
   }
-  uint64_t generation() const { return table_.generation(); }
-  const std::vector<Rule>& state(uint64_t g) const { return states_.at(g); }
-  const std::vector<Rule>& state() const { return states_.back(); }
-  RandomRuleGen& gen() { return gen_; }
 
- private:
   RandomRuleGen gen_;
   RuleTable table_;
   std::vector<Rule> live_;
@@ -968,11 +976,7 @@ TEST(RuleStoreTest, SettleEmptiesTheWal) {
   Writer w(11);
   auto store = OpenOrDie(dir.path());
   ASSERT_TRUE(store->Load().ok());
-  for (int i = 0; i < 3; ++i) {
-    std::vector<RuleOp> ops = w.NextBatch(5);
-    const StoreBatch b{w.Apply(ops), ops};
-    ASSERT_TRUE(store->CommitGroup({&b, 1}).ok());
-  }
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(w.CommitGroup(*store, 1, 5).ok());
   EXPECT_GT(fs::file_size(dir.wal()), 0u);
   ASSERT_TRUE(store->Settle().ok());
   EXPECT_EQ(fs::file_size(dir.wal()), 0u);
@@ -986,9 +990,7 @@ TEST(RuleStoreTest, CommitGroupCheckpointsEveryCheckpointGroups) {
   auto store = OpenOrDie(dir.path(), o);
   ASSERT_TRUE(store->Load().ok());
   for (int i = 1; i <= 10; ++i) {
-    std::vector<RuleOp> ops = w.NextBatch(5);
-    const StoreBatch b{w.Apply(ops), ops};
-    ASSERT_TRUE(store->CommitGroup({&b, 1}).ok());
+    ASSERT_TRUE(w.CommitGroup(*store, 1, 5).ok());
     // 1..4 wait; the 5th checkpoints the first 4 before it is written.
     EXPECT_EQ(store->Stats().unsettled_groups, static_cast<uint64_t>((i - 1) % 4 + 1)) << i;
     absl::StatusOr<store_internal::WalScan> scan = store_internal::ScanWal(dir.db());

@@ -39,9 +39,10 @@ struct WalScan {
   // Frames SQLite replays: the valid prefix up to its last commit frame.
   uint64_t replayed_frames = 0;
   uint64_t replayed_commits = 0;  // committed transactions in them
-  // The first frame (1-based) that fails SQLite's checks (salts, checksum,
-  // page number) while frames follow it; 0 when every whole frame is valid
-  // or the file ends inside a frame (a torn tail).
+  // The first whole frame (1-based) that fails SQLite's checks (salts,
+  // checksum, page number): where its replay stops.  0 when every whole
+  // frame passes (bytes after the last whole frame, a torn tail, are not a
+  // frame).  Not damage by itself: a torn last transaction stops there too.
   uint64_t first_bad_frame = 0;
   // Commit frames of the current WAL (its salts) after the last replayed
   // commit that are intact on their own: the damaged transaction's own
