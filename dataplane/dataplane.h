@@ -44,8 +44,10 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -253,6 +255,50 @@ class Dataplane {
     std::vector<absl::StatusOr<BatchResult>> results = ApplyBatches(batches);
     decided(results);
     return results;
+  }
+
+  // A group applied by ApplyBatchesDeferred.  `results` are ApplyBatches's,
+  // final only once Finish() has returned: until then an accepted batch is
+  // applied and published but not yet acknowledgeable (flowclassd: not yet
+  // durable), and Finish() may still turn it into an error.
+  class Deferred {
+   public:
+    using FinishFn =
+        absl::AnyInvocable<void(std::vector<absl::StatusOr<BatchResult>>* results) &&>;
+    Deferred() = default;
+    Deferred(std::vector<absl::StatusOr<BatchResult>> results, FinishFn finish = nullptr)
+        : results_(std::move(results)), finish_(std::move(finish)) {}
+    Deferred(Deferred&& o) noexcept
+        : results_(std::move(o.results_)), finish_(std::exchange(o.finish_, nullptr)) {}
+    Deferred& operator=(Deferred&& o) noexcept {
+      if (this != &o) {
+        Finish();  // the group it held is finished, not dropped
+        results_ = std::move(o.results_);
+        finish_ = std::exchange(o.finish_, nullptr);
+      }
+      return *this;
+    }
+    ~Deferred() { Finish(); }  // never leaves the group unfinished
+    // Waits for what the results still wait on, once; returns them final.
+    std::vector<absl::StatusOr<BatchResult>>& Finish() {
+      if (finish_ != nullptr) std::move(std::exchange(finish_, nullptr))(&results_);
+      return results_;
+    }
+    bool finished() const { return finish_ == nullptr; }
+
+   private:
+    std::vector<absl::StatusOr<BatchResult>> results_;
+    FinishFn finish_;
+  };
+  // ApplyBatches in two steps, so that a caller can apply the next group
+  // while this one finishes: returns once the group is applied and published
+  // (the batches' operations must stay alive until Finish()), with the rest
+  // (flowclassd: the group's commit to its rule store) left to Finish().
+  // Groups are applied, and finished, in call order: a later group's
+  // Finish() implies every earlier one's is done.  The default is
+  // ApplyBatches, finished at once.
+  virtual Deferred ApplyBatchesDeferred(absl::Span<const absl::Span<const RuleOp>> batches) {
+    return Deferred(ApplyBatches(batches));
   }
 
   // Deletes every rule as one batch, acknowledged like ApplyBatch: one

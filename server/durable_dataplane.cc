@@ -1,5 +1,7 @@
 #include "server/durable_dataplane.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -41,6 +43,7 @@ void DurableDataplane::StoreWorker::PostIdle(std::function<void()> job, absl::Du
 }
 
 void DurableDataplane::StoreWorker::Run() {
+  pthread_setname_np(pthread_self(), "fc-store");  // for top -H, perf and gdb
   for (;;) {
     std::function<void()> job;
     {
@@ -73,35 +76,64 @@ void DurableDataplane::StoreWorker::Run() {
 
 DurableDataplane::DurableDataplane(Dataplane* inner, RuleStore* store, absl::Duration settle_idle)
     : ForwardingDataplane(inner), store_(store), settle_idle_(settle_idle) {
-  if (store_ != nullptr) worker_ = std::make_unique<StoreWorker>();
+  if (store_ != nullptr) {
+    durable_generation_ = store_->generation();
+    worker_ = std::make_unique<StoreWorker>();
+  }
 }
 
 DurableDataplane::~DurableDataplane() = default;  // the worker settles first
 
 absl::Status DurableDataplane::failure() const {
-  absl::MutexLock lock(&mu_);
-  return failed_;
+  absl::MutexLock lock(&store_mu_);
+  return store_failed_;
 }
 
 absl::Status DurableDataplane::RefusedLocked() const {
+  absl::MutexLock lock(&store_mu_);
   return absl::UnavailableError(absl::StrCat(
       "flowclassd refuses rule changes until it is restarted: the rule store failed at "
       "generation ",
-      failed_generation_, " (", failed_.message(),
-      "); a restart restores the last durable generation"));
+      store_failed_generation_, " (", store_failed_.message(),
+      "); a restart restores the last durable generation, ", durable_generation_));
 }
 
-bool DurableDataplane::RefuseLocked() {
-  if (failed_.ok()) {
-    // A settle (checkpoint, compaction) that failed after its group was
-    // acknowledged: that group is durable, nothing after it is.
-    absl::MutexLock lock(&settle_mu_);
-    if (!settle_failed_.ok()) {
-      failed_ = settle_failed_;
-      failed_generation_ = inner_->generation() + 1;
-    }
+bool DurableDataplane::RefuseLocked() const {
+  absl::MutexLock lock(&store_mu_);
+  return !store_failed_.ok();
+}
+
+absl::Status DurableDataplane::CommitOnStoreThread(const std::vector<StoreBatch>& group) {
+  {
+    absl::MutexLock lock(&store_mu_);
+    if (!store_failed_.ok())  // an earlier group's commit (or a settle) failed
+      return absl::FailedPreconditionError(
+          absl::StrCat("not committed: the rule store failed before it, at generation ",
+                       store_failed_generation_, " (", store_failed_.message(), ")"));
   }
-  return !failed_.ok();
+  absl::Status s = store_->CommitGroup(group);
+  absl::MutexLock lock(&store_mu_);
+  if (!s.ok()) {
+    store_failed_ = s;
+    store_failed_generation_ = group.front().generation;
+    return s;
+  }
+  durable_generation_ = group.back().generation;
+  // The checkpoint into rules.db (and a compaction when one is due) runs
+  // when no commit follows for settle_idle_ (at the latest kSettleAtLatest
+  // after the first group it waits for): a stream's groups are committed
+  // back to back (RuleStore::CommitGroup checkpoints every
+  // checkpoint_groups groups).
+  worker_->PostIdle([this] {
+    absl::Status settled = store_->Settle();
+    if (settled.ok()) return;
+    // The groups committed are durable (in rules.db-wal); the next is not.
+    absl::MutexLock lock(&store_mu_);
+    if (!store_failed_.ok()) return;
+    store_failed_ = std::move(settled);
+    store_failed_generation_ = durable_generation_ + 1;
+  }, settle_idle_, kSettleAtLatest);
+  return s;
 }
 
 DurableDataplane::Pending DurableDataplane::StartAppendLocked(
@@ -124,44 +156,30 @@ DurableDataplane::Pending DurableDataplane::StartAppendLocked(
     p.stored.push_back(i);
   }
   if (p.group.empty()) return p;
-  // The batches' operations outlive the commit: FinishAppendLocked waits for
-  // it before ApplyBatches returns.
+  // The batches' operations outlive the commit: FinishAppend waits for it
+  // (ApplyBatchesDeferred's caller keeps them until Finish()).
   auto done = std::make_shared<std::promise<absl::Status>>();
   p.committed = done->get_future();
-  worker_->Post([store = store_, group = p.group, done] {
-    done->set_value(store->CommitGroup(group));
-  });
+  worker_->Post([this, group = p.group, done] { done->set_value(CommitOnStoreThread(group)); });
   return p;
 }
 
-void DurableDataplane::FinishAppendLocked(uint64_t before, Pending* p,
-                                          std::vector<absl::StatusOr<BatchResult>>* results) {
+void DurableDataplane::FinishAppend(Pending* p, std::vector<absl::StatusOr<BatchResult>>* results) {
   if (p->group.empty()) return;
   const absl::Status s = p->committed.get();
-  if (s.ok()) {
-    // The checkpoint into rules.db (and a compaction when one is due) runs
-    // when no commit follows for settle_idle_ (at the latest
-    // kSettleAtLatest after the first group it waits for): a stream's groups are
-    // committed back to back (RuleStore::CommitGroup checkpoints every
-    // checkpoint_groups groups).
-    worker_->PostIdle([this] {
-      absl::Status settled = store_->Settle();
-      if (!settled.ok()) {
-        absl::MutexLock lock(&settle_mu_);
-        if (settle_failed_.ok()) settle_failed_ = std::move(settled);
-      }
-    }, settle_idle_, kSettleAtLatest);
-    return;
+  if (s.ok()) return;
+  uint64_t durable = 0;
+  {
+    absl::MutexLock lock(&store_mu_);
+    durable = durable_generation_;
   }
-  failed_ = s;
-  failed_generation_ = p->group.front().generation;
   for (size_t k = 0; k < p->stored.size(); ++k)
     (*results)[p->stored[k]] = absl::DataLossError(absl::StrCat(
         "generation ", p->group[k].generation,
         " was applied to the dataplane but is not durable: rule store: ", s.message(),
         "; flowclassd refuses rule changes until it is restarted, and a restart restores "
         "generation ",
-        before));
+        durable));
 }
 
 absl::StatusOr<BatchResult> DurableDataplane::ApplyBatch(absl::Span<const RuleOp> ops) {
@@ -171,10 +189,15 @@ absl::StatusOr<BatchResult> DurableDataplane::ApplyBatch(absl::Span<const RuleOp
 
 std::vector<absl::StatusOr<BatchResult>> DurableDataplane::ApplyBatches(
     absl::Span<const absl::Span<const RuleOp>> batches) {
-  if (store_ == nullptr) return inner_->ApplyBatches(batches);
+  return std::move(ApplyBatchesDeferred(batches).Finish());
+}
+
+Dataplane::Deferred DurableDataplane::ApplyBatchesDeferred(
+    absl::Span<const absl::Span<const RuleOp>> batches) {
+  if (store_ == nullptr) return Deferred(inner_->ApplyBatches(batches));
   absl::MutexLock lock(&mu_);
   if (RefuseLocked())
-    return std::vector<absl::StatusOr<BatchResult>>(batches.size(), RefusedLocked());
+    return Deferred(std::vector<absl::StatusOr<BatchResult>>(batches.size(), RefusedLocked()));
   const uint64_t before = inner_->generation();
   Pending pending;
   // The store commits the group while the dataplane publishes it.
@@ -182,19 +205,25 @@ std::vector<absl::StatusOr<BatchResult>> DurableDataplane::ApplyBatches(
       batches, [&](absl::Span<const absl::StatusOr<BatchResult>> decided) {
         pending = StartAppendLocked(before, batches, /*delete_all=*/false, decided);
       });
-  FinishAppendLocked(before, &pending, &results);
-  return results;
+  if (pending.group.empty()) return Deferred(std::move(results));
+  // Finished without mu_: the next group is applied while this one's commit runs.
+  return Deferred(std::move(results),
+                  [this, p = std::move(pending)](
+                      std::vector<absl::StatusOr<BatchResult>>* r) mutable { FinishAppend(&p, r); });
 }
 
 absl::StatusOr<BatchResult> DurableDataplane::DeleteAll() {
   if (store_ == nullptr) return inner_->DeleteAll();
-  absl::MutexLock lock(&mu_);
-  if (RefuseLocked()) return RefusedLocked();
-  const uint64_t before = inner_->generation();
+  Pending pending;
   std::vector<absl::StatusOr<BatchResult>> results;
-  results.push_back(inner_->DeleteAll());
-  Pending pending = StartAppendLocked(before, {}, /*delete_all=*/true, results);
-  FinishAppendLocked(before, &pending, &results);
+  {
+    absl::MutexLock lock(&mu_);
+    if (RefuseLocked()) return RefusedLocked();
+    const uint64_t before = inner_->generation();
+    results.push_back(inner_->DeleteAll());
+    pending = StartAppendLocked(before, {}, /*delete_all=*/true, results);
+  }
+  FinishAppend(&pending, &results);
   return std::move(results.front());
 }
 

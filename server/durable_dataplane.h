@@ -4,25 +4,30 @@
 // Contract
 // --------
 // DurableDataplane(inner, store) forwards every call to `inner`; the calls
-// that change rules (ApplyBatch, ApplyBatches, DeleteAll) are serialised by
-// one mutex, and every batch `inner` accepted with a generation is committed
-// to `store` as one group (RuleStore::CommitGroup: one SQLite transaction,
-// synced) before the call returns.  So when a result is OK with generation
-// G, G is both applied (Dataplane's promise: every PMD classifies by it) and
-// durable (a restart restores it).  A DeleteAll is stored as a batch with
-// delete_all_first and no operations.
+// that change rules (ApplyBatch(es), ApplyBatchesDeferred, DeleteAll) apply
+// their group to `inner` under one mutex, and every batch `inner` accepted
+// with a generation is committed to `store` as one group
+// (RuleStore::CommitGroup: one SQLite transaction, synced) before the call
+// returns (ApplyBatchesDeferred: before its Finish() returns).  So when a
+// result is OK with generation G, G is both applied (Dataplane's promise:
+// every PMD classifies by it) and durable (a restart restores it).  A
+// DeleteAll is stored as a batch with delete_all_first and no operations.
 //
-// Overlap.  The commit runs on a store thread of this object's, started as
-// soon as `inner` has decided the group's results (Dataplane::
-// ApplyBatchesNotifying: after its rule table took the group, before the
-// publication to the PMDs), so the commit's fsync and the publication's
-// grace period overlap; the call returns when both are done (a DeleteAll
-// is committed after `inner` has returned: no overlap).  The checkpoint
-// into rules.db (RuleStore::Settle, with any automatic compaction) runs on
-// the same thread once it has had no commit to do for `settle_idle`
-// (kSettleWhenIdle, store.checkpoint_idle_ms), and at the latest
-// kSettleAtLatest after the first group not checkpointed: a stream of
-// groups is committed back to back (one fsync a group; the store also
+// Overlap.  The commits run on a store thread of this object's, one group
+// at a time in generation order.  A group's commit is posted as soon as
+// `inner` has decided its results (Dataplane::ApplyBatchesNotifying: after
+// its rule table took the group, before the publication to the PMDs), so
+// the commit's fsync and the publication's grace period overlap.  The mutex
+// is released once the group is published, before its commit is waited
+// for: with ApplyBatchesDeferred (the ApplyRules stream) the next group is
+// applied and published while this one's fsync runs, and each group is
+// acknowledged after its own Finish(), in order (a DeleteAll is committed
+// after `inner` has returned: no overlap with its publication).  The
+// checkpoint into rules.db (RuleStore::Settle, with any automatic
+// compaction) runs on the same thread once it has had no commit to do for
+// `settle_idle` (kSettleWhenIdle, store.checkpoint_idle_ms), and at the
+// latest kSettleAtLatest after the first group not checkpointed: a stream
+// of groups is committed back to back (one fsync a group; the store also
 // checkpoints every RuleStoreOptions::checkpoint_groups groups), and a lone
 // group is checkpointed `settle_idle` after it.
 //
@@ -37,21 +42,24 @@
 // A failed commit: the dataplane has the group (it was published while the
 // commit ran, or is being), the store does not.  Each batch of that group
 // answers DATA_LOSS ("... applied but not durable ...") — whatever its
-// publication gave — and from then on every rule change answers
-// UNAVAILABLE without reaching `inner` ("flowclassd refuses rule changes
-// until it is restarted ..."): a restart restores the last durable
-// generation, which a controller can then compare with the generations it
-// holds acks for.  Reads keep working.  A failed settle (checkpoint or
-// compaction, after its group was acknowledged durable, which it stays, in
-// rules.db-wal) makes the next rule change answer that UNAVAILABLE, nothing
-// of it applied.
+// publication gave — and so does each batch of a group applied before the
+// failure was known (a later group of the same stream, applied while the
+// failed commit ran: its commit is refused, "not committed: the rule store
+// failed before it").  From then on every rule change answers UNAVAILABLE
+// without reaching `inner` ("flowclassd refuses rule changes until it is
+// restarted ..."): a restart restores the last durable generation, which a
+// controller can then compare with the generations it holds acks for.
+// Reads keep working.  A failed settle (checkpoint or compaction, after its
+// group was acknowledged durable, which it stays, in rules.db-wal) makes
+// the next rule change answer that UNAVAILABLE, nothing of it applied.
 //
 // Only changes made through this object are stored: nothing else may change
 // `inner`'s rules (the store checks that generations continue one by one and
 // fails otherwise).
 //
 // Threads: as Dataplane; the store is used by the store thread only, one
-// job at a time (commits, and a settle when idle), posted under the mutex.
+// job at a time (commits, and a settle when idle); commits are posted under
+// the mutex.
 #ifndef FLOWCLASS_SERVER_DURABLE_DATAPLANE_H_
 #define FLOWCLASS_SERVER_DURABLE_DATAPLANE_H_
 
@@ -92,6 +100,11 @@ class DurableDataplane final : public ForwardingDataplane {
   absl::StatusOr<BatchResult> ApplyBatch(absl::Span<const RuleOp> ops) override;
   std::vector<absl::StatusOr<BatchResult>> ApplyBatches(
       absl::Span<const absl::Span<const RuleOp>> batches) override;
+  // Returns once the group is applied and published, its commit posted to
+  // the store thread; Finish() waits for the commit.  So a caller with more
+  // groups (the ApplyRules stream) applies the next while this one's fsync
+  // runs, and acknowledges each after its Finish().
+  Deferred ApplyBatchesDeferred(absl::Span<const absl::Span<const RuleOp>> batches) override;
   absl::StatusOr<BatchResult> DeleteAll() override;
   // Not forwarded: the group is durable before `decided` hears of it
   // (Dataplane's default: ApplyBatches above, then `decided`).
@@ -102,6 +115,9 @@ class DurableDataplane final : public ForwardingDataplane {
   // The other calls are ForwardingDataplane's: reads and settings pass to `inner`.
 
   bool durable() const { return store_ != nullptr; }
+  // Tests: `job` runs on the store thread after the jobs posted so far (a
+  // test holds the thread with it, as a slow fsync would).  Needs a store.
+  void PostStoreJobForTesting(std::function<void()> job) { worker_->Post(std::move(job)); }
   // OK, or why rule changes are refused (the append that failed).
   absl::Status failure() const;
 
@@ -142,22 +158,27 @@ class DurableDataplane final : public ForwardingDataplane {
   Pending StartAppendLocked(uint64_t before, absl::Span<const absl::Span<const RuleOp>> batches,
                             bool delete_all, absl::Span<const absl::StatusOr<BatchResult>> results)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Waits for that commit; on success arms the idle settle, on failure turns the
-  // group's results into DATA_LOSS and fails this object.
-  void FinishAppendLocked(uint64_t before, Pending* p,
-                          std::vector<absl::StatusOr<BatchResult>>* results)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // True (and failed_ set) when rule changes are refused.
-  bool RefuseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status RefusedLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Waits for that commit (without mu_); when it failed, turns the group's
+  // results into DATA_LOSS.
+  void FinishAppend(Pending* p, std::vector<absl::StatusOr<BatchResult>>* results);
+  // The store thread's job for one group: refused once the store has failed,
+  // else RuleStore::CommitGroup; a failure fails this object, a success arms
+  // the idle settle.
+  absl::Status CommitOnStoreThread(const std::vector<StoreBatch>& group);
+  // True when rule changes are refused (the store failed).
+  bool RefuseLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RefusedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   RuleStore* const store_;
   const absl::Duration settle_idle_;
+  // Held while a group is applied and its commit posted, so that the store
+  // thread commits groups in generation order.
   mutable absl::Mutex mu_;
-  absl::Status failed_ ABSL_GUARDED_BY(mu_);  // the append that failed
-  uint64_t failed_generation_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Mutex settle_mu_;
-  absl::Status settle_failed_ ABSL_GUARDED_BY(settle_mu_);  // set by the store thread
+  // Set by the store thread.
+  mutable absl::Mutex store_mu_;
+  absl::Status store_failed_ ABSL_GUARDED_BY(store_mu_);  // the commit or settle that failed
+  uint64_t store_failed_generation_ ABSL_GUARDED_BY(store_mu_) = 0;  // first not durable
+  uint64_t durable_generation_ ABSL_GUARDED_BY(store_mu_) = 0;
   // Last member: destroyed first, so its thread is joined before the rest.
   std::unique_ptr<StoreWorker> worker_;
 };

@@ -8,6 +8,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -325,6 +326,106 @@ TEST(DurableOverlapTest, TheCommitOverlapsThePublication) {
   std::unique_ptr<RuleStore> again = OpenStore(dir.path(), &st);
   EXPECT_EQ(st.generation, 1u);
   EXPECT_EQ(st.rules.size(), 20u);
+}
+
+// ApplyBatchesDeferred returns once the group is applied and published,
+// its commit still to come: the next group is applied while the store
+// thread is held (as by a slow fsync), and each group's Finish() returns
+// once its commit is done, in order.
+TEST(DurableDeferredTest, TheNextGroupIsAppliedWhileTheCommitRuns) {
+  TempDir dir{"durable_deferred"};
+  RuleStoreState st;
+  std::unique_ptr<RuleStore> store = OpenStore(dir.path(), &st);
+  ASSERT_NE(store, nullptr);
+  FakeDataplane fake;
+  {
+    DurableDataplane durable(&fake, store.get());
+    // Held until released, or 3 s (so that a dataplane that waited for the
+    // commit inside ApplyBatchesDeferred fails below instead of hanging).
+    std::atomic<bool> released{false};
+    durable.PostStoreJobForTesting([&] {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+      while (!released.load() && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+    const std::vector<RuleOp> one = Inserts(1, 10), two = Inserts(11, 20), three = Inserts(21, 21);
+    const absl::Span<const RuleOp> g1[] = {one};
+    const absl::Span<const RuleOp> g2[] = {two, three};
+    Dataplane::Deferred d1 = durable.ApplyBatchesDeferred(g1);
+    EXPECT_FALSE(d1.finished());
+    EXPECT_EQ(fake.generation(), 1u);  // applied, its commit held
+    Dataplane::Deferred d2 = durable.ApplyBatchesDeferred(g2);
+    EXPECT_EQ(fake.generation(), 3u);  // the next group too
+    // Finishing waits for the held commit.
+    std::atomic<bool> finished{false};
+    std::thread finisher([&] {
+      d1.Finish();
+      finished = true;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_FALSE(finished.load());
+    released = true;
+    finisher.join();
+    ASSERT_EQ(d1.Finish().size(), 1u);
+    ASSERT_TRUE(d1.Finish()[0].ok()) << d1.Finish()[0].status();
+    EXPECT_EQ(d1.Finish()[0]->generation, 1u);
+    const std::vector<absl::StatusOr<BatchResult>>& r2 = d2.Finish();
+    ASSERT_EQ(r2.size(), 2u);
+    ASSERT_TRUE(r2[0].ok() && r2[1].ok());
+    EXPECT_EQ(r2[1]->generation, 3u);
+    EXPECT_TRUE(durable.failure().ok()) << durable.failure();
+  }
+  EXPECT_EQ(store->generation(), 3u);
+  store.reset();
+  std::unique_ptr<RuleStore> again = OpenStore(dir.path(), &st);
+  EXPECT_EQ(st.generation, 3u);
+  EXPECT_EQ(st.rules.size(), 21u);
+}
+
+// A group applied while an earlier group's commit was still running, and
+// failed: both are DATA_LOSS (applied, not durable), the later one's commit
+// refused; then every change is refused and nothing of it applied.
+TEST(DurableDeferredTest, AGroupAppliedBeforeAnEarlierCommitFailedIsDataLossToo) {
+  TempDir dir{"durable_deferred_fail"};
+  RuleStoreState st;
+  std::unique_ptr<RuleStore> store = OpenStore(dir.path(), &st);
+  ASSERT_NE(store, nullptr);
+  FakeDataplane fake;
+  {
+    DurableDataplane durable(&fake, store.get());
+    ASSERT_TRUE(durable.ApplyBatch(Inserts(1, 5)).ok());
+    ASSERT_TRUE(fake.ApplyBatch(Inserts(100, 100)).ok());  // behind the store's back
+    std::atomic<bool> released{false};
+    durable.PostStoreJobForTesting([&] {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+      while (!released.load() && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+    const std::vector<RuleOp> one = Inserts(6, 6), two = Inserts(7, 7);
+    const absl::Span<const RuleOp> g1[] = {one};
+    const absl::Span<const RuleOp> g2[] = {two};
+    Dataplane::Deferred d1 = durable.ApplyBatchesDeferred(g1);  // its commit will fail
+    Dataplane::Deferred d2 = durable.ApplyBatchesDeferred(g2);  // applied before that is known
+    released = true;
+    const absl::StatusOr<BatchResult> r1 = d1.Finish()[0];
+    const absl::StatusOr<BatchResult> r2 = d2.Finish()[0];
+    EXPECT_EQ(r1.status().code(), absl::StatusCode::kDataLoss) << r1.status();
+    EXPECT_THAT(r1.status().message(), HasSubstr("generation 3 was applied to the dataplane but is not durable"));
+    EXPECT_THAT(r1.status().message(), HasSubstr("a restart restores generation 1"));
+    EXPECT_EQ(r2.status().code(), absl::StatusCode::kDataLoss) << r2.status();
+    EXPECT_THAT(r2.status().message(), HasSubstr("generation 4 was applied to the dataplane but is not durable"));
+    EXPECT_THAT(r2.status().message(), HasSubstr("not committed: the rule store failed before it, at generation 3"));
+    EXPECT_TRUE(fake.GetRule(7).ok());
+    absl::StatusOr<BatchResult> r3 = durable.ApplyBatch(Inserts(8, 8));
+    EXPECT_EQ(r3.status().code(), absl::StatusCode::kUnavailable) << r3.status();
+    EXPECT_THAT(r3.status().message(), HasSubstr("failed at generation 3"));
+    EXPECT_FALSE(fake.GetRule(8).ok());
+    EXPECT_FALSE(durable.failure().ok());
+  }
+  store.reset();
+  std::unique_ptr<RuleStore> again = OpenStore(dir.path(), &st);
+  EXPECT_EQ(st.generation, 1u);
+  EXPECT_EQ(st.rules.size(), 5u);
 }
 
 TEST_F(DurableTest, ReplaceRulesIsOneGenerationAllOrNothing) {

@@ -153,12 +153,15 @@ void FillAck(const BatchResult& r, v1::BatchAck* ack) {
   ack->set_rules(r.rules);
 }
 
-std::vector<v1::BatchAck> CommitGroup(Dataplane* dp, absl::Span<const GroupBatch> batches,
-                                      uint64_t max_ops, const v1::ServerInstance* server) {
+StartedGroup StartGroup(Dataplane* dp, absl::Span<const GroupBatch> batches, uint64_t max_ops) {
   const size_t n = batches.size();
-  std::vector<v1::BatchAck> acks(n);
-  std::vector<std::vector<RuleOp>> ops(n);
-  std::vector<bool> rejected(n, false);  // before reaching the dataplane
+  StartedGroup started;
+  std::vector<v1::BatchAck>& acks = started.acks;
+  std::vector<std::vector<RuleOp>>& ops = started.ops;
+  std::vector<bool>& rejected = started.rejected;  // before reaching the dataplane
+  acks.resize(n);
+  ops.resize(n);
+  rejected.assign(n, false);
   for (size_t b = 0; b < n; ++b) {
     const GroupBatch& g = batches[b];
     const uint64_t batch_id = g.msg ? g.msg->batch_id() : g.batch_id;
@@ -207,12 +210,21 @@ std::vector<v1::BatchAck> CommitGroup(Dataplane* dp, absl::Span<const GroupBatch
   std::vector<absl::Span<const RuleOp>> spans;  // the batches not rejected
   for (size_t b = 0; b < n; ++b)
     if (!rejected[b]) spans.emplace_back(ops[b]);
-  const uint64_t gen_before = dp->generation();
-  std::vector<absl::StatusOr<BatchResult>> results;
-  if (!spans.empty()) results = dp->ApplyBatches(spans);
+  started.gen_before = dp->generation();
+  if (!spans.empty()) started.applied = dp->ApplyBatchesDeferred(spans);
+  return started;
+}
+
+std::vector<v1::BatchAck> FinishGroup(StartedGroup* started, absl::Span<const GroupBatch> batches,
+                                      const v1::ServerInstance* server) {
+  const size_t n = batches.size();
+  std::vector<v1::BatchAck>& acks = started->acks;
+  const std::vector<std::vector<RuleOp>>& ops = started->ops;
+  const std::vector<bool>& rejected = started->rejected;
+  const std::vector<absl::StatusOr<BatchResult>>& results = started->applied.Finish();
   // A rejected batch reports the generation it was judged against: that of
   // the last accepted batch before it in the group, else the one before.
-  uint64_t gen = gen_before;
+  uint64_t gen = started->gen_before;
   size_t k = 0;  // next of `results`
   for (size_t b = 0; b < n; ++b) {
     v1::BatchAck& ack = acks[b];
@@ -251,7 +263,13 @@ std::vector<v1::BatchAck> CommitGroup(Dataplane* dp, absl::Span<const GroupBatch
   }
   if (server != nullptr)
     for (v1::BatchAck& ack : acks) *ack.mutable_server() = *server;
-  return acks;
+  return std::move(acks);
+}
+
+std::vector<v1::BatchAck> CommitGroup(Dataplane* dp, absl::Span<const GroupBatch> batches,
+                                      uint64_t max_ops, const v1::ServerInstance* server) {
+  StartedGroup started = StartGroup(dp, batches, max_ops);
+  return FinishGroup(&started, batches, server);
 }
 
 grpc::Status ServeApplyStream(
@@ -343,13 +361,49 @@ grpc::Status ServeApplyStream(
                       absl::StrCat("grpc.stream_idle_timeout_ms: the client read no ack for ",
                                    idle_timeout.count(), " ms; the server closed the stream"));
   unread.Pause();
+  // A group applied whose acks are not written yet (its Finish() may still
+  // wait for the store's fsync): written once the next group is applied, or
+  // before this thread waits for batches.
+  struct InFlight {
+    std::vector<Received> group;
+    std::vector<GroupBatch> batches;  // refers to `group`
+    StartedGroup started;             // last: finished before `group` goes
+  };
+  std::optional<InFlight> pending;
+  // Finishes `pending` and writes its acks; false when the client went away
+  // or read nothing for idle_timeout.
+  auto write_pending = [&]() -> bool {
+    if (!pending.has_value()) return true;
+    std::vector<v1::BatchAck> acks = FinishGroup(&pending->started, pending->batches, server);
+    bool sent = true;
+    for (v1::BatchAck& ack : acks) {
+      grpc::ByteBuffer out;
+      bool own = false;
+      v1::ApplyRulesResponse resp;
+      resp.mutable_ack()->Swap(&ack);
+      unread.Kick();
+      sent = grpc::SerializationTraits<v1::ApplyRulesResponse>::Serialize(resp, &out, &own).ok() &&
+             stream->Write(out);
+      unread.Pause();
+      if (!sent) break;
+    }
+    pending.reset();
+    return sent;
+  };
   for (;;) {
+    bool more = false;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      more = !queue.empty();
+    }
+    // Nothing to apply behind the pending group: acknowledge it now.
+    if (!more && !write_pending()) break;
     std::vector<Received> group;
     {
       std::unique_lock<std::mutex> lock(mu);
       auto ready = [&] { return !queue.empty() || closed; };
-      // Waiting here, every batch received so far is acknowledged: the
-      // stream is idle until the next one comes.
+      // Waiting here, every batch received so far is acknowledged unless
+      // one came since the check above (then the wait is none).
       if (idle_timeout.count() <= 0) {
         cv.wait(lock, ready);
       } else if (!cv.wait_for(lock, idle_timeout, ready)) {
@@ -374,37 +428,38 @@ grpc::Status ServeApplyStream(
       }
       cv.notify_all();
     }
-    std::vector<GroupBatch> batches(group.size());
-    for (size_t i = 0; i < group.size(); ++i) {
-      if (group[i].batch != nullptr) {
-        batches[i].msg = group[i].batch;
+    InFlight next;
+    next.group = std::move(group);
+    next.batches.resize(next.group.size());
+    for (size_t i = 0; i < next.group.size(); ++i) {
+      Received& r = next.group[i];
+      if (r.batch != nullptr) {
+        next.batches[i].msg = r.batch;
       } else {
-        batches[i].batch_id = group[i].batch_id;
-        batches[i].ops = &group[i].ops;
+        next.batches[i].batch_id = r.batch_id;
+        next.batches[i].ops = &r.ops;
       }
     }
-    const uint64_t first_id =
-        group.front().batch ? group.front().batch->batch_id() : group.front().batch_id;
-    status = CheckAlive(ctx, absl::StrCat("batch ", first_id, " was applied"));
-    if (!status.ok()) break;
-    bool written = true;
-    for (v1::BatchAck& ack : CommitGroup(dp, batches, max_batch_ops, server)) {
-      grpc::ByteBuffer out;
-      bool own = false;
-      v1::ApplyRulesResponse resp;
-      resp.mutable_ack()->Swap(&ack);
-      unread.Kick();
-      const bool sent =
-          grpc::SerializationTraits<v1::ApplyRulesResponse>::Serialize(resp, &out, &own).ok() &&
-          stream->Write(out);
-      unread.Pause();
-      if (!sent) {  // client went away, or read nothing for idle_timeout
-        written = false;
-        break;
-      }
+    const Received& first = next.group.front();
+    status = CheckAlive(ctx, absl::StrCat("batch ", first.batch ? first.batch->batch_id()
+                                                                : first.batch_id,
+                                          " was applied"));
+    if (!status.ok()) {
+      write_pending();  // the group before is applied: its acks, if the call still takes them
+      break;
     }
-    if (!written) break;
+    next.started = StartGroup(dp, next.batches, max_batch_ops);
+    // This group is applied and published; now the one before it is
+    // acknowledged (its commit has had this group's apply to finish).
+    if (!write_pending()) {
+      pending.emplace(std::move(next));  // finished below, not acknowledged
+      break;
+    }
+    pending.emplace(std::move(next));
   }
+  // Leaving with a group applied and not acknowledged (a write failed: the
+  // client is gone): it is finished all the same, before its batches go.
+  pending.reset();
   if (!drained) {
     // Leaving early: the reader may be blocked in Read() on a live stream.
     {

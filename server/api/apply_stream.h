@@ -28,12 +28,20 @@
 //     CommitGroup, one publication, one grace period for all of it.  A client
 //     that waits for each ack gets groups of one; one that keeps a window of
 //     batches in flight (flowclassctl does) gets its window per publication.
-//   * What an ack means: it is written after the group's ApplyBatches has
-//     returned, so an OK ack with generation G means what Dataplane::ApplyBatch
-//     promises (every PMD classifies by rule set G from then on) and, in
-//     flowclassd with a store (server/durable_dataplane.h), that G is durable;
-//     an error ack means that batch changed nothing, except DATA_LOSS: applied
-//     but not durable (the store failed).  Acks are written in batch order.
+//   * Pipelined: a group is applied with Dataplane::ApplyBatchesDeferred,
+//     which returns once the group is published (flowclassd: with its
+//     commit to the store still running).  If more batches have queued by
+//     then, the next group is applied before this one's acks are written,
+//     so one group's fsync overlaps the next group's apply and publication;
+//     otherwise this group is finished and acknowledged at once.  At most
+//     one group waits for its acks.
+//   * What an ack means: it is written after the group's Finish() (the
+//     deferred ApplyBatches) has returned, so an OK ack with generation G
+//     means what Dataplane::ApplyBatch promises (every PMD classifies by rule
+//     set G from then on) and, in flowclassd with a store
+//     (server/durable_dataplane.h), that G is durable; an error ack means
+//     that batch changed nothing, except DATA_LOSS: applied but not durable
+//     (the store failed).  Acks are written in batch order.
 //   * How it ends: OK after the client's half-close once every batch is
 //     acknowledged; INVALID_ARGUMENT naming the message (1-based) that did not
 //     parse, after the acks of the batches before it; DEADLINE_EXCEEDED or
@@ -80,6 +88,22 @@ struct GroupBatch {
 // carries `server` (which start of the daemon answered) when given.
 std::vector<v1::BatchAck> CommitGroup(Dataplane* dp, absl::Span<const GroupBatch> batches,
                                       uint64_t max_ops,
+                                      const v1::ServerInstance* server = nullptr);
+
+// CommitGroup in two steps (ServeApplyStream's pipeline): StartGroup
+// converts the batches and hands the good ones to dp->ApplyBatchesDeferred,
+// returning once the group is applied and published; FinishGroup waits for
+// what is left (flowclassd: the group's commit to its store) and makes the
+// acks.  `batches` must be the same, and alive, in both calls.
+struct StartedGroup {
+  std::vector<v1::BatchAck> acks;  // the rejected batches' already filled
+  std::vector<std::vector<RuleOp>> ops;  // converted; what `applied` refers to
+  std::vector<bool> rejected;      // before reaching the dataplane
+  uint64_t gen_before = 0;         // dp's generation before the group
+  Dataplane::Deferred applied;     // last: finished (destroyed) before `ops` goes
+};
+StartedGroup StartGroup(Dataplane* dp, absl::Span<const GroupBatch> batches, uint64_t max_ops);
+std::vector<v1::BatchAck> FinishGroup(StartedGroup* started, absl::Span<const GroupBatch> batches,
                                       const v1::ServerInstance* server = nullptr);
 
 // Serves one ApplyRules call (see above); `max_batch_ops` is the API's limit

@@ -241,5 +241,79 @@ TEST_F(ApiTest, QueuedBatchesAreAppliedAsOneGroupWithPerBatchAcks) {
   EXPECT_EQ(gate.Groups(), (std::vector<size_t>{1, 4}));
 }
 
+// A dataplane whose groups are applied at once but finished only when the
+// test releases them (as flowclassd's durable dataplane finishes a group
+// once its commit is synced); the first group's apply waits until `open`.
+// Records the applies and finishes in the order they happen.
+class DeferringDataplane final : public InstrumentedDataplane {
+ public:
+  explicit DeferringDataplane(Dataplane* inner) : InstrumentedDataplane(inner) {}
+  Deferred ApplyBatchesDeferred(absl::Span<const absl::Span<const RuleOp>> batches) override {
+    int g = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      g = applies_++;
+    }
+    ++entered;
+    if (g == 0)
+      while (!open.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::vector<absl::StatusOr<BatchResult>> results = inner_->ApplyBatches(batches);
+    Log(absl::StrCat("apply ", g, " of ", batches.size()));
+    return Deferred(std::move(results), [this, g](std::vector<absl::StatusOr<BatchResult>>*) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (released.load() <= g && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      Log(absl::StrCat("finish ", g));
+    });
+  }
+  std::vector<std::string> Events() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return events_;
+  }
+  std::atomic<bool> open{false};
+  std::atomic<int> entered{0};   // applies started
+  std::atomic<int> released{0};  // groups 0 .. released-1 may finish
+
+ private:
+  void Log(std::string e) {
+    std::lock_guard<std::mutex> lock(mu_);
+    events_.push_back(std::move(e));
+  }
+  std::mutex mu_;
+  int applies_ = 0;
+  std::vector<std::string> events_;
+};
+
+// The stream applies the next group while the one before it is still
+// finishing (its fsync, in flowclassd), and writes each group's acks after
+// its own finish, in batch order.
+TEST_F(ApiTest, TheNextGroupIsAppliedWhileTheGroupBeforeFinishes) {
+  FakeDataplane inner;
+  DeferringDataplane dp(&inner);
+  Start({}, {}, &dp);
+  grpc::ClientContext ctx;
+  auto stream = client_->stub()->ApplyRules(&ctx);
+  ASSERT_TRUE(stream->Write(Batch(1, {Insert(MakeRule(1))})));
+  // Batches 2 and 3 queue while batch 1's group is held in its apply.
+  while (dp.entered.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(stream->Write(Batch(2, {Insert(MakeRule(2))})));
+  ASSERT_TRUE(stream->Write(Batch(3, {Insert(MakeRule(3))})));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the reader queues them
+  dp.open = true;
+  // Group 2 is applied while group 1 is not finished (nothing released).
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (dp.Events().size() < 2 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(dp.Events(), (std::vector<std::string>{"apply 0 of 1", "apply 1 of 2"}));
+  dp.released = 2;
+  stream->WritesDone();
+  const auto [seen, codes] = ReadAcks(stream.get());
+  ASSERT_TRUE(stream->Finish().ok());
+  EXPECT_EQ(seen, (std::vector<std::pair<uint64_t, uint64_t>>{{1, 1}, {2, 2}, {3, 3}}));
+  EXPECT_EQ(codes, (std::vector<int>{kOk, kOk, kOk}));
+  EXPECT_EQ(dp.Events(),
+            (std::vector<std::string>{"apply 0 of 1", "apply 1 of 2", "finish 0", "finish 1"}));
+}
+
 }  // namespace
 }  // namespace flowclass

@@ -719,15 +719,18 @@ absl::Status RuleStore::CheckpointGroups() {
     if (absl::Status s = Checkpoint(db_, path_); !s.ok()) return Fail(s);
   }
   unsettled_groups_ = 0;
+  unsettled_bytes_ = 0;
   return absl::OkStatus();
 }
 
 absl::Status RuleStore::CommitGroup(absl::Span<const StoreBatch> group) {
   if (absl::Status s = CheckUsable("AppendGroup"); !s.ok()) return s;
   // The -wal holds at most checkpoint_groups committed groups, this one
-  // included (Load checks them: internal/wal_scan.h).  Only the checkpoint: an
-  // automatic compaction waits for the next Settle, off the commit's path.
-  if (unsettled_groups_ >= std::max<uint32_t>(options_.checkpoint_groups, 1)) {
+  // included, and about checkpoint_bytes of batches before it (Load checks
+  // them: internal/wal_scan.h).  Only the checkpoint: an automatic compaction
+  // waits for the next Settle, off the commit's path.
+  if (unsettled_groups_ >= std::max<uint32_t>(options_.checkpoint_groups, 1) ||
+      (options_.checkpoint_bytes != 0 && unsettled_bytes_ >= options_.checkpoint_bytes)) {
     if (absl::Status s = CheckpointGroups(); !s.ok()) return s;
   }
   if (group.empty()) return absl::OkStatus();
@@ -806,6 +809,7 @@ absl::Status RuleStore::CommitGroup(absl::Span<const StoreBatch> group) {
   batch_bytes_ += bytes;
   ++groups_appended_;
   ++unsettled_groups_;
+  unsettled_bytes_ += bytes;
   return absl::OkStatus();
 }
 
@@ -840,6 +844,7 @@ absl::Status RuleStore::Compact() {
   if (absl::Status s = Exec(db_, path_, "COMMIT"); !s.ok()) return Fail(s);
   if (absl::Status s = Checkpoint(db_, path_); !s.ok()) return Fail(s);
   unsettled_groups_ = 0;
+  unsettled_bytes_ = 0;
   snapshot_generation_ = m.snapshot_generation;
   snapshot_chunks_ = m.snapshot_chunks;
   snapshot_rules_ = m.snapshot_rules;

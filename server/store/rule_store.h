@@ -25,10 +25,10 @@
 // Writes.  CommitGroup writes a group of batches (a group commit) in one
 // SQLite transaction, synced (synchronous=FULL): when it returns OK every
 // batch of the group is durable.  Settle checkpoints the WAL into rules.db
-// (synced); CommitGroup does so first once checkpoint_groups groups wait for
-// it, and AppendGroup is CommitGroup then Settle.  SQLite's WAL applies a
-// transaction whole or not at all (a torn transaction fails its frame
-// checksums and is discarded), so after a crash the store holds exactly the
+// (synced); CommitGroup does so first once checkpoint_groups groups (or
+// checkpoint_bytes) wait for it, and AppendGroup is CommitGroup then
+// Settle.  SQLite's WAL applies a transaction whole or not at all (a torn
+// transaction fails its frame checksums and is discarded), so after a crash the store holds exactly the
 // committed groups plus, at most, the group in flight, whole.  A damaged
 // frame before the last committed group is refused by Load (SQLite alone
 // would drop every group from it on, silently); deleting or truncating the
@@ -110,11 +110,19 @@ struct RuleStoreOptions {
   size_t snapshot_chunk_rules = 8192;
   // CommitGroup checkpoints first when the -wal already holds this many
   // committed groups (1: every group is checkpointed before the next one is
-  // written).  Between checkpoints the -wal holds up to this many groups;
-  // Load scans it so that damage in an early group is refused, not silently
-  // dropped with the groups after it (internal/wal_scan.h).  Settle (which
-  // flowclassd calls when its store thread is idle) checkpoints at once.
-  uint32_t checkpoint_groups = 64;
+  // written), or batches of checkpoint_bytes or more (their encoded
+  // operations; the -wal's pages are about that much; 0: no byte bound).
+  // Between checkpoints the -wal holds up to that many groups; Load scans it
+  // so that damage in an early group is refused, not silently dropped with
+  // the groups after it (internal/wal_scan.h), and checkpoints it before it
+  // reads the store.  Settle (which flowclassd calls when its store thread
+  // is idle, and at the latest 5 s after the first group it has not
+  // checkpointed) checkpoints at once.  The bounds are wide so that a
+  // stream's groups are not held up by a checkpoint in the middle (until
+  // 2026-12-07: 64 groups, and a 1M-rule stream stopped for one): at 40
+  // bytes a rule 256 MiB is ≈ 6.7M rules of inserts.
+  uint32_t checkpoint_groups = 1024;
+  uint64_t checkpoint_bytes = 256u << 20;
   // Tests only: AppendGroup commits but does not checkpoint, so the group
   // stays in the -wal file alone, as after a crash between the two.
   bool testing_skip_checkpoint = false;
@@ -200,7 +208,8 @@ class RuleStore {
   // AppendGroup in two steps.  CommitGroup: the transaction alone; when it
   // returns OK the group is durable (its commit synced to rules.db-wal) and
   // is restored after a crash, but the -wal still holds it.  It checkpoints
-  // first when checkpoint_groups committed groups are not yet checkpointed.
+  // first when checkpoint_groups committed groups (or checkpoint_bytes of
+  // batches) are not yet checkpointed.
   // Settle: the checkpoint that copies every committed group into rules.db
   // (and syncs it), then the automatic compaction, if due (only Settle
   // compacts: CommitGroup's own checkpoint never does); a no-op when
@@ -242,6 +251,7 @@ class RuleStore {
   int64_t created_unix_ = 0;
   int schema_version_ = 0;  // of rules.db as loaded (what it is written in)
   uint64_t unsettled_groups_ = 0;  // committed groups not yet checkpointed
+  uint64_t unsettled_bytes_ = 0;   // their batches' encoded bytes
   uint64_t snapshot_generation_ = 0;
   uint64_t snapshot_chunks_ = 0;
   uint64_t snapshot_rules_ = 0;

@@ -1003,5 +1003,31 @@ TEST(RuleStoreTest, CommitGroupCheckpointsEveryCheckpointGroups) {
   ExpectState(OpenAndLoad(dir.path()), w, 10);
 }
 
+// checkpoint_bytes bounds the -wal by the batches' bytes too: with a bound
+// below one group's, every commit after the first checkpoints the one
+// before it; with the bound off, the groups wait (checkpoint_groups wide).
+TEST(RuleStoreTest, CommitGroupCheckpointsOnceCheckpointBytesWait) {
+  for (const uint64_t bound : {uint64_t{1}, uint64_t{0}}) {
+    SCOPED_TRACE(bound);
+    TempDir dir;
+    Writer w(9);
+    RuleStoreOptions o;
+    o.checkpoint_groups = 1000;
+    o.checkpoint_bytes = bound;
+    auto store = OpenOrDie(dir.path(), o);
+    ASSERT_TRUE(store->Load().ok());
+    for (int i = 1; i <= 6; ++i) {
+      ASSERT_TRUE(w.CommitGroup(*store, 1, 5).ok());
+      const uint64_t waiting = bound != 0 ? 1 : static_cast<uint64_t>(i);
+      EXPECT_EQ(store->Stats().unsettled_groups, waiting) << i;
+      absl::StatusOr<store_internal::WalScan> scan = store_internal::ScanWal(dir.db());
+      ASSERT_TRUE(scan.ok());
+      EXPECT_EQ(scan->replayed_commits, waiting) << i;
+    }
+    store.reset();
+    ExpectState(OpenAndLoad(dir.path()), w, 6);
+  }
+}
+
 }  // namespace
 }  // namespace flowclass
