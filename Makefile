@@ -33,7 +33,7 @@ JOBS       ?= $(shell nproc)
 # Debian packages the build and the tests need.
 DEB_PACKAGES := cmake ninja-build g++ pkg-config python3 openssl libabsl-dev \
                 libgtest-dev libgmock-dev libbenchmark-dev \
-                libdpdk-dev libpcap-dev libyaml-cpp-dev libcli11-dev libsqlite3-dev zlib1g-dev \
+                libdpdk-dev libpcap-dev libyaml-cpp-dev libcli11-dev libsqlite3-dev libisal-dev zlib1g-dev \
                 libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libssl-dev \
                 prometheus-cpp-dev prometheus yamllint iproute2 libjemalloc-dev \
                 openvswitch-switch-dpdk libcli11-dev libspdlog-dev \

@@ -18,9 +18,9 @@
 // by id) and `batch` (one row per batch after the snapshot: its generation
 // and its operations).  Rules and operations are binary records (schema
 // version 2, internal/store_records.h); a store of version 1 (native rule
-// text, older flowclassd) is read and migrated by Load.  Every row
-// carries a CRC-32 (zlib) of its fields and body, so bytes flipped inside a
-// page SQLite still reads as valid are caught.
+// text, older flowclassd) is read and migrated by Load.  Every row carries a
+// CRC-32 (zlib's, computed by ISA-L) of its fields and body, so bytes
+// flipped inside a page SQLite still reads as valid are caught.
 //
 // Writes.  CommitGroup writes a group of batches (a group commit) in one
 // SQLite transaction, synced (synchronous=FULL): when it returns OK every

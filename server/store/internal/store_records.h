@@ -31,9 +31,9 @@
 namespace flowclass {
 namespace store_internal {
 
-// CRC-32 (zlib) over a record's tag, its integer fields (8 bytes little
-// endian each) and its body: a row copied to another key or table, or with
-// any field changed, no longer matches.
+// CRC-32 (zlib's, computed by ISA-L) over a record's tag, its integer
+// fields (8 bytes little endian each) and its body: a row copied to another
+// key or table, or with any field changed, no longer matches.
 uint32_t RecordCrc(char tag, std::initializer_list<uint64_t> fields, std::string_view body);
 
 // ---- schema version 2: binary records (what the store writes) ----
