@@ -260,7 +260,9 @@ class Dataplane {
   // A group applied by ApplyBatchesDeferred.  `results` are ApplyBatches's,
   // final only once Finish() has returned: until then an accepted batch is
   // applied and published but not yet acknowledgeable (flowclassd: not yet
-  // durable), and Finish() may still turn it into an error.
+  // durable), and Finish() may still turn it into an error.  Used by one
+  // thread at a time; it must be finished (or destroyed) before the
+  // dataplane that returned it is.
   class Deferred {
    public:
     using FinishFn =

@@ -28,6 +28,9 @@ class ForwardingDataplane : public Dataplane {
       absl::Span<const absl::Span<const RuleOp>> batches, DecidedFn decided) override {
     return inner_->ApplyBatchesNotifying(batches, decided);
   }
+  // ApplyBatchesDeferred is not forwarded: Dataplane's default goes through
+  // this object's ApplyBatches, which a decorator may override (forwarding
+  // would skip it).  A decorator that keeps inner's deferral forwards it.
   absl::StatusOr<BatchResult> DeleteAll() override { return inner_->DeleteAll(); }
   uint64_t generation() const override { return inner_->generation(); }
   std::vector<Rule> ListRules() const override { return inner_->ListRules(); }

@@ -112,13 +112,14 @@ absl::Status DurableDataplane::CommitOnStoreThread(const std::vector<StoreBatch>
                        store_failed_generation_, " (", store_failed_.message(), ")"));
   }
   absl::Status s = store_->CommitGroup(group);
-  absl::MutexLock lock(&store_mu_);
+  absl::ReleasableMutexLock lock(&store_mu_);
   if (!s.ok()) {
     store_failed_ = s;
     store_failed_generation_ = group.front().generation;
     return s;
   }
   durable_generation_ = group.back().generation;
+  lock.Release();
   // The checkpoint into rules.db (and a compaction when one is due) runs
   // when no commit follows for settle_idle_ (at the latest kSettleAtLatest
   // after the first group it waits for): a stream's groups are committed
@@ -153,33 +154,45 @@ DurableDataplane::Pending DurableDataplane::StartAppendLocked(
       b.ops = batches[i];
     }
     p.group.push_back(b);
-    p.stored.push_back(i);
   }
-  if (p.group.empty()) return p;
+  if (p.group.empty()) {
+    // Nothing to commit, but the generation the results name may be a
+    // group's whose commit is still running (or failed): they wait for it.
+    p.committed = last_commit_;
+    return p;
+  }
   // The batches' operations outlive the commit: FinishAppend waits for it
   // (ApplyBatchesDeferred's caller keeps them until Finish()).
   auto done = std::make_shared<std::promise<absl::Status>>();
-  p.committed = done->get_future();
+  p.committed = done->get_future().share();
+  last_commit_ = p.committed;
   worker_->Post([this, group = p.group, done] { done->set_value(CommitOnStoreThread(group)); });
   return p;
 }
 
 void DurableDataplane::FinishAppend(Pending* p, std::vector<absl::StatusOr<BatchResult>>* results) {
-  if (p->group.empty()) return;
+  if (!p->committed.valid()) return;
   const absl::Status s = p->committed.get();
-  if (s.ok()) return;
   uint64_t durable = 0;
+  absl::Status failed;
   {
     absl::MutexLock lock(&store_mu_);
     durable = durable_generation_;
+    failed = store_failed_;
   }
-  for (size_t k = 0; k < p->stored.size(); ++k)
-    (*results)[p->stored[k]] = absl::DataLossError(absl::StrCat(
-        "generation ", p->group[k].generation,
-        " was applied to the dataplane but is not durable: rule store: ", s.message(),
-        "; flowclassd refuses rule changes until it is restarted, and a restart restores "
-        "generation ",
-        durable));
+  if (failed.ok()) return;  // every commit so far succeeded: all durable
+  // The commit waited for (this group's, or the one before a group that
+  // changed nothing) or an earlier one failed: every result it would have
+  // made durable is not.
+  const absl::string_view why = s.ok() ? failed.message() : s.message();
+  for (absl::StatusOr<BatchResult>& r : *results)
+    if (r.ok() && r->generation > durable)
+      r = absl::DataLossError(absl::StrCat(
+          "generation ", r->generation,
+          " was applied to the dataplane but is not durable: rule store: ", why,
+          "; flowclassd refuses rule changes until it is restarted, and a restart restores "
+          "generation ",
+          durable));
 }
 
 absl::StatusOr<BatchResult> DurableDataplane::ApplyBatch(absl::Span<const RuleOp> ops) {
@@ -205,7 +218,7 @@ Dataplane::Deferred DurableDataplane::ApplyBatchesDeferred(
       batches, [&](absl::Span<const absl::StatusOr<BatchResult>> decided) {
         pending = StartAppendLocked(before, batches, /*delete_all=*/false, decided);
       });
-  if (pending.group.empty()) return Deferred(std::move(results));
+  if (!pending.committed.valid()) return Deferred(std::move(results));
   // Finished without mu_: the next group is applied while this one's commit runs.
   return Deferred(std::move(results),
                   [this, p = std::move(pending)](

@@ -51,7 +51,11 @@
 // controller can then compare with the generations it holds acks for.
 // Reads keep working.  A failed settle (checkpoint or compaction, after its
 // group was acknowledged durable, which it stays, in rules.db-wal) makes
-// the next rule change answer that UNAVAILABLE, nothing of it applied.
+// the next rule change answer that UNAVAILABLE, nothing of it applied (or,
+// one already being applied then, DATA_LOSS as above).  A group that
+// changes nothing commits nothing, but its results name the generation of
+// the last group before it, so they wait for that group's commit too (and
+// are DATA_LOSS when it failed): no OK names a generation not yet durable.
 //
 // Only changes made through this object are stored: nothing else may change
 // `inner`'s rules (the store checks that generations continue one by one and
@@ -63,6 +67,7 @@
 #ifndef FLOWCLASS_SERVER_DURABLE_DATAPLANE_H_
 #define FLOWCLASS_SERVER_DURABLE_DATAPLANE_H_
 
+#include <cassert>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -117,7 +122,10 @@ class DurableDataplane final : public ForwardingDataplane {
   bool durable() const { return store_ != nullptr; }
   // Tests: `job` runs on the store thread after the jobs posted so far (a
   // test holds the thread with it, as a slow fsync would).  Needs a store.
-  void PostStoreJobForTesting(std::function<void()> job) { worker_->Post(std::move(job)); }
+  void PostStoreJobForTesting(std::function<void()> job) {
+    assert(worker_ != nullptr);
+    worker_->Post(std::move(job));
+  }
   // OK, or why rule changes are refused (the append that failed).
   absl::Status failure() const;
 
@@ -150,30 +158,37 @@ class DurableDataplane final : public ForwardingDataplane {
   // A group being committed.
   struct Pending {
     std::vector<StoreBatch> group;
-    std::vector<size_t> stored;  // index in the results of group[i]
-    std::future<absl::Status> committed;
+    // What the results wait for: this group's commit, or (a group that
+    // changed nothing) the last commit posted before it, which its
+    // generation may still be waiting for; invalid: nothing.
+    std::shared_future<absl::Status> committed;
   };
   // Posts the commit of the accepted batches of `results` (of `batches`;
   // delete_all for a DeleteAll) that got a generation after `before`.
   Pending StartAppendLocked(uint64_t before, absl::Span<const absl::Span<const RuleOp>> batches,
                             bool delete_all, absl::Span<const absl::StatusOr<BatchResult>> results)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Waits for that commit (without mu_); when it failed, turns the group's
-  // results into DATA_LOSS.
-  void FinishAppend(Pending* p, std::vector<absl::StatusOr<BatchResult>>* results);
+  // Waits for that commit (without mu_); then every OK result whose
+  // generation is not durable (its commit, or one before it, failed) turns
+  // into DATA_LOSS.
+  void FinishAppend(Pending* p, std::vector<absl::StatusOr<BatchResult>>* results)
+      ABSL_LOCKS_EXCLUDED(mu_, store_mu_);
   // The store thread's job for one group: refused once the store has failed,
   // else RuleStore::CommitGroup; a failure fails this object, a success arms
   // the idle settle.
-  absl::Status CommitOnStoreThread(const std::vector<StoreBatch>& group);
+  absl::Status CommitOnStoreThread(const std::vector<StoreBatch>& group)
+      ABSL_LOCKS_EXCLUDED(store_mu_);
   // True when rule changes are refused (the store failed).
-  bool RefuseLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status RefusedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool RefuseLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) ABSL_LOCKS_EXCLUDED(store_mu_);
+  absl::Status RefusedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_)
+      ABSL_LOCKS_EXCLUDED(store_mu_);
 
   RuleStore* const store_;
   const absl::Duration settle_idle_;
   // Held while a group is applied and its commit posted, so that the store
   // thread commits groups in generation order.
   mutable absl::Mutex mu_;
+  std::shared_future<absl::Status> last_commit_ ABSL_GUARDED_BY(mu_);  // the last posted
   // Set by the store thread.
   mutable absl::Mutex store_mu_;
   absl::Status store_failed_ ABSL_GUARDED_BY(store_mu_);  // the commit or settle that failed

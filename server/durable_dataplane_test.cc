@@ -382,6 +382,45 @@ TEST(DurableDeferredTest, TheNextGroupIsAppliedWhileTheCommitRuns) {
   EXPECT_EQ(st.rules.size(), 21u);
 }
 
+// A group that changes nothing (an empty batch, a delete_cookie matching
+// no rule) commits nothing, but its OK names the generation of the group
+// before it: its Finish() waits for that group's commit.
+TEST(DurableDeferredTest, AGroupThatChangesNothingWaitsForTheCommitBeforeIt) {
+  TempDir dir{"durable_deferred_noop"};
+  RuleStoreState st;
+  std::unique_ptr<RuleStore> store = OpenStore(dir.path(), &st);
+  ASSERT_NE(store, nullptr);
+  FakeDataplane fake;
+  DurableDataplane durable(&fake, store.get());
+  std::atomic<bool> released{false};
+  durable.PostStoreJobForTesting([&] {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    while (!released.load() && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  const std::vector<RuleOp> one = Inserts(1, 3);
+  const absl::Span<const RuleOp> g1[] = {one};
+  const std::vector<RuleOp> by_cookie = {RuleOp::DeleteByCookie(0xdead)};  // matches no rule
+  const absl::Span<const RuleOp> g2[] = {absl::Span<const RuleOp>(), by_cookie};
+  Dataplane::Deferred d1 = durable.ApplyBatchesDeferred(g1);
+  Dataplane::Deferred d2 = durable.ApplyBatchesDeferred(g2);
+  EXPECT_FALSE(d2.finished());
+  std::atomic<bool> finished{false};
+  std::thread finisher([&] {
+    d2.Finish();
+    finished = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(finished.load()) << "an OK for generation 1 before generation 1 is durable";
+  released = true;
+  finisher.join();
+  for (const absl::StatusOr<BatchResult>& r : d2.Finish()) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->generation, 1u);
+  }
+  ASSERT_TRUE(d1.Finish()[0].ok());
+}
+
 // A group applied while an earlier group's commit was still running, and
 // failed: both are DATA_LOSS (applied, not durable), the later one's commit
 // refused; then every change is refused and nothing of it applied.
@@ -406,9 +445,14 @@ TEST(DurableDeferredTest, AGroupAppliedBeforeAnEarlierCommitFailedIsDataLossToo)
     const absl::Span<const RuleOp> g2[] = {two};
     Dataplane::Deferred d1 = durable.ApplyBatchesDeferred(g1);  // its commit will fail
     Dataplane::Deferred d2 = durable.ApplyBatchesDeferred(g2);  // applied before that is known
+    const absl::Span<const RuleOp> nothing[] = {absl::Span<const RuleOp>()};
+    Dataplane::Deferred d3 = durable.ApplyBatchesDeferred(nothing);  // OK at generation 4, if...
     released = true;
     const absl::StatusOr<BatchResult> r1 = d1.Finish()[0];
     const absl::StatusOr<BatchResult> r2 = d2.Finish()[0];
+    const absl::StatusOr<BatchResult> r3empty = d3.Finish()[0];
+    EXPECT_EQ(r3empty.status().code(), absl::StatusCode::kDataLoss) << r3empty.status();
+    EXPECT_THAT(r3empty.status().message(), HasSubstr("generation 4 was applied to the dataplane but is not durable"));
     EXPECT_EQ(r1.status().code(), absl::StatusCode::kDataLoss) << r1.status();
     EXPECT_THAT(r1.status().message(), HasSubstr("generation 3 was applied to the dataplane but is not durable"));
     EXPECT_THAT(r1.status().message(), HasSubstr("a restart restores generation 1"));

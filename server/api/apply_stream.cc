@@ -365,8 +365,11 @@ grpc::Status ServeApplyStream(
   // wait for the store's fsync): written once the next group is applied, or
   // before this thread waits for batches.
   struct InFlight {
+    InFlight(std::vector<Received> g, std::vector<GroupBatch> b, StartedGroup s)
+        : group(std::move(g)), batches(std::move(b)), started(std::move(s)) {}
+    InFlight& operator=(InFlight&&) = delete;  // see StartedGroup
     std::vector<Received> group;
-    std::vector<GroupBatch> batches;  // refers to `group`
+    std::vector<GroupBatch> batches;  // refers to `group` (its elements do not move)
     StartedGroup started;             // last: finished before `group` goes
   };
   std::optional<InFlight> pending;
@@ -428,19 +431,17 @@ grpc::Status ServeApplyStream(
       }
       cv.notify_all();
     }
-    InFlight next;
-    next.group = std::move(group);
-    next.batches.resize(next.group.size());
-    for (size_t i = 0; i < next.group.size(); ++i) {
-      Received& r = next.group[i];
+    std::vector<GroupBatch> batches(group.size());
+    for (size_t i = 0; i < group.size(); ++i) {
+      Received& r = group[i];
       if (r.batch != nullptr) {
-        next.batches[i].msg = r.batch;
+        batches[i].msg = r.batch;
       } else {
-        next.batches[i].batch_id = r.batch_id;
-        next.batches[i].ops = &r.ops;
+        batches[i].batch_id = r.batch_id;
+        batches[i].ops = &r.ops;
       }
     }
-    const Received& first = next.group.front();
+    const Received& first = group.front();
     status = CheckAlive(ctx, absl::StrCat("batch ", first.batch ? first.batch->batch_id()
                                                                 : first.batch_id,
                                           " was applied"));
@@ -448,14 +449,15 @@ grpc::Status ServeApplyStream(
       write_pending();  // the group before is applied: its acks, if the call still takes them
       break;
     }
-    next.started = StartGroup(dp, next.batches, max_batch_ops);
+    StartedGroup started = StartGroup(dp, batches, max_batch_ops);
     // This group is applied and published; now the one before it is
     // acknowledged (its commit has had this group's apply to finish).
-    if (!write_pending()) {
-      pending.emplace(std::move(next));  // finished below, not acknowledged
-      break;
-    }
-    pending.emplace(std::move(next));
+    bool sent = write_pending();
+    pending.emplace(std::move(group), std::move(batches), std::move(started));
+    // A group with nothing left to wait for (no store, or nothing to commit)
+    // is acknowledged at once.
+    if (sent && pending->started.applied.finished()) sent = write_pending();
+    if (!sent) break;  // `pending` is finished below, not acknowledged
   }
   // Leaving with a group applied and not acknowledged (a write failed: the
   // client is gone): it is finished all the same, before its batches go.

@@ -33,8 +33,11 @@
 //     commit to the store still running).  If more batches have queued by
 //     then, the next group is applied before this one's acks are written,
 //     so one group's fsync overlaps the next group's apply and publication;
-//     otherwise this group is finished and acknowledged at once.  At most
-//     one group waits for its acks.
+//     otherwise (or when nothing is left to wait for: no store) this group
+//     is finished and acknowledged at once.  At most
+//     one group waits for its acks; so when the stream breaks (an ack that
+//     cannot be written), up to two groups may have been applied whose acks
+//     the client never reads (a controller reconciles by generation).
 //   * What an ack means: it is written after the group's Finish() (the
 //     deferred ApplyBatches) has returned, so an OK ack with generation G
 //     means what Dataplane::ApplyBatch promises (every PMD classifies by rule
@@ -96,6 +99,13 @@ std::vector<v1::BatchAck> CommitGroup(Dataplane* dp, absl::Span<const GroupBatch
 // what is left (flowclassd: the group's commit to its store) and makes the
 // acks.  `batches` must be the same, and alive, in both calls.
 struct StartedGroup {
+  StartedGroup() = default;
+  StartedGroup(StartedGroup&&) = default;
+  // No assignment: it would free `ops` before finishing the group `applied`
+  // holds (members are assigned in order), while the dataplane may still
+  // read them (flowclassd: the store thread's commit).
+  StartedGroup& operator=(StartedGroup&&) = delete;
+
   std::vector<v1::BatchAck> acks;  // the rejected batches' already filled
   std::vector<std::vector<RuleOp>> ops;  // converted; what `applied` refers to
   std::vector<bool> rejected;      // before reaching the dataplane
