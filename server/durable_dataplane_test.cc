@@ -328,56 +328,84 @@ TEST(DurableOverlapTest, TheCommitOverlapsThePublication) {
   EXPECT_EQ(st.rules.size(), 20u);
 }
 
+// Holds `durable`'s store thread, as a slow fsync would, until *released
+// or 3 s have passed (so that code that waits for a commit where it should
+// not fails its test instead of hanging it).
+void HoldStoreThread(DurableDataplane& durable, const std::atomic<bool>* released) {
+  durable.PostStoreJobForTesting([released] {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    while (!released->load() && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+}
+
+// Finish()es `d` on another thread; true if that took at least 100 ms (it
+// waited for something), then joins it.
+bool FinishWaits(Dataplane::Deferred& d, std::atomic<bool>* released) {
+  std::atomic<bool> finished{false};
+  std::thread finisher([&] {
+    d.Finish();
+    finished = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const bool waited = !finished.load();
+  *released = true;
+  finisher.join();
+  return waited;
+}
+
+// A DurableDataplane over a FakeDataplane and a new store, its store thread
+// held (HoldStoreThread) until released_.
+class DurableDeferredTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    RuleStoreState st;
+    store_ = OpenStore(dir_.path(), &st);
+    ASSERT_NE(store_, nullptr);
+    durable_ = std::make_unique<DurableDataplane>(&fake_, store_.get());
+    HoldStoreThread(*durable_, &released_);
+  }
+  // Releases the store thread, stops the DurableDataplane (its last
+  // commits and settle done), closes the store and loads it again.
+  RuleStoreState Reload() {
+    released_ = true;
+    durable_.reset();
+    store_.reset();
+    RuleStoreState st;
+    store_ = OpenStore(dir_.path(), &st);
+    return st;
+  }
+
+  TempDir dir_{"durable_deferred"};
+  FakeDataplane fake_;
+  std::unique_ptr<RuleStore> store_;
+  std::unique_ptr<DurableDataplane> durable_;
+  std::atomic<bool> released_{false};
+};
+
 // ApplyBatchesDeferred returns once the group is applied and published,
 // its commit still to come: the next group is applied while the store
 // thread is held (as by a slow fsync), and each group's Finish() returns
 // once its commit is done, in order.
-TEST(DurableDeferredTest, TheNextGroupIsAppliedWhileTheCommitRuns) {
-  TempDir dir{"durable_deferred"};
-  RuleStoreState st;
-  std::unique_ptr<RuleStore> store = OpenStore(dir.path(), &st);
-  ASSERT_NE(store, nullptr);
-  FakeDataplane fake;
-  {
-    DurableDataplane durable(&fake, store.get());
-    // Held until released, or 3 s (so that a dataplane that waited for the
-    // commit inside ApplyBatchesDeferred fails below instead of hanging).
-    std::atomic<bool> released{false};
-    durable.PostStoreJobForTesting([&] {
-      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-      while (!released.load() && std::chrono::steady_clock::now() < until)
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    });
-    const std::vector<RuleOp> one = Inserts(1, 10), two = Inserts(11, 20), three = Inserts(21, 21);
-    const absl::Span<const RuleOp> g1[] = {one};
-    const absl::Span<const RuleOp> g2[] = {two, three};
-    Dataplane::Deferred d1 = durable.ApplyBatchesDeferred(g1);
-    EXPECT_FALSE(d1.finished());
-    EXPECT_EQ(fake.generation(), 1u);  // applied, its commit held
-    Dataplane::Deferred d2 = durable.ApplyBatchesDeferred(g2);
-    EXPECT_EQ(fake.generation(), 3u);  // the next group too
-    // Finishing waits for the held commit.
-    std::atomic<bool> finished{false};
-    std::thread finisher([&] {
-      d1.Finish();
-      finished = true;
-    });
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    EXPECT_FALSE(finished.load());
-    released = true;
-    finisher.join();
-    ASSERT_EQ(d1.Finish().size(), 1u);
-    ASSERT_TRUE(d1.Finish()[0].ok()) << d1.Finish()[0].status();
-    EXPECT_EQ(d1.Finish()[0]->generation, 1u);
-    const std::vector<absl::StatusOr<BatchResult>>& r2 = d2.Finish();
-    ASSERT_EQ(r2.size(), 2u);
-    ASSERT_TRUE(r2[0].ok() && r2[1].ok());
-    EXPECT_EQ(r2[1]->generation, 3u);
-    EXPECT_TRUE(durable.failure().ok()) << durable.failure();
-  }
-  EXPECT_EQ(store->generation(), 3u);
-  store.reset();
-  std::unique_ptr<RuleStore> again = OpenStore(dir.path(), &st);
+TEST_F(DurableDeferredTest, TheNextGroupIsAppliedWhileTheCommitRuns) {
+  const std::vector<RuleOp> one = Inserts(1, 10), two = Inserts(11, 20), three = Inserts(21, 21);
+  const absl::Span<const RuleOp> g1[] = {one};
+  const absl::Span<const RuleOp> g2[] = {two, three};
+  Dataplane::Deferred d1 = durable_->ApplyBatchesDeferred(g1);
+  EXPECT_FALSE(d1.finished());
+  EXPECT_EQ(fake_.generation(), 1u);  // applied, its commit held
+  Dataplane::Deferred d2 = durable_->ApplyBatchesDeferred(g2);
+  EXPECT_EQ(fake_.generation(), 3u);  // the next group too
+  EXPECT_TRUE(FinishWaits(d1, &released_)) << "finished before its commit ran";
+  ASSERT_EQ(d1.Finish().size(), 1u);
+  ASSERT_TRUE(d1.Finish()[0].ok()) << d1.Finish()[0].status();
+  EXPECT_EQ(d1.Finish()[0]->generation, 1u);
+  const std::vector<absl::StatusOr<BatchResult>>& r2 = d2.Finish();
+  ASSERT_EQ(r2.size(), 2u);
+  ASSERT_TRUE(r2[0].ok() && r2[1].ok());
+  EXPECT_EQ(r2[1]->generation, 3u);
+  EXPECT_TRUE(durable_->failure().ok()) << durable_->failure();
+  const RuleStoreState st = Reload();
   EXPECT_EQ(st.generation, 3u);
   EXPECT_EQ(st.rules.size(), 21u);
 }
@@ -385,35 +413,15 @@ TEST(DurableDeferredTest, TheNextGroupIsAppliedWhileTheCommitRuns) {
 // A group that changes nothing (an empty batch, a delete_cookie matching
 // no rule) commits nothing, but its OK names the generation of the group
 // before it: its Finish() waits for that group's commit.
-TEST(DurableDeferredTest, AGroupThatChangesNothingWaitsForTheCommitBeforeIt) {
-  TempDir dir{"durable_deferred_noop"};
-  RuleStoreState st;
-  std::unique_ptr<RuleStore> store = OpenStore(dir.path(), &st);
-  ASSERT_NE(store, nullptr);
-  FakeDataplane fake;
-  DurableDataplane durable(&fake, store.get());
-  std::atomic<bool> released{false};
-  durable.PostStoreJobForTesting([&] {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-    while (!released.load() && std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  });
+TEST_F(DurableDeferredTest, AGroupThatChangesNothingWaitsForTheCommitBeforeIt) {
   const std::vector<RuleOp> one = Inserts(1, 3);
   const absl::Span<const RuleOp> g1[] = {one};
   const std::vector<RuleOp> by_cookie = {RuleOp::DeleteByCookie(0xdead)};  // matches no rule
   const absl::Span<const RuleOp> g2[] = {absl::Span<const RuleOp>(), by_cookie};
-  Dataplane::Deferred d1 = durable.ApplyBatchesDeferred(g1);
-  Dataplane::Deferred d2 = durable.ApplyBatchesDeferred(g2);
+  Dataplane::Deferred d1 = durable_->ApplyBatchesDeferred(g1);
+  Dataplane::Deferred d2 = durable_->ApplyBatchesDeferred(g2);
   EXPECT_FALSE(d2.finished());
-  std::atomic<bool> finished{false};
-  std::thread finisher([&] {
-    d2.Finish();
-    finished = true;
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  EXPECT_FALSE(finished.load()) << "an OK for generation 1 before generation 1 is durable";
-  released = true;
-  finisher.join();
+  EXPECT_TRUE(FinishWaits(d2, &released_)) << "an OK for generation 1 before it is durable";
   for (const absl::StatusOr<BatchResult>& r : d2.Finish()) {
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_EQ(r->generation, 1u);
@@ -423,51 +431,44 @@ TEST(DurableDeferredTest, AGroupThatChangesNothingWaitsForTheCommitBeforeIt) {
 
 // A group applied while an earlier group's commit was still running, and
 // failed: both are DATA_LOSS (applied, not durable), the later one's commit
-// refused; then every change is refused and nothing of it applied.
-TEST(DurableDeferredTest, AGroupAppliedBeforeAnEarlierCommitFailedIsDataLossToo) {
-  TempDir dir{"durable_deferred_fail"};
-  RuleStoreState st;
-  std::unique_ptr<RuleStore> store = OpenStore(dir.path(), &st);
-  ASSERT_NE(store, nullptr);
-  FakeDataplane fake;
-  {
-    DurableDataplane durable(&fake, store.get());
-    ASSERT_TRUE(durable.ApplyBatch(Inserts(1, 5)).ok());
-    ASSERT_TRUE(fake.ApplyBatch(Inserts(100, 100)).ok());  // behind the store's back
-    std::atomic<bool> released{false};
-    durable.PostStoreJobForTesting([&] {
-      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-      while (!released.load() && std::chrono::steady_clock::now() < until)
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    });
-    const std::vector<RuleOp> one = Inserts(6, 6), two = Inserts(7, 7);
-    const absl::Span<const RuleOp> g1[] = {one};
-    const absl::Span<const RuleOp> g2[] = {two};
-    Dataplane::Deferred d1 = durable.ApplyBatchesDeferred(g1);  // its commit will fail
-    Dataplane::Deferred d2 = durable.ApplyBatchesDeferred(g2);  // applied before that is known
-    const absl::Span<const RuleOp> nothing[] = {absl::Span<const RuleOp>()};
-    Dataplane::Deferred d3 = durable.ApplyBatchesDeferred(nothing);  // OK at generation 4, if...
-    released = true;
-    const absl::StatusOr<BatchResult> r1 = d1.Finish()[0];
-    const absl::StatusOr<BatchResult> r2 = d2.Finish()[0];
-    const absl::StatusOr<BatchResult> r3empty = d3.Finish()[0];
-    EXPECT_EQ(r3empty.status().code(), absl::StatusCode::kDataLoss) << r3empty.status();
-    EXPECT_THAT(r3empty.status().message(), HasSubstr("generation 4 was applied to the dataplane but is not durable"));
-    EXPECT_EQ(r1.status().code(), absl::StatusCode::kDataLoss) << r1.status();
-    EXPECT_THAT(r1.status().message(), HasSubstr("generation 3 was applied to the dataplane but is not durable"));
-    EXPECT_THAT(r1.status().message(), HasSubstr("a restart restores generation 1"));
-    EXPECT_EQ(r2.status().code(), absl::StatusCode::kDataLoss) << r2.status();
-    EXPECT_THAT(r2.status().message(), HasSubstr("generation 4 was applied to the dataplane but is not durable"));
-    EXPECT_THAT(r2.status().message(), HasSubstr("not committed: the rule store failed before it, at generation 3"));
-    EXPECT_TRUE(fake.GetRule(7).ok());
-    absl::StatusOr<BatchResult> r3 = durable.ApplyBatch(Inserts(8, 8));
-    EXPECT_EQ(r3.status().code(), absl::StatusCode::kUnavailable) << r3.status();
-    EXPECT_THAT(r3.status().message(), HasSubstr("failed at generation 3"));
-    EXPECT_FALSE(fake.GetRule(8).ok());
-    EXPECT_FALSE(durable.failure().ok());
-  }
-  store.reset();
-  std::unique_ptr<RuleStore> again = OpenStore(dir.path(), &st);
+// refused, and so is a group that changed nothing after them; then every
+// change is refused and nothing of it applied.
+TEST_F(DurableDeferredTest, AGroupAppliedBeforeAnEarlierCommitFailedIsDataLossToo) {
+  released_ = true;
+  ASSERT_TRUE(durable_->ApplyBatch(Inserts(1, 5)).ok());
+  ASSERT_TRUE(fake_.ApplyBatch(Inserts(100, 100)).ok());  // behind the store's back
+  released_ = false;
+  HoldStoreThread(*durable_, &released_);
+  const std::vector<RuleOp> one = Inserts(6, 6), two = Inserts(7, 7);
+  const absl::Span<const RuleOp> g1[] = {one};
+  const absl::Span<const RuleOp> g2[] = {two};
+  const absl::Span<const RuleOp> nothing[] = {absl::Span<const RuleOp>()};
+  Dataplane::Deferred d1 = durable_->ApplyBatchesDeferred(g1);  // its commit will fail
+  Dataplane::Deferred d2 = durable_->ApplyBatchesDeferred(g2);  // applied before that is known
+  Dataplane::Deferred d3 = durable_->ApplyBatchesDeferred(nothing);  // OK at generation 4, if...
+  released_ = true;
+  const absl::StatusOr<BatchResult> r1 = d1.Finish()[0];
+  const absl::StatusOr<BatchResult> r2 = d2.Finish()[0];
+  const absl::StatusOr<BatchResult> r3 = d3.Finish()[0];
+  EXPECT_EQ(r1.status().code(), absl::StatusCode::kDataLoss) << r1.status();
+  EXPECT_THAT(r1.status().message(),
+              HasSubstr("generation 3 was applied to the dataplane but is not durable"));
+  EXPECT_THAT(r1.status().message(), HasSubstr("a restart restores generation 1"));
+  EXPECT_EQ(r2.status().code(), absl::StatusCode::kDataLoss) << r2.status();
+  EXPECT_THAT(r2.status().message(),
+              HasSubstr("generation 4 was applied to the dataplane but is not durable"));
+  EXPECT_THAT(r2.status().message(),
+              HasSubstr("not committed: the rule store failed before it, at generation 3"));
+  EXPECT_EQ(r3.status().code(), absl::StatusCode::kDataLoss) << r3.status();
+  EXPECT_THAT(r3.status().message(),
+              HasSubstr("generation 4 was applied to the dataplane but is not durable"));
+  EXPECT_TRUE(fake_.GetRule(7).ok());
+  absl::StatusOr<BatchResult> r4 = durable_->ApplyBatch(Inserts(8, 8));
+  EXPECT_EQ(r4.status().code(), absl::StatusCode::kUnavailable) << r4.status();
+  EXPECT_THAT(r4.status().message(), HasSubstr("failed at generation 3"));
+  EXPECT_FALSE(fake_.GetRule(8).ok());
+  EXPECT_FALSE(durable_->failure().ok());
+  const RuleStoreState st = Reload();
   EXPECT_EQ(st.generation, 1u);
   EXPECT_EQ(st.rules.size(), 5u);
 }
