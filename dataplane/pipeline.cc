@@ -37,12 +37,6 @@ uint64_t SteadyMs(std::chrono::steady_clock::time_point t) {
 // The TSC rate is measured over at least this long (ms rounding < 1%).
 constexpr uint64_t kMinCalibrationMs = 100;
 
-// The SMC controller's settings with pipeline.smc as its mode.
-CacheCostControllerConfig WithMode(CacheCostControllerConfig c, CacheMode mode) {
-  c.mode = mode;
-  return c;
-}
-
 Flow InPortExact() {
   Flow m;
   m.Set(Field::kInPort, 0xffffffffu);
@@ -77,8 +71,10 @@ absl::Status ValidatePipelineConfig(const PipelineConfig& c) {
   if (absl::Status s = ValidateSmcConfig(c.smc_config); !s.ok()) return s;
   if (absl::Status s = ValidateCdConfig(c.cd_table); !s.ok()) return s;
   if (absl::Status s = ValidateCdControllerConfig(c.cd); !s.ok()) return s;
-  if (absl::Status s = ValidateCacheCostControllerConfig(WithMode(c.smc_controller, c.smc));
-      !s.ok())
+  if (c.smc != CacheMode::kOff && c.smc != CacheMode::kOn && c.smc != CacheMode::kAuto)
+    return absl::InvalidArgumentError(
+        absl::StrCat("smc: unknown value ", static_cast<int>(c.smc)));
+  if (absl::Status s = ValidateCacheCostControllerConfig(c.smc_controller); !s.ok())
     return absl::InvalidArgumentError(absl::StrCat("smc: ", s.message()));
   if (c.max_megaflows == 0) {
     return absl::InvalidArgumentError("max_megaflows: must be at least 1");
@@ -117,7 +113,7 @@ Pipeline::Pipeline(const PipelineConfig& config)
       smc_(std::make_unique<Smc>(&pool_, config.smc_config)),
       cd_(std::make_unique<CuckooDistributor>(config.cd_table)),
       cd_ctl_(config.cd),
-      smc_ctl_(WithMode(config.smc_controller, config.smc)),
+      smc_ctl_(config.smc, config.smc_controller),
       cd_group_size_(config.dpcls.max_subtables),
       last_periodic_(std::chrono::steady_clock::now()) {
   anchor_tsc_ = rate_tsc_ = Cycles();

@@ -123,7 +123,7 @@ struct PipelineConfig {
   // measured every smc_window_ms by probing both (CacheCostController,
   // cache/cache_cost_controller.h).  Runtime: SetSmcMode.
   CacheMode smc = CacheMode::kAuto;
-  // The auto rule's windows, margin and probe schedule (its mode is `smc`),
+  // The auto rule's windows, margin and probe schedule (the mode is `smc`),
   // and the windows' length (0: only RunSmcWindow ends one; tests).
   CacheCostControllerConfig smc_controller;
   uint32_t smc_window_ms = 100;

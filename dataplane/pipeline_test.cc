@@ -1011,6 +1011,17 @@ TEST(Pipeline, BadConfigIsRejectedNamingTheField) {
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(p.status().message().find("max_megaflows"), std::string::npos);
+  // The SMC's mode and its controller's tuning, each named under smc.
+  cfg = PipelineConfig();
+  cfg.smc = static_cast<CacheMode>(7);
+  p = Pipeline::Create(cfg);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().message(), "smc: unknown value 7");
+  cfg = PipelineConfig();
+  cfg.smc_controller.probe_pairs = 0;
+  p = Pipeline::Create(cfg);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("smc: probe_pairs"), std::string::npos) << p.status();
 }
 
 }  // namespace

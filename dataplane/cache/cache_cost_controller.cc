@@ -9,9 +9,6 @@
 namespace flowclass {
 
 absl::Status ValidateCacheCostControllerConfig(const CacheCostControllerConfig& c) {
-  if (c.mode != CacheMode::kOff && c.mode != CacheMode::kOn && c.mode != CacheMode::kAuto)
-    return absl::InvalidArgumentError(
-        absl::StrFormat("mode: unknown value %d", static_cast<int>(c.mode)));
   if (c.min_packets == 0)
     return absl::InvalidArgumentError("min_packets: must be at least 1");
   if (c.probe_pairs == 0 || c.probe_pairs > CacheCostController::kMaxProbePairs)
@@ -33,9 +30,10 @@ absl::Status ValidateCacheCostControllerConfig(const CacheCostControllerConfig& 
   return absl::OkStatus();
 }
 
-CacheCostController::CacheCostController(CacheCostControllerConfig config)
-    : config_(config),
-      chosen_(config.mode == CacheMode::kAuto ? config.start_on : config.mode == CacheMode::kOn),
+CacheCostController::CacheCostController(CacheMode mode, CacheCostControllerConfig config)
+    : mode_(mode),
+      config_(config),
+      chosen_(mode == CacheMode::kAuto ? config.start_on : mode == CacheMode::kOn),
       active_(chosen_),
       windows_to_probe_(config.start_windows) {}
 
@@ -56,7 +54,7 @@ void CacheCostController::Settle() {
 }
 
 bool CacheCostController::Update(uint64_t cycles, uint64_t packets, bool defer) {
-  if (config_.mode != CacheMode::kAuto) return false;
+  if (mode_ != CacheMode::kAuto) return false;
   const bool before = active_;
   if (packets < config_.min_packets || packets == 0) {
     // Idle: decides nothing.  A probe in progress ends without a decision
@@ -151,7 +149,7 @@ bool CacheCostController::Update(uint64_t cycles, uint64_t packets, bool defer) 
 }
 
 bool CacheCostController::SetMode(CacheMode mode) {
-  config_.mode = mode;
+  mode_ = mode;
   const bool before = active_;
   phase_ = Phase::kSettled;
   confirming_ = false;
@@ -176,7 +174,7 @@ std::string CacheCostController::DebugString() const {
   return absl::StrFormat(
       "mode %s state %s%s switches %u probes %u cost off %.1f on %.1f (other/chosen %.3f) "
       "next probe in %u windows",
-      CacheModeName(config_.mode), chosen_ ? "on" : "off", probing() ? " (probing)" : "",
+      CacheModeName(mode_), chosen_ ? "on" : "off", probing() ? " (probing)" : "",
       switches_, probes_, last_cost_[0], last_cost_[1], last_ratio_, windows_to_probe_);
 }
 

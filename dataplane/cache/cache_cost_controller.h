@@ -61,8 +61,9 @@
 
 namespace flowclass {
 
+// The auto rule's tuning; the mode (on / off / auto) is the controller's
+// own (its constructor, SetMode): one place holds it (PipelineConfig::smc).
 struct CacheCostControllerConfig {
-  CacheMode mode = CacheMode::kAuto;
   bool start_on = false;           // initial state in kAuto
   uint64_t min_packets = 10000;    // fewer in a window: idle
   uint32_t start_windows = 3;      // busy windows before the first probe
@@ -83,8 +84,10 @@ class CacheCostController {
   enum class Phase : uint8_t { kSettled, kWarmup, kProbe };
   static constexpr uint32_t kMaxProbePairs = 8;
 
-  // `config` is trusted (ValidateCacheCostControllerConfig for user input).
-  explicit CacheCostController(CacheCostControllerConfig config = {});
+  // `mode` must be one of the three; `config` is trusted
+  // (ValidateCacheCostControllerConfig for user input).
+  explicit CacheCostController(CacheMode mode = CacheMode::kAuto,
+                               CacheCostControllerConfig config = {});
 
   // Feeds one window: `cycles` spent on `packets` packets, all with
   // enabled() as it was during the window.  `defer`: do not start a probe
@@ -101,7 +104,7 @@ class CacheCostController {
   bool chosen() const { return chosen_; }
   bool probing() const { return phase_ != Phase::kSettled; }
   Phase phase() const { return phase_; }
-  CacheMode mode() const { return config_.mode; }
+  CacheMode mode() const { return mode_; }
   const CacheCostControllerConfig& config() const { return config_; }
   // Decisions that changed the chosen state (forced changes included).
   uint64_t switches() const { return switches_; }
@@ -124,6 +127,7 @@ class CacheCostController {
   // The schedule after a probe ends with a decision.
   void Settle();
 
+  CacheMode mode_;
   CacheCostControllerConfig config_;
   bool chosen_;
   bool active_;

@@ -41,7 +41,8 @@ struct Workload {
 
 class Driver {
  public:
-  explicit Driver(CacheCostControllerConfig c = {}) : ctl(c) {}
+  explicit Driver(CacheCostControllerConfig c = {}, CacheMode mode = CacheMode::kAuto)
+      : ctl(mode, c) {}
   // Feeds one busy window of `w` with the state the controller asked for.
   bool Window(const Workload& w, bool defer = false) {
     double cost = ctl.enabled() ? w.on : w.off;
@@ -84,7 +85,6 @@ class Driver {
 
 TEST(CacheCostControllerTest, DefaultsAreDocumented) {
   CacheCostControllerConfig c;
-  EXPECT_EQ(c.mode, CacheMode::kAuto);
   EXPECT_FALSE(c.start_on);
   EXPECT_EQ(c.min_packets, 10000u);
   EXPECT_EQ(c.start_windows, 3u);
@@ -95,10 +95,11 @@ TEST(CacheCostControllerTest, DefaultsAreDocumented) {
   EXPECT_EQ(c.max_backoff, 5u);
   EXPECT_TRUE(ValidateCacheCostControllerConfig(c).ok());
   CacheCostController ctl;
+  EXPECT_EQ(ctl.mode(), CacheMode::kAuto);
   EXPECT_FALSE(ctl.enabled());
   EXPECT_FALSE(ctl.chosen());
   EXPECT_FALSE(ctl.probing());
-  EXPECT_TRUE(CacheCostController(CacheCostControllerConfig{.start_on = true}).enabled());
+  EXPECT_TRUE(CacheCostController(CacheMode::kAuto, {.start_on = true}).enabled());
 }
 
 // The first probe: start_windows settled, warmup_windows of the other state,
@@ -294,7 +295,7 @@ TEST(CacheCostControllerTest, DeferPostponesTheProbe) {
 
 TEST(CacheCostControllerTest, ForcedModesIgnoreTheCost) {
   for (CacheMode m : {CacheMode::kOn, CacheMode::kOff}) {
-    Driver d(CacheCostControllerConfig{.mode = m});
+    Driver d({}, m);
     d.last_chosen = m == CacheMode::kOn;
     for (int i = 0; i < 1000; ++i) d.Window({.off = 100, .on = m == CacheMode::kOn ? 200.0 : 10.0});
     EXPECT_EQ(d.ctl.enabled(), m == CacheMode::kOn);
@@ -328,7 +329,6 @@ TEST(CacheCostControllerTest, ConfigValidationNamesTheField) {
   EXPECT_THAT(msg({.max_backoff = 17}), HasSubstr("max_backoff"));
   EXPECT_THAT(msg({.drift = 0}), HasSubstr("drift"));
   EXPECT_THAT(msg({.drift_hold = 0}), HasSubstr("drift_hold"));
-  EXPECT_THAT(msg({.mode = static_cast<CacheMode>(7)}), HasSubstr("mode"));
 }
 
 TEST(CacheCostControllerTest, DebugStringSaysTheState) {
