@@ -53,7 +53,8 @@
 set -euo pipefail
 # compare VAR A B [ARGS...]: ROUNDS (3) rounds of this script with VAR=A
 # then VAR=B, alternating; prints each run's rules/s (the acl builder's line
-# too), the medians and B/A (each run's full report goes to stderr).
+# too), the medians and B/A, and B/A per round with its median (each run's
+# full report goes to stderr).
 compare() {
   local var="$1" a="$2" b="$3" i v out rate
   shift 3
@@ -75,6 +76,11 @@ var, a, b = sys.argv[1:4]
 ma = statistics.median(float(x) for x in sys.argv[4].split())
 mb = statistics.median(float(x) for x in sys.argv[5].split())
 print(f"median rules/s acked: {var}={a} {ma:.0f}, {var}={b} {mb:.0f}: {b}/{a} = {mb / ma:.3f}")
+# The same ratio per round (each round's two runs back to back), whose median
+# the VM's drift between rounds moves less than the ratio of the medians.
+pairs = [float(y) / float(x) for x, y in zip(sys.argv[4].split(), sys.argv[5].split())]
+print(f"per-round {b}/{a}: " + " ".join(f"{r:.3f}" for r in pairs) +
+      f"; median {statistics.median(pairs):.3f}")
 PY
   exit 0
 }
