@@ -9,6 +9,7 @@
 
 #include <rte_lcore.h>
 #include <rte_malloc.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -38,10 +39,15 @@ namespace {
 class AclTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
+    CPU_ZERO(&cpus_before_eal_);
+    ASSERT_EQ(sched_getaffinity(0, sizeof(cpus_before_eal_), &cpus_before_eal_), 0);
     const absl::Status s = InitOfflineEal("flowclass_acl_test");
     ASSERT_TRUE(s.ok()) << s;
   }
+  // The test thread's CPUs before EAL started (OfflineEalLcores' test).
+  static cpu_set_t cpus_before_eal_;
 };
+cpu_set_t AclTest::cpus_before_eal_;
 
 std::unique_ptr<AclClassifier> BuildOk(const std::vector<Rule>& rules,
                                        AclAlgorithm alg = AclAlgorithm::kDefault) {
@@ -559,6 +565,27 @@ TEST_F(AclTest, EmptyRuleSetMatchesNothing) {
   std::unique_ptr<AclClassifier> c = BuildOk({});
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(c->Classify(MakeFiveTupleKey(1, 2, 3, 4, 6)), nullptr);
+}
+
+// EAL pins its main lcore's thread to that lcore's CPUs.  The offline EAL
+// puts lcore 0 on the CPUs the process already had, so `taskset -c 1
+// flowclassctl replay --pipeline acl` stays on CPU 1 (with "-l 0" it moved
+// to CPU 0, away from the dpdk-test-acl it is compared with on CPU 1).
+TEST_F(AclTest, OfflineEalKeepsTheThreadsCpus) {
+  cpu_set_t now;
+  CPU_ZERO(&now);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(now), &now), 0);
+  EXPECT_TRUE(CPU_EQUAL(&now, &cpus_before_eal_))
+      << "CPUs before EAL: " << CPU_COUNT(&cpus_before_eal_) << ", after: " << CPU_COUNT(&now);
+  std::string want = "0@(";
+  bool first = true;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (!CPU_ISSET(c, &now)) continue;
+    want += (first ? "" : ",") + std::to_string(c);
+    first = false;
+  }
+  want += ")";
+  EXPECT_EQ(OfflineEalLcores(), want);
 }
 
 }  // namespace
