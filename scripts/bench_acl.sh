@@ -26,9 +26,24 @@
 # and prints the median packets/s of each and the ratios to dpdk.
 # Checked, or the script fails: both tools loaded the same number of rules,
 # classified the same number of packets, and replay found 0 mismatches
-# against DPDK's verdicts.  All run on one CPU (ACLBENCH_CPU, default 1) and
-# time only their classification loop.  The machine may be shared: the load
-# average is printed at the start and the end.
+# against DPDK's verdicts.  All run on one CPU (ACLBENCH_CPU, default 1:
+# taskset for replay, whose offline EAL keeps that CPU since 2026-12-07 --
+# before, its "-l 0" moved it to CPU 0 -- and -l for dpdk-test-acl) and
+# time only their classification loop.  What is inside each timer:
+#   dpdk-test-acl (app/test-acl/main.c, search_ip5tuples): rte_rdtsc_precise
+#     around all passes; per call of up to --tracestep records, their data
+#     pointers into its array of 16-byte ipv4_5tuple records, the
+#     rte_acl_classify call (the context's default algorithm) and a
+#     verbose-level test per result.  No verdict, no counter.
+#   replay (client/replay.cc, RunTimedPasses): steady_clock around each
+#     pass; per 32-key burst one AclPipeline::ProcessBurst -- the EMC's gate
+#     and (sampled) probes and inserts, the 72-byte key image and data
+#     pointer of each miss, rte_acl_classify_alg, each packet's verdict from
+#     the verdict table, the burst's "alike" answer and the counters: the
+#     pipeline flowclassd's PMD runs.  Checking the verdicts against the
+#     expected column is after each pass, outside the timer.
+# The machine may be shared: the load average is printed at the start and
+# the end.
 #
 # Environment: ACLBENCH_SETS (names under CLASSBENCH_DIR/neurocuts or paths),
 # ACLBENCH_PACKETS (10000), ACLBENCH_ITER (10), ACLBENCH_ROUNDS (3),

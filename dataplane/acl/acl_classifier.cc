@@ -6,6 +6,7 @@
 #include <rte_errno.h>
 #include <rte_lcore.h>
 #include <rte_malloc.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -566,13 +567,32 @@ const Rule* AclClassifier::Classify(const FlowKey& key) const {
   return r;
 }
 
+std::string OfflineEalLcores() {
+  // "-l 0" would make EAL pin the calling thread to CPU 0 whatever CPUs the
+  // process was given: `taskset -c 1 flowclassctl replay --pipeline acl`
+  // then ran on CPU 0 while bench_acl.sh ran dpdk-test-acl on CPU 1.  Lcore
+  // 0 on the process's own CPU set leaves its affinity as it was.
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::string cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (!CPU_ISSET(c, &set)) continue;
+      absl::StrAppend(&cpus, cpus.empty() ? "" : ",", c);
+    }
+  }
+  if (cpus.empty()) return "0";
+  return absl::StrCat("0@(", cpus, ")");
+}
+
 absl::Status InitOfflineEal(std::string_view program, int memory_mb) {
   static std::mutex mu;
   static bool done = false;
   std::lock_guard<std::mutex> lock(mu);
   if (done) return absl::OkStatus();
   std::vector<std::string> args = {
-      std::string(program), "-l", "0", "--no-huge", "-m", absl::StrCat(memory_mb),
+      std::string(program), "--lcores", OfflineEalLcores(), "--no-huge", "-m",
+      absl::StrCat(memory_mb),
       "--no-pci", "--no-telemetry", "--no-shconf",
       absl::StrCat("--file-prefix=", std::string(program), "_", getpid()), "--log-level=lib.eal:error"};
   std::vector<char*> argv;

@@ -266,10 +266,15 @@ class AclClassifier {
 
 // Initialises DPDK's EAL for offline use (flowclassctl replay, tests):
 // "--no-huge -m <memory_mb> --no-pci --no-shconf --file-prefix=<program>_<pid>"
-// and one lcore (--no-shconf: no shared runtime files), unless EAL
-// is already up in this process (then OK).  Not for
+// and one lcore, lcore 0, on the CPUs the process may run on
+// (OfflineEalLcores: EAL then leaves the thread's affinity as it was, so
+// `taskset -c 1` keeps it on CPU 1), unless EAL is already up in this
+// process (then OK).  --no-shconf: no shared runtime files.  Not for
 // flowclassd, which initialises EAL itself (dataplane/dpdk).
 absl::Status InitOfflineEal(std::string_view program, int memory_mb = 512);
+// "--lcores" for InitOfflineEal: "0@(C1,C2,...)", the CPUs of this thread's
+// affinity ("0" if it cannot be read).
+std::string OfflineEalLcores();
 
 }  // namespace flowclass
 

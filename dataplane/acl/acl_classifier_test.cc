@@ -9,6 +9,7 @@
 
 #include <rte_lcore.h>
 #include <rte_malloc.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -38,10 +39,15 @@ namespace {
 class AclTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
+    CPU_ZERO(&cpus_before_eal_);
+    ASSERT_EQ(sched_getaffinity(0, sizeof(cpus_before_eal_), &cpus_before_eal_), 0);
     const absl::Status s = InitOfflineEal("flowclass_acl_test");
     ASSERT_TRUE(s.ok()) << s;
   }
+  // The test thread's CPUs before EAL started (OfflineEalLcores' test).
+  static cpu_set_t cpus_before_eal_;
 };
+cpu_set_t AclTest::cpus_before_eal_;
 
 std::unique_ptr<AclClassifier> BuildOk(const std::vector<Rule>& rules,
                                        AclAlgorithm alg = AclAlgorithm::kDefault) {
@@ -471,7 +477,11 @@ TEST_F(AclTest, AdaptiveEmcStopsLookingWhileItMissesAndResumesOnHits) {
   uint32_t src = 1;
   ASSERT_NO_FATAL_FAILURE(NewFlowBursts(p.get(), 512, &src));
   EXPECT_EQ(p->stats().emc_hits, 0u);
-  EXPECT_GT(p->stats().emc_skipped, 512u * kMaxBurst / 2);
+  // The first window looks every key up; each of the 7 after it skips all
+  // but its sampled bursts, and those look up kSampleKeys of their keys.
+  constexpr uint64_t kW = EmcGate::kWindow, kS = kW / EmcGate::kSampleEvery;
+  EXPECT_EQ(p->stats().emc_skipped,
+            7 * ((kW - kS) * kMaxBurst + kS * (kMaxBurst - AclPipeline::kSampleKeys)));
   // Now the same 32 flows over and over: the sampled bursts hit, and the
   // EMC is looked up again.
   for (FlowKey& k : keys) k = MakeFiveTupleKey(src++, 2, 3, 4, 6);
@@ -555,10 +565,64 @@ TEST_F(AclTest, CountersSplitEmcHitsAclHitsAndAclMissesWithinABurst) {
   EXPECT_EQ(counters(), (std::vector<uint64_t>{12, 8, 2, 2}));
 }
 
+// The EMC's generation is 32 bits: when it wraps, SetClassifier clears
+// every entry, so an entry made 2^32 classifiers ago (the same generation
+// number) cannot answer for the classifier of today.
+TEST_F(AclTest, EmcGenerationWrapClearsTheEmc) {
+  Rule to2 = AnyIpv4ToPort2();
+  Rule to3 = to2;
+  to3.action = Action::Output(3);
+  std::unique_ptr<AclClassifier> c2 = BuildOk({to2});
+  std::unique_ptr<AclClassifier> c3 = BuildOk({to3});
+  ASSERT_NE(c2, nullptr);
+  ASSERT_NE(c3, nullptr);
+  AclPipelineConfig pc;
+  pc.emc_adaptive = false;
+  pc.emc_insert_inv_prob = 1;
+  std::unique_ptr<AclPipeline> p = std::move(*AclPipeline::Create(pc));
+  p->SetClassifier(c2.get());
+  p->SetEmcGenerationForTesting(0xffffffffu);  // the last before the wrap
+  const FlowKey k = MakeFiveTupleKey(1, 2, 3, 4, 6);
+  Verdict v;
+  p->ProcessBurst(&k, 1, &v);
+  p->ProcessBurst(&k, 1, &v);
+  EXPECT_EQ(v.action, Action::Output(2));
+  EXPECT_EQ(p->stats().emc_hits, 1u);
+  p->SetClassifier(c3.get());  // wraps: cleared, generation 1
+  // 2^32 - 2 classifiers later (and nothing inserted meanwhile) the
+  // generation is 0xffffffff again: the old entry was cleared, so the key
+  // is classified, not answered by c2's entry.
+  p->SetEmcGenerationForTesting(0xffffffffu);
+  p->ProcessBurst(&k, 1, &v);
+  EXPECT_EQ(v.action, Action::Output(3));
+  EXPECT_EQ(p->stats().emc_hits, 1u);
+}
+
 TEST_F(AclTest, EmptyRuleSetMatchesNothing) {
   std::unique_ptr<AclClassifier> c = BuildOk({});
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(c->Classify(MakeFiveTupleKey(1, 2, 3, 4, 6)), nullptr);
+}
+
+// EAL pins its main lcore's thread to that lcore's CPUs.  The offline EAL
+// puts lcore 0 on the CPUs the process already had, so `taskset -c 1
+// flowclassctl replay --pipeline acl` stays on CPU 1 (with "-l 0" it moved
+// to CPU 0, away from the dpdk-test-acl it is compared with on CPU 1).
+TEST_F(AclTest, OfflineEalKeepsTheThreadsCpus) {
+  cpu_set_t now;
+  CPU_ZERO(&now);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(now), &now), 0);
+  EXPECT_TRUE(CPU_EQUAL(&now, &cpus_before_eal_))
+      << "CPUs before EAL: " << CPU_COUNT(&cpus_before_eal_) << ", after: " << CPU_COUNT(&now);
+  std::string want = "0@(";
+  bool first = true;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (!CPU_ISSET(c, &now)) continue;
+    want += (first ? "" : ",") + std::to_string(c);
+    first = false;
+  }
+  want += ")";
+  EXPECT_EQ(OfflineEalLcores(), want);
 }
 
 }  // namespace

@@ -44,9 +44,12 @@ struct AclPipelineConfig {
   // countdown); 1: every miss; 0: none.
   uint32_t emc_insert_inv_prob = 100;
   // Skip the EMC while it does not pay (EmcGate, cache/emc_gate.h: below 1
-  // hit in 8 keys over a window of 64 bursts, only 1 burst in 8 looks it up
-  // and inserts its misses, until a window is above again, so a workload of
-  // few flows turns it back on).  false: every burst looks it up.
+  // hit in 8 keys over a window of 64 bursts, only 1 burst in 8 looks it up,
+  // kSampleKeys of its keys, and inserts their misses, until a window is
+  // above again, so a workload of few flows turns it back on; between 1 in 8
+  // and 7 in 8 hits, the cycles a packet of the bursts that looked it up and
+  // of those that did not decide, since in front of rte_acl a hit saves
+  // little more than it costs).  false: every burst looks it up.
   bool emc_adaptive = true;
 };
 
@@ -56,7 +59,9 @@ struct AclPipelineStats {
   uint64_t acl_hits = 0;    // misses of the EMC the ACL matched to a rule
   uint64_t acl_misses = 0;  // ... and those no rule matches
   uint64_t emc_inserts = 0;
-  uint64_t emc_skipped = 0;  // packets whose burst did not look the EMC up (adaptive)
+  // Packets that did not look the EMC up (adaptive): those of the bursts
+  // that skipped it and those a sampled burst did not sample.
+  uint64_t emc_skipped = 0;
   uint64_t generation = 0;  // SetClassifier calls
 };
 
@@ -64,6 +69,8 @@ class AclPipeline {
  public:
   // INVALID_ARGUMENT naming the field (emc_entries not a power of two).
   static absl::StatusOr<std::unique_ptr<AclPipeline>> Create(AclPipelineConfig config);
+  // Keys a sampled burst looks up while the EMC gate skips the EMC.
+  static constexpr int kSampleKeys = 8;
 
   void SetClassifier(const AclClassifier* classifier);
   // Returns whether all n verdicts are alike: one action, and every packet
@@ -71,16 +78,25 @@ class AclPipeline {
   bool ProcessBurst(const FlowKey* keys, int n, Verdict* verdicts);
 
   const AclPipelineStats& stats() const { return stats_; }
+  // Tests: the EMC's generation as if SetClassifier had been called that
+  // often (g != 0), to reach its wrap without 2^32 calls.
+  void SetEmcGenerationForTesting(uint32_t g) { generation_ = g; }
   const AclPipelineConfig& config() const { return config_; }
   // "  packets: ... emc_hits: ... acl_hits: ... acl_misses: ..." lines.
   std::string FormatStats() const;
 
  private:
+  // The generation and the key's hash first: a probe's first compares
+  // read the entry's first 16 bytes, which 96-byte entries keep in one
+  // cache line (so a probe that misses, the common case on traffic of new
+  // flows, touches one line a slot; the generation after the 88-byte key,
+  // as it was, made it two).
   struct EmcEntry {
-    FlowKey key;
+    uint32_t generation = 0;   // 0: empty
     uint32_t result = 0;       // the classifier's result (0: no rule matches)
-    uint64_t generation = 0;   // 0: empty
+    FlowKey key;
   };
+  static_assert(sizeof(EmcEntry) == 96);
   explicit AclPipeline(AclPipelineConfig config);
   uint32_t Slot1(uint64_t hash) const;
   uint32_t NextInsertCountdown();
@@ -90,7 +106,10 @@ class AclPipeline {
   std::vector<EmcEntry> emc_;
   uint32_t mask_ = 0;
   int shift_ = 0;
-  uint64_t generation_ = 1;
+  // The EMC's generation (never 0, the empty entry's).  When it wraps, every
+  // entry is cleared (SetClassifier), so an entry of 2^32 classifiers ago
+  // cannot answer.
+  uint32_t generation_ = 1;
   uint64_t rng_ = 0x9e3779b97f4a7c15ULL;
   uint32_t insert_countdown_ = 1;  // misses until the next EMC insert
   EmcGate emc_gate_;  // emc_adaptive: whether a burst looks the EMC up
