@@ -102,14 +102,37 @@ uint64_t CheckpointedGeneration(const std::string& dir, const std::string& copy_
   return loaded.ok() ? loaded->generation : 0;
 }
 
-// A gRPC server over DurableDataplane over a FakeDataplane, with a store.
-class DurableTest : public ::testing::Test {
+// A DurableDataplane over a FakeDataplane, with a store in a new directory.
+class DurableFixture : public ::testing::Test {
  protected:
   void SetUp() override {
     RuleStoreState st;
     store_ = OpenStore(dir_.path(), &st);
     ASSERT_NE(store_, nullptr);
     durable_ = std::make_unique<DurableDataplane>(&fake_, store_.get());
+  }
+  // Stops the DurableDataplane (its last commits and settle done), closes
+  // the store and loads it again.
+  RuleStoreState ReloadStore() {
+    durable_.reset();
+    store_.reset();
+    RuleStoreState st;
+    store_ = OpenStore(dir_.path(), &st);
+    return st;
+  }
+
+  TempDir dir_{"durable_test"};
+  FakeDataplane fake_;
+  std::unique_ptr<RuleStore> store_;
+  std::unique_ptr<DurableDataplane> durable_;
+};
+
+// A gRPC server over DurableDataplane over a FakeDataplane, with a store.
+class DurableTest : public DurableFixture {
+ protected:
+  void SetUp() override {
+    DurableFixture::SetUp();
+    if (HasFatalFailure()) return;
     GrpcServerConfig cfg;
     cfg.address = "127.0.0.1";
     cfg.port = 0;
@@ -132,17 +155,9 @@ class DurableTest : public ::testing::Test {
   RuleStoreState Reload() {
     client_.reset();
     server_.reset();
-    durable_.reset();
-    store_.reset();
-    RuleStoreState st;
-    store_ = OpenStore(dir_.path(), &st);
-    return st;
+    return ReloadStore();
   }
 
-  TempDir dir_{"durable_test"};
-  FakeDataplane fake_;
-  std::unique_ptr<RuleStore> store_;
-  std::unique_ptr<DurableDataplane> durable_;
   std::unique_ptr<GrpcServer> server_;
   std::unique_ptr<FlowclassClient> client_;
 };
@@ -356,30 +371,19 @@ bool FinishWaits(Dataplane::Deferred& d, std::atomic<bool>* released) {
 
 // A DurableDataplane over a FakeDataplane and a new store, its store thread
 // held (HoldStoreThread) until released_.
-class DurableDeferredTest : public ::testing::Test {
+class DurableDeferredTest : public DurableFixture {
  protected:
   void SetUp() override {
-    RuleStoreState st;
-    store_ = OpenStore(dir_.path(), &st);
-    ASSERT_NE(store_, nullptr);
-    durable_ = std::make_unique<DurableDataplane>(&fake_, store_.get());
+    DurableFixture::SetUp();
+    if (HasFatalFailure()) return;
     HoldStoreThread(*durable_, &released_);
   }
-  // Releases the store thread, stops the DurableDataplane (its last
-  // commits and settle done), closes the store and loads it again.
+  // Releases the store thread, then ReloadStore().
   RuleStoreState Reload() {
     released_ = true;
-    durable_.reset();
-    store_.reset();
-    RuleStoreState st;
-    store_ = OpenStore(dir_.path(), &st);
-    return st;
+    return ReloadStore();
   }
 
-  TempDir dir_{"durable_deferred"};
-  FakeDataplane fake_;
-  std::unique_ptr<RuleStore> store_;
-  std::unique_ptr<DurableDataplane> durable_;
   std::atomic<bool> released_{false};
 };
 
