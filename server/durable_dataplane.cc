@@ -123,8 +123,8 @@ absl::Status DurableDataplane::CommitOnStoreThread(const std::vector<StoreBatch>
   // The checkpoint into rules.db (and a compaction when one is due) runs
   // when no commit follows for settle_idle_ (at the latest kSettleAtLatest
   // after the first group it waits for): a stream's groups are committed
-  // back to back (RuleStore::CommitGroup checkpoints every
-  // checkpoint_groups groups).
+  // back to back (RuleStore::CommitGroup checkpoints first only when
+  // checkpoint_groups groups or checkpoint_bytes wait).
   worker_->PostIdle([this] {
     absl::Status settled = store_->Settle();
     if (settled.ok()) return;
@@ -137,10 +137,10 @@ absl::Status DurableDataplane::CommitOnStoreThread(const std::vector<StoreBatch>
   return s;
 }
 
-DurableDataplane::Pending DurableDataplane::StartAppendLocked(
+DurableDataplane::Commit DurableDataplane::StartAppendLocked(
     uint64_t before, absl::Span<const absl::Span<const RuleOp>> batches, bool delete_all,
     absl::Span<const absl::StatusOr<BatchResult>> results) {
-  Pending p;
+  std::vector<StoreBatch> group;
   uint64_t gen = before;
   for (size_t i = 0; i < results.size(); ++i) {
     const absl::StatusOr<BatchResult>& r = results[i];
@@ -153,26 +153,25 @@ DurableDataplane::Pending DurableDataplane::StartAppendLocked(
     } else {
       b.ops = batches[i];
     }
-    p.group.push_back(b);
+    group.push_back(b);
   }
-  if (p.group.empty()) {
-    // Nothing to commit, but the generation the results name may be a
-    // group's whose commit is still running (or failed): they wait for it.
-    p.committed = last_commit_;
-    return p;
-  }
+  // Nothing to commit: the generation the results name may still be a
+  // group's whose commit is running (or failed), so they wait for it.
+  if (group.empty()) return last_commit_;
   // The batches' operations outlive the commit: FinishAppend waits for it
   // (ApplyBatchesDeferred's caller keeps them until Finish()).
   auto done = std::make_shared<std::promise<absl::Status>>();
-  p.committed = done->get_future().share();
-  last_commit_ = p.committed;
-  worker_->Post([this, group = p.group, done] { done->set_value(CommitOnStoreThread(group)); });
-  return p;
+  last_commit_ = done->get_future().share();
+  worker_->Post([this, group = std::move(group), done] {
+    done->set_value(CommitOnStoreThread(group));
+  });
+  return last_commit_;
 }
 
-void DurableDataplane::FinishAppend(Pending* p, std::vector<absl::StatusOr<BatchResult>>* results) {
-  if (!p->committed.valid()) return;
-  const absl::Status s = p->committed.get();
+void DurableDataplane::FinishAppend(const Commit& commit,
+                                    std::vector<absl::StatusOr<BatchResult>>* results) {
+  if (!commit.valid()) return;
+  const absl::Status s = commit.get();
   uint64_t durable = 0;
   absl::Status failed;
   {
@@ -212,31 +211,32 @@ Dataplane::Deferred DurableDataplane::ApplyBatchesDeferred(
   if (RefuseLocked())
     return Deferred(std::vector<absl::StatusOr<BatchResult>>(batches.size(), RefusedLocked()));
   const uint64_t before = inner_->generation();
-  Pending pending;
+  Commit commit;
   // The store commits the group while the dataplane publishes it.
   std::vector<absl::StatusOr<BatchResult>> results = inner_->ApplyBatchesNotifying(
       batches, [&](absl::Span<const absl::StatusOr<BatchResult>> decided) {
-        pending = StartAppendLocked(before, batches, /*delete_all=*/false, decided);
+        commit = StartAppendLocked(before, batches, /*delete_all=*/false, decided);
       });
-  if (!pending.committed.valid()) return Deferred(std::move(results));
+  if (!commit.valid()) return Deferred(std::move(results));
   // Finished without mu_: the next group is applied while this one's commit runs.
   return Deferred(std::move(results),
-                  [this, p = std::move(pending)](
-                      std::vector<absl::StatusOr<BatchResult>>* r) mutable { FinishAppend(&p, r); });
+                  [this, commit](std::vector<absl::StatusOr<BatchResult>>* r) {
+                    FinishAppend(commit, r);
+                  });
 }
 
 absl::StatusOr<BatchResult> DurableDataplane::DeleteAll() {
   if (store_ == nullptr) return inner_->DeleteAll();
-  Pending pending;
+  Commit commit;
   std::vector<absl::StatusOr<BatchResult>> results;
   {
     absl::MutexLock lock(&mu_);
     if (RefuseLocked()) return RefusedLocked();
     const uint64_t before = inner_->generation();
     results.push_back(inner_->DeleteAll());
-    pending = StartAppendLocked(before, {}, /*delete_all=*/true, results);
+    commit = StartAppendLocked(before, {}, /*delete_all=*/true, results);
   }
-  FinishAppend(&pending, &results);
+  FinishAppend(commit, &results);
   return std::move(results.front());
 }
 

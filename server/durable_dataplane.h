@@ -155,23 +155,20 @@ class DurableDataplane final : public ForwardingDataplane {
     absl::Time idle_deadline_ ABSL_GUARDED_BY(mu_);
     std::thread thread_;
   };
-  // A group being committed.
-  struct Pending {
-    std::vector<StoreBatch> group;
-    // What the results wait for: this group's commit, or (a group that
-    // changed nothing) the last commit posted before it, which its
-    // generation may still be waiting for; invalid: nothing.
-    std::shared_future<absl::Status> committed;
-  };
+  // What a group's results wait for: its commit, or (a group that changed
+  // nothing) the last commit posted before it, which the generation its
+  // results name may still be waiting for; invalid: nothing.
+  using Commit = std::shared_future<absl::Status>;
   // Posts the commit of the accepted batches of `results` (of `batches`;
-  // delete_all for a DeleteAll) that got a generation after `before`.
-  Pending StartAppendLocked(uint64_t before, absl::Span<const absl::Span<const RuleOp>> batches,
-                            bool delete_all, absl::Span<const absl::StatusOr<BatchResult>> results)
+  // delete_all for a DeleteAll) that got a generation after `before`, and
+  // returns what the results wait for.
+  Commit StartAppendLocked(uint64_t before, absl::Span<const absl::Span<const RuleOp>> batches,
+                           bool delete_all, absl::Span<const absl::StatusOr<BatchResult>> results)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Waits for that commit (without mu_); then every OK result whose
-  // generation is not durable (its commit, or one before it, failed) turns
-  // into DATA_LOSS.
-  void FinishAppend(Pending* p, std::vector<absl::StatusOr<BatchResult>>* results)
+  // Waits for `commit` (without mu_); then every OK result whose generation
+  // is not durable (its commit, or one before it, failed) turns into
+  // DATA_LOSS.
+  void FinishAppend(const Commit& commit, std::vector<absl::StatusOr<BatchResult>>* results)
       ABSL_LOCKS_EXCLUDED(mu_, store_mu_);
   // The store thread's job for one group: refused once the store has failed,
   // else RuleStore::CommitGroup; a failure fails this object, a success arms
@@ -188,7 +185,7 @@ class DurableDataplane final : public ForwardingDataplane {
   // Held while a group is applied and its commit posted, so that the store
   // thread commits groups in generation order.
   mutable absl::Mutex mu_;
-  std::shared_future<absl::Status> last_commit_ ABSL_GUARDED_BY(mu_);  // the last posted
+  Commit last_commit_ ABSL_GUARDED_BY(mu_);  // the last posted
   // Set by the store thread.
   mutable absl::Mutex store_mu_;
   absl::Status store_failed_ ABSL_GUARDED_BY(store_mu_);  // the commit or settle that failed
